@@ -1,5 +1,13 @@
 """Client data: the padded container, partitioners, generators and loaders."""
 
+from collections.abc import Callable
+
+from ._bao import (
+    bao_lowrank_matrix,
+    bao_sparse_regression,
+    lowrank_truth,
+    sparse_regression_truth,
+)
 from ._client_data import Batch, ClientData
 from ._partition import (
     partition_dirichlet,
@@ -11,14 +19,20 @@ from ._partition import (
 from ._synthetic import synthetic_fedprox
 
 #: Data-set generators by configuration name: ``DATASETS[name](**params) -> ClientData``.
-DATASETS = {
+DATASETS: dict[str, Callable[..., ClientData]] = {
     "synthetic_fedprox": synthetic_fedprox,
+    "bao_sparse_regression": bao_sparse_regression,
+    "bao_lowrank_matrix": bao_lowrank_matrix,
 }
 
 #: One line per data set, for ``fedcomp list``.
 DATASET_DESCRIPTIONS = {
     "synthetic_fedprox": "FedProx Synthetic(alpha, beta): per-client softmax models and shifted "
                          "Gaussian features; n_classes=2 gives ±1 labels (seed 000)",
+    "bao_sparse_regression": "Fast-FedDA Example 3.1: w* = (1_s, 0), x = delta_k + AR(1) z with "
+                             "Sigma_ij = 0.5^|i-j|, y = <x, w*> + noise (seed 001)",
+    "bao_lowrank_matrix": "Fast-FedDA Example 3.2: W* = diag(1_r, 0), X = Z_k + A with "
+                          "per-client Z_k, y = <X, W*> + noise (seed 001)",
 }
 
 #: Partitioners by name: pure functions returning one index array per client.
@@ -39,6 +53,7 @@ PARTITIONER_DESCRIPTIONS = {
 
 __all__ = [
     "DATASETS", "DATASET_DESCRIPTIONS", "PARTITIONERS", "PARTITIONER_DESCRIPTIONS", "Batch",
-    "ClientData", "partition_dirichlet", "partition_iid", "partition_quantity_skew",
-    "partition_shards", "split_to_clients", "synthetic_fedprox",
+    "ClientData", "bao_lowrank_matrix", "bao_sparse_regression", "lowrank_truth",
+    "partition_dirichlet", "partition_iid", "partition_quantity_skew",
+    "partition_shards", "sparse_regression_truth", "split_to_clients", "synthetic_fedprox",
 ]

@@ -1,7 +1,7 @@
 """Trace regression: a linear model on matrix features, ``y = ⟨X, W⟩ + ε``.
 
 The smooth part of low-rank matrix estimation with a nuclear-norm regularizer, as in the
-statistical-recovery experiments of Bao, Chen, Xu, Yang, "Fast Composite Optimization and
+statistical-recovery experiments of Bao, Crawshaw, Luo, Liu, "Fast Composite Optimization and
 Statistical Recovery in Federated Learning", ICML 2022 (Fast-FedDA), and the trace
 regression model of Negahban and Wainwright, "Estimation of (near) low-rank matrices with
 noise and high-dimensional scaling", Annals of Statistics 2011.

@@ -5,16 +5,23 @@ from ._functions import (
                          DESCRIPTIONS,
                          METRICS,
                          evaluate,
+                         l1_error,
+                         l2_error,
                          nnz,
                          objective,
+                         operator_error,
                          optimality,
                          prox_grad_norm,
+                         rank,
                          suboptimality,
                          support,
+                         support_f1,
                          support_scores,
+                         training_loss,
 )
 from ._loggers import CSVLogger, JSONLLogger, MemoryLogger, MultiLogger, StdoutLogger
 
 __all__ = ["CSVLogger", "DEFAULT_METRICS", "DESCRIPTIONS", "JSONLLogger", "METRICS",
-           "MemoryLogger", "MultiLogger", "StdoutLogger", "evaluate", "nnz", "objective",
-           "optimality", "prox_grad_norm", "suboptimality", "support", "support_scores"]
+           "MemoryLogger", "MultiLogger", "StdoutLogger", "evaluate", "l1_error", "l2_error", "nnz",
+           "objective", "operator_error", "optimality", "prox_grad_norm", "rank",
+           "suboptimality", "support", "support_f1", "support_scores", "training_loss"]

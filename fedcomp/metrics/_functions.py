@@ -2,6 +2,10 @@
 
 ``optimality`` is seed 000's measure ``‖x − x*‖/‖x*‖``; ``prox_grad_norm`` is the
 stationarity measure for nonconvex problems, ``‖x − prox_{s g}(x − s∇f(x))‖/s``.
+``l2_error``, ``l1_error``, ``support_f1``, ``operator_error``, ``rank`` and
+``training_loss`` are the statistical-recovery measures of Bao, Crawshaw, Luo, Liu, "Fast
+Composite Optimization and Statistical Recovery in Federated Learning", ICML 2022
+(Section 4), taken against ``problem.ground_truth``.
 """
 
 from __future__ import annotations
@@ -66,6 +70,73 @@ def support(problem: Problem, x: Array, **_: Any) -> dict[str, float]:
     return support_scores(x, problem.ground_truth)
 
 
+def _error(problem: Problem, x: Array) -> np.ndarray | None:
+    """``x − w*`` as a NumPy array of ``x``'s shape (None without a ground truth)."""
+    if problem.ground_truth is None:
+        return None
+    model = np.asarray(to_numpy(x), dtype=np.float64)
+    truth = np.asarray(to_numpy(problem.ground_truth), dtype=np.float64)
+    if truth.size != model.size:
+        raise ValueError(f"ground_truth has shape {truth.shape} but the model {model.shape}; "
+                         "pass a ground truth of the model's shape")
+    return model - truth.reshape(model.shape)
+
+
+def l2_error(problem: Problem, x: Array, **_: Any) -> float:
+    """``‖x − w*‖₂`` (Frobenius for matrices) against ``problem.ground_truth`` (NaN without)."""
+    diff = _error(problem, x)
+    return float("nan") if diff is None else float(np.linalg.norm(diff.ravel()))
+
+
+def l1_error(problem: Problem, x: Array, **_: Any) -> float:
+    """Entrywise ``‖x − w*‖₁`` against ``problem.ground_truth`` (NaN without one)."""
+    diff = _error(problem, x)
+    return float("nan") if diff is None else float(np.abs(diff).sum())
+
+
+#: Entries with ``|x_j|`` above this count as selected in ``support_f1``.
+SUPPORT_TOL = 0.01
+
+
+def support_f1(problem: Problem, x: Array, **_: Any) -> float:
+    """F1 of the support ``{j : |x_j| > 0.01}`` against the truth's (NaN without one).
+
+    The threshold makes the score meaningful for iterates that are small but not exactly
+    zero (dual-averaging and SGD-type methods); ``support`` counts exact zeros only.
+    """
+    if problem.ground_truth is None:
+        return float("nan")
+    return support_scores(x, to_numpy(problem.ground_truth), tol=SUPPORT_TOL)["support_f1"]
+
+
+def operator_error(problem: Problem, x: Array, **_: Any) -> float:
+    """Spectral norm ``‖x − W*‖₂`` of a matrix model (NaN for vectors or without a truth)."""
+    diff = _error(problem, x)
+    if diff is None or diff.ndim != 2:
+        return float("nan")
+    return float(np.linalg.norm(diff, ord=2))
+
+
+#: Singular values above this fraction of the largest count towards ``rank``.
+RANK_RTOL = 1e-4
+
+
+def rank(problem: Problem, x: Array, **_: Any) -> float:
+    """Number of singular values ``> 1e-4 ×`` the largest (NaN for vector models)."""
+    model = np.asarray(to_numpy(x), dtype=np.float64)
+    if model.ndim != 2:
+        return float("nan")
+    sv = np.linalg.svd(model, compute_uv=False)
+    if sv.size == 0 or sv[0] == 0:
+        return 0.0
+    return float(np.count_nonzero(sv > RANK_RTOL * sv[0]))
+
+
+def training_loss(problem: Problem, x: Array, **_: Any) -> float:
+    """The smooth part ``f(x) = Σ π_i f_i(x)`` on the training data (no regularizer)."""
+    return problem.smooth_value(problem.as_model(x))
+
+
 METRICS: dict[str, Callable[..., Any]] = {
     "objective": objective,
     "optimality": optimality,
@@ -73,6 +144,12 @@ METRICS: dict[str, Callable[..., Any]] = {
     "prox_grad_norm": prox_grad_norm,
     "nnz": nnz,
     "support": support,
+    "l2_error": l2_error,
+    "l1_error": l1_error,
+    "support_f1": support_f1,
+    "operator_error": operator_error,
+    "rank": rank,
+    "training_loss": training_loss,
 }
 
 DESCRIPTIONS: dict[str, str] = {
@@ -82,6 +159,12 @@ DESCRIPTIONS: dict[str, str] = {
     "prox_grad_norm": "prox-gradient mapping norm ||x - prox_{g/L}(x - grad f(x)/L)|| * L",
     "nnz": "number of nonzero entries of the model",
     "support": "support precision / recall / F1 against a known ground truth",
+    "l2_error": "||x - x_true||_2 (Frobenius for matrices) against the known ground truth",
+    "l1_error": "entrywise ||x - x_true||_1 against the known ground truth",
+    "support_f1": "F1 of the support {|x_j| > 0.01} against the ground truth's support",
+    "operator_error": "spectral norm ||x - X_true||_2 of a matrix model (NaN for vectors)",
+    "rank": "number of singular values > 1e-4 * the largest (NaN for vector models)",
+    "training_loss": "smooth part f(x) = sum_i pi_i f_i(x), without the regularizer",
 }
 
 DEFAULT_METRICS = ("objective", "optimality", "nnz")
