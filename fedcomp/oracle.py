@@ -93,6 +93,9 @@ class Oracle:
         self._draws += 1
         if self.batch_size is None:
             return self.full_batch()
+        if self.problem.sampler is not None:  # streaming: fresh samples, counter-based
+            return self.problem.sampler.batch(self.seed, self.round, self.client_ids, draw,
+                                              self.batch_size, self.problem.data.features)
         counts = self.problem.data.counts[self.client_ids]
         index = minibatch_indices(self.seed, self.round, self.client_ids, counts, draw,
                                   self.batch_size)

@@ -62,6 +62,11 @@ class Problem:
         A known true model (synthetic data), for support-recovery metrics.
     name : str, default ""
         A label used in outputs.
+    sampler : object, optional
+        Streaming data: ``sampler.batch(seed, round, client_ids, draw, batch_size, like)``
+        returns fresh samples for every minibatch gradient call (e.g.
+        :class:`fedcomp.data.LiangSampler`); ``data`` then only fixes shapes, dtype and the
+        training-loss metrics. Full-gradient runs (``batch_size=None``) still use ``data``.
 
     Examples
     --------
@@ -82,6 +87,7 @@ class Problem:
     n_classes: int | None = None
     ground_truth: Any = None
     name: str = ""
+    sampler: Any = None
     weights: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -10,11 +10,14 @@ from collections.abc import Callable
 from typing import Any
 
 from ._base import ClientContext, EmptyState, FederatedAlgorithm, ServerContext
+from ._decentralized import DecentralizedAlgorithm, NodeContext
 from .c_fedda import c_fedda
+from .dfedda import dfedda, dfedda_gt, dfedmid, drefedda_gt
 from .fast_fedda import fast_fedda
 from .fedavg import fedavg
 from .fedda import fedda
 from .fedmid import fedmid
+from .refedda_gt import fedda_gt, multistep_refedda_gt, refedda_gt
 from .za1 import za1, za1_correction
 
 ALGORITHMS: dict[str, Callable[..., FederatedAlgorithm]] = {
@@ -24,6 +27,17 @@ ALGORITHMS: dict[str, Callable[..., FederatedAlgorithm]] = {
     "za1": za1,
     "fast_fedda": fast_fedda,
     "c_fedda": c_fedda,
+    "fedda_gt": fedda_gt,
+    "refedda_gt": refedda_gt,
+    "multistep_refedda_gt": multistep_refedda_gt,
+}
+
+#: Gossip algorithms, run by :func:`fedcomp.runtime.simulate_decentralized` over a topology.
+DECENTRALIZED: dict[str, Callable[..., DecentralizedAlgorithm]] = {
+    "dfedda": dfedda,
+    "dfedda_gt": dfedda_gt,
+    "drefedda_gt": drefedda_gt,
+    "dfedmid": dfedmid,
 }
 
 DESCRIPTIONS: dict[str, str] = {
@@ -33,20 +47,27 @@ DESCRIPTIONS: dict[str, str] = {
     "za1": "Decoupled prox + drift correction (Zhang, Hu, Johansson 2024, seed 000)",
     "fast_fedda": "Dual averaging with increasing weights, strongly convex (Bao et al. 2022)",
     "c_fedda": "Constrained dual averaging, exact l1-ball constrained prox (Bao et al. 2022)",
+    "fedda_gt": "l_q dual averaging with gradient tracking, server form (Liang et al. 2023)",
+    "refedda_gt": "Restricted FedDA-GT, l_q-ball dual-to-primal map, top-s output (Liang et al.)",
+    "multistep_refedda_gt": "Restarted ReFedDA-GT with halving radius (Liang et al. 2023)",
+    "dfedda": "Decentralized l_q dual averaging, gossip of duals (Liang et al. 2023)",
+    "dfedda_gt": "DFedDA with gradient tracking (Liang, Peng, Zhang 2023, Algorithm 1)",
+    "drefedda_gt": "Gossip ReFedDA-GT: restricted map, sparsified average (Liang et al. 2023)",
+    "dfedmid": "Decentralized FedMiD: local prox-SGD, gossip of primal models (baseline)",
 }
 
 
-def make_algorithm(name: str, **hyperparameters: Any) -> FederatedAlgorithm:
-    """Build a registered algorithm by name.
+def make_algorithm(name: str, **hyperparameters: Any) -> Any:
+    """Build a registered (federated or decentralized) algorithm by name.
 
     Raises ``ValueError`` listing the valid names, or the accepted hyperparameters.
     """
     import inspect
 
-    if name not in ALGORITHMS:
-        valid = ", ".join(sorted(ALGORITHMS))
+    if name not in ALGORITHMS and name not in DECENTRALIZED:
+        valid = ", ".join(sorted([*ALGORITHMS, *DECENTRALIZED]))
         raise ValueError(f"unknown algorithm {name!r}; valid names: {valid}")
-    factory = ALGORITHMS[name]
+    factory: Callable[..., Any] = ALGORITHMS.get(name) or DECENTRALIZED[name]
     accepted = list(inspect.signature(factory).parameters)
     unknown = sorted(set(hyperparameters) - set(accepted))
     if unknown:
@@ -54,6 +75,8 @@ def make_algorithm(name: str, **hyperparameters: Any) -> FederatedAlgorithm:
     return factory(**hyperparameters)
 
 
-__all__ = ["ALGORITHMS", "DESCRIPTIONS", "ClientContext", "EmptyState", "FederatedAlgorithm",
-           "ServerContext", "c_fedda", "fast_fedda", "fedavg", "fedda", "fedmid",
-           "make_algorithm", "za1", "za1_correction"]
+__all__ = ["ALGORITHMS", "DECENTRALIZED", "DESCRIPTIONS", "ClientContext",
+           "DecentralizedAlgorithm", "EmptyState", "FederatedAlgorithm", "NodeContext",
+           "ServerContext", "c_fedda", "dfedda", "dfedda_gt", "dfedmid", "drefedda_gt",
+           "fast_fedda", "fedavg", "fedda", "fedda_gt", "fedmid", "make_algorithm",
+           "multistep_refedda_gt", "refedda_gt", "za1", "za1_correction"]

@@ -9,6 +9,13 @@ from ._bao import (
     sparse_regression_truth,
 )
 from ._client_data import Batch, ClientData
+from ._liang import (
+    LiangSampler,
+    liang_linear_models,
+    liang_logistic_models,
+    liang_sparse_linear,
+    liang_sparse_logistic,
+)
 from ._partition import (
     partition_dirichlet,
     partition_iid,
@@ -23,6 +30,8 @@ DATASETS: dict[str, Callable[..., ClientData]] = {
     "synthetic_fedprox": synthetic_fedprox,
     "bao_sparse_regression": bao_sparse_regression,
     "bao_lowrank_matrix": bao_lowrank_matrix,
+    "liang_sparse_linear": liang_sparse_linear,
+    "liang_sparse_logistic": liang_sparse_logistic,
 }
 
 #: One line per data set, for ``fedcomp list``.
@@ -33,6 +42,10 @@ DATASET_DESCRIPTIONS = {
                              "Sigma_ij = 0.5^|i-j|, y = <x, w*> + noise (seed 001)",
     "bao_lowrank_matrix": "Fast-FedDA Example 3.2: W* = diag(1_r, 0), X = Z_k + A with "
                           "per-client Z_k, y = <X, W*> + noise (seed 001)",
+    "liang_sparse_linear": "Liang et al. Sec. 7: dense distinct client optima averaging to an "
+                           "s-sparse w*, x = (1, sigma1 g), y = <x, w_m> + noise (seed 004)",
+    "liang_sparse_logistic": "Liang et al. Sec. 7: paired client optima (alpha, +-beta_i), "
+                             "sparse w* = (gamma alpha, 0), +-1 labels (seed 004)",
 }
 
 #: Partitioners by name: pure functions returning one index array per client.
@@ -53,7 +66,9 @@ PARTITIONER_DESCRIPTIONS = {
 
 __all__ = [
     "DATASETS", "DATASET_DESCRIPTIONS", "PARTITIONERS", "PARTITIONER_DESCRIPTIONS", "Batch",
-    "ClientData", "bao_lowrank_matrix", "bao_sparse_regression", "lowrank_truth",
+    "ClientData", "LiangSampler", "bao_lowrank_matrix", "liang_linear_models",
+    "liang_logistic_models", "liang_sparse_linear", "liang_sparse_logistic",
+    "bao_sparse_regression", "lowrank_truth",
     "partition_dirichlet", "partition_iid", "partition_quantity_skew",
     "partition_shards", "sparse_regression_truth", "split_to_clients", "synthetic_fedprox",
 ]

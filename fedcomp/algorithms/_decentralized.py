@@ -1,0 +1,73 @@
+"""The decentralized algorithm interface: pure functions over node states, gossip by ``mix``.
+
+A decentralized algorithm has no server: ``n`` nodes each keep a state (stacked on axis 0)
+and talk only to their graph neighbours through a gossip matrix ``U``. The runner
+(:func:`fedcomp.runtime.simulate_decentralized`) owns execution and calls, per round:
+
+``local_update(states_block, ctx) -> states_block``
+    The local work (gradient steps) of a *block* of B nodes; data only through
+    ``ctx.grad`` (counted), so blocks change speed, never results.
+``gossip(states, mix, round) -> states``
+    The communication of the round on *all* nodes: ``mix(v)`` returns ``Uᵀ v`` over the node
+    axis (node m receives ``Σ_j u_jm v_j``); the runner counts the floats each call sends.
+
+and, once, ``init(x0, ctx, mix) -> states`` with a context over all nodes (some
+algorithms query gradients at ``x0``, e.g. the tracker initialisation of DFedDA-GT).
+``output(states) -> (n, *shape)`` gives every node's model; the runner evaluates their
+average, one node, and the min/mean/max over nodes.
+
+Node ``i`` minimises ``n·π_i·f_i``: ``ctx.grad`` scales each node's gradient by ``n·π_i``,
+so ``(1/n) Σ_i n π_i f_i = Σ_i π_i f_i`` is the same weighted objective the federated
+algorithms minimise (the scale is exactly 1 under uniform weights).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .._array import Array
+from ..oracle import Oracle
+from ._base import STEP_HINT, _as_is, _no_checks
+
+
+class NodeContext(NamedTuple):
+    """What a block of nodes may use in ``local_update`` (and ``init``).
+
+    Attributes
+    ----------
+    grad : callable
+        ``grad(w)`` — each node's (minibatch) gradient of ``n·π_i·f_i`` at its model
+        ``w (B, ...)``; counted.
+    oracle : Oracle
+        The underlying data oracle of the block (unscaled gradients).
+    prox : callable
+        ``prox(v, step)`` — ``prox_{step·g}`` of each row of ``v (B, ...)``; counted.
+    round : int
+        The communication round ``r`` (0-based; ``init`` sees ``round = -1``).
+    node_ids : numpy int array, shape (B,)
+    n_nodes : int
+    """
+
+    grad: Callable[[Array], Array]
+    oracle: Oracle
+    prox: Callable[[Array, Any], Array]
+    round: int
+    node_ids: np.ndarray
+    n_nodes: int
+
+
+class DecentralizedAlgorithm(NamedTuple):
+    """A gossip algorithm over a graph (see the module docstring for the contract)."""
+
+    name: str
+    init: Callable[[Array, NodeContext, Callable[[Array], Array]], Any]
+    local_update: Callable[[Any, NodeContext], Any]
+    gossip: Callable[[Any, Callable[[Array], Array], int], Any]
+    output: Callable[[Any], Array]
+    hyperparameters: dict[str, Any]
+    validate: Callable[[Any, int | None], None] = _no_checks
+    setup: Callable[[Any], Any] = _as_is
+    divergence_hint: str = STEP_HINT
