@@ -341,3 +341,43 @@ def test_decentralized_runner_reports_node_metrics_and_consensus():
 def test_fixed_and_streaming_data_have_the_same_shape():
     data = liang_sparse_linear(4, 7, 10, 2)
     assert isinstance(data, ClientData) and data.features.shape == (4, 7, 10)
+
+
+DECENTRALIZED = [dfedda(0.05, 3, p=6.0), dfedda_gt(0.05, 3, p=6.0),
+                 drefedda_gt(0.05, 3, p=6.0, radius_sq=1.0, sparsity=3), dfedmid(0.05, 3)]
+
+
+def _on(problem, like):
+    return Problem(problem.loss, problem.regularizer, problem.data.to(like),
+                   weighting=problem.weighting)
+
+
+@pytest.mark.parametrize("alg", DECENTRALIZED, ids=lambda a: a.name)
+def test_decentralized_backends_match_numpy_and_keep_dtype(alg):
+    problem = make_problem("least_squares", n_clients=6, d=5)
+    ref = run_states(alg, problem, chain(6), 3, batch_size=3, seed=1)
+    xps = pytest.importorskip("array_api_strict")
+    strict = run_states(alg, _on(problem, xps.zeros(0, dtype=xps.float64)), chain(6), 3,
+                        batch_size=3, seed=1)
+    from fedcomp._array import to_numpy
+
+    np.testing.assert_allclose(to_numpy(strict.x), ref.x, rtol=0, atol=1e-12)
+    p32 = _on(problem, np.zeros(0, dtype=np.float32))
+    run32 = run_states(alg, p32, chain(6), 3, batch_size=3, seed=1)
+    assert run32.x.dtype == np.float32
+    assert all(f.dtype == np.float32 for f in run32.client_states)
+    np.testing.assert_allclose(run32.x, ref.x, atol=1e-4)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("alg", DECENTRALIZED, ids=lambda a: a.name)
+def test_decentralized_torch_matches_numpy(alg):
+    torch = pytest.importorskip("torch")
+    from fedcomp._array import to_numpy
+
+    problem = make_problem("least_squares", n_clients=6, d=5)
+    ref = run_states(alg, problem, ring(6), 3, batch_size=3, seed=1)
+    run = run_states(alg, _on(problem, torch.zeros(0, dtype=torch.float64)), ring(6), 3,
+                     batch_size=3, seed=1)
+    assert isinstance(run.x, torch.Tensor)
+    np.testing.assert_allclose(to_numpy(run.x), ref.x, rtol=0, atol=1e-12)
