@@ -15,6 +15,7 @@ from .fast_fedda import fast_fedda
 from .fedavg import fedavg
 from .fedda import fedda
 from .fedmid import fedmid
+from .mc_fedda import mc_fedda
 from .za1 import za1, za1_correction
 
 ALGORITHMS: dict[str, Callable[..., FederatedAlgorithm]] = {
@@ -24,6 +25,7 @@ ALGORITHMS: dict[str, Callable[..., FederatedAlgorithm]] = {
     "za1": za1,
     "fast_fedda": fast_fedda,
     "c_fedda": c_fedda,
+    "mc_fedda": mc_fedda,
 }
 
 DESCRIPTIONS: dict[str, str] = {
@@ -32,7 +34,9 @@ DESCRIPTIONS: dict[str, str] = {
     "fedda": "Federated dual averaging: local dual averaging, dual averaging (Yuan et al. 2021)",
     "za1": "Decoupled prox + drift correction (Zhang, Hu, Johansson 2024, seed 000)",
     "fast_fedda": "Dual averaging with increasing weights, strongly convex (Bao et al. 2022)",
-    "c_fedda": "Constrained dual averaging, exact l1-ball constrained prox (Bao et al. 2022)",
+    "c_fedda": "Constrained dual averaging, exact l1/nuclear-ball constrained prox "
+               "(Bao et al. 2022)",
+    "mc_fedda": "Multistage C-FedDA: shrinking lambda and radius, warm starts (Bao et al. 2022)",
 }
 
 
@@ -56,4 +60,4 @@ def make_algorithm(name: str, **hyperparameters: Any) -> FederatedAlgorithm:
 
 __all__ = ["ALGORITHMS", "DESCRIPTIONS", "ClientContext", "EmptyState", "FederatedAlgorithm",
            "ServerContext", "c_fedda", "fast_fedda", "fedavg", "fedda", "fedmid",
-           "make_algorithm", "za1", "za1_correction"]
+           "make_algorithm", "mc_fedda", "za1", "za1_correction"]
