@@ -13,10 +13,13 @@ from .algorithms import (
                          ClientContext,
                          FederatedAlgorithm,
                          ServerContext,
+                         c_fedda,
+                         fast_fedda,
                          fedavg,
                          fedda,
                          fedmid,
                          make_algorithm,
+                         mc_fedda,
                          za1,
 )
 from .data import Batch, ClientData
@@ -31,6 +34,6 @@ from .runtime import NonFiniteError, RunResult, simulate
 __all__ = [
     "ALGORITHMS", "Batch", "ClientContext", "ClientData", "Counters", "FederatedAlgorithm",
     "Loss", "NonFiniteError", "Oracle", "Problem", "Reference", "Regularizer", "RunResult",
-    "ServerContext", "__version__", "evaluate", "fedavg", "fedda", "fedmid", "make_algorithm",
-    "simulate", "solve_reference", "za1",
+    "ServerContext", "__version__", "c_fedda", "evaluate", "fast_fedda", "fedavg", "fedda",
+    "fedmid", "make_algorithm", "mc_fedda", "simulate", "solve_reference", "za1",
 ]

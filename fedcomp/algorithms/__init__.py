@@ -17,6 +17,7 @@ from .fast_fedda import fast_fedda
 from .fedavg import fedavg
 from .fedda import fedda
 from .fedmid import fedmid
+from .mc_fedda import mc_fedda
 from .refedda_gt import fedda_gt, multistep_refedda_gt, refedda_gt
 from .za1 import za1, za1_correction
 
@@ -27,6 +28,7 @@ ALGORITHMS: dict[str, Callable[..., FederatedAlgorithm]] = {
     "za1": za1,
     "fast_fedda": fast_fedda,
     "c_fedda": c_fedda,
+    "mc_fedda": mc_fedda,
     "fedda_gt": fedda_gt,
     "refedda_gt": refedda_gt,
     "multistep_refedda_gt": multistep_refedda_gt,
@@ -46,7 +48,9 @@ DESCRIPTIONS: dict[str, str] = {
     "fedda": "Federated dual averaging: local dual averaging, dual averaging (Yuan et al. 2021)",
     "za1": "Decoupled prox + drift correction (Zhang, Hu, Johansson 2024, seed 000)",
     "fast_fedda": "Dual averaging with increasing weights, strongly convex (Bao et al. 2022)",
-    "c_fedda": "Constrained dual averaging, exact l1-ball constrained prox (Bao et al. 2022)",
+    "c_fedda": "Constrained dual averaging, exact l1/nuclear-ball constrained prox "
+               "(Bao et al. 2022)",
+    "mc_fedda": "Multistage C-FedDA: shrinking lambda and radius, warm starts (Bao et al. 2022)",
     "fedda_gt": "l_q dual averaging with gradient tracking, server form (Liang et al. 2023)",
     "refedda_gt": "Restricted FedDA-GT, l_q-ball dual-to-primal map, top-s output (Liang et al.)",
     "multistep_refedda_gt": "Restarted ReFedDA-GT with halving radius (Liang et al. 2023)",
@@ -78,5 +82,5 @@ def make_algorithm(name: str, **hyperparameters: Any) -> Any:
 __all__ = ["ALGORITHMS", "DECENTRALIZED", "DESCRIPTIONS", "ClientContext",
            "DecentralizedAlgorithm", "EmptyState", "FederatedAlgorithm", "NodeContext",
            "ServerContext", "c_fedda", "dfedda", "dfedda_gt", "dfedmid", "drefedda_gt",
-           "fast_fedda", "fedavg", "fedda", "fedda_gt", "fedmid", "make_algorithm",
+           "fast_fedda", "fedavg", "fedda", "fedda_gt", "fedmid", "make_algorithm", "mc_fedda",
            "multistep_refedda_gt", "refedda_gt", "za1", "za1_correction"]
