@@ -28,6 +28,13 @@ algorithms with their hyperparameters, and the run settings::
     name = "za1"
     client_lr = 1.0
 
+    [topology]                         # for decentralized algorithms (dfedda_gt, ...)
+    name = "chain"                     # any name of fedcomp.topology.TOPOLOGIES, grid, matrix
+    evaluate_on = ["average", "node"]  # node average, node `node`, "nodes" = min/mean/max
+    sparsity = 16                      # also evaluate top-s sparsified models
+
+    streaming = true                   # fresh samples per minibatch (generators with a sampler)
+
     [[variants]]                       # optional: several settings in one experiment
     label = "strong-heterogeneity"
     data = { alpha = 1.0, beta = 1.0 } # deep-merged over the base config
@@ -53,11 +60,15 @@ import numpy as np
 
 TOP_LEVEL_KEYS = {"name", "description", "rounds", "eval_every", "seeds", "batch_size",
                   "clients_per_round", "client_block", "metrics", "data", "problem",
-                  "regularizer", "algorithms", "reference", "claim", "variants"}
+                  "regularizer", "algorithms", "reference", "claim", "variants", "topology",
+                  "streaming"}
 
 #: What a ``[[variants]]`` entry may override.
 VARIANT_KEYS = {"data", "problem", "regularizer", "algorithms", "rounds", "eval_every",
-                "batch_size", "clients_per_round", "client_block"}
+                "batch_size", "clients_per_round", "client_block", "topology", "streaming"}
+
+#: Keys of the ``[topology]`` table that configure evaluation, not the graph.
+TOPOLOGY_EVAL_KEYS = {"evaluate_on", "node", "sparsity"}
 
 DEFAULTS: dict[str, Any] = {
     "description": "",
@@ -70,6 +81,8 @@ DEFAULTS: dict[str, Any] = {
     "reference": True,
     "claim": "",
     "variants": [],
+    "topology": None,
+    "streaming": False,
 }
 
 
@@ -252,8 +265,8 @@ def variant_settings(cfg: dict[str, Any]) -> list[tuple[str | None, dict[str, An
 
 def _check_setting(cfg: dict[str, Any]) -> None:
     """Validate one setting (the base config, or a variant merged over it)."""
-    from .algorithms import ALGORITHMS
-    from .data import DATASETS
+    from .algorithms import ALGORITHMS, DECENTRALIZED
+    from .data import DATASET_EXTRAS, DATASETS
     from .losses import LOSSES
     from .metrics import METRICS
     from .regularizers import REGULARIZERS
@@ -286,15 +299,24 @@ def _check_setting(cfg: dict[str, Any]) -> None:
     reg_params = set(inspect.signature(REGULARIZERS[reg["name"]]).parameters)
     _check_keys(reg, {"name", *reg_params}, f"regularizer ({reg['name']})")
 
+    if cfg.get("streaming") and "sampler" not in DATASET_EXTRAS.get(data["generator"], {}):
+        streamable = sorted(k for k, v in DATASET_EXTRAS.items() if "sampler" in v)
+        raise ConfigError(f"streaming = true needs a generator with a sampler ({streamable}); "
+                          f"{data['generator']!r} has none")
+    _check_topology(cfg.get("topology"))
     if not cfg["algorithms"]:
         raise ConfigError("config: algorithms is empty; add at least one [[algorithms]] entry")
     labels = []
     for entry in cfg["algorithms"]:
         name = entry.get("name")
-        if name not in ALGORITHMS:
+        if name not in ALGORITHMS and name not in DECENTRALIZED:
             raise ConfigError(f"algorithms: unknown algorithm {name!r}; valid: "
-                              f"{sorted(ALGORITHMS)}")
-        accepted = set(inspect.signature(ALGORITHMS[name]).parameters)
+                              f"{sorted([*ALGORITHMS, *DECENTRALIZED])}")
+        if name in DECENTRALIZED and not cfg.get("topology"):
+            raise ConfigError(f"algorithms ({name}) is decentralized: add a [topology] table, "
+                              'e.g. topology = { name = "chain" }')
+        accepted = set(inspect.signature(ALGORITHMS.get(name) or DECENTRALIZED[name]
+                                         ).parameters)
         _check_keys(entry, {"name", "label", *accepted}, f"algorithms ({name})")
         labels.append(entry.get("label", name))
     if len(set(labels)) != len(labels):
@@ -302,16 +324,48 @@ def _check_setting(cfg: dict[str, Any]) -> None:
                           "algorithms a distinct 'label'")
 
 
+def _check_topology(table: Any) -> None:
+    from .topology import TOPOLOGIES
+
+    if table is None:
+        return
+    if not isinstance(table, dict) or "name" not in table:
+        raise ConfigError(f'topology must be a table with a name, e.g. {{ name = "chain" }} '
+                          f"(got {table!r})")
+    name = table["name"]
+    if name in TOPOLOGIES:
+        params = set(inspect.signature(TOPOLOGIES[name]).parameters) - {"n_nodes"}
+    elif name in ("grid", "matrix"):
+        params = {"rows"} if name == "grid" else {"mixing"}
+    else:
+        raise ConfigError(f"topology.name: unknown topology {name!r}; valid: "
+                          f"{sorted([*TOPOLOGIES, 'grid', 'matrix'])}")
+    _check_keys(table, {"name", *params, *TOPOLOGY_EVAL_KEYS}, f"topology ({name})")
+
+
+def build_topology(cfg: dict[str, Any], n_nodes: int) -> tuple[Any, dict[str, Any]]:
+    """The :class:`~fedcomp.topology.Topology` of a setting and its evaluation options."""
+    from .topology import make_topology
+
+    table = dict(cfg["topology"])
+    options = {k: table.pop(k) for k in TOPOLOGY_EVAL_KEYS if k in table}
+    options["evaluate_on"] = tuple(options.get("evaluate_on", ("average",)))
+    return make_topology(table.pop("name"), n_nodes, **table), options
+
+
 def build_problem(cfg: dict[str, Any]) -> Any:
     """The :class:`~fedcomp.problem.Problem` a resolved configuration describes."""
-    from .data import DATASETS
+    from .data import DATASET_EXTRAS, DATASETS
     from .losses import make_loss
     from .problem import Problem
     from .regularizers import make_regularizer
 
     data_cfg = dict(cfg["data"])
-    generator = DATASETS[data_cfg.pop("generator")]
-    data = generator(**data_cfg)
+    generator_name = data_cfg.pop("generator")
+    data = DATASETS[generator_name](**data_cfg)
+    extras = DATASET_EXTRAS.get(generator_name, {})
+    truth = extras["ground_truth"](**data_cfg) if "ground_truth" in extras else None
+    sampler = extras["sampler"](**data_cfg) if cfg.get("streaming") else None
     problem_cfg = dict(cfg["problem"])
     loss = make_loss(problem_cfg.pop("loss"), **{k: v for k, v in problem_cfg.items()
                                                    if k != "weighting"})
@@ -325,7 +379,7 @@ def build_problem(cfg: dict[str, Any]) -> Any:
     if n_classes is not None and n_classes <= 2:
         n_classes = None  # binary ±1 labels: a vector model
     return Problem(loss, regularizer, data, weighting=problem_cfg.get("weighting", "uniform"),
-                   n_classes=n_classes, name=cfg["name"])
+                   n_classes=n_classes, name=cfg["name"], ground_truth=truth, sampler=sampler)
 
 
 def make_regularizer_class(name: str) -> Any:

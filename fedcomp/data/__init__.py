@@ -1,6 +1,7 @@
 """Client data: the padded container, partitioners, generators and loaders."""
 
 from collections.abc import Callable
+from typing import Any
 
 from ._bao import (
     bao_lowrank_matrix,
@@ -10,6 +11,7 @@ from ._bao import (
 )
 from ._client_data import Batch, ClientData
 from ._liang import (
+    LIANG_EXTRAS,
     LiangSampler,
     liang_linear_models,
     liang_logistic_models,
@@ -48,6 +50,11 @@ DATASET_DESCRIPTIONS = {
                              "sparse w* = (gamma alpha, 0), +-1 labels (seed 004)",
 }
 
+#: What a configuration can get from a generator beside its data, by generator name:
+#: ``"ground_truth"`` (the true model, for recovery metrics) and ``"sampler"`` (fresh samples
+#: per minibatch: ``streaming = true``); each is called with the generator's parameters.
+DATASET_EXTRAS: dict[str, dict[str, Callable[..., Any]]] = {**LIANG_EXTRAS}
+
 #: Partitioners by name: pure functions returning one index array per client.
 PARTITIONERS = {
     "iid": partition_iid,
@@ -65,7 +72,8 @@ PARTITIONER_DESCRIPTIONS = {
 }
 
 __all__ = [
-    "DATASETS", "DATASET_DESCRIPTIONS", "PARTITIONERS", "PARTITIONER_DESCRIPTIONS", "Batch",
+    "DATASETS", "DATASET_DESCRIPTIONS", "DATASET_EXTRAS", "PARTITIONERS",
+    "PARTITIONER_DESCRIPTIONS", "Batch",
     "ClientData", "LiangSampler", "bao_lowrank_matrix", "liang_linear_models",
     "liang_logistic_models", "liang_sparse_linear", "liang_sparse_logistic",
     "bao_sparse_regression", "lowrank_truth",

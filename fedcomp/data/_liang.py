@@ -192,16 +192,34 @@ class LiangSampler:
         return Batch(asarray_like(feats, like), asarray_like(targs, like), asarray_like(w, like))
 
     def population_objective(self, w: Any, weights: np.ndarray | None = None) -> float:
-        """Linear only: the closed-form population objective (eq. 47), weights ``π``."""
-        if self.kind != "linear":
-            raise ValueError("population_objective is closed form for kind='linear' only; "
-                             "evaluate the logistic objective on a validation sample")
-        w = np.asarray(w, dtype=np.float64)
+        """The population objective ``Σ_m π_m E F(w; ξ_m)`` (uniform ``π`` by default).
+
+        Linear: the closed form of eq. (47). Logistic: for each client, ``t = ⟨x, w⟩`` and
+        ``u = ⟨x, w̃^m⟩`` are jointly Gaussian, so
+        ``f_m(w) = E[σ(u) log(1 + e^{−t}) + σ(−u) log(1 + e^{t})]`` is a 2-D Gauss–Hermite
+        sum (exact to ~1e-12 for moderate norms).
+        """
+        w = np.asarray(w, dtype=np.float64).ravel()
         m = self.w_tilde.shape[0]
-        pi = np.full(m, 1.0 / m) if weights is None else np.asarray(weights)
-        diff = self.w_tilde - w[None, :]
-        per = diff[:, 0] ** 2 + self.sigma1**2 * np.sum(diff[:, 1:] ** 2, axis=1)
-        return 0.5 * (self.sigma2**2 + float(pi @ per))
+        pi = np.full(m, 1.0 / m) if weights is None else np.asarray(weights, dtype=np.float64)
+        if self.kind == "linear":
+            diff = self.w_tilde - w[None, :]
+            per = diff[:, 0] ** 2 + self.sigma1**2 * np.sum(diff[:, 1:] ** 2, axis=1)
+            return 0.5 * (self.sigma2**2 + float(pi @ per))
+        t, wts = np.polynomial.hermite_e.hermegauss(60)
+        wts = wts / wts.sum()
+        values = np.empty(m)
+        for i, wt in enumerate(self.w_tilde):
+            cov = self.sigma1**2 * np.array([[w @ w, w @ wt], [w @ wt, wt @ wt]])
+            a = math.sqrt(max(cov[0, 0], 0.0))
+            # (t, u) = (a g1, (cov01/a) g1 + sqrt(c − cov01²/a²) g2), g1, g2 standard normal
+            b = cov[0, 1] / a if a > 0 else 0.0
+            c = math.sqrt(max(cov[1, 1] - b * b, 0.0))
+            tt = a * t[:, None] + 0.0 * t[None, :]
+            uu = b * t[:, None] + c * t[None, :]
+            loss = _sigmoid(uu) * np.logaddexp(0.0, -tt) + _sigmoid(-uu) * np.logaddexp(0.0, tt)
+            values[i] = float(wts @ loss @ wts)
+        return float(pi @ values)
 
 
 def _stack(sampler: LiangSampler, samples_per_client: int, seed: int, dtype: Any
@@ -260,3 +278,32 @@ def liang_sparse_logistic(n_clients: int = 16, samples_per_client: int = 1000,
                                        seed, sigma1)
     return _stack(LiangSampler("logistic", w_tilde, sigma1), samples_per_client, seed + 1,
                   dtype)
+
+
+# --- configuration hooks: the ground truth and the streaming sampler of each generator ------
+
+def _linear_parts(n_clients: int = 16, samples_per_client: int = 1000, n_features: int = 1024,
+                  sparsity: int = 16, sigma1: float = 1.0, sigma2: float = 1.0,
+                  heterogeneity: float = 1.0, seed: int = 0, dtype: Any = np.float64
+                  ) -> tuple[np.ndarray, LiangSampler]:
+    w_tilde, w_star = liang_linear_models(n_clients, n_features, sparsity, heterogeneity, seed)
+    return w_star, LiangSampler("linear", w_tilde, sigma1, sigma2)
+
+
+def _logistic_parts(n_clients: int = 16, samples_per_client: int = 1000,
+                    n_features: int = 1024, sparsity: int = 16, sigma1: float = 1.0,
+                    heterogeneity: float = 1.0, scale: float = 1.0, seed: int = 0,
+                    dtype: Any = np.float64) -> tuple[np.ndarray, LiangSampler]:
+    w_tilde, w_star = liang_logistic_models(n_clients, n_features, sparsity, heterogeneity,
+                                            scale, seed, sigma1)
+    return w_star, LiangSampler("logistic", w_tilde, sigma1)
+
+
+#: ``{generator name: {"ground_truth": fn(**params), "sampler": fn(**params)}}`` — called
+#: with the generator's own parameters (see ``fedcomp.data.DATASET_EXTRAS``).
+LIANG_EXTRAS = {
+    "liang_sparse_linear": {"ground_truth": lambda **kw: _linear_parts(**kw)[0],
+                            "sampler": lambda **kw: _linear_parts(**kw)[1]},
+    "liang_sparse_logistic": {"ground_truth": lambda **kw: _logistic_parts(**kw)[0],
+                              "sampler": lambda **kw: _logistic_parts(**kw)[1]},
+}

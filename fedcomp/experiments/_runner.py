@@ -27,10 +27,11 @@ import numpy as np
 
 from .. import __version__
 from .._array import to_numpy
-from ..algorithms import make_algorithm
+from ..algorithms import DECENTRALIZED, make_algorithm
 from ..config import (
     batch_modes,
     build_problem,
+    build_topology,
     mode_name,
     resolve,
     to_jsonable,
@@ -38,7 +39,7 @@ from ..config import (
 )
 from ..metrics import CSVLogger
 from ..reference import solve_reference
-from ..runtime import NonFiniteError, simulate
+from ..runtime import NonFiniteError, simulate, simulate_decentralized
 
 RESULT_COLUMNS = ["algorithm", "method", "batch_size", "seed", "round", "objective",
                   "optimality", "nnz", "grad_evals", "sample_grads", "prox_evals_client",
@@ -106,7 +107,7 @@ def run_experiment(config: dict[str, Any], out_dir: str | Path, *, seeds: list[i
     meta: dict[str, Any] = {"config": to_jsonable(cfg), "seeds": cfg["seeds"],
                             "versions": versions(), "settings": {}}
     columns = RESULT_COLUMNS + (["variant"] if has_variants else []) + [
-        m for m in cfg["metrics"] if m not in RESULT_COLUMNS]
+        m for m in cfg["metrics"] if m not in RESULT_COLUMNS] + decentralized_columns(settings)
     logger = CSVLogger(out / "results.csv", columns=columns)
     summary: list[dict[str, Any]] = []
     try:
@@ -148,6 +149,29 @@ def run_experiment(config: dict[str, Any], out_dir: str | Path, *, seeds: list[i
     return summary
 
 
+def decentralized_columns(settings: list[tuple[Any, dict[str, Any]]]) -> list[str]:
+    """Result columns of decentralized runs: per-node metrics, sparsified ones, consensus."""
+    extra: list[str] = []
+    for _, setting in settings:
+        if not setting.get("topology"):
+            continue
+        options = {k: v for k, v in setting["topology"].items()}
+        evaluate_on = options.get("evaluate_on", ["average"])
+        node = options.get("node", 0)
+        suffixes = [""] + (["_sparse"] if options.get("sparsity") else [])
+        for suffix in suffixes:
+            for m in setting["metrics"]:
+                names = ([f"{m}{suffix}"] if suffix and "average" in evaluate_on else [])
+                if "node" in evaluate_on:
+                    names.append(f"node{node}_{m}{suffix}")
+                if "nodes" in evaluate_on:
+                    names += [f"{m}{suffix}_{s}" for s in ("min", "mean", "max")]
+                extra += [n for n in names if n not in extra]
+        if "consensus_error" not in extra:
+            extra.append("consensus_error")
+    return extra
+
+
 def _prepare(setting: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     """The problem, its reference solution (or None) and their metadata for one setting."""
     tic = time.perf_counter()
@@ -172,11 +196,20 @@ def _run_one(setting: dict[str, Any], problem: Any, reference: Any, entry: dict[
     algorithm = make_algorithm(entry["name"], **params)
     row: dict[str, Any] = {**tags, "status": "ok"}
     try:
-        run = simulate(algorithm, problem, setting["rounds"], batch_size=batch_size,
-                       clients_per_round=setting["clients_per_round"],
-                       client_block=setting["client_block"], eval_every=setting["eval_every"],
-                       metrics=setting["metrics"], reference=reference, logger=logger,
-                       seed=tags["seed"], progress=progress, tags=tags)
+        if entry["name"] in DECENTRALIZED:  # gossip over the setting's graph
+            topology, options = build_topology(setting, problem.n_clients)
+            run = simulate_decentralized(
+                algorithm, problem, topology, setting["rounds"], batch_size=batch_size,
+                node_block=setting["client_block"], eval_every=setting["eval_every"],
+                metrics=setting["metrics"], reference=reference, logger=logger,
+                seed=tags["seed"], progress=progress, tags=tags, **options)
+        else:
+            run = simulate(algorithm, problem, setting["rounds"], batch_size=batch_size,
+                           clients_per_round=setting["clients_per_round"],
+                           client_block=setting["client_block"],
+                           eval_every=setting["eval_every"], metrics=setting["metrics"],
+                           reference=reference, logger=logger, seed=tags["seed"],
+                           progress=progress, tags=tags)
     except NonFiniteError as exc:
         row["status"] = f"diverged: {exc}"
         print(f"warning: {exc}", file=sys.stderr)

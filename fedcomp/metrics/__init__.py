@@ -11,6 +11,7 @@ from ._functions import (
                          objective,
                          operator_error,
                          optimality,
+                         population_gap,
                          prox_grad_norm,
                          rank,
                          suboptimality,
@@ -23,5 +24,5 @@ from ._loggers import CSVLogger, JSONLLogger, MemoryLogger, MultiLogger, StdoutL
 
 __all__ = ["CSVLogger", "DEFAULT_METRICS", "DESCRIPTIONS", "JSONLLogger", "METRICS",
            "MemoryLogger", "MultiLogger", "StdoutLogger", "evaluate", "l1_error", "l2_error", "nnz",
-           "objective", "operator_error", "optimality", "prox_grad_norm", "rank",
+           "objective", "operator_error", "optimality", "population_gap", "prox_grad_norm", "rank",
            "suboptimality", "support", "support_f1", "support_scores", "training_loss"]

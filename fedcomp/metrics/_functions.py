@@ -137,6 +137,21 @@ def training_loss(problem: Problem, x: Array, **_: Any) -> float:
     return problem.smooth_value(problem.as_model(x))
 
 
+def population_gap(problem: Problem, x: Array, **_: Any) -> float:
+    """``f(x) − f(w*)`` of the population objective of a streaming problem.
+
+    Needs ``problem.sampler.population_objective`` (e.g. :class:`fedcomp.data.LiangSampler`,
+    Liang, Peng, Zhang 2023, Section 7) and ``problem.ground_truth = w*``; NaN otherwise.
+    """
+    sampler = getattr(problem, "sampler", None)
+    if problem.ground_truth is None or not hasattr(sampler, "population_objective"):
+        return float("nan")
+    model = np.asarray(to_numpy(x), dtype=np.float64)
+    truth = np.asarray(to_numpy(problem.ground_truth), dtype=np.float64)
+    return (sampler.population_objective(model, problem.weights)
+            - sampler.population_objective(truth, problem.weights))
+
+
 METRICS: dict[str, Callable[..., Any]] = {
     "objective": objective,
     "optimality": optimality,
@@ -150,6 +165,7 @@ METRICS: dict[str, Callable[..., Any]] = {
     "operator_error": operator_error,
     "rank": rank,
     "training_loss": training_loss,
+    "population_gap": population_gap,
 }
 
 DESCRIPTIONS: dict[str, str] = {
@@ -165,6 +181,7 @@ DESCRIPTIONS: dict[str, str] = {
     "operator_error": "spectral norm ||x - X_true||_2 of a matrix model (NaN for vectors)",
     "rank": "number of singular values > 1e-4 * the largest (NaN for vector models)",
     "training_loss": "smooth part f(x) = sum_i pi_i f_i(x), without the regularizer",
+    "population_gap": "f(x) - f(w*) of the population objective of a streaming problem",
 }
 
 DEFAULT_METRICS = ("objective", "optimality", "nnz")
