@@ -1,8 +1,10 @@
 """Paper experiments: one module per experiment (its config and its claim) and the runner."""
 
-from . import seed000
+from . import liang2024, seed000
 from ._runner import RESULT_COLUMNS, final_metrics, run_experiment
 
-EXPERIMENTS = {"seed000": seed000}
+EXPERIMENTS = {"seed000": seed000, "liang2024_linear": liang2024,
+               "liang2024_logistic": liang2024}
 
-__all__ = ["EXPERIMENTS", "RESULT_COLUMNS", "final_metrics", "run_experiment", "seed000"]
+__all__ = ["EXPERIMENTS", "RESULT_COLUMNS", "final_metrics", "liang2024", "run_experiment",
+           "seed000"]

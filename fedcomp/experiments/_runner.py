@@ -142,7 +142,9 @@ def run_experiment(config: dict[str, Any], out_dir: str | Path, *, seeds: list[i
     try:
         from ..plotting import plot_results
 
-        plot_results(out / "results.csv", out / "plot.png", title=cfg["name"])
+        # the first configured metric when the config has no optimality (no reference x*)
+        metric = "optimality" if "optimality" in cfg["metrics"] else cfg["metrics"][0]
+        plot_results(out / "results.csv", out / "plot.png", metric=metric, title=cfg["name"])
     except ImportError:
         print("matplotlib is not installed: no plot.png (pip install 'fedcomp[plot]')",
               file=sys.stderr)
