@@ -381,3 +381,17 @@ def test_decentralized_torch_matches_numpy(alg):
                      batch_size=3, seed=1)
     assert isinstance(run.x, torch.Tensor)
     np.testing.assert_allclose(to_numpy(run.x), ref.x, rtol=0, atol=1e-12)
+
+
+def test_lq_error_sits_between_l2_and_l1_squared():
+    from fedcomp.metrics import l1_error, l2_error, lq_error
+
+    w_tilde, w_star = liang_linear_models(4, 256, 8, seed=0)
+    problem = Problem(LeastSquares(), L1(0.0), liang_sparse_linear(4, 3, 256, 8),
+                      ground_truth=w_star)
+    x = w_tilde[0]
+    l1, l2, lq = l1_error(problem, x), l2_error(problem, x), lq_error(problem, x)
+    assert l2**2 < lq < l1**2
+    assert lq_error(problem, w_star) == 0.0
+    # p = 2 ln d makes ‖·‖_1² ≤ d^{2/p} ‖·‖_q² = e ‖·‖_q² (Lemma A.5)
+    assert l1**2 <= np.e * lq * (1 + 1e-12)

@@ -169,18 +169,18 @@ class LiangSampler:
         targs = np.empty((b, batch_size), dtype=dtype)
         for row, cid in enumerate(np.asarray(client_ids)):
             rng = generator(seed, STREAM_SAMPLES, round_, int(cid), draw)
-            x = rng.standard_normal((batch_size, d), dtype=dtype)
+            x = feats[row]
+            rng.standard_normal(out=x, dtype=dtype)  # drawn in place: no copy
             if self.sigma1 != 1.0:
                 x *= self.sigma1
             if self.kind == "linear":
                 x[:, 0] = 1.0
             margin = x @ self.w_tilde[cid].astype(dtype, copy=False)
             if self.kind == "linear":
-                y = margin + self.sigma2 * rng.standard_normal(batch_size, dtype=dtype)
+                targs[row] = margin + self.sigma2 * rng.standard_normal(batch_size, dtype=dtype)
             else:
-                y = np.where(rng.random(batch_size, dtype=dtype) < _sigmoid(margin), 1.0, -1.0)
-            feats[row] = x
-            targs[row] = y
+                u = rng.random(batch_size, dtype=dtype)
+                targs[row] = np.where(u < _sigmoid(margin), 1.0, -1.0)
         return feats, targs
 
     def batch(self, seed: int, round_: int, client_ids: np.ndarray, draw: int,

@@ -7,6 +7,7 @@ from ._functions import (
                          evaluate,
                          l1_error,
                          l2_error,
+                         lq_error,
                          nnz,
                          objective,
                          operator_error,
@@ -23,6 +24,7 @@ from ._functions import (
 from ._loggers import CSVLogger, JSONLLogger, MemoryLogger, MultiLogger, StdoutLogger
 
 __all__ = ["CSVLogger", "DEFAULT_METRICS", "DESCRIPTIONS", "JSONLLogger", "METRICS",
-           "MemoryLogger", "MultiLogger", "StdoutLogger", "evaluate", "l1_error", "l2_error", "nnz",
-           "objective", "operator_error", "optimality", "population_gap", "prox_grad_norm", "rank",
+           "MemoryLogger", "MultiLogger", "StdoutLogger", "evaluate", "l1_error", "l2_error",
+           "lq_error", "nnz", "objective", "operator_error", "optimality", "population_gap",
+           "prox_grad_norm", "rank",
            "suboptimality", "support", "support_f1", "support_scores", "training_loss"]
