@@ -11,15 +11,23 @@ __version__ = "0.1.0"
 from .algorithms import (
                          ALGORITHMS,
                          ClientContext,
+                         DecentralizedAlgorithm,
                          FederatedAlgorithm,
                          ServerContext,
                          c_fedda,
+                         dfedda,
+                         dfedda_gt,
+                         dfedmid,
+                         drefedda_gt,
                          fast_fedda,
                          fedavg,
                          fedda,
+                         fedda_gt,
                          fedmid,
                          make_algorithm,
                          mc_fedda,
+                         multistep_refedda_gt,
+                         refedda_gt,
                          za1,
 )
 from .data import Batch, ClientData
@@ -29,11 +37,14 @@ from .oracle import Counters, Oracle
 from .problem import Problem
 from .reference import Reference, solve_reference
 from .regularizers import Regularizer
-from .runtime import NonFiniteError, RunResult, simulate
+from .runtime import NonFiniteError, RunResult, simulate, simulate_decentralized
+from .topology import Topology
 
 __all__ = [
     "ALGORITHMS", "Batch", "ClientContext", "ClientData", "Counters", "FederatedAlgorithm",
     "Loss", "NonFiniteError", "Oracle", "Problem", "Reference", "Regularizer", "RunResult",
     "ServerContext", "__version__", "c_fedda", "evaluate", "fast_fedda", "fedavg", "fedda",
     "fedmid", "make_algorithm", "mc_fedda", "simulate", "solve_reference", "za1",
+    "DecentralizedAlgorithm", "Topology", "dfedda", "dfedda_gt", "dfedmid", "drefedda_gt",
+    "fedda_gt", "multistep_refedda_gt", "refedda_gt", "simulate_decentralized",
 ]
