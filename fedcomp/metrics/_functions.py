@@ -161,7 +161,7 @@ def population_gap(problem: Problem, x: Array, **_: Any) -> float:
     Needs ``problem.sampler.population_objective`` (e.g. :class:`fedcomp.data.LiangSampler`,
     Liang, Peng, Zhang 2023, Section 7) and ``problem.ground_truth = w*``; NaN otherwise.
     """
-    sampler = getattr(problem, "sampler", None)
+    sampler: Any = getattr(problem, "sampler", None)
     if problem.ground_truth is None or not hasattr(sampler, "population_objective"):
         return float("nan")
     model = np.asarray(to_numpy(x), dtype=np.float64)

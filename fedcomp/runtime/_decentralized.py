@@ -13,7 +13,7 @@ on the top-s sparsified model (``_sparse`` suffix).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -196,15 +196,16 @@ def simulate_decentralized(
     def context(clients: Any, round_: int) -> NodeContext:
         oracle = Oracle(problem, clients, INIT_ROUND if round_ < 0 else round_, seed,
                         batch_size, counters)
-        if uniform:
-            grad = oracle.grad
-        else:
+        grad: Callable[[Array], Array] = oracle.grad
+        if not uniform:
             scale = asarray_like(scale_all[oracle.client_ids], like)
             shape = (len(oracle.client_ids),) + (1,) * len(problem.param_shape)
             scale = namespace(like).reshape(scale, shape)
 
-            def grad(w: Array) -> Array:
+            def scaled(w: Array) -> Array:
                 return scale * oracle.grad(w)
+
+            grad = scaled
 
         return NodeContext(grad, oracle, prox, round_, oracle.client_ids, n)
 
