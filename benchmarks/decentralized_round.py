@@ -45,7 +45,9 @@ class PreparedSampler:
 
     def batch(self, seed, round_, client_ids, draw, batch_size, like) -> Batch:
         feats, targs = self.batches[draw % len(self.batches)]
-        return Batch(feats[client_ids], targs[client_ids], self.weights[: len(client_ids)])
+        if len(client_ids) < M:  # all nodes in one block: served without a copy
+            feats, targs = feats[client_ids], targs[client_ids]
+        return Batch(feats, targs, self.weights[: len(client_ids)])
 
 
 def fedcomp_round(problem: Problem, rounds: int, repeats: int) -> float:
