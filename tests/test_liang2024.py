@@ -70,3 +70,12 @@ def test_logistic_optimum_is_the_population_minimiser():
         up, down = f(w_star + 1e-3 * e) - f_star, f(w_star - 1e-3 * e) - f_star
         assert up > 0 and down > 0
         assert abs(up - down) < 1e-3 * up  # no first-order term: the gradient vanishes
+
+
+@pytest.mark.parametrize("name", ["liang2024_linear", "liang2024_logistic"])
+def test_builtin_experiment_equals_the_config_file(name):
+    import tomllib
+
+    text = (CONFIGS / f"{name}.toml").read_text()
+    assert EXPERIMENTS[name].TOML == text
+    assert resolve(tomllib.loads(text)) == resolve(EXPERIMENTS[name].CONFIG)
