@@ -304,14 +304,15 @@ def _check_setting(cfg: dict[str, Any]) -> None:
 
 def build_problem(cfg: dict[str, Any]) -> Any:
     """The :class:`~fedcomp.problem.Problem` a resolved configuration describes."""
-    from .data import DATASETS
+    from .data import DATASETS, GROUND_TRUTHS
     from .losses import make_loss
     from .problem import Problem
     from .regularizers import make_regularizer
 
     data_cfg = dict(cfg["data"])
-    generator = DATASETS[data_cfg.pop("generator")]
-    data = generator(**data_cfg)
+    name = data_cfg.pop("generator")
+    data = DATASETS[name](**data_cfg)
+    truth = GROUND_TRUTHS[name](**data_cfg) if name in GROUND_TRUTHS else None
     problem_cfg = dict(cfg["problem"])
     loss = make_loss(problem_cfg.pop("loss"), **{k: v for k, v in problem_cfg.items()
                                                    if k != "weighting"})
@@ -325,7 +326,7 @@ def build_problem(cfg: dict[str, Any]) -> Any:
     if n_classes is not None and n_classes <= 2:
         n_classes = None  # binary ±1 labels: a vector model
     return Problem(loss, regularizer, data, weighting=problem_cfg.get("weighting", "uniform"),
-                   n_classes=n_classes, name=cfg["name"])
+                   n_classes=n_classes, ground_truth=truth, name=cfg["name"])
 
 
 def make_regularizer_class(name: str) -> Any:

@@ -1,6 +1,7 @@
 """Client data: the padded container, partitioners, generators and loaders."""
 
 from collections.abc import Callable
+from typing import Any
 
 from ._bao import (
     bao_lowrank_matrix,
@@ -23,6 +24,15 @@ DATASETS: dict[str, Callable[..., ClientData]] = {
     "synthetic_fedprox": synthetic_fedprox,
     "bao_sparse_regression": bao_sparse_regression,
     "bao_lowrank_matrix": bao_lowrank_matrix,
+}
+
+#: Known true models of synthetic data sets: ``GROUND_TRUTHS[name](**params)`` takes the
+#: generator's parameters (it ignores those it does not need) and returns the model the
+#: data were generated from — what the statistical-recovery metrics compare against.
+GROUND_TRUTHS: dict[str, Callable[..., Any]] = {
+    "bao_sparse_regression": lambda n_features=1024, sparsity=512, **_: sparse_regression_truth(
+        n_features, sparsity),
+    "bao_lowrank_matrix": lambda size=32, rank=16, **_: lowrank_truth(size, rank),
 }
 
 #: One line per data set, for ``fedcomp list``.
@@ -52,7 +62,8 @@ PARTITIONER_DESCRIPTIONS = {
 }
 
 __all__ = [
-    "DATASETS", "DATASET_DESCRIPTIONS", "PARTITIONERS", "PARTITIONER_DESCRIPTIONS", "Batch",
+    "DATASETS", "DATASET_DESCRIPTIONS", "GROUND_TRUTHS", "PARTITIONERS",
+    "PARTITIONER_DESCRIPTIONS", "Batch",
     "ClientData", "bao_lowrank_matrix", "bao_sparse_regression", "lowrank_truth",
     "partition_dirichlet", "partition_iid", "partition_quantity_skew",
     "partition_shards", "sparse_regression_truth", "split_to_clients", "synthetic_fedprox",
