@@ -1,8 +1,12 @@
 """Paper experiments: one module per experiment (its config and its claim) and the runner."""
 
-from . import seed000
+from . import bao2022_lowrank, bao2022_sparse_regression, seed000
 from ._runner import RESULT_COLUMNS, final_metrics, run_experiment
 
-EXPERIMENTS = {"seed000": seed000}
+EXPERIMENTS = {
+    "seed000": seed000,
+    "bao2022_sparse_regression": bao2022_sparse_regression,
+    "bao2022_lowrank": bao2022_lowrank,
+}
 
 __all__ = ["EXPERIMENTS", "RESULT_COLUMNS", "final_metrics", "run_experiment", "seed000"]

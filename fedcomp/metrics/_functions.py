@@ -180,7 +180,12 @@ def evaluate(problem: Problem, x: Array, names: Any = DEFAULT_METRICS, reference
             raise ValueError(f"unknown metric {name!r}; valid names: {', '.join(METRICS)}")
         value = fn(problem, x, reference=reference)
         if isinstance(value, dict):
-            row.update(value)
+            row.update({k: _plain(v) for k, v in value.items()})
         else:
-            row[name if isinstance(name, str) else fn.__name__] = value
+            row[name if isinstance(name, str) else fn.__name__] = _plain(value)
     return row
+
+
+def _plain(value: Any) -> Any:
+    """NumPy scalars as Python numbers, so CSV and JSON loggers write plain numbers."""
+    return value.item() if isinstance(value, np.generic) else value
