@@ -14,9 +14,13 @@ from .algorithms import (
                          FederatedAlgorithm,
                          ServerContext,
                          fedavg,
+                         fedcanon,
+                         fedcanon2,
                          fedda,
                          fedmid,
                          make_algorithm,
+                         scaffnew,
+                         scaffold,
                          za1,
 )
 from .data import Batch, ClientData
@@ -33,4 +37,5 @@ __all__ = [
     "Loss", "NonFiniteError", "Oracle", "Problem", "Reference", "Regularizer", "RunResult",
     "ServerContext", "__version__", "evaluate", "fedavg", "fedda", "fedmid", "make_algorithm",
     "simulate", "solve_reference", "za1",
+    "fedcanon", "fedcanon2", "scaffnew", "scaffold",
 ]
