@@ -16,6 +16,7 @@ from .fedavg import fedavg
 from .fedcanon import fedcanon, fedcanon2, fedcanon_controls
 from .fedda import fedda
 from .fedmid import fedmid
+from .mc_fedda import mc_fedda
 from .scaffnew import scaffnew
 from .scaffold import scaffold
 from .za1 import za1, za1_correction
@@ -27,6 +28,7 @@ ALGORITHMS: dict[str, Callable[..., FederatedAlgorithm]] = {
     "za1": za1,
     "fast_fedda": fast_fedda,
     "c_fedda": c_fedda,
+    "mc_fedda": mc_fedda,
     "fedcanon": fedcanon,
     "fedcanon2": fedcanon2,
     "scaffold": scaffold,
@@ -39,7 +41,9 @@ DESCRIPTIONS: dict[str, str] = {
     "fedda": "Federated dual averaging: local dual averaging, dual averaging (Yuan et al. 2021)",
     "za1": "Decoupled prox + drift correction (Zhang, Hu, Johansson 2024, seed 000)",
     "fast_fedda": "Dual averaging with increasing weights, strongly convex (Bao et al. 2022)",
-    "c_fedda": "Constrained dual averaging, exact l1-ball constrained prox (Bao et al. 2022)",
+    "c_fedda": "Constrained dual averaging, exact l1/nuclear-ball constrained prox "
+               "(Bao et al. 2022)",
+    "mc_fedda": "Multistage C-FedDA: shrinking lambda and radius, warm starts (Bao et al. 2022)",
     "fedcanon": "Prox-free local steps + control variates, one server prox (Zhou et al., seed 002)",
     "fedcanon2": "FedCanon II: each client applies the prox, only the average is broadcast",
     "scaffold": "SCAFFOLD, option II control variates, optional server prox (Karimireddy 2020)",
@@ -67,5 +71,5 @@ def make_algorithm(name: str, **hyperparameters: Any) -> FederatedAlgorithm:
 
 __all__ = ["ALGORITHMS", "DESCRIPTIONS", "ClientContext", "EmptyState", "FederatedAlgorithm",
            "ServerContext", "c_fedda", "fast_fedda", "fedavg", "fedda", "fedmid",
-           "make_algorithm", "za1", "za1_correction",
+           "make_algorithm", "mc_fedda", "za1", "za1_correction",
            "fedcanon", "fedcanon2", "fedcanon_controls", "scaffnew", "scaffold"]
