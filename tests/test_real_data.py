@@ -196,3 +196,21 @@ def test_fetch_checks_shape_records_digest_and_detects_tampering(local_server, t
     path.write_text("+1 1:1\n")
     with pytest.raises(ValueError, match="recorded sha256"):
         fetch("a9a", target)
+
+
+def test_train_accuracy_metric():
+    from fedcomp import ClientData, Problem
+    from fedcomp.losses import LeastSquares, Logistic, Softmax
+    from fedcomp.metrics import train_accuracy
+    from fedcomp.regularizers import Zero
+
+    data = ClientData.from_lists([np.array([[1.0], [-1.0]]), np.array([[2.0]])],
+                                 [np.array([1.0, 1.0]), np.array([-1.0])])
+    logistic = Problem(Logistic(), Zero(), data)
+    assert train_accuracy(logistic, np.array([1.0])) == pytest.approx(1 / 3)
+    assert train_accuracy(logistic, np.array([0.0])) == pytest.approx(2 / 3)  # 0 counts as +1
+    assert np.isnan(train_accuracy(Problem(LeastSquares(), Zero(), data), np.array([1.0])))
+    multi = ClientData.from_lists([np.eye(3)], [np.array([0, 2, 1])])
+    p = Problem(Softmax(), Zero(param_ndim=2), multi, n_classes=3)
+    x = np.eye(3)[:, [0, 2, 1]]  # sample j scores class perm[j] highest
+    assert train_accuracy(p, x) == 1.0

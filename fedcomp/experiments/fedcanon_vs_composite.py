@@ -66,11 +66,12 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]]) -> tuple[str, str]:
     0.5 percentage points, and its total wall time is the smallest; partly when only one
     of the two holds in every variant.
     """
-    variants = sorted({key[2] for key in finals if len(key) > 2} or {None})
+    def variant_of(key: tuple[str, ...]) -> str:
+        return key[2] if len(key) > 2 else ""
+
     accurate = fastest = True
-    for variant in variants:
-        rows = {key[0]: m for key, m in finals.items()
-                if (key[2] if len(key) > 2 else None) == variant}
+    for variant in sorted({variant_of(key) for key in finals}):
+        rows = {key[0]: m for key, m in finals.items() if variant_of(key) == variant}
         if "fedcanon" not in rows or len(rows) < 2:
             return "not reproduced", "FedCanon or every baseline missing"
         others = [m for name, m in rows.items() if name != "fedcanon"]
@@ -129,19 +130,22 @@ def time_table(config: dict[str, Any] | None = None,
     rows: list[dict[str, Any]] = []
     previous: dict[str, float] = {}
     for k in local_steps:
-        times = {}
-        for name in methods:
-            params = {key: v for key, v in entries[name].items() if key not in ("name", "label")}
-            params["local_steps"] = k
-            best, prox = float("inf"), 0
-            for _ in range(repeats):
+        times = dict.fromkeys(methods, float("inf"))
+        prox = dict.fromkeys(methods, 0)
+        # methods interleaved within each repeat: load from other processes hits all alike
+        for _ in range(repeats):
+            for name in methods:
+                params = {key: v for key, v in entries[name].items()
+                          if key not in ("name", "label")}
+                params["local_steps"] = k
                 run = simulate(make_algorithm(name, **params), problem, rounds, metrics=[],
                                eval_every=rounds, progress=False)
-                best = min(best, run.history[-1]["wall_s"])
-                prox = run.counters.prox_evals_client + run.counters.prox_evals_server
-            times[name] = best
-            rows.append({"K": k, "method": name, "wall_s": best, "prox_evals": prox,
-                         "vs_previous_K": best / previous[name] if name in previous else None})
+                times[name] = min(times[name], run.history[-1]["wall_s"])
+                prox[name] = run.counters.prox_evals_client + run.counters.prox_evals_server
+        for name in methods:
+            rows.append({"K": k, "method": name, "wall_s": times[name], "prox_evals": prox[name],
+                         "vs_previous_K": times[name] / previous[name] if name in previous
+                         else None})
         for row in rows[-len(methods):]:
             row["vs_fedcanon"] = row["wall_s"] / times["fedcanon"] if "fedcanon" in times \
                 else None

@@ -147,7 +147,7 @@ def train_accuracy(problem: Problem, x: Array, **_: Any) -> float:
 
     if not isinstance(problem.loss, Logistic | Softmax):
         return float("nan")
-    feats, targs, _ = problem.data.pooled()
+    feats, targs, _owner = problem.data.pooled()
     scores = feats.reshape(len(feats), -1) @ to_numpy(x).reshape(feats[0].size, -1)
     if isinstance(problem.loss, Logistic):
         pred = np.where(scores[:, 0] >= 0, 1.0, -1.0)
