@@ -98,6 +98,10 @@ def scaffnew(client_lr: float = 0.1, comm_prob: float = 0.2, server_prox: bool =
     the average equals ``Σ π_i x̂_i`` (seed 002 eq. 15 with ``e_i = −h_i``). Full
     participation only (every client takes part in every communication).
 
+    With ``server_prox`` the shifts converge to ``h_i = ∇f_i(x*)``, which carry the
+    regularizer's pull, so for a strongly convex ``f`` Scaffnew reaches the composite
+    optimum exactly (tested to 1e-9), where FedCanon keeps its O(βK) bias.
+
     References
     ----------
     Mishchenko, Malinovsky, Stich, Richtárik, "ProxSkip: Yes! Local Gradient Steps Provably
