@@ -16,10 +16,14 @@ from .algorithms import (
                          c_fedda,
                          fast_fedda,
                          fedavg,
+                         fedcanon,
+                         fedcanon2,
                          fedda,
                          fedmid,
                          make_algorithm,
                          mc_fedda,
+                         scaffnew,
+                         scaffold,
                          za1,
 )
 from .data import Batch, ClientData
@@ -36,4 +40,5 @@ __all__ = [
     "Loss", "NonFiniteError", "Oracle", "Problem", "Reference", "Regularizer", "RunResult",
     "ServerContext", "__version__", "c_fedda", "evaluate", "fast_fedda", "fedavg", "fedda",
     "fedmid", "make_algorithm", "mc_fedda", "simulate", "solve_reference", "za1",
+    "fedcanon", "fedcanon2", "scaffnew", "scaffold",
 ]

@@ -38,6 +38,20 @@ Each entry of ``variants`` has a unique ``label`` and overrides any of :data:`VA
 list). Every variant runs every algorithm on every seed; results get a ``variant`` column.
 Without ``variants`` the base configuration is the single setting.
 
+Pooled data sets (real data: ``breast_cancer``, ``a9a``, ``libsvm_file``, ...) are split
+among clients by a named partitioner of ``fedcomp.data.PARTITIONERS``, given as a name or
+as an inline table of the partitioner's own parameters (``n_clients`` and ``seed`` are
+the data set's keys)::
+
+    [data]
+    generator = "breast_cancer"        # or "a9a" with path = "...", "libsvm_file", ...
+    n_clients = 10
+    partition = { name = "dirichlet", concentration = 0.2 }   # or partition = "iid"
+    seed = 0                           # seeds the partition
+
+Every pooled loader takes ``n_clients``, ``partition`` and ``seed`` (built on
+``fedcomp.data.federate``), so a new loader or partitioner needs no change here.
+
 Unknown names fail with the list of valid ones; unknown keys fail with the accepted keys.
 """
 
@@ -271,6 +285,13 @@ def _check_setting(cfg: dict[str, Any]) -> None:
                           f"{sorted(DATASETS)}")
     _check_keys(data, {"generator", *inspect.signature(DATASETS[data['generator']]).parameters},
                 f"data ({data['generator']})")
+    if "partition" in data:
+        from .data import partition_spec
+
+        try:
+            partition_spec(data["partition"])
+        except ValueError as exc:
+            raise ConfigError(f"data.partition: {exc}") from exc
 
     problem = cfg["problem"]
     if problem.get("loss") not in LOSSES:

@@ -13,9 +13,12 @@ from ._base import ClientContext, EmptyState, FederatedAlgorithm, ServerContext
 from .c_fedda import c_fedda
 from .fast_fedda import fast_fedda
 from .fedavg import fedavg
+from .fedcanon import fedcanon, fedcanon2, fedcanon_controls
 from .fedda import fedda
 from .fedmid import fedmid
 from .mc_fedda import mc_fedda
+from .scaffnew import scaffnew
+from .scaffold import scaffold
 from .za1 import za1, za1_correction
 
 ALGORITHMS: dict[str, Callable[..., FederatedAlgorithm]] = {
@@ -26,6 +29,10 @@ ALGORITHMS: dict[str, Callable[..., FederatedAlgorithm]] = {
     "fast_fedda": fast_fedda,
     "c_fedda": c_fedda,
     "mc_fedda": mc_fedda,
+    "fedcanon": fedcanon,
+    "fedcanon2": fedcanon2,
+    "scaffold": scaffold,
+    "scaffnew": scaffnew,
 }
 
 DESCRIPTIONS: dict[str, str] = {
@@ -37,6 +44,10 @@ DESCRIPTIONS: dict[str, str] = {
     "c_fedda": "Constrained dual averaging, exact l1/nuclear-ball constrained prox "
                "(Bao et al. 2022)",
     "mc_fedda": "Multistage C-FedDA: shrinking lambda and radius, warm starts (Bao et al. 2022)",
+    "fedcanon": "Prox-free local steps + control variates, one server prox (Zhou et al., seed 002)",
+    "fedcanon2": "FedCanon II: each client applies the prox, only the average is broadcast",
+    "scaffold": "SCAFFOLD, option II control variates, optional server prox (Karimireddy 2020)",
+    "scaffnew": "Scaffnew/ProxSkip: communicate with probability p per step (Mishchenko 2022)",
 }
 
 
@@ -60,4 +71,5 @@ def make_algorithm(name: str, **hyperparameters: Any) -> FederatedAlgorithm:
 
 __all__ = ["ALGORITHMS", "DESCRIPTIONS", "ClientContext", "EmptyState", "FederatedAlgorithm",
            "ServerContext", "c_fedda", "fast_fedda", "fedavg", "fedda", "fedmid",
-           "make_algorithm", "mc_fedda", "za1", "za1_correction"]
+           "make_algorithm", "mc_fedda", "za1", "za1_correction",
+           "fedcanon", "fedcanon2", "fedcanon_controls", "scaffnew", "scaffold"]
