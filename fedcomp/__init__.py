@@ -21,6 +21,8 @@ from .algorithms import (
                          drefedda_gt,
                          fast_fedda,
                          fedavg,
+                         fedcanon,
+                         fedcanon2,
                          fedda,
                          fedda_gt,
                          fedmid,
@@ -28,6 +30,8 @@ from .algorithms import (
                          mc_fedda,
                          multistep_refedda_gt,
                          refedda_gt,
+                         scaffnew,
+                         scaffold,
                          za1,
 )
 from .data import Batch, ClientData
@@ -47,4 +51,5 @@ __all__ = [
     "fedmid", "make_algorithm", "mc_fedda", "simulate", "solve_reference", "za1",
     "DecentralizedAlgorithm", "Topology", "dfedda", "dfedda_gt", "dfedmid", "drefedda_gt",
     "fedda_gt", "multistep_refedda_gt", "refedda_gt", "simulate_decentralized",
+    "fedcanon", "fedcanon2", "scaffnew", "scaffold",
 ]

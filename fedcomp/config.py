@@ -45,6 +45,20 @@ Each entry of ``variants`` has a unique ``label`` and overrides any of :data:`VA
 list). Every variant runs every algorithm on every seed; results get a ``variant`` column.
 Without ``variants`` the base configuration is the single setting.
 
+Pooled data sets (real data: ``breast_cancer``, ``a9a``, ``libsvm_file``, ...) are split
+among clients by a named partitioner of ``fedcomp.data.PARTITIONERS``, given as a name or
+as an inline table of the partitioner's own parameters (``n_clients`` and ``seed`` are
+the data set's keys)::
+
+    [data]
+    generator = "breast_cancer"        # or "a9a" with path = "...", "libsvm_file", ...
+    n_clients = 10
+    partition = { name = "dirichlet", concentration = 0.2 }   # or partition = "iid"
+    seed = 0                           # seeds the partition
+
+Every pooled loader takes ``n_clients``, ``partition`` and ``seed`` (built on
+``fedcomp.data.federate``), so a new loader or partitioner needs no change here.
+
 Unknown names fail with the list of valid ones; unknown keys fail with the accepted keys.
 """
 
@@ -266,7 +280,7 @@ def variant_settings(cfg: dict[str, Any]) -> list[tuple[str | None, dict[str, An
 def _check_setting(cfg: dict[str, Any]) -> None:
     """Validate one setting (the base config, or a variant merged over it)."""
     from .algorithms import ALGORITHMS, DECENTRALIZED
-    from .data import DATASET_EXTRAS, DATASETS
+    from .data import DATASETS, SAMPLERS
     from .losses import LOSSES
     from .metrics import METRICS
     from .regularizers import REGULARIZERS
@@ -284,6 +298,13 @@ def _check_setting(cfg: dict[str, Any]) -> None:
                           f"{sorted(DATASETS)}")
     _check_keys(data, {"generator", *inspect.signature(DATASETS[data['generator']]).parameters},
                 f"data ({data['generator']})")
+    if "partition" in data:
+        from .data import partition_spec
+
+        try:
+            partition_spec(data["partition"])
+        except ValueError as exc:
+            raise ConfigError(f"data.partition: {exc}") from exc
 
     problem = cfg["problem"]
     if problem.get("loss") not in LOSSES:
@@ -299,8 +320,8 @@ def _check_setting(cfg: dict[str, Any]) -> None:
     reg_params = set(inspect.signature(REGULARIZERS[reg["name"]]).parameters)
     _check_keys(reg, {"name", *reg_params}, f"regularizer ({reg['name']})")
 
-    if cfg.get("streaming") and "sampler" not in DATASET_EXTRAS.get(data["generator"], {}):
-        streamable = sorted(k for k, v in DATASET_EXTRAS.items() if "sampler" in v)
+    if cfg.get("streaming") and data["generator"] not in SAMPLERS:
+        streamable = sorted(SAMPLERS)
         raise ConfigError(f"streaming = true needs a generator with a sampler ({streamable}); "
                           f"{data['generator']!r} has none")
     _check_topology(cfg.get("topology"))
@@ -355,17 +376,16 @@ def build_topology(cfg: dict[str, Any], n_nodes: int) -> tuple[Any, dict[str, An
 
 def build_problem(cfg: dict[str, Any]) -> Any:
     """The :class:`~fedcomp.problem.Problem` a resolved configuration describes."""
-    from .data import DATASET_EXTRAS, DATASETS
+    from .data import DATASETS, GROUND_TRUTHS, SAMPLERS
     from .losses import make_loss
     from .problem import Problem
     from .regularizers import make_regularizer
 
     data_cfg = dict(cfg["data"])
-    generator_name = data_cfg.pop("generator")
-    data = DATASETS[generator_name](**data_cfg)
-    extras = DATASET_EXTRAS.get(generator_name, {})
-    truth = extras["ground_truth"](**data_cfg) if "ground_truth" in extras else None
-    sampler = extras["sampler"](**data_cfg) if cfg.get("streaming") else None
+    name = data_cfg.pop("generator")
+    data = DATASETS[name](**data_cfg)
+    truth = GROUND_TRUTHS[name](**data_cfg) if name in GROUND_TRUTHS else None
+    sampler = SAMPLERS[name](**data_cfg) if cfg.get("streaming") else None
     problem_cfg = dict(cfg["problem"])
     loss = make_loss(problem_cfg.pop("loss"), **{k: v for k, v in problem_cfg.items()
                                                    if k != "weighting"})
@@ -379,7 +399,7 @@ def build_problem(cfg: dict[str, Any]) -> Any:
     if n_classes is not None and n_classes <= 2:
         n_classes = None  # binary ±1 labels: a vector model
     return Problem(loss, regularizer, data, weighting=problem_cfg.get("weighting", "uniform"),
-                   n_classes=n_classes, name=cfg["name"], ground_truth=truth, sampler=sampler)
+                   n_classes=n_classes, ground_truth=truth, name=cfg["name"], sampler=sampler)
 
 
 def make_regularizer_class(name: str) -> Any:

@@ -15,10 +15,13 @@ from .c_fedda import c_fedda
 from .dfedda import dfedda, dfedda_gt, dfedmid, drefedda_gt
 from .fast_fedda import fast_fedda
 from .fedavg import fedavg
+from .fedcanon import fedcanon, fedcanon2, fedcanon_controls
 from .fedda import fedda
 from .fedmid import fedmid
 from .mc_fedda import mc_fedda
 from .refedda_gt import fedda_gt, multistep_refedda_gt, refedda_gt
+from .scaffnew import scaffnew
+from .scaffold import scaffold
 from .za1 import za1, za1_correction
 
 ALGORITHMS: dict[str, Callable[..., FederatedAlgorithm]] = {
@@ -29,6 +32,10 @@ ALGORITHMS: dict[str, Callable[..., FederatedAlgorithm]] = {
     "fast_fedda": fast_fedda,
     "c_fedda": c_fedda,
     "mc_fedda": mc_fedda,
+    "fedcanon": fedcanon,
+    "fedcanon2": fedcanon2,
+    "scaffold": scaffold,
+    "scaffnew": scaffnew,
     "fedda_gt": fedda_gt,
     "refedda_gt": refedda_gt,
     "multistep_refedda_gt": multistep_refedda_gt,
@@ -51,6 +58,10 @@ DESCRIPTIONS: dict[str, str] = {
     "c_fedda": "Constrained dual averaging, exact l1/nuclear-ball constrained prox "
                "(Bao et al. 2022)",
     "mc_fedda": "Multistage C-FedDA: shrinking lambda and radius, warm starts (Bao et al. 2022)",
+    "fedcanon": "Prox-free local steps + control variates, one server prox (Zhou et al., seed 002)",
+    "fedcanon2": "FedCanon II: each client applies the prox, only the average is broadcast",
+    "scaffold": "SCAFFOLD, option II control variates, optional server prox (Karimireddy 2020)",
+    "scaffnew": "Scaffnew/ProxSkip: communicate with probability p per step (Mishchenko 2022)",
     "fedda_gt": "l_q dual averaging with gradient tracking, server form (Liang et al. 2023)",
     "refedda_gt": "Restricted FedDA-GT, l_q-ball dual-to-primal map, top-s output (Liang et al.)",
     "multistep_refedda_gt": "Restarted ReFedDA-GT with halving radius (Liang et al. 2023)",
@@ -83,4 +94,5 @@ __all__ = ["ALGORITHMS", "DECENTRALIZED", "DESCRIPTIONS", "ClientContext",
            "DecentralizedAlgorithm", "EmptyState", "FederatedAlgorithm", "NodeContext",
            "ServerContext", "c_fedda", "dfedda", "dfedda_gt", "dfedmid", "drefedda_gt",
            "fast_fedda", "fedavg", "fedda", "fedda_gt", "fedmid", "make_algorithm", "mc_fedda",
-           "multistep_refedda_gt", "refedda_gt", "za1", "za1_correction"]
+           "multistep_refedda_gt", "refedda_gt", "za1", "za1_correction",
+           "fedcanon", "fedcanon2", "fedcanon_controls", "scaffnew", "scaffold"]

@@ -11,7 +11,8 @@ from ._bao import (
 )
 from ._client_data import Batch, ClientData
 from ._liang import (
-    LIANG_EXTRAS,
+    LIANG_SAMPLERS,
+    LIANG_TRUTHS,
     LiangSampler,
     liang_linear_models,
     liang_logistic_models,
@@ -25,6 +26,18 @@ from ._partition import (
     partition_shards,
     split_to_clients,
 )
+from ._real import (
+    a9a,
+    breast_cancer,
+    data_dir,
+    download,
+    federate,
+    fetch,
+    libsvm_file,
+    load_libsvm,
+    partition_spec,
+    sha256_of,
+)
 from ._synthetic import synthetic_fedprox
 
 #: Data-set generators by configuration name: ``DATASETS[name](**params) -> ClientData``.
@@ -34,6 +47,19 @@ DATASETS: dict[str, Callable[..., ClientData]] = {
     "bao_lowrank_matrix": bao_lowrank_matrix,
     "liang_sparse_linear": liang_sparse_linear,
     "liang_sparse_logistic": liang_sparse_logistic,
+    "breast_cancer": breast_cancer,
+    "libsvm_file": libsvm_file,
+    "a9a": a9a,
+}
+
+#: Known true models of synthetic data sets: ``GROUND_TRUTHS[name](**params)`` takes the
+#: generator's parameters (it ignores those it does not need) and returns the model the
+#: data were generated from — what the statistical-recovery metrics compare against.
+GROUND_TRUTHS: dict[str, Callable[..., Any]] = {
+    "bao_sparse_regression": lambda n_features=1024, sparsity=512, **_: sparse_regression_truth(
+        n_features, sparsity),
+    "bao_lowrank_matrix": lambda size=32, rank=16, **_: lowrank_truth(size, rank),
+    **LIANG_TRUTHS,
 }
 
 #: One line per data set, for ``fedcomp list``.
@@ -48,12 +74,17 @@ DATASET_DESCRIPTIONS = {
                            "s-sparse w*, x = (1, sigma1 g), y = <x, w_m> + noise (seed 004)",
     "liang_sparse_logistic": "Liang et al. Sec. 7: paired client optima (alpha, +-beta_i), "
                              "sparse w* = (gamma alpha, 0), +-1 labels (seed 004)",
+    "breast_cancer": "scikit-learn's bundled breast-cancer set (569 x 30, +-1 labels), "
+                     "standardized, split by a partition (bundled: no download)",
+    "libsvm_file": "any LIBSVM-format file (path), split by a partition",
+    "a9a": "A9A / Adult (32561 x 123, +-1 labels) from a local LIBSVM file (seed 002 Fig. 1); "
+           "fedcomp.data.fetch('a9a') downloads it",
 }
 
-#: What a configuration can get from a generator beside its data, by generator name:
-#: ``"ground_truth"`` (the true model, for recovery metrics) and ``"sampler"`` (fresh samples
-#: per minibatch: ``streaming = true``); each is called with the generator's parameters.
-DATASET_EXTRAS: dict[str, dict[str, Callable[..., Any]]] = {**LIANG_EXTRAS}
+#: Streaming samplers of synthetic data sets: ``SAMPLERS[name](**params)`` takes the
+#: generator's parameters and returns an object whose ``batch(...)`` draws fresh samples for
+#: every minibatch (configs: ``streaming = true``; see ``Problem(sampler=...)``).
+SAMPLERS: dict[str, Callable[..., Any]] = {**LIANG_SAMPLERS}
 
 #: Partitioners by name: pure functions returning one index array per client.
 PARTITIONERS = {
@@ -72,11 +103,13 @@ PARTITIONER_DESCRIPTIONS = {
 }
 
 __all__ = [
-    "DATASETS", "DATASET_DESCRIPTIONS", "DATASET_EXTRAS", "PARTITIONERS",
-    "PARTITIONER_DESCRIPTIONS", "Batch",
-    "ClientData", "LiangSampler", "bao_lowrank_matrix", "liang_linear_models",
-    "liang_logistic_models", "liang_sparse_linear", "liang_sparse_logistic",
-    "bao_sparse_regression", "lowrank_truth",
+    "DATASETS", "DATASET_DESCRIPTIONS", "GROUND_TRUTHS", "PARTITIONERS",
+    "PARTITIONER_DESCRIPTIONS", "SAMPLERS", "Batch",
+    "ClientData", "LiangSampler", "bao_lowrank_matrix", "bao_sparse_regression",
+    "liang_linear_models", "liang_logistic_models", "liang_sparse_linear",
+    "liang_sparse_logistic", "lowrank_truth",
     "partition_dirichlet", "partition_iid", "partition_quantity_skew",
     "partition_shards", "sparse_regression_truth", "split_to_clients", "synthetic_fedprox",
+    "a9a", "breast_cancer", "data_dir", "download", "federate", "fetch", "libsvm_file",
+    "load_libsvm", "partition_spec", "sha256_of",
 ]

@@ -299,11 +299,13 @@ def _logistic_parts(n_clients: int = 16, samples_per_client: int = 1000,
     return w_star, LiangSampler("logistic", w_tilde, sigma1)
 
 
-#: ``{generator name: {"ground_truth": fn(**params), "sampler": fn(**params)}}`` — called
-#: with the generator's own parameters (see ``fedcomp.data.DATASET_EXTRAS``).
-LIANG_EXTRAS = {
-    "liang_sparse_linear": {"ground_truth": lambda **kw: _linear_parts(**kw)[0],
-                            "sampler": lambda **kw: _linear_parts(**kw)[1]},
-    "liang_sparse_logistic": {"ground_truth": lambda **kw: _logistic_parts(**kw)[0],
-                              "sampler": lambda **kw: _logistic_parts(**kw)[1]},
+#: Ground truths and streaming samplers by generator name, called with the generator's own
+#: parameters (registered in ``fedcomp.data.GROUND_TRUTHS`` and ``fedcomp.data.SAMPLERS``).
+LIANG_TRUTHS = {
+    "liang_sparse_linear": lambda **kw: _linear_parts(**kw)[0],
+    "liang_sparse_logistic": lambda **kw: _logistic_parts(**kw)[0],
+}
+LIANG_SAMPLERS = {
+    "liang_sparse_linear": lambda **kw: _linear_parts(**kw)[1],
+    "liang_sparse_logistic": lambda **kw: _logistic_parts(**kw)[1],
 }

@@ -11,7 +11,7 @@ Output directory contract (other tools rely on it):
   variant when it has variants);
 * ``summary.md`` — the table printed at the end;
 * ``plot.png`` — log optimality (or objective) vs rounds, one panel per gradient mode,
-  when matplotlib is installed.
+  and ``plot_<metric>.png`` for every metric of the config, when matplotlib is installed.
 """
 
 from __future__ import annotations
@@ -142,9 +142,14 @@ def run_experiment(config: dict[str, Any], out_dir: str | Path, *, seeds: list[i
     try:
         from ..plotting import plot_results
 
-        # the first configured metric when the config has no optimality (no reference x*)
-        metric = "optimality" if "optimality" in cfg["metrics"] else cfg["metrics"][0]
-        plot_results(out / "results.csv", out / "plot.png", metric=metric, title=cfg["name"])
+        # plot.png: optimality, or the first configured metric when there is no reference x*
+        main_metric = "optimality" if "optimality" in cfg["metrics"] else cfg["metrics"][0]
+        plot_results(out / "results.csv", out / "plot.png", metric=main_metric,
+                     title=cfg["name"])
+        for metric in cfg["metrics"]:  # one figure per recorded metric
+            if metric not in ("support",):
+                plot_results(out / "results.csv", out / f"plot_{metric}.png", metric=metric,
+                             title=cfg["name"], fallback=False)
     except ImportError:
         print("matplotlib is not installed: no plot.png (pip install 'fedcomp[plot]')",
               file=sys.stderr)
@@ -246,15 +251,15 @@ def final_metrics(summary: list[dict[str, Any]]) -> dict[tuple[str, ...], dict[s
 def claim_verdict(cfg: dict[str, Any], summary: list[dict[str, Any]]) -> str:
     """"Verdict: ..." for a paper experiment (by config name) from its final metrics.
 
-    The rule lives in the experiment module: ``verdict(finals)`` with ``finals`` from
-    :func:`final_metrics` returns ``(verdict, rule)``.
+    The rule lives in the experiment module: ``verdict(finals, config)`` with ``finals``
+    from :func:`final_metrics` and the resolved configuration returns ``(verdict, rule)``.
     """
     from . import EXPERIMENTS
 
     module = EXPERIMENTS.get(cfg["name"])
     if module is None or not hasattr(module, "verdict"):
         return ""
-    verdict, rule = module.verdict(final_metrics(summary))
+    verdict, rule = module.verdict(final_metrics(summary), cfg)
     return f"Verdict: {verdict} (rule: {rule})"
 
 

@@ -12,6 +12,8 @@ error over DFedMiD, DFedDA, Fast-FedDA and C-FedDA.
 
 from __future__ import annotations
 
+from typing import Any
+
 CLAIM = "the GT methods (DFedDA-GT, DReFedDA-GT, MReFedDA-GT) lead in l1 error"
 
 #: Run labels of the two groups in the configurations.
@@ -19,7 +21,8 @@ GT_METHODS = ("dfedda_gt", "drefedda_gt", "mrefedda_gt")
 BASELINES = ("dfedmid", "dfedda", "fast_fedda", "c_fedda")
 
 
-def verdict(finals: dict[tuple[str, ...], dict[str, float]]) -> tuple[str, str]:
+def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
+            ) -> tuple[str, str]:
     """Reproduced / partly / not reproduced, from the final ℓ1 error per run label.
 
     Reproduced when every GT method ends with a lower ``l1_error`` than every baseline;

@@ -19,6 +19,7 @@ from ._functions import (
                          support,
                          support_f1,
                          support_scores,
+                         train_accuracy,
                          training_loss,
 )
 from ._loggers import CSVLogger, JSONLLogger, MemoryLogger, MultiLogger, StdoutLogger
@@ -26,5 +27,5 @@ from ._loggers import CSVLogger, JSONLLogger, MemoryLogger, MultiLogger, StdoutL
 __all__ = ["CSVLogger", "DEFAULT_METRICS", "DESCRIPTIONS", "JSONLLogger", "METRICS",
            "MemoryLogger", "MultiLogger", "StdoutLogger", "evaluate", "l1_error", "l2_error",
            "lq_error", "nnz", "objective", "operator_error", "optimality", "population_gap",
-           "prox_grad_norm", "rank",
-           "suboptimality", "support", "support_f1", "support_scores", "training_loss"]
+           "prox_grad_norm", "rank", "suboptimality", "support", "support_f1", "support_scores",
+           "train_accuracy", "training_loss"]

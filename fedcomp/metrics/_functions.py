@@ -168,6 +168,23 @@ def population_gap(problem: Problem, x: Array, **_: Any) -> float:
     truth = np.asarray(to_numpy(problem.ground_truth), dtype=np.float64)
     return (sampler.population_objective(model, problem.weights)
             - sampler.population_objective(truth, problem.weights))
+def train_accuracy(problem: Problem, x: Array, **_: Any) -> float:
+    """Fraction of training samples classified correctly (pooled over clients).
+
+    Logistic (±1 labels): ``sign(aᵀx)`` with 0 counted as +1; softmax: ``argmax aᵀX``.
+    NaN for other losses.
+    """
+    from ..losses import Logistic, Softmax
+
+    if not isinstance(problem.loss, Logistic | Softmax):
+        return float("nan")
+    feats, targs, _owner = problem.data.pooled()
+    scores = feats.reshape(len(feats), -1) @ to_numpy(x).reshape(feats[0].size, -1)
+    if isinstance(problem.loss, Logistic):
+        pred = np.where(scores[:, 0] >= 0, 1.0, -1.0)
+    else:
+        pred = np.argmax(scores, axis=1)
+    return float(np.mean(pred == targs))
 
 
 METRICS: dict[str, Callable[..., Any]] = {
@@ -185,6 +202,7 @@ METRICS: dict[str, Callable[..., Any]] = {
     "training_loss": training_loss,
     "population_gap": population_gap,
     "lq_error": lq_error,
+    "train_accuracy": train_accuracy,
 }
 
 DESCRIPTIONS: dict[str, str] = {
@@ -202,6 +220,7 @@ DESCRIPTIONS: dict[str, str] = {
     "training_loss": "smooth part f(x) = sum_i pi_i f_i(x), without the regularizer",
     "population_gap": "f(x) - f(w*) of the population objective of a streaming problem",
     "lq_error": "||x - x_true||_q^2, q = p/(p-1), p = 2 ln d (the l_q mirror-map geometry)",
+    "train_accuracy": "fraction of training samples classified correctly (logistic, softmax)",
 }
 
 DEFAULT_METRICS = ("objective", "optimality", "nnz")
@@ -217,7 +236,12 @@ def evaluate(problem: Problem, x: Array, names: Any = DEFAULT_METRICS, reference
             raise ValueError(f"unknown metric {name!r}; valid names: {', '.join(METRICS)}")
         value = fn(problem, x, reference=reference)
         if isinstance(value, dict):
-            row.update(value)
+            row.update({k: _plain(v) for k, v in value.items()})
         else:
-            row[name if isinstance(name, str) else fn.__name__] = value
+            row[name if isinstance(name, str) else fn.__name__] = _plain(value)
     return row
+
+
+def _plain(value: Any) -> Any:
+    """NumPy scalars as Python numbers, so CSV and JSON loggers write plain numbers."""
+    return value.item() if isinstance(value, np.generic) else value
