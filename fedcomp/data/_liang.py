@@ -131,6 +131,16 @@ def logistic_optimum_scale(alpha_norm: float, beta_norms: np.ndarray, sigma1: fl
     return 0.5 * (lo + hi)
 
 
+def _stream(seed: int, round_: int, client: int, draw: int) -> np.random.Generator:
+    """The generator of one minibatch, keyed by ``(seed, stream, round, client, draw)``.
+
+    SFC64 rather than NumPy's default PCG64: streaming draws ~1.6 million normals a round in
+    the paper's setting, and SFC64 makes them ~15% faster (same counter-based keying).
+    """
+    key = np.random.SeedSequence([seed, STREAM_SAMPLES, round_, client, draw])
+    return np.random.Generator(np.random.SFC64(key))
+
+
 @dataclass(frozen=True, eq=False)
 class LiangSampler:
     """Fresh samples for every gradient call (streaming), counter-based.
@@ -147,7 +157,7 @@ class LiangSampler:
 
     Notes
     -----
-    Draw ``k`` of client ``i`` in round ``r`` comes from a generator seeded by
+    Draw ``k`` of client ``i`` in round ``r`` comes from an SFC64 generator seeded by
     ``(seed, STREAM_SAMPLES, r, i, k)``: the same whatever block the client runs in.
     """
 
@@ -168,7 +178,7 @@ class LiangSampler:
         feats = np.empty((b, batch_size, d), dtype=dtype)
         targs = np.empty((b, batch_size), dtype=dtype)
         for row, cid in enumerate(np.asarray(client_ids)):
-            rng = generator(seed, STREAM_SAMPLES, round_, int(cid), draw)
+            rng = _stream(seed, round_, int(cid), draw)
             x = feats[row]
             rng.standard_normal(out=x, dtype=dtype)  # drawn in place: no copy
             if self.sigma1 != 1.0:
