@@ -45,7 +45,7 @@ alpha = 0.01
 
 [topology]
 name = "chain"
-evaluate_on = ["average", "node"]
+evaluate_on = ["average", "node", "nodes"]
 sparsity = 16
 
 # Steps tuned for the minimum final l1 error at 200 rounds on a small grid (as the paper tunes

@@ -46,7 +46,7 @@ alpha = 0.01
 
 [topology]
 name = "chain"
-evaluate_on = ["average", "node"]
+evaluate_on = ["average", "node", "nodes"]
 sparsity = 16
 
 [[algorithms]]
