@@ -187,3 +187,56 @@ def loop_scaffnew(problem, rounds, gamma, p, seed=0, batch_size=None, server_pro
             x = np.broadcast_to(avg, x.shape).copy()
             h = h + (p / gamma) * (x - x_hat)
     return x[0], h
+
+
+def _dual_to_primal(z, p):
+    """∇h*(z) = ‖z‖_p^{2−p} sign(z)|z|^{p−1}/(p−1), straight from the formula (moderate p)."""
+    norm = np.sum(np.abs(z) ** p) ** (1.0 / p)
+    if norm == 0:
+        return np.zeros_like(z)
+    return norm ** (2.0 - p) * np.sign(z) * np.abs(z) ** (p - 1.0) / (p - 1.0)
+
+
+def _primal_to_dual(w, p):
+    q = p / (p - 1.0)
+    return _dual_to_primal(w, q)  # ∇h is the same map with q in place of p
+
+
+def loop_dfedda(problem, mixing, rounds, lr, K, p, server_lr=1.0, tracking=True, seed=0,
+                batch_size=None, radius_sq=None, restricted=False):
+    """DFedDA(-GT) / DReFedDA-GT (last iterate), one node at a time (Liang et al., Alg. 1).
+
+    The tracker starts at Σ_j u_jm ∇F_j(w_0) − ∇F_m(w_0) (gradients of the initialisation
+    query, keyed by round 2**40, as the runner does); node m scales its gradient by n·π_m.
+    """
+    n, d = problem.n_clients, problem.param_shape[0]
+    scale = n * problem.weights
+
+    def grad(m, w, r, draw):
+        return scale[m] * client_grad(problem, m, w, r, draw, seed, batch_size)
+
+    def primal(z):
+        w = _dual_to_primal(z, p)
+        if restricted and radius_sq is not None:
+            norm = np.sum(np.abs(z) ** p) ** (1.0 / p)
+            w = w / max(norm / ((p - 1.0) * np.sqrt(radius_sq)), 1.0)
+        return w
+
+    w0 = np.zeros(d)
+    z0 = [np.zeros(d) if restricted else _primal_to_dual(w0, p) for _ in range(n)]
+    g0 = [grad(m, w0, 1 << 40, 0) for m in range(n)]
+    c = [sum(mixing[j, m] * g0[j] for j in range(n)) - g0[m] if tracking else np.zeros(d)
+         for m in range(n)]
+    for r in range(rounds):
+        delta = []
+        for m in range(n):
+            z = z0[m].copy()
+            for k in range(K):
+                z = z - lr * (grad(m, primal(z), r, k) + c[m])
+            delta.append((z - z0[m]) / (K * lr))
+        if tracking:
+            c = [c[m] + delta[m] - sum(mixing[j, m] * delta[j] for j in range(n))
+                 for m in range(n)]
+        z0 = [sum(mixing[j, m] * (z0[j] + K * server_lr * lr * delta[j]) for j in range(n))
+              for m in range(n)]
+    return np.array([primal(z) for z in z0])

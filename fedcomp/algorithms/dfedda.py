@@ -83,12 +83,13 @@ def _family(name: str, *, client_lr: float, local_steps: int, server_lr: float,
         return states._replace(z=z)
 
     def gossip(states: NodeState, mix: Callable[[Array], Array], round_: int) -> NodeState:
-        pp = exponent(states.z0)
-        w_start = primal(states.z0, states.anchor, pp)  # w^m_{r,0}, for the averaged output
+        w_sum = states.w_sum
+        if output == "average":  # accumulate w^m_{r,0} for the averaged output
+            w_sum = w_sum + primal(states.z0, states.anchor, exponent(states.z0))
         delta = (states.z - states.z0) / (local_steps * client_lr)  # Δ^m_r
         c = states.c + delta - mix(delta) if gradient_tracking else states.c
         z0 = mix(states.z0 + (local_steps * server_lr * client_lr) * delta)
-        return NodeState(z0, z0, c, states.anchor, states.w_sum + w_start, states.count + 1.0)
+        return NodeState(z0, z0, c, states.anchor, w_sum, states.count + 1.0)
 
     def node_models(states: NodeState) -> Array:
         if output == "last":
