@@ -405,13 +405,13 @@ def test_matches_the_naive_per_node_loop(kind, batch_size):
     problem = make_problem("least_squares", n_clients=5, d=4, weighting=[1, 2, 1, 3, 1])
     topo = ring(5)
     if kind == "drefedda_gt":
-        alg = drefedda_gt(0.1, 3, server_lr=0.9, p=5.0, radius_sq=0.05, output="last")
+        alg = drefedda_gt(0.1, 3, server_lr=0.9, p=5.0, radius_sq=0.001, output="last")
     else:
         alg = dfedda(0.1, 3, server_lr=0.9, p=5.0, gradient_tracking=kind == "dfedda_gt")
     run = run_states(alg, problem, topo, 4, batch_size=batch_size, seed=6)
     ref = loop_dfedda(problem, topo.mixing, 4, 0.1, 3, 5.0, server_lr=0.9,
                       tracking=kind != "dfedda", seed=6, batch_size=batch_size,
-                      radius_sq=0.05, restricted=kind == "drefedda_gt")
+                      radius_sq=0.001, restricted=kind == "drefedda_gt")
     np.testing.assert_allclose(np.asarray(alg.output(run.client_states)), ref, rtol=0,
                                atol=1e-12)
     assert np.abs(ref).max() > 1e-3
