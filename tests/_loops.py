@@ -240,3 +240,54 @@ def loop_dfedda(problem, mixing, rounds, lr, K, p, server_lr=1.0, tracking=True,
         z0 = [sum(mixing[j, m] * (z0[j] + K * server_lr * lr * delta[j]) for j in range(n))
               for m in range(n)]
     return np.array([primal(z) for z in z0])
+
+
+def loop_refedda_gt(problem, rounds, lr, K, p, radius_sq, sparsity, stage_rounds=None,
+                    server_lr=1.0, seed=0, batch_size=None, clients_per_round=None):
+    """(Multistep) ReFedDA-GT, one client at a time (Liang et al., Algorithms 2–3, eq. 4).
+
+    Returns the server's output: Sparse(stage average of w_{r,0}; s) after the last round.
+    """
+    n, d = problem.n_clients, problem.param_shape[0]
+
+    def primal(anchor, z, q_sq):
+        w = _dual_to_primal(z, p)
+        norm = np.sum(np.abs(z) ** p) ** (1.0 / p)
+        if q_sq is not None:
+            w = w / max(norm / ((p - 1.0) * np.sqrt(q_sq)), 1.0)
+        return anchor + w
+
+    def sparse(x):
+        out = np.zeros_like(x)
+        keep = np.argsort(-np.abs(x), kind="stable")[:sparsity]
+        out[keep] = x[keep]
+        return out
+
+    anchor, z, c = np.zeros(d), np.zeros(d), np.zeros(d)
+    c_m = np.zeros((n, d))
+    stage, start, w_sum, count = 0, 0, np.zeros(d), 0
+    x = sparse(anchor)
+    for r in range(rounds):
+        q_sq = None if radius_sq is None else radius_sq * 0.5 ** stage
+        S = sample_clients(seed, r, n, clients_per_round)
+        wts = problem.weights[S] / problem.weights[S].sum()
+        dz_avg, dc_avg = np.zeros(d), np.zeros(d)
+        for wi, i in zip(wts, S, strict=True):
+            zi = z.copy()
+            for k in range(K):
+                g = client_grad(problem, i, primal(anchor, zi, q_sq), r, k, seed, batch_size)
+                zi = zi - lr * (g - c_m[i] + c)
+            dz = (zi - z) / (K * lr)
+            new = c_m[i] - c - dz
+            dz_avg += wi * dz
+            dc_avg += wi * (new - c_m[i])
+            c_m[i] = new
+        w_sum += primal(anchor, z, q_sq)
+        count += 1
+        c = c + dc_avg
+        z = z + K * server_lr * lr * dz_avg
+        x = sparse(w_sum / count)
+        if stage_rounds is not None and r + 1 - start == stage_rounds:  # restart
+            anchor, z, c, c_m = x, np.zeros(d), np.zeros(d), np.zeros((n, d))
+            stage, start, w_sum, count = stage + 1, r + 1, np.zeros(d), 0
+    return x

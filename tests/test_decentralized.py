@@ -419,3 +419,18 @@ def test_matches_the_naive_per_node_loop(kind, batch_size):
         free = loop_dfedda(problem, topo.mixing, 4, 0.1, 3, 5.0, server_lr=0.9, seed=6,
                            batch_size=batch_size, restricted=True)
         assert np.abs(free - ref).max() > 1e-3
+
+
+@pytest.mark.parametrize("stage_rounds", [None, 2])
+def test_refedda_gt_with_client_sampling_matches_the_naive_loop(stage_rounds):
+    from _loops import loop_refedda_gt
+
+    problem = make_problem("least_squares", n_clients=6, d=5)
+    kw = dict(client_lr=0.1, local_steps=3, server_lr=0.8, p=4.0, radius_sq=0.3, sparsity=3)
+    alg = (refedda_gt(**kw) if stage_rounds is None
+           else multistep_refedda_gt(stage_rounds=stage_rounds, **kw))
+    run = simulate(alg, problem, 5, clients_per_round=3, batch_size=4, seed=9, metrics=[])
+    ref = loop_refedda_gt(problem, 5, 0.1, 3, 4.0, 0.3, 3, stage_rounds, server_lr=0.8,
+                          seed=9, batch_size=4, clients_per_round=3)
+    np.testing.assert_allclose(run.x, ref, rtol=0, atol=1e-12)
+    assert np.count_nonzero(ref) == 3
