@@ -19,6 +19,7 @@ import json
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -65,7 +66,8 @@ def run_labels(cfg: dict[str, Any]) -> list[tuple[str, dict[str, Any], int | Non
 
 
 def run_experiment(config: dict[str, Any], out_dir: str | Path, *, seeds: list[int] | None = None,
-                   progress: Any = "auto", stream: TextIO | None = None) -> list[dict[str, Any]]:
+                   progress: Any = "auto", stream: TextIO | None = None,
+                   clients: Callable[..., Any] | None = None) -> list[dict[str, Any]]:
     """Run every (seed, gradient mode, algorithm) of ``config`` and write the outputs.
 
     Parameters
@@ -80,6 +82,10 @@ def run_experiment(config: dict[str, Any], out_dir: str | Path, *, seeds: list[i
         Progress line per run on stderr.
     stream : text stream, optional
         Where the summary table is printed (stdout by default; ``None`` prints there).
+    clients : callable, optional
+        ``clients(label=, seed=, batch_size=, rounds=)`` returns the client executor of
+        that run for :func:`~fedcomp.runtime.simulate` (default: the simulator's);
+        :mod:`fedcomp.flower` runs the same experiment on SuperNodes through it.
 
     Returns
     -------
@@ -124,7 +130,10 @@ def run_experiment(config: dict[str, Any], out_dir: str | Path, *, seeds: list[i
                                    clients_per_round=cfg["clients_per_round"],
                                    client_block=cfg["client_block"], eval_every=cfg["eval_every"],
                                    metrics=cfg["metrics"], reference=reference, logger=logger,
-                                   seed=seed, progress=progress, tags=tags)
+                                   seed=seed, progress=progress, tags=tags,
+                                   clients=None if clients is None else clients(
+                                       label=label, seed=seed, batch_size=batch_size,
+                                       rounds=cfg["rounds"]))
                 except NonFiniteError as exc:
                     row["status"] = f"diverged: {exc}"
                     print(f"warning: {exc}", file=sys.stderr)

@@ -1,0 +1,160 @@
+"""The ClientApp: one SuperNode runs ``client_update`` for the clients it hosts.
+
+Two handlers:
+
+``query`` (discovery)
+    Receives the resolved fedcomp configuration (JSON), loads the node's clients from its
+    ``node_config`` (:mod:`fedcomp.flower._data`), keeps the configuration in
+    ``context.state`` and answers with the node's global client ids.
+``train`` (one round)
+    Receives the algorithm's broadcast message (one record entry per field) and, in a
+    ConfigRecord, the run, the round, the seed, the batch size and the participating client
+    ids with their weights. It runs ``client_update`` on those clients as one block,
+    keeps their new client states in ``context.state`` (and, when ``node_config`` has a
+    ``checkpoint-dir``, on disk) and replies with the upload and its gradient/prox counts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+
+from .._array import asarray_like
+from ..algorithms import ClientContext, make_algorithm
+from ..oracle import Counters, Oracle
+from ..runtime._simulate import _gather, _scatter
+from ._codec import decode, encode
+from ._data import NodeData, load_node_data
+
+#: keys of the fedcomp records in messages and in ``context.state``
+CONFIG_KEY = "fedcomp"
+MESSAGE_KEY = "message"
+UPLOAD_KEY = "upload"
+COUNTS_KEY = "counts"
+
+
+def _node_options(context: Context) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted((str(k), v) for k, v in context.node_config.items()))
+
+
+def _node_data(context: Context) -> NodeData:
+    if CONFIG_KEY not in context.state:
+        raise RuntimeError("this SuperNode has no fedcomp configuration for the run (it was "
+                           "restarted or joined late); the server sends it on discovery")
+    config_json = str(context.state[CONFIG_KEY]["config"])  # type: ignore[index]
+    return load_node_data(config_json, _node_options(context))
+
+
+def handle_query(msg: Message, context: Context) -> Message:
+    """Discovery: store the configuration, load the node's data, report its client ids."""
+    config_json = str(msg.content[CONFIG_KEY]["config"])  # type: ignore[index]
+    context.state[CONFIG_KEY] = ConfigRecord({"config": config_json})
+    node = load_node_data(config_json, _node_options(context))
+    options = dict(context.node_config)
+    reply = ConfigRecord({
+        "client-ids": [int(i) for i in node.client_ids],
+        "n-clients": int(node.n_clients),
+        "partition-id": int(options.get("partition-id", -1)),
+        "num-partitions": int(options.get("num-partitions", 0)),
+        "pid": os.getpid(),
+    })
+    return Message(RecordDict({CONFIG_KEY: reply}), reply_to=msg)
+
+
+def _checkpoint_path(context: Context, run: str) -> Path | None:
+    directory = context.node_config.get("checkpoint-dir")
+    if not directory:
+        return None
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in run)
+    return Path(str(directory)) / f"fedcomp-node-{safe}.npz"
+
+
+def _load_states(context: Context, run: str, template: Any, like: Any) -> Any:
+    """The node's client states for ``run``: from context.state, a checkpoint, or init."""
+    key = f"{CONFIG_KEY}.state.{run}"
+    if len(template) == 0:
+        return template
+    if key in context.state:
+        return decode(context.state[key], like, type(template))  # type: ignore[arg-type]
+    path = _checkpoint_path(context, run)
+    if path is not None and path.exists():
+        with np.load(path, allow_pickle=False) as npz:
+            return type(template)(*(asarray_like(npz[f], like) for f in template._fields))
+    return template
+
+
+def _store_states(context: Context, run: str, states: Any) -> None:
+    if len(states) == 0:
+        return
+    context.state[f"{CONFIG_KEY}.state.{run}"] = encode(states)
+    path = _checkpoint_path(context, run)
+    if path is not None:
+        from .._array import to_numpy
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp.npz")
+        np.savez(tmp, **{f: to_numpy(v) for f, v in zip(states._fields, states, strict=True)})
+        os.replace(tmp, path)  # atomic: a crash never leaves a half-written checkpoint
+
+
+def handle_train(msg: Message, context: Context) -> Message:
+    """One round of ``client_update`` for the node's participating clients."""
+    spec = msg.content[CONFIG_KEY]
+    node = _node_data(context)
+    problem = node.problem
+    like = problem.data.features
+    algorithm = make_algorithm(str(spec["algorithm"]),  # type: ignore[index]
+                               **json.loads(str(spec["hyperparameters"])))  # type: ignore[index]
+    run = str(spec["run"])  # type: ignore[index]
+    round_ = int(spec["round"])  # type: ignore[index]
+    batch_size = int(spec["batch-size"]) or None  # type: ignore[index]
+    ids = np.asarray(spec["client-ids"], dtype=np.int64)  # type: ignore[index]
+    position = {int(c): i for i, c in enumerate(node.client_ids)}
+    missing = [int(c) for c in ids if int(c) not in position]
+    if missing:
+        raise ValueError(f"this SuperNode hosts clients {node.client_ids.tolist()}, not {missing}")
+    rows = np.array([position[int(c)] for c in ids], dtype=np.int64)
+
+    # client states of all the node's clients: initialised like the simulator's (init does
+    # not depend on which clients a row belongs to), updated only for the participants
+    _, template = algorithm.init(problem.zeros(), len(node.client_ids), problem.regularizer)
+    states = _load_states(context, run, template, like)
+    counters = Counters()
+    regularizer = problem.regularizer
+
+    def prox(v: Any, step: Any) -> Any:
+        counters.prox_evals_client += int(v.shape[0])
+        return regularizer.prox(v, step)
+
+    oracle = Oracle(problem, rows, round_, int(spec["seed"]),  # type: ignore[index]
+                    batch_size, counters, client_ids=ids)
+    ctx = ClientContext(oracle, prox, round_, ids,
+                        asarray_like(np.asarray(spec["pi"], dtype=np.float64), like),  # type: ignore[index]
+                        int(spec["n-clients"]))  # type: ignore[index]
+    message = decode(msg.content[MESSAGE_KEY], like, name="Message")  # type: ignore[arg-type]
+    upload, new_states = algorithm.client_update(message, _gather(states, rows), ctx)
+    _store_states(context, run, _scatter(states, rows, new_states))
+    counts = MetricRecord({k: int(v) for k, v in counters.as_dict().items()})
+    return Message(RecordDict({UPLOAD_KEY: encode(upload), COUNTS_KEY: counts}), reply_to=msg)
+
+
+def make_client_app() -> ClientApp:
+    """A Flower ClientApp running any registered fedcomp algorithm (see the module docstring).
+
+    Examples
+    --------
+    >>> app = make_client_app()
+    >>> type(app).__name__
+    'ClientApp'
+    """
+    app = ClientApp()
+    app.query()(handle_query)
+    app.train()(handle_train)
+    return app
+

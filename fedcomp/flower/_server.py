@@ -1,0 +1,296 @@
+"""The ServerApp: the simulator's round loop with the client updates sent to SuperNodes.
+
+``main(grid, context)`` (Flower's Message API):
+
+1. waits until SuperNodes covering every client of the configuration are connected
+   (``node-timeout``; the error names the missing partitions), sending each new node the
+   resolved configuration in a ``query`` message;
+2. runs :func:`fedcomp.experiments.run_experiment` — the very code behind ``fedcomp run``
+   (seeded sampling, ``broadcast``/``server_update`` with the simulator's
+   :class:`~fedcomp.algorithms.ServerContext`, counters, evaluation, ``results.csv`` /
+   ``config.json``) — with a client executor that sends each round's message to the nodes
+   hosting the participants (``train`` messages, ``grid.send_and_receive``) and stacks
+   their uploads in the participants' order.
+
+Server state never leaves this loop; aggregation is the algorithm's own
+``server_update``, never a Flower strategy.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
+from flwr.serverapp import Grid, ServerApp
+
+from .._array import take_rows
+from ..config import resolve, to_jsonable
+from ..runtime._simulate import _concat, _floats
+from ._client import CONFIG_KEY, COUNTS_KEY, MESSAGE_KEY, UPLOAD_KEY
+from ._codec import decode, encode
+
+#: run-config keys and defaults of the fedcomp Flower app
+RUN_CONFIG_DEFAULTS: dict[str, Any] = {
+    "fedcomp-config": "",     # the fedcomp configuration as JSON (required)
+    "out-dir": "",            # where results.csv / config.json go ("" = a temporary dir)
+    "num-nodes": 0,           # SuperNodes to wait for (0 = num-partitions the nodes report)
+    "node-timeout": 120.0,    # seconds to wait for them
+    "round-timeout": 300.0,   # seconds to wait for a round's replies
+}
+
+#: written to out-dir at the end: {"status": "ok" | "failed", "error": ...}
+STATUS_FILE = "flower_status.json"
+
+
+class FlowerRunError(RuntimeError):
+    """A SuperNode is missing, failed, or did not answer in time (the message names it)."""
+
+
+def _describe(node_id: int, info: dict[str, Any]) -> str:
+    part = (f"partition-id={info['partition-id']} of {info['num-partitions']}"
+            if info.get("num-partitions", 0) else "data-path node")
+    return f"SuperNode {node_id} ({part}, clients {info['client-ids']})"
+
+
+def connect_nodes(grid: Grid, config_json: str, n_clients: int, num_nodes: int,
+                  timeout: float, poll: float = 0.5) -> dict[int, dict[str, Any]]:
+    """Wait until connected SuperNodes host every client exactly once; their reports.
+
+    Each new node gets the configuration in a ``query`` message and answers with its
+    client ids. Fails after ``timeout`` seconds naming what is missing, instead of starting
+    with whichever nodes happen to be there.
+    """
+    deadline = time.monotonic() + timeout
+    nodes: dict[int, dict[str, Any]] = {}
+    while True:
+        new = [n for n in grid.get_node_ids() if n not in nodes]
+        if new:
+            content = RecordDict({CONFIG_KEY: ConfigRecord({"config": config_json})})
+            messages = [Message(content, dst_node_id=n, message_type=MessageType.QUERY)
+                        for n in new]
+            wait = max(1.0, deadline - time.monotonic())
+            for reply in grid.send_and_receive(messages, timeout=wait):
+                src = reply.metadata.src_node_id
+                if reply.has_error():
+                    raise FlowerRunError(f"SuperNode {src} failed to load its data: "
+                                         f"{reply.error.reason}")
+                info = dict(reply.content[CONFIG_KEY])  # type: ignore[arg-type]
+                info["client-ids"] = [int(c) for c in info["client-ids"]]
+                if int(info["n-clients"]) != n_clients:
+                    raise FlowerRunError(f"{_describe(src, info)} reports n_clients="
+                                         f"{info['n-clients']}, the configuration has "
+                                         f"{n_clients}")
+                nodes[src] = info
+        owners: dict[int, int] = {}
+        for node_id, info in nodes.items():
+            for c in info["client-ids"]:
+                if c in owners:
+                    raise FlowerRunError(
+                        f"client {c} is hosted by both {_describe(owners[c], nodes[owners[c]])}"
+                        f" and {_describe(node_id, info)}; give every SuperNode a distinct "
+                        "partition-id")
+                owners[c] = node_id
+        expected = num_nodes or max((int(i.get("num-partitions", 0)) for i in nodes.values()),
+                                    default=0)
+        if len(owners) == n_clients and (not expected or len(nodes) >= expected):
+            return nodes
+        if time.monotonic() > deadline:
+            missing = sorted(set(range(n_clients)) - set(owners))
+            parts = sorted({int(i["num-partitions"]) for i in nodes.values()} - {0})
+            hint = ""
+            if len(parts) == 1:
+                have = {int(i["partition-id"]) for i in nodes.values()}
+                absent = sorted(set(range(parts[0])) - have)
+                hint = (f"; missing partition-id {absent} of num-partitions={parts[0]} "
+                        f"(start them with --node-config 'partition-id=K "
+                        f"num-partitions={parts[0]}')")
+            connected = ", ".join(_describe(n, i) for n, i in nodes.items()) or "none"
+            raise FlowerRunError(
+                f"waited {timeout:g} s for SuperNodes hosting all {n_clients} clients "
+                f"(expected {expected or '?'} nodes) but clients {missing} have no node"
+                f"{hint}. Connected: {connected}. Start the missing SuperNodes or raise "
+                "node-timeout")
+        time.sleep(poll)
+
+
+class FlowerClients:
+    """Client executor for :func:`fedcomp.runtime.simulate` that runs rounds on SuperNodes.
+
+    Built by :func:`functools.partial` over the Flower-specific arguments; ``simulate``
+    supplies ``(algorithm, problem, client_states, counters, settings)``. The server's
+    copy of the client states is never used: each node keeps its clients' states.
+    """
+
+    def __init__(self, algorithm: Any, problem: Any, client_states: Any, counters: Any,
+                 settings: Any, *, grid: Grid, nodes: dict[int, dict[str, Any]], run: str,
+                 rounds: int, round_timeout: float, log: Any = None) -> None:
+        from ..algorithms import make_algorithm
+
+        self.algorithm, self.problem, self.counters = algorithm, problem, counters
+        self.settings, self.grid, self.nodes, self.run = settings, grid, nodes, run
+        self.rounds, self.round_timeout, self.log = rounds, round_timeout, log
+        self.owner = {c: n for n, info in nodes.items() for c in info["client-ids"]}
+        self.hyperparameters = json.dumps(to_jsonable(algorithm.hyperparameters))
+        try:  # nodes rebuild the (set-up) algorithm from its name and hyperparameters
+            make_algorithm(algorithm.name, **json.loads(self.hyperparameters))
+        except (TypeError, ValueError) as exc:
+            raise FlowerRunError(f"{algorithm.name}: its hyperparameters "
+                                 f"{algorithm.hyperparameters} do not rebuild it on a node "
+                                 f"({exc})") from exc
+
+    def run_round(self, round_: int, message: Any, participants: np.ndarray) -> Any:
+        by_node: dict[int, list[int]] = {}
+        for c in participants.tolist():
+            by_node.setdefault(self.owner[c], []).append(c)
+        record = encode(message)
+        s = self.settings
+        out = []
+        for node_id, ids in by_node.items():
+            spec = ConfigRecord({
+                "run": self.run, "algorithm": self.algorithm.name,
+                "hyperparameters": self.hyperparameters, "round": round_, "seed": s.seed,
+                "batch-size": s.batch_size or 0, "client-ids": ids,
+                "pi": [float(p) for p in self.problem.weights[ids]],
+                "n-clients": self.problem.n_clients})
+            out.append(Message(RecordDict({MESSAGE_KEY: record, CONFIG_KEY: spec}),
+                               dst_node_id=node_id, message_type=MessageType.TRAIN,
+                               group_id=f"{self.run}/round{round_}"))
+        tic = time.monotonic()
+        replies = {r.metadata.src_node_id: r
+                   for r in self.grid.send_and_receive(out, timeout=self.round_timeout)}
+        where = f"in round {round_ + 1} of {self.run}"
+        for node_id in by_node:
+            info = self.nodes[node_id]
+            reply = replies.get(node_id)
+            if reply is None:
+                waited = time.monotonic() - tic
+                raise FlowerRunError(
+                    f"{_describe(node_id, info)} did not reply {where} within "
+                    f"round-timeout={self.round_timeout:g} s (waited {waited:.1f} s): the node "
+                    "is down or unreachable. Restart it (with the same node_config) and rerun")
+            if reply.has_error():
+                raise FlowerRunError(f"{_describe(node_id, info)} failed {where}: "
+                                     f"{reply.error.reason}")
+        like = self.problem.data.features
+        position = {c: i for i, c in enumerate(participants.tolist())}
+        order = np.empty(len(participants), dtype=np.int64)
+        parts, start = [], 0
+        for node_id, ids in by_node.items():
+            reply = replies[node_id]
+            parts.append(decode(reply.content[UPLOAD_KEY], like, name="Upload"))  # type: ignore[arg-type]
+            for k, c in enumerate(ids):
+                order[position[c]] = start + k
+            start += len(ids)
+            for key, value in reply.content[COUNTS_KEY].items():  # type: ignore[union-attr]
+                setattr(self.counters, key, getattr(self.counters, key) + int(value))
+        stacked = _concat(parts)
+        if not np.array_equal(order, np.arange(len(order))):
+            stacked = type(stacked)(*(take_rows(f, order) for f in stacked))
+        if self.log is not None:
+            self.log(f"{self.run}: round {round_ + 1}/{self.rounds} "
+                     f"({len(participants)} clients on {len(by_node)} nodes, "
+                     f"{_floats(stacked, leading=1) * len(participants)} floats up)")
+        return stacked
+
+
+def run_server(grid: Grid, config: dict[str, Any], out_dir: str | Path | None = None, *,
+               num_nodes: int = 0, node_timeout: float = 120.0, round_timeout: float = 300.0,
+               log: Any = print) -> list[dict[str, Any]]:
+    """Connect the nodes and run every (seed, mode, algorithm) of ``config`` through them.
+
+    Writes ``results.csv``, ``config.json``, ``models/``, ``summary.md`` like
+    ``fedcomp run`` plus ``flower_status.json``; a failure (a missing or failing node)
+    raises :class:`FlowerRunError` after recording it there, leaving the rows of
+    completed evaluations in ``results.csv``.
+    """
+    from ..experiments import run_experiment
+
+    cfg = resolve(config)
+    config_json = json.dumps(to_jsonable(cfg), sort_keys=True)
+    out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="fedcomp-flower-"))
+    out.mkdir(parents=True, exist_ok=True)
+    status = out / STATUS_FILE
+    status.unlink(missing_ok=True)
+    try:
+        n_clients = _n_clients(cfg)
+        nodes = connect_nodes(grid, config_json, n_clients, num_nodes, node_timeout)
+        log(f"fedcomp: {len(nodes)} SuperNodes connected, hosting {n_clients} clients")
+
+        def clients(*, label: str, seed: int, batch_size: int | None, rounds: int) -> Any:
+            run = f"{label}/seed{seed}"
+            return partial(FlowerClients, grid=grid, nodes=nodes, run=run, rounds=rounds,
+                           round_timeout=round_timeout, log=log)
+
+        summary = run_experiment(cfg, out, progress=False, stream=sys.stdout, clients=clients)
+    except BaseException as exc:
+        status.write_text(json.dumps({"status": "failed", "error": str(exc),
+                                      "type": type(exc).__name__}) + "\n")
+        raise
+    status.write_text(json.dumps({"status": "ok", "out_dir": str(out)}) + "\n")
+    return summary
+
+
+def _n_clients(cfg: dict[str, Any]) -> int:
+    """Clients of the configuration (from data.n_clients, else by building the data)."""
+    n = cfg["data"].get("n_clients")
+    if isinstance(n, int):
+        return n
+    from ..config import build_problem
+
+    return build_problem(cfg).n_clients
+
+
+def _run_config(context: Context, overrides: dict[str, Any]) -> dict[str, Any]:
+    values = {**RUN_CONFIG_DEFAULTS, **dict(context.run_config), **overrides}
+    return values
+
+
+def make_server_app(config: dict[str, Any] | None = None, **run_config: Any) -> ServerApp:
+    """A Flower ServerApp running the fedcomp configuration ``config``.
+
+    Parameters
+    ----------
+    config : dict, optional
+        The fedcomp configuration; by default the app reads it (as JSON) from the run
+        config key ``fedcomp-config`` (what ``fedcomp flower app`` writes).
+    **run_config
+        Overrides of :data:`RUN_CONFIG_DEFAULTS` with underscores for dashes
+        (``out_dir=``, ``num_nodes=``, ``node_timeout=``, ``round_timeout=``).
+
+    Examples
+    --------
+    >>> type(make_server_app()).__name__
+    'ServerApp'
+    """
+    overrides = {k.replace("_", "-"): v for k, v in run_config.items()}
+    unknown = sorted(set(overrides) - set(RUN_CONFIG_DEFAULTS))
+    if unknown:
+        raise ValueError(f"unknown run config {unknown}; accepted: "
+                         f"{sorted(k.replace('-', '_') for k in RUN_CONFIG_DEFAULTS)}")
+    app = ServerApp()
+
+    @app.main()
+    def main(grid: Grid, context: Context) -> None:
+        values = _run_config(context, overrides)
+        cfg = config
+        if cfg is None:
+            if not values["fedcomp-config"]:
+                raise FlowerRunError("the run config has no fedcomp-config; write the app "
+                                     "with 'fedcomp flower app CONFIG.toml --out DIR'")
+            cfg = json.loads(str(values["fedcomp-config"]))
+        run_server(grid, cfg, values["out-dir"] or None, num_nodes=int(values["num-nodes"]),
+                   node_timeout=float(values["node-timeout"]),
+                   round_timeout=float(values["round-timeout"]),
+                   log=partial(print, flush=True))
+
+    return app
+
+
+__all__ = ["FlowerClients", "FlowerRunError", "connect_nodes", "make_server_app", "run_server"]
