@@ -19,7 +19,8 @@ from .._array import asarray_like, to_numpy
 
 def encode(values: Any) -> ArrayRecord:
     """A NamedTuple of arrays as an ArrayRecord (one entry per field, in field order)."""
-    return ArrayRecord({name: Array.from_numpy_ndarray(np.ascontiguousarray(to_numpy(v)))
+    # order="C", not ascontiguousarray: that would turn 0-d fields into shape (1,)
+    return ArrayRecord({name: Array.from_numpy_ndarray(np.asarray(to_numpy(v), order="C"))
                         for name, v in zip(values._fields, values, strict=True)})
 
 
