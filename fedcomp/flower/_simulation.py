@@ -48,6 +48,7 @@ def run_simulation(config: dict[str, Any], out_dir: str | Path, *, num_nodes: in
     out = Path(out_dir)
     server = make_server_app(cfg, out_dir=str(out), num_nodes=num_nodes,
                              round_timeout=round_timeout, node_timeout=node_timeout)
+    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")  # silences a Ray notice
     init_args: dict[str, Any] = {"include_dashboard": False, "log_to_driver": verbose,
                                  "configure_logging": verbose}
     init_args["num_cpus"] = num_cpus or max(1, min(num_nodes, os.cpu_count() or 1))
