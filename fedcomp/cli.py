@@ -115,7 +115,7 @@ def cmd_flower_app(args: argparse.Namespace) -> int:
 
     out = write_app(_flower_config(args), args.out, results_dir=args.results,
                     num_nodes=args.nodes, node_timeout=args.node_timeout,
-                    round_timeout=args.round_timeout)
+                    round_timeout=args.round_timeout, rejoin_timeout=args.rejoin_timeout)
     print(f"wrote the Flower app to {out}/ (pyproject.toml with [tool.flwr.app]); run it with\n"
           f"  flwr run {out} <superlink-connection> --stream\n"
           "after starting a SuperLink and SuperNodes with --node-config "
@@ -138,7 +138,7 @@ def cmd_flower_local(args: argparse.Namespace) -> int:
           f"deployment (1 SuperLink + {args.nodes} SuperNodes) -> {out}", file=sys.stderr)
     status = run_local(config, out, nodes=args.nodes, node_timeout=args.node_timeout,
                        round_timeout=args.round_timeout, timeout=args.timeout,
-                       checkpoint_dir=args.checkpoint_dir)
+                       checkpoint_dir=args.checkpoint_dir, rejoin_timeout=args.rejoin_timeout)
     if status.get("status") != "ok":
         print(f"error: the Flower run failed: {status.get('error')}", file=sys.stderr)
         return 1
@@ -160,6 +160,9 @@ def _add_flower(sub: Any) -> None:
                        help="seconds the server waits for the SuperNodes (default 120)")
         p.add_argument("--round-timeout", type=float, default=300.0, metavar="S",
                        help="seconds the server waits for a round's replies (default 300)")
+        p.add_argument("--rejoin-timeout", type=float, default=0.0, metavar="S",
+                       help="seconds the server waits for a silent SuperNode to come back "
+                            "(needs checkpoint-dir on the nodes; default 0: fail at once)")
 
     app = fsub.add_parser("app", help="write a ready Flower app for a config",
                           description="Write a Flower app (pyproject.toml with [tool.flwr.app] "

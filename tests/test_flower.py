@@ -20,7 +20,7 @@ import pytest
 
 pytest.importorskip("flwr")
 
-from flwr.app import Context, MessageType, RecordDict  # noqa: E402
+from flwr.app import Context, Error, Message, MessageType, RecordDict  # noqa: E402
 
 from fedcomp.algorithms import ALGORITHMS, make_algorithm  # noqa: E402
 from fedcomp.config import build_problem, resolve  # noqa: E402
@@ -114,16 +114,27 @@ def task_identity(monkeypatch):
 class InProcessGrid:
     """Delivers messages straight to ``handle_query``/``handle_train`` of fake nodes."""
 
-    def __init__(self, n_nodes, dead_after=None):
+    def __init__(self, n_nodes, dead_after=None, restart=None, node_config=None):
         self.contexts = {
             1000 + k: Context(run_id=1, node_id=1000 + k, state=RecordDict(), run_config={},
-                              node_config={"partition-id": k, "num-partitions": n_nodes})
+                              node_config={"partition-id": k, "num-partitions": n_nodes,
+                                           **(node_config or {})})
             for k in range(n_nodes)}
         self.dead_after = dead_after or {}  # node id -> train messages it answers
+        self.restart = restart or {}  # dead node id -> the id it comes back with
         self.trained = dict.fromkeys(self.contexts, 0)
 
     def get_node_ids(self):
         return list(self.contexts)
+
+    def _die(self, node):
+        """The node stops; if it restarts, it is a new node with an empty state."""
+        if node in self.restart:
+            new = self.restart.pop(node)
+            self.contexts[new] = Context(run_id=1, node_id=new, state=RecordDict(),
+                                         run_config={},
+                                         node_config=dict(self.contexts[node].node_config))
+            self.trained[new] = 0
 
     def send_and_receive(self, messages, *, timeout=None):
         replies = []
@@ -134,9 +145,13 @@ class InProcessGrid:
                 replies.append(handle_query(msg, ctx))
                 continue
             if self.trained[node] >= self.dead_after.get(node, 10**9):
+                self._die(node)
                 continue  # a dead node never answers
             self.trained[node] += 1
-            replies.append(handle_train(msg, ctx))
+            try:
+                replies.append(handle_train(msg, ctx))
+            except Exception as exc:  # what Flower does with a ClientApp's exception
+                replies.append(Message(Error(code=0, reason=str(exc)), reply_to=msg))
         return replies
 
 
@@ -165,6 +180,38 @@ def test_a_silent_node_fails_the_run_naming_it_and_keeps_complete_rows(task_iden
     assert all(set(RESULT_COLUMNS) <= set(r) and r["objective"] for r in rows)
     status = json.loads((tmp_path / "flower_status.json").read_text())
     assert status["status"] == "failed" and "SuperNode 1001" in status["error"]
+
+
+def test_a_restarted_node_resumes_from_its_checkpoint(task_identity, tmp_path):
+    cfg = small_config("za1", n_clients=3, rounds=5, client_lr=0.5, local_steps=2)
+    grid = InProcessGrid(3, dead_after={1001: 2}, restart={1001: 2001},
+                         node_config={"checkpoint-dir": str(tmp_path / "ckpt")})
+    lines = []
+    run_server(grid, cfg, tmp_path / "flower", num_nodes=3, node_timeout=5, round_timeout=1,
+               rejoin_timeout=5, log=lines.append)
+    assert grid.trained[2001] == 3  # rounds 3-5 ran on the restarted node
+    assert any("waiting up to 5 s for it to rejoin" in line for line in lines)
+    # ZA1's client states (anchor, gradient average) came back from disk: same iterates
+    assert_same_run(tmp_path / "flower", simulator_outputs(cfg, tmp_path / "sim"), tol=0.0)
+
+
+def test_a_restarted_node_without_checkpoint_fails_clearly(task_identity, tmp_path):
+    cfg = small_config("za1", n_clients=3, rounds=5, client_lr=0.5, local_steps=2)
+    grid = InProcessGrid(3, dead_after={1001: 2}, restart={1001: 2001})
+    with pytest.raises(FlowerRunError, match="lost the client states"):
+        run_server(grid, cfg, tmp_path, num_nodes=3, node_timeout=5, round_timeout=1,
+                   rejoin_timeout=5, log=lambda line: None)
+
+
+def test_a_node_that_never_rejoins_fails_after_the_rejoin_timeout(task_identity, tmp_path):
+    cfg = small_config("za1", n_clients=3, rounds=5, client_lr=0.5, local_steps=2)
+    grid = InProcessGrid(3, dead_after={1002: 1})
+    tic = time.monotonic()
+    with pytest.raises(FlowerRunError, match=r"partition-id=2 of 3.*did not rejoin within "
+                                             r"rejoin-timeout=1"):
+        run_server(grid, cfg, tmp_path, num_nodes=3, node_timeout=5, round_timeout=1,
+                   rejoin_timeout=1, log=lambda line: None)
+    assert time.monotonic() - tic < 10
 
 
 def test_waiting_for_nodes_times_out_naming_the_missing_partition(task_identity, tmp_path):

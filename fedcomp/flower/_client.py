@@ -71,35 +71,69 @@ def _checkpoint_path(context: Context, run: str) -> Path | None:
     directory = context.node_config.get("checkpoint-dir")
     if not directory:
         return None
+    import hashlib
+
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in run)
-    return Path(str(directory)) / f"fedcomp-node-{safe}.npz"
+    # keyed by the Flower run (a new run never starts from an old run's states) and by
+    # the node's clients (nodes may share a directory)
+    ids = _node_data(context).client_ids
+    clients = hashlib.sha1(ids.tobytes()).hexdigest()[:10]
+    return Path(str(directory)) / f"fedcomp-run{context.run_id}-{safe}-clients{clients}.npz"
 
 
-def _load_states(context: Context, run: str, template: Any, like: Any) -> Any:
-    """The node's client states for ``run``: from context.state, a checkpoint, or init."""
+class StateLostError(RuntimeError):
+    """A rejoining SuperNode has no (usable) checkpoint of its clients' states."""
+
+
+def _load_states(context: Context, run: str, template: Any, like: Any, round_: int,
+                 resume: bool) -> Any:
+    """The node's client states for ``run`` before round ``round_``.
+
+    From ``context.state`` while the node lives; after a restart (``resume``: the server
+    says these clients have trained before) from the checkpoint, which holds the states
+    before and after the last round the node ran — so a round whose reply was lost is
+    recomputed from the same states. A fresh start uses ``init``'s states.
+    """
     key = f"{CONFIG_KEY}.state.{run}"
     if len(template) == 0:
         return template
     if key in context.state:
         return decode(context.state[key], like, type(template))  # type: ignore[arg-type]
+    if not resume:
+        return template
     path = _checkpoint_path(context, run)
-    if path is not None and path.exists():
-        with np.load(path, allow_pickle=False) as npz:
-            return type(template)(*(asarray_like(npz[f], like) for f in template._fields))
-    return template
+    if path is None or not path.exists():
+        raise StateLostError(
+            f"this SuperNode lost the client states of {run} (restarted without a checkpoint) "
+            f"and cannot rejoin in round {round_ + 1}; give it a checkpoint-dir in its "
+            "node_config to make restarts resumable")
+    with np.load(path, allow_pickle=False) as npz:
+        done = int(npz["round"])
+        if done == round_ - 1:
+            prefix = "after."
+        elif done == round_:
+            prefix = "before."
+        else:
+            raise StateLostError(f"the checkpoint {path} holds {run} after round {done + 1}; "
+                                 f"it cannot resume round {round_ + 1}")
+        return type(template)(*(asarray_like(npz[prefix + f], like) for f in template._fields))
 
 
-def _store_states(context: Context, run: str, states: Any) -> None:
-    if len(states) == 0:
+def _store_states(context: Context, run: str, round_: int, before: Any, after: Any) -> None:
+    if len(after) == 0:
         return
-    context.state[f"{CONFIG_KEY}.state.{run}"] = encode(states)
+    context.state[f"{CONFIG_KEY}.state.{run}"] = encode(after)
     path = _checkpoint_path(context, run)
     if path is not None:
         from .._array import to_numpy
 
+        arrays = {"round": np.asarray(round_)}
+        for prefix, states in (("before.", before), ("after.", after)):
+            arrays.update({prefix + f: to_numpy(v)
+                           for f, v in zip(states._fields, states, strict=True)})
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp.npz")
-        np.savez(tmp, **{f: to_numpy(v) for f, v in zip(states._fields, states, strict=True)})
+        tmp = path.with_name(path.stem + ".tmp.npz")
+        np.savez(tmp, **arrays)
         os.replace(tmp, path)  # atomic: a crash never leaves a half-written checkpoint
 
 
@@ -124,7 +158,8 @@ def handle_train(msg: Message, context: Context) -> Message:
     # client states of all the node's clients: initialised like the simulator's (init does
     # not depend on which clients a row belongs to), updated only for the participants
     _, template = algorithm.init(problem.zeros(), len(node.client_ids), problem.regularizer)
-    states = _load_states(context, run, template, like)
+    states = _load_states(context, run, template, like, round_,
+                          bool(spec.get("resume", False)))  # type: ignore[union-attr]
     counters = Counters()
     regularizer = problem.regularizer
 
@@ -139,7 +174,7 @@ def handle_train(msg: Message, context: Context) -> Message:
                         int(spec["n-clients"]))  # type: ignore[index]
     message = decode(msg.content[MESSAGE_KEY], like, name="Message")  # type: ignore[arg-type]
     upload, new_states = algorithm.client_update(message, _gather(states, rows), ctx)
-    _store_states(context, run, _scatter(states, rows, new_states))
+    _store_states(context, run, round_, states, _scatter(states, rows, new_states))
     counts = MetricRecord({k: int(v) for k, v in counters.as_dict().items()})
     return Message(RecordDict({UPLOAD_KEY: encode(upload), COUNTS_KEY: counts}), reply_to=msg)
 

@@ -40,7 +40,7 @@ def _toml_value(value: Any) -> str:
 
 def write_app(config: dict[str, Any], out: str | Path, *, results_dir: str | Path | None = None,
               num_nodes: int = 0, node_timeout: float = 120.0,
-              round_timeout: float = 300.0) -> Path:
+              round_timeout: float = 300.0, rejoin_timeout: float = 0.0) -> Path:
     """Write a ready Flower app for ``config`` into ``out``; returns ``out``.
 
     The app's ``pyproject.toml`` has ``[tool.flwr.app]`` components pointing to
@@ -65,7 +65,8 @@ def write_app(config: dict[str, Any], out: str | Path, *, results_dir: str | Pat
                   "fedcomp-config": json.dumps(to_jsonable(cfg), sort_keys=True),
                   "out-dir": str(Path(results_dir).resolve()) if results_dir else "",
                   "num-nodes": int(num_nodes), "node-timeout": float(node_timeout),
-                  "round-timeout": float(round_timeout)}
+                  "round-timeout": float(round_timeout),
+                  "rejoin-timeout": float(rejoin_timeout)}
     from .. import __version__
 
     lines = [
@@ -245,6 +246,7 @@ def _tail(path: Path, lines: int = 20) -> str:
 def run_local(config: dict[str, Any], out_dir: str | Path, *, nodes: int,
               node_timeout: float = 60.0, round_timeout: float = 120.0,
               timeout: float = 3600.0, checkpoint_dir: str | Path | None = None,
+              rejoin_timeout: float = 0.0,
               echo: Callable[[str], Any] | None = None,
               on_start: Callable[[ProcessGroup], Any] | None = None) -> dict[str, Any]:
     """Run ``config`` on a SuperLink and ``nodes`` SuperNodes started on 127.0.0.1.
@@ -264,6 +266,8 @@ def run_local(config: dict[str, Any], out_dir: str | Path, *, nodes: int,
         Seconds for the whole run before it is stopped.
     checkpoint_dir : path, optional
         Where each SuperNode checkpoints its client states (one subdirectory per node).
+    rejoin_timeout : float
+        Seconds the server waits for a silent node to come back (0: fail at once).
     echo : callable, optional
         Receives every line of the run's streamed log (default: stderr).
     on_start : callable, optional
@@ -290,7 +294,8 @@ def run_local(config: dict[str, Any], out_dir: str | Path, *, nodes: int,
     home.mkdir()
     env = flower_env(home)
     app = write_app(cfg, work / "app", results_dir=out, num_nodes=nodes,
-                    node_timeout=node_timeout, round_timeout=round_timeout)
+                    node_timeout=node_timeout, round_timeout=round_timeout,
+                    rejoin_timeout=rejoin_timeout)
     port = free_port()
     (home / "config.toml").write_text(
         f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'

@@ -43,6 +43,7 @@ RUN_CONFIG_DEFAULTS: dict[str, Any] = {
     "num-nodes": 0,           # SuperNodes to wait for (0 = num-partitions the nodes report)
     "node-timeout": 120.0,    # seconds to wait for them
     "round-timeout": 300.0,   # seconds to wait for a round's replies
+    "rejoin-timeout": 0.0,    # seconds to wait for a silent node to come back (0 = fail)
 }
 
 #: written to out-dir at the end: {"status": "ok" | "failed", "error": ...}
@@ -59,6 +60,27 @@ def _describe(node_id: int, info: dict[str, Any]) -> str:
     return f"SuperNode {node_id} ({part}, clients {info['client-ids']})"
 
 
+def query_nodes(grid: Grid, node_ids: list[int], config_json: str, n_clients: int,
+                timeout: float) -> dict[int, dict[str, Any]]:
+    """Send the configuration to ``node_ids`` (``query``); the reports of those that answer."""
+    content = RecordDict({CONFIG_KEY: ConfigRecord({"config": config_json})})
+    messages = [Message(content, dst_node_id=n, message_type=MessageType.QUERY)
+                for n in node_ids]
+    nodes = {}
+    for reply in grid.send_and_receive(messages, timeout=timeout):
+        src = reply.metadata.src_node_id
+        if reply.has_error():
+            raise FlowerRunError(f"SuperNode {src} failed to load its data: "
+                                 f"{reply.error.reason}")
+        info = dict(reply.content[CONFIG_KEY])  # type: ignore[arg-type]
+        info["client-ids"] = [int(c) for c in info["client-ids"]]
+        if int(info["n-clients"]) != n_clients:
+            raise FlowerRunError(f"{_describe(src, info)} reports n_clients="
+                                 f"{info['n-clients']}, the configuration has {n_clients}")
+        nodes[src] = info
+    return nodes
+
+
 def connect_nodes(grid: Grid, config_json: str, n_clients: int, num_nodes: int,
                   timeout: float, poll: float = 0.5) -> dict[int, dict[str, Any]]:
     """Wait until connected SuperNodes host every client exactly once; their reports.
@@ -72,22 +94,8 @@ def connect_nodes(grid: Grid, config_json: str, n_clients: int, num_nodes: int,
     while True:
         new = [n for n in grid.get_node_ids() if n not in nodes]
         if new:
-            content = RecordDict({CONFIG_KEY: ConfigRecord({"config": config_json})})
-            messages = [Message(content, dst_node_id=n, message_type=MessageType.QUERY)
-                        for n in new]
-            wait = max(1.0, deadline - time.monotonic())
-            for reply in grid.send_and_receive(messages, timeout=wait):
-                src = reply.metadata.src_node_id
-                if reply.has_error():
-                    raise FlowerRunError(f"SuperNode {src} failed to load its data: "
-                                         f"{reply.error.reason}")
-                info = dict(reply.content[CONFIG_KEY])  # type: ignore[arg-type]
-                info["client-ids"] = [int(c) for c in info["client-ids"]]
-                if int(info["n-clients"]) != n_clients:
-                    raise FlowerRunError(f"{_describe(src, info)} reports n_clients="
-                                         f"{info['n-clients']}, the configuration has "
-                                         f"{n_clients}")
-                nodes[src] = info
+            nodes.update(query_nodes(grid, new, config_json, n_clients,
+                                     max(1.0, deadline - time.monotonic())))
         owners: dict[int, int] = {}
         for node_id, info in nodes.items():
             for c in info["client-ids"]:
@@ -130,12 +138,16 @@ class FlowerClients:
 
     def __init__(self, algorithm: Any, problem: Any, client_states: Any, counters: Any,
                  settings: Any, *, grid: Grid, nodes: dict[int, dict[str, Any]], run: str,
-                 rounds: int, round_timeout: float, log: Any = None) -> None:
+                 rounds: int, round_timeout: float, config_json: str = "",
+                 rejoin_timeout: float = 0.0, log: Any = None) -> None:
         from ..algorithms import make_algorithm
 
         self.algorithm, self.problem, self.counters = algorithm, problem, counters
         self.settings, self.grid, self.nodes, self.run = settings, grid, nodes, run
         self.rounds, self.round_timeout, self.log = rounds, round_timeout, log
+        self.config_json, self.rejoin_timeout = config_json, rejoin_timeout
+        self.trained: set[tuple[int, ...]] = set()  # partitions that ran a round of this run
+        self.dead: set[int] = set()
         self.owner = {c: n for n, info in nodes.items() for c in info["client-ids"]}
         self.hyperparameters = json.dumps(to_jsonable(algorithm.hyperparameters))
         try:  # nodes rebuild the (set-up) algorithm from its name and hyperparameters
@@ -145,45 +157,63 @@ class FlowerClients:
                                  f"{algorithm.hyperparameters} do not rebuild it on a node "
                                  f"({exc})") from exc
 
+    def _train_message(self, node_id: int, ids: list[int], record: Any, round_: int
+                       ) -> Message:
+        s = self.settings
+        spec = ConfigRecord({
+            "run": self.run, "algorithm": self.algorithm.name,
+            "hyperparameters": self.hyperparameters, "round": round_, "seed": s.seed,
+            "batch-size": s.batch_size or 0, "client-ids": ids,
+            "pi": [float(p) for p in self.problem.weights[ids]],
+            "n-clients": self.problem.n_clients,
+            # a node that restarts must restore these clients' states from its checkpoint
+            "resume": self._partition(node_id) in self.trained})
+        return Message(RecordDict({MESSAGE_KEY: record, CONFIG_KEY: spec}),
+                       dst_node_id=node_id, message_type=MessageType.TRAIN,
+                       group_id=f"{self.run}/round{round_}")
+
+    def _partition(self, node_id: int) -> tuple[int, ...]:
+        return tuple(self.nodes[node_id]["client-ids"])
+
     def run_round(self, round_: int, message: Any, participants: np.ndarray) -> Any:
         by_node: dict[int, list[int]] = {}
         for c in participants.tolist():
             by_node.setdefault(self.owner[c], []).append(c)
         record = encode(message)
-        s = self.settings
-        out = []
-        for node_id, ids in by_node.items():
-            spec = ConfigRecord({
-                "run": self.run, "algorithm": self.algorithm.name,
-                "hyperparameters": self.hyperparameters, "round": round_, "seed": s.seed,
-                "batch-size": s.batch_size or 0, "client-ids": ids,
-                "pi": [float(p) for p in self.problem.weights[ids]],
-                "n-clients": self.problem.n_clients})
-            out.append(Message(RecordDict({MESSAGE_KEY: record, CONFIG_KEY: spec}),
-                               dst_node_id=node_id, message_type=MessageType.TRAIN,
-                               group_id=f"{self.run}/round{round_}"))
-        tic = time.monotonic()
-        replies = {r.metadata.src_node_id: r
-                   for r in self.grid.send_and_receive(out, timeout=self.round_timeout)}
         where = f"in round {round_ + 1} of {self.run}"
-        for node_id in by_node:
-            info = self.nodes[node_id]
-            reply = replies.get(node_id)
-            if reply is None:
-                waited = time.monotonic() - tic
+        pending = dict(by_node)
+        replies: dict[tuple[int, ...], Message] = {}
+        while pending:
+            tic = time.monotonic()
+            out = [self._train_message(n, ids, record, round_) for n, ids in pending.items()]
+            got = {r.metadata.src_node_id: r
+                   for r in self.grid.send_and_receive(out, timeout=self.round_timeout)}
+            missing = {}
+            for node_id, ids in pending.items():
+                reply = got.get(node_id)
+                if reply is None:
+                    missing[node_id] = ids
+                elif reply.has_error():
+                    raise FlowerRunError(f"{_describe(node_id, self.nodes[node_id])} failed "
+                                         f"{where}: {reply.error.reason}")
+                else:
+                    replies[tuple(ids)] = reply
+                    self.trained.add(self._partition(node_id))
+            if missing and self.rejoin_timeout <= 0:
+                node_id = next(iter(missing))
                 raise FlowerRunError(
-                    f"{_describe(node_id, info)} did not reply {where} within "
-                    f"round-timeout={self.round_timeout:g} s (waited {waited:.1f} s): the node "
-                    "is down or unreachable. Restart it (with the same node_config) and rerun")
-            if reply.has_error():
-                raise FlowerRunError(f"{_describe(node_id, info)} failed {where}: "
-                                     f"{reply.error.reason}")
+                    f"{_describe(node_id, self.nodes[node_id])} did not reply {where} within "
+                    f"round-timeout={self.round_timeout:g} s (waited "
+                    f"{time.monotonic() - tic:.1f} s): the node is down or unreachable. "
+                    "Restart it (with the same node_config) and rerun, or set rejoin-timeout "
+                    "and a checkpoint-dir on the nodes to resume")
+            pending = self._rejoin(missing, where) if missing else {}
         like = self.problem.data.features
         position = {c: i for i, c in enumerate(participants.tolist())}
         order = np.empty(len(participants), dtype=np.int64)
         parts, start = [], 0
-        for node_id, ids in by_node.items():
-            reply = replies[node_id]
+        for ids in by_node.values():
+            reply = replies[tuple(ids)]
             parts.append(decode(reply.content[UPLOAD_KEY], like, name="Upload"))  # type: ignore[arg-type]
             for k, c in enumerate(ids):
                 order[position[c]] = start + k
@@ -199,14 +229,52 @@ class FlowerClients:
                      f"{_floats(stacked, leading=1) * len(participants)} floats up)")
         return stacked
 
+    def _rejoin(self, missing: dict[int, list[int]], where: str) -> dict[int, list[int]]:
+        """Wait for restarted nodes hosting the clients of ``missing``; their node ids."""
+        lost = {self._partition(n): (n, dict(self.nodes[n])) for n in missing}
+        for node_id, info in lost.values():
+            self.dead.add(node_id)
+            if self.log is not None:
+                self.log(f"{_describe(node_id, info)} did not reply {where}; waiting up to "
+                         f"{self.rejoin_timeout:g} s for it to rejoin")
+        deadline = time.monotonic() + self.rejoin_timeout
+        found: dict[int, list[int]] = {}
+        while len(found) < len(lost):
+            new = [n for n in self.grid.get_node_ids() if n not in self.nodes
+                   and n not in self.dead]
+            if new:
+                reports = query_nodes(self.grid, new, self.config_json, self.problem.n_clients,
+                                      max(1.0, deadline - time.monotonic()))
+                for node_id, info in reports.items():
+                    partition = tuple(info["client-ids"])
+                    if partition not in lost:
+                        raise FlowerRunError(f"{_describe(node_id, info)} joined {where}, but "
+                                             "its clients match no missing node")
+                    old_id = lost[partition][0]
+                    del self.nodes[old_id]
+                    self.nodes[node_id] = info
+                    found[node_id] = missing[old_id]
+            if len(found) < len(lost) and time.monotonic() > deadline:
+                absent = [_describe(n, i) for p, (n, i) in lost.items()
+                          if p not in {tuple(self.nodes[f]["client-ids"]) for f in found}]
+                raise FlowerRunError(f"{'; '.join(absent)} did not reply {where} and did not "
+                                     f"rejoin within rejoin-timeout={self.rejoin_timeout:g} s")
+            time.sleep(0 if len(found) == len(lost) else 0.5)
+        self.owner = {c: n for n, info in self.nodes.items() for c in info["client-ids"]}
+        return found
+
 
 def run_server(grid: Grid, config: dict[str, Any], out_dir: str | Path | None = None, *,
                num_nodes: int = 0, node_timeout: float = 120.0, round_timeout: float = 300.0,
+               rejoin_timeout: float = 0.0,
                log: Any = print) -> list[dict[str, Any]]:
     """Connect the nodes and run every (seed, mode, algorithm) of ``config`` through them.
 
     Writes ``results.csv``, ``config.json``, ``models/``, ``summary.md`` like
-    ``fedcomp run`` plus ``flower_status.json``; a failure (a missing or failing node)
+    ``fedcomp run`` plus ``flower_status.json``. A node that does not answer a round
+    within ``round_timeout`` fails the run — unless ``rejoin_timeout > 0``: then the server
+    waits that long for a node with the same clients to (re)connect and resends it the
+    round (it restores its clients' states from its ``checkpoint-dir``). A failure
     raises :class:`FlowerRunError` after recording it there, leaving the rows of
     completed evaluations in ``results.csv``.
     """
@@ -226,7 +294,8 @@ def run_server(grid: Grid, config: dict[str, Any], out_dir: str | Path | None = 
         def clients(*, label: str, seed: int, batch_size: int | None, rounds: int) -> Any:
             run = f"{label}/seed{seed}"
             return partial(FlowerClients, grid=grid, nodes=nodes, run=run, rounds=rounds,
-                           round_timeout=round_timeout, log=log)
+                           round_timeout=round_timeout, config_json=config_json,
+                           rejoin_timeout=rejoin_timeout, log=log)
 
         summary = run_experiment(cfg, out, progress=False, stream=sys.stdout, clients=clients)
     except BaseException as exc:
@@ -288,6 +357,7 @@ def make_server_app(config: dict[str, Any] | None = None, **run_config: Any) -> 
         run_server(grid, cfg, values["out-dir"] or None, num_nodes=int(values["num-nodes"]),
                    node_timeout=float(values["node-timeout"]),
                    round_timeout=float(values["round-timeout"]),
+                   rejoin_timeout=float(values["rejoin-timeout"]),
                    log=partial(print, flush=True))
 
     return app
