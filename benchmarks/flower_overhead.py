@@ -38,7 +38,7 @@ def config(rounds: int, clients: int, samples: int, features: int) -> dict:
                  "n_clients": clients, "samples_per_client": samples, "n_features": features},
         "problem": {"loss": "logistic", "l2": 0.01},
         "regularizer": {"name": "l1", "alpha": 1e-4},
-        "algorithms": [{"name": "za1", "client_lr": 1.0, "local_steps": 5}],
+        "algorithms": [{"name": "za1", "client_lr": 0.1, "local_steps": 5}],
     }
 
 

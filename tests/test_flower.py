@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import signal
 import threading
 import time
 import tomllib
@@ -136,23 +135,34 @@ class InProcessGrid:
                                          node_config=dict(self.contexts[node].node_config))
             self.trained[new] = 0
 
-    def send_and_receive(self, messages, *, timeout=None):
-        replies = []
+    def push_messages(self, messages):
+        """Deliver at once; a reply is kept for pull_messages under the message's id."""
+        self.replies = getattr(self, "replies", {})
+        ids = []
         for msg in messages:
-            node = msg.metadata.dst_node_id
-            ctx = self.contexts[node]
-            if msg.metadata.message_type == MessageType.QUERY:
-                replies.append(handle_query(msg, ctx))
-                continue
-            if self.trained[node] >= self.dead_after.get(node, 10**9):
-                self._die(node)
-                continue  # a dead node never answers
-            self.trained[node] += 1
-            try:
-                replies.append(handle_train(msg, ctx))
-            except Exception as exc:  # what Flower does with a ClientApp's exception
-                replies.append(Message(Error(code=0, reason=str(exc)), reply_to=msg))
-        return replies
+            msg.metadata.__dict__["_message_id"] = f"m{len(self.replies) + len(ids)}"
+            ids.append(msg.metadata.message_id)
+            reply = self._deliver(msg)
+            if reply is not None:
+                self.replies[msg.metadata.message_id] = reply
+        return ids
+
+    def pull_messages(self, message_ids):
+        return [self.replies.pop(i) for i in message_ids if i in self.replies]
+
+    def _deliver(self, msg):
+        node = msg.metadata.dst_node_id
+        ctx = self.contexts[node]
+        if msg.metadata.message_type == MessageType.QUERY:
+            return handle_query(msg, ctx)
+        if self.trained[node] >= self.dead_after.get(node, 10**9):
+            self._die(node)
+            return None  # a dead node never answers
+        self.trained[node] += 1
+        try:
+            return handle_train(msg, ctx)
+        except Exception as exc:  # what Flower does with a ClientApp's exception
+            return Message(Error(code=2, reason=str(exc)), reply_to=msg)
 
 
 @pytest.mark.parametrize("algorithm, params, cpr", EQUIVALENCE)
@@ -352,16 +362,9 @@ def test_killed_supernode_fails_the_run_naming_it(tmp_path):
 
     def kill_node_1_after_round_1(group):
         def worker():
-            deadline = time.monotonic() + 300
-            while time.monotonic() < deadline:
-                if (out / "results.csv").exists() and len(result_rows(out)) >= 2:
-                    proc = dict(group.procs)["supernode 1"]
-                    for pid in sorted(group.refresh()):  # the node and its children
-                        if pid == proc.pid or pid in _descendants_of(proc.pid):
-                            os.kill(pid, signal.SIGKILL)
-                    killed["at"] = time.monotonic()
-                    return
-                time.sleep(0.2)
+            if wait_for_rows(out, 2):
+                group.kill("supernode 1")
+                killed["at"] = time.monotonic()
 
         threading.Thread(target=worker, daemon=True).start()
 
@@ -380,10 +383,39 @@ def test_killed_supernode_fails_the_run_naming_it(tmp_path):
     assert [pid for pid in status["pids"] if alive(pid)] == []
 
 
-def _descendants_of(pid):
-    from fedcomp.flower._local import descendants
+def wait_for_rows(out, n, timeout=300):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (out / "results.csv").exists() and len(result_rows(out)) >= n:
+            return True
+        time.sleep(0.2)
+    return False
 
-    return descendants([pid])
+
+@pytest.mark.slow
+def test_restarted_supernode_resumes_from_its_checkpoint(tmp_path):
+    cfg = small_config("za1", n_clients=3, rounds=5, client_lr=0.5, local_steps=2)
+    out = tmp_path / "flower"
+    events = {}
+
+    def crash_and_restart_node_1(group):
+        def worker():
+            if wait_for_rows(out, 3):  # rounds 0, 1, 2 evaluated
+                group.kill("supernode 1")
+                time.sleep(2)
+                events["restarted"] = group.restart("supernode 1").pid
+
+        threading.Thread(target=worker, daemon=True).start()
+
+    lines = []
+    status = run_local(cfg, out, nodes=3, node_timeout=90, round_timeout=20, timeout=500,
+                       checkpoint_dir=tmp_path / "ckpt", rejoin_timeout=120,
+                       echo=lines.append, on_start=crash_and_restart_node_1)
+    assert "restarted" in events
+    assert status["status"] == "ok", (status, lines[-30:])
+    assert any("waiting up to 120 s for it to rejoin" in line for line in lines)
+    assert_same_run(out, simulator_outputs(cfg, tmp_path / "sim"))
+    assert [pid for pid in status["pids"] if alive(pid)] == []
 
 
 def test_app_config_is_valid_toml_for_any_string(tmp_path):
