@@ -425,3 +425,11 @@ def test_app_config_is_valid_toml_for_any_string(tmp_path):
     meta = tomllib.loads((tmp_path / "pyproject.toml").read_text())
     assert json.loads(meta["tool"]["flwr"]["app"]["config"]["fedcomp-config"])[
         "description"] == cfg["description"]
+
+
+def test_flower_local_rejects_a_bad_node_count(tmp_path, capsys):
+    from fedcomp.cli import main
+
+    code = main(["flower", "local", "seed000", "--nodes", "0", "--out", str(tmp_path / "x")])
+    assert code == 2
+    assert "--nodes must be a positive integer (got 0)" in capsys.readouterr().err
