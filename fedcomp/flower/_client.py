@@ -47,13 +47,13 @@ def _node_data(context: Context) -> NodeData:
     if CONFIG_KEY not in context.state:
         raise RuntimeError("this SuperNode has no fedcomp configuration for the run (it was "
                            "restarted or joined late); the server sends it on discovery")
-    config_json = str(context.state[CONFIG_KEY]["config"])  # type: ignore[index]
+    config_json = str(context.state.config_records[CONFIG_KEY]["config"])
     return load_node_data(config_json, _node_options(context))
 
 
 def handle_query(msg: Message, context: Context) -> Message:
     """Discovery: store the configuration, load the node's data, report its client ids."""
-    config_json = str(msg.content[CONFIG_KEY]["config"])  # type: ignore[index]
+    config_json = str(msg.content.config_records[CONFIG_KEY]["config"])
     context.state[CONFIG_KEY] = ConfigRecord({"config": config_json})
     node = load_node_data(config_json, _node_options(context))
     options = dict(context.node_config)
@@ -98,7 +98,7 @@ def _load_states(context: Context, run: str, template: Any, like: Any, round_: i
     if len(template) == 0:
         return template
     if key in context.state:
-        return decode(context.state[key], like, type(template))  # type: ignore[arg-type]
+        return decode(context.state.array_records[key], like, type(template))
     if not resume:
         return template
     path = _checkpoint_path(context, run)
@@ -127,7 +127,7 @@ def _store_states(context: Context, run: str, round_: int, before: Any, after: A
     if path is not None:
         from .._array import to_numpy
 
-        arrays = {"round": np.asarray(round_)}
+        arrays: dict[str, Any] = {"round": np.asarray(round_)}
         for prefix, states in (("before.", before), ("after.", after)):
             arrays.update({prefix + f: to_numpy(v)
                            for f, v in zip(states._fields, states, strict=True)})
@@ -139,16 +139,16 @@ def _store_states(context: Context, run: str, round_: int, before: Any, after: A
 
 def handle_train(msg: Message, context: Context) -> Message:
     """One round of ``client_update`` for the node's participating clients."""
-    spec = msg.content[CONFIG_KEY]
+    spec: dict[str, Any] = dict(msg.content.config_records[CONFIG_KEY])
     node = _node_data(context)
     problem = node.problem
     like = problem.data.features
-    algorithm = make_algorithm(str(spec["algorithm"]),  # type: ignore[index]
-                               **json.loads(str(spec["hyperparameters"])))  # type: ignore[index]
-    run = str(spec["run"])  # type: ignore[index]
-    round_ = int(spec["round"])  # type: ignore[index]
-    batch_size = int(spec["batch-size"]) or None  # type: ignore[index]
-    ids = np.asarray(spec["client-ids"], dtype=np.int64)  # type: ignore[index]
+    algorithm = make_algorithm(str(spec["algorithm"]),
+                               **json.loads(str(spec["hyperparameters"])))
+    run = str(spec["run"])
+    round_ = int(spec["round"])
+    batch_size = int(spec["batch-size"]) or None
+    ids = np.asarray(spec["client-ids"], dtype=np.int64)
     position = {int(c): i for i, c in enumerate(node.client_ids)}
     missing = [int(c) for c in ids if int(c) not in position]
     if missing:
@@ -159,7 +159,7 @@ def handle_train(msg: Message, context: Context) -> Message:
     # not depend on which clients a row belongs to), updated only for the participants
     _, template = algorithm.init(problem.zeros(), len(node.client_ids), problem.regularizer)
     states = _load_states(context, run, template, like, round_,
-                          bool(spec.get("resume", False)))  # type: ignore[union-attr]
+                          bool(spec.get("resume", False)))
     counters = Counters()
     regularizer = problem.regularizer
 
@@ -167,12 +167,12 @@ def handle_train(msg: Message, context: Context) -> Message:
         counters.prox_evals_client += int(v.shape[0])
         return regularizer.prox(v, step)
 
-    oracle = Oracle(problem, rows, round_, int(spec["seed"]),  # type: ignore[index]
+    oracle = Oracle(problem, rows, round_, int(spec["seed"]),
                     batch_size, counters, client_ids=ids)
     ctx = ClientContext(oracle, prox, round_, ids,
-                        asarray_like(np.asarray(spec["pi"], dtype=np.float64), like),  # type: ignore[index]
-                        int(spec["n-clients"]))  # type: ignore[index]
-    message = decode(msg.content[MESSAGE_KEY], like, name="Message")  # type: ignore[arg-type]
+                        asarray_like(np.asarray(spec["pi"], dtype=np.float64), like),
+                        int(spec["n-clients"]))
+    message = decode(msg.content.array_records[MESSAGE_KEY], like, name="Message")
     upload, new_states = algorithm.client_update(message, _gather(states, rows), ctx)
     _store_states(context, run, round_, states, _scatter(states, rows, new_states))
     counts = MetricRecord({k: int(v) for k, v in counters.as_dict().items()})

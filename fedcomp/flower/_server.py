@@ -99,7 +99,7 @@ def query_nodes(grid: Grid, node_ids: list[int], config_json: str, n_clients: in
         if reply.has_error():
             raise FlowerRunError(f"SuperNode {src} failed to load its data: "
                                  f"{reply.error.reason}")
-        info = dict(reply.content[CONFIG_KEY])  # type: ignore[arg-type]
+        info: dict[str, Any] = dict(reply.content.config_records[CONFIG_KEY])
         info["client-ids"] = [int(c) for c in info["client-ids"]]
         if int(info["n-clients"]) != n_clients:
             raise FlowerRunError(f"{_describe(src, info)} reports n_clients="
@@ -244,11 +244,12 @@ class FlowerClients:
         parts, start = [], 0
         for ids in by_node.values():
             reply = replies[tuple(ids)]
-            parts.append(decode(reply.content[UPLOAD_KEY], like, name="Upload"))  # type: ignore[arg-type]
+            parts.append(decode(reply.content.array_records[UPLOAD_KEY], like, name="Upload"))
             for k, c in enumerate(ids):
                 order[position[c]] = start + k
             start += len(ids)
-            for key, value in reply.content[COUNTS_KEY].items():  # type: ignore[union-attr]
+            counts: dict[str, Any] = dict(reply.content.metric_records[COUNTS_KEY])
+            for key, value in counts.items():
                 setattr(self.counters, key, getattr(self.counters, key) + int(value))
         stacked = _concat(parts)
         if not np.array_equal(order, np.arange(len(order))):
