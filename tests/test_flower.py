@@ -177,6 +177,20 @@ def test_server_and_client_handlers_reproduce_the_simulator(task_identity, tmp_p
     assert status["status"] == "ok"
 
 
+def test_nodes_with_interleaved_clients_from_data_files(task_identity, tmp_path):
+    """data-path nodes holding clients {0, 2} and {3, 1}: uploads are put back in order."""
+    cfg = small_config("za1", n_clients=4, client_lr=0.5, local_steps=2)
+    cfg["data"]["samples_per_client"] = [20, 30, 40, 50]
+    cfg["problem"]["weighting"] = "samples"  # unequal weights: a misordered upload shows
+    full = build_problem(resolve(cfg))
+    grid = InProcessGrid(2)
+    for node, ids in zip(grid.contexts, ([0, 2], [3, 1]), strict=True):
+        path = save_partition(full, ids, tmp_path / f"node{node}.npz")
+        grid.contexts[node].node_config = {"data-path": str(path)}
+    run_server(grid, cfg, tmp_path / "flower", node_timeout=5, log=lambda line: None)
+    assert_same_run(tmp_path / "flower", simulator_outputs(cfg, tmp_path / "sim"), tol=0.0)
+
+
 def test_a_silent_node_fails_the_run_naming_it_and_keeps_complete_rows(task_identity, tmp_path):
     cfg = small_config("za1", n_clients=3, rounds=6, client_lr=0.5, local_steps=2)
     grid = InProcessGrid(3, dead_after={1001: 2})  # partition 1 stops answering in round 3
