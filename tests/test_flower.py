@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import signal
 import threading
 import time
 import tomllib
@@ -447,3 +448,35 @@ def test_flower_local_rejects_a_bad_node_count(tmp_path, capsys):
     code = main(["flower", "local", "seed000", "--nodes", "0", "--out", str(tmp_path / "x")])
     assert code == 2
     assert "--nodes must be a positive integer (got 0)" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_every_process_of_flower_local(tmp_path):
+    import subprocess
+    import sys
+
+    from fedcomp.flower._local import descendants
+
+    cfg = tmp_path / "exp.toml"
+    cfg.write_text('name = "ctrl-c"\nrounds = 50\nreference = false\n'
+                   '[data]\ngenerator = "synthetic_fedprox"\nalpha = 1.0\nbeta = 1.0\n'
+                   'n_clients = 2\nn_classes = 2\nsamples_per_client = 20\nn_features = 4\n'
+                   '[problem]\nloss = "logistic"\n[regularizer]\nname = "l1"\nalpha = 0.001\n'
+                   '[[algorithms]]\nname = "fedmid"\n')
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "fedcomp", "flower", "local", str(cfg),
+                             "--nodes", "2", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    seen = set()
+    try:
+        assert wait_for_rows(out, 2, timeout=240)  # the run is under way
+        seen = descendants([proc.pid])
+        assert len(seen) >= 3  # SuperLink, SuperNodes, flwr run and their children
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    assert "interrupted" in proc.stdout.read().decode()
+    assert [pid for pid in seen if alive(pid)] == []
