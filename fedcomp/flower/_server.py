@@ -320,7 +320,8 @@ def run_server(grid: Grid, config: dict[str, Any], out_dir: str | Path | None = 
     try:
         n_clients = _n_clients(cfg)
         nodes = connect_nodes(grid, config_json, n_clients, num_nodes, node_timeout)
-        log(f"fedcomp: {len(nodes)} SuperNodes connected, hosting {n_clients} clients")
+        log(f"fedcomp: {len(nodes)} SuperNodes connected, hosting {n_clients} clients; "
+            f"results go to {out}")
 
         def clients(*, label: str, seed: int, batch_size: int | None, rounds: int) -> Any:
             run = f"{label}/seed{seed}"
