@@ -18,7 +18,7 @@ import tomllib
 import numpy as np
 import pytest
 
-pytest.importorskip("flwr")
+flwr = pytest.importorskip("flwr")
 
 from flwr.app import Context, Error, Message, MessageType, RecordDict  # noqa: E402
 
@@ -176,6 +176,8 @@ def test_server_and_client_handlers_reproduce_the_simulator(task_identity, tmp_p
     assert_same_run(tmp_path / "flower", simulator_outputs(cfg, tmp_path / "sim"), tol=0.0)
     status = json.loads((tmp_path / "flower" / "flower_status.json").read_text())
     assert status["status"] == "ok"
+    meta = json.loads((tmp_path / "flower" / "config.json").read_text())
+    assert meta["versions"]["flwr"] == flwr.__version__
 
 
 def test_nodes_with_interleaved_clients_from_data_files(task_identity, tmp_path):

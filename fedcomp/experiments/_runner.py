@@ -49,6 +49,8 @@ def versions() -> dict[str, str]:
             except ImportError:
                 continue
         out[name] = getattr(module, "__version__", "?")
+    if "flwr" in sys.modules:  # run through fedcomp.flower (never imported just for this)
+        out["flwr"] = getattr(sys.modules["flwr"], "__version__", "?")
     return out
 
 
