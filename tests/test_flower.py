@@ -125,18 +125,22 @@ class InProcessGrid:
         self.dead_after = dead_after or {}  # node id -> train messages it answers
         self.restart = restart or {}  # dead node id -> the id it comes back with
         self.trained = dict.fromkeys(self.contexts, 0)
+        self.down = set()  # still listed (the SuperLink has not noticed), never answers
 
     def get_node_ids(self):
         return list(self.contexts)
 
     def _die(self, node):
         """The node stops; if it restarts, it is a new node with an empty state."""
+        self.down.add(node)
         if node in self.restart:
             new = self.restart.pop(node)
             self.contexts[new] = Context(run_id=1, node_id=new, state=RecordDict(),
                                          run_config={},
                                          node_config=dict(self.contexts[node].node_config))
             self.trained[new] = 0
+            self.dead_after.pop(new, None)
+            self.down.discard(new)  # back under the same id (a node with an identity key)
 
     def push_messages(self, messages):
         """Deliver at once; a reply is kept for pull_messages under the message's id."""
@@ -156,6 +160,8 @@ class InProcessGrid:
     def _deliver(self, msg):
         node = msg.metadata.dst_node_id
         ctx = self.contexts[node]
+        if node in self.down:
+            return None
         if msg.metadata.message_type == MessageType.QUERY:
             return handle_query(msg, ctx)
         if self.trained[node] >= self.dead_after.get(node, 10**9):
@@ -221,6 +227,16 @@ def test_a_restarted_node_resumes_from_its_checkpoint(task_identity, tmp_path):
     assert grid.trained[2001] == 3  # rounds 3-5 ran on the restarted node
     assert any("waiting up to 5 s for it to rejoin" in line for line in lines)
     # ZA1's client states (anchor, gradient average) came back from disk: same iterates
+    assert_same_run(tmp_path / "flower", simulator_outputs(cfg, tmp_path / "sim"), tol=0.0)
+
+
+def test_a_node_restarted_under_its_old_id_resumes_too(task_identity, tmp_path):
+    cfg = small_config("za1", n_clients=3, rounds=4, client_lr=0.5, local_steps=2)
+    grid = InProcessGrid(3, dead_after={1000: 1}, restart={1000: 1000},
+                         node_config={"checkpoint-dir": str(tmp_path / "ckpt")})
+    run_server(grid, cfg, tmp_path / "flower", num_nodes=3, node_timeout=5, round_timeout=1,
+               rejoin_timeout=5, log=lambda line: None)
+    assert grid.trained[1000] == 3
     assert_same_run(tmp_path / "flower", simulator_outputs(cfg, tmp_path / "sim"), tol=0.0)
 
 

@@ -23,6 +23,7 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -65,8 +66,10 @@ def _describe(node_id: int, info: dict[str, Any]) -> str:
     return f"SuperNode {node_id} ({part}, clients {info['client-ids']})"
 
 
-def exchange(grid: Grid, messages: list[Message], timeout: float) -> list[Message]:
-    """Push ``messages`` and pull their replies until all arrived or ``timeout`` s passed.
+def exchange(grid: Grid, messages: list[Message], timeout: float,
+             enough: Callable[[list[Message]], bool] | None = None) -> list[Message]:
+    """Push ``messages`` and pull their replies until all arrived or ``timeout`` s passed
+    (or, given ``enough``, as soon as ``enough(replies)`` holds).
 
     ``Grid.send_and_receive`` of Flower 1.41's deployment grid sleeps 3 s between pulls,
     which would add up to 3 s to every round; this polls every 20 ms at first, backing off
@@ -80,7 +83,7 @@ def exchange(grid: Grid, messages: list[Message], timeout: float) -> list[Messag
         got = list(grid.pull_messages(list(pending)))
         replies.extend(got)
         pending.difference_update(r.metadata.reply_to_message_id for r in got)
-        if not pending or time.monotonic() >= deadline:
+        if not pending or time.monotonic() >= deadline or (enough and enough(replies)):
             break
         time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
         delay = min(1.5 * delay, 0.5)
@@ -88,13 +91,14 @@ def exchange(grid: Grid, messages: list[Message], timeout: float) -> list[Messag
 
 
 def query_nodes(grid: Grid, node_ids: list[int], config_json: str, n_clients: int,
-                timeout: float) -> dict[int, dict[str, Any]]:
+                timeout: float, enough: Callable[[list[Message]], bool] | None = None
+                ) -> dict[int, dict[str, Any]]:
     """Send the configuration to ``node_ids`` (``query``); the reports of those that answer."""
     content = RecordDict({CONFIG_KEY: ConfigRecord({"config": config_json})})
     messages = [Message(content, dst_node_id=n, message_type=MessageType.QUERY)
                 for n in node_ids]
     nodes = {}
-    for reply in exchange(grid, messages, timeout):
+    for reply in exchange(grid, messages, timeout, enough):
         src = reply.metadata.src_node_id
         if reply.has_error():
             raise FlowerRunError(f"SuperNode {src} failed to load its data: "
@@ -261,36 +265,49 @@ class FlowerClients:
         return stacked
 
     def _rejoin(self, missing: dict[int, list[int]], where: str) -> dict[int, list[int]]:
-        """Wait for restarted nodes hosting the clients of ``missing``; their node ids."""
-        lost = {self._partition(n): (n, dict(self.nodes[n])) for n in missing}
-        for node_id, info in lost.values():
-            self.dead.add(node_id)
+        """Wait for the nodes of ``missing`` to come back (same clients); their node ids.
+
+        A restarted SuperNode usually gets a new node id, but one that keeps its identity
+        (SuperNode authentication) comes back under the old id, so both are asked.
+        """
+        waiting = {self._partition(n): n for n in missing}
+        for node_id in missing:
             if self.log is not None:
-                self.log(f"{_describe(node_id, info)} did not reply {where}; waiting up to "
-                         f"{self.rejoin_timeout:g} s for it to rejoin")
+                self.log(f"{_describe(node_id, self.nodes[node_id])} did not reply {where}; "
+                         f"waiting up to {self.rejoin_timeout:g} s for it to rejoin")
         deadline = time.monotonic() + self.rejoin_timeout
         found: dict[int, list[int]] = {}
-        while len(found) < len(lost):
-            new = [n for n in self.grid.get_node_ids() if n not in self.nodes
-                   and n not in self.dead]
-            if new:
-                reports = query_nodes(self.grid, new, self.config_json, self.problem.n_clients,
-                                      max(1.0, deadline - time.monotonic()))
-                for node_id, info in reports.items():
-                    partition = tuple(info["client-ids"])
-                    if partition not in lost:
-                        raise FlowerRunError(f"{_describe(node_id, info)} joined {where}, but "
-                                             "its clients match no missing node")
-                    old_id = lost[partition][0]
-                    del self.nodes[old_id]
-                    self.nodes[node_id] = info
-                    found[node_id] = missing[old_id]
-            if len(found) < len(lost) and time.monotonic() > deadline:
-                absent = [_describe(n, i) for p, (n, i) in lost.items()
-                          if p not in {tuple(self.nodes[f]["client-ids"]) for f in found}]
-                raise FlowerRunError(f"{'; '.join(absent)} did not reply {where} and did not "
-                                     f"rejoin within rejoin-timeout={self.rejoin_timeout:g} s")
-            time.sleep(0 if len(found) == len(lost) else 0.5)
+        while waiting:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                absent = "; ".join(_describe(n, self.nodes[n]) for n in waiting.values())
+                raise FlowerRunError(f"{absent} did not reply {where} and did not rejoin "
+                                     f"within rejoin-timeout={self.rejoin_timeout:g} s")
+            lost_ids = set(waiting.values())
+            candidates = [n for n in self.grid.get_node_ids() if n not in self.dead
+                          and (n not in self.nodes or n in lost_ids)]
+
+            def covered(replies: list[Message]) -> bool:  # stop waiting for dead ids
+                have = {tuple(r.content.config_records[CONFIG_KEY]["client-ids"])  # type: ignore[arg-type]
+                        for r in replies if r.has_content()}
+                return set(waiting) <= have
+
+            reports = (query_nodes(self.grid, candidates, self.config_json,
+                                   self.problem.n_clients, min(remaining, 5.0), covered)
+                       if candidates else {})
+            for node_id, info in reports.items():
+                partition = tuple(info["client-ids"])
+                if partition not in waiting:
+                    raise FlowerRunError(f"{_describe(node_id, info)} joined {where}, but no "
+                                         "missing node hosted these clients")
+                old_id = waiting.pop(partition)
+                del self.nodes[old_id]
+                if old_id != node_id:
+                    self.dead.add(old_id)  # never ask the old id again
+                self.nodes[node_id] = info
+                found[node_id] = missing[old_id]
+            if waiting:
+                time.sleep(0.5)
         self.owner = {c: n for n, info in self.nodes.items() for c in info["client-ids"]}
         return found
 
