@@ -39,7 +39,9 @@ def decode(record: ArrayRecord, like: Any, cls: Any = None, name: str = "Record"
     names = tuple(record.keys())
     if cls is None:
         cls = _tuple_type(name, names)
-    elif tuple(cls._fields) != names:
+    elif set(cls._fields) == set(names):
+        names = tuple(cls._fields)  # by name: never rely on the record's key order
+    else:
         raise ValueError(f"received fields {list(names)} but {cls.__name__} has "
                          f"{list(cls._fields)}: the SuperNode and the server run different "
                          "fedcomp versions or algorithms")
