@@ -71,6 +71,7 @@ EQUIVALENCE = [
     ("za1", {"client_lr": 0.5, "local_steps": 3}, None),
     ("fast_fedda", {"smoothness": "auto", "strong_convexity": 0.05, "local_steps": 3}, None),
     ("fedmid", {"client_lr": 0.3, "local_steps": 3}, 2),
+    ("fedcanon", {"client_lr": 0.3, "local_steps": 3}, None),
 ]
 
 
