@@ -377,15 +377,24 @@ def build_topology(cfg: dict[str, Any], n_nodes: int) -> tuple[Any, dict[str, An
 def build_problem(cfg: dict[str, Any]) -> Any:
     """The :class:`~fedcomp.problem.Problem` a resolved configuration describes."""
     from .data import DATASETS, GROUND_TRUTHS, SAMPLERS
-    from .losses import make_loss
     from .problem import Problem
-    from .regularizers import make_regularizer
 
     data_cfg = dict(cfg["data"])
     name = data_cfg.pop("generator")
     data = DATASETS[name](**data_cfg)
     truth = GROUND_TRUTHS[name](**data_cfg) if name in GROUND_TRUTHS else None
     sampler = SAMPLERS[name](**data_cfg) if cfg.get("streaming") else None
+    loss, regularizer, n_classes = build_components(cfg)
+    return Problem(loss, regularizer, data, weighting=cfg["problem"].get("weighting", "uniform"),
+                   n_classes=n_classes, ground_truth=truth, name=cfg["name"],
+                   sampler=sampler)
+
+
+def build_components(cfg: dict[str, Any]) -> tuple[Any, Any, int | None]:
+    """``(loss, regularizer, n_classes)`` of a resolved configuration, without its data."""
+    from .losses import make_loss
+    from .regularizers import make_regularizer
+
     problem_cfg = dict(cfg["problem"])
     loss = make_loss(problem_cfg.pop("loss"), **{k: v for k, v in problem_cfg.items()
                                                    if k != "weighting"})
@@ -398,8 +407,7 @@ def build_problem(cfg: dict[str, Any]) -> Any:
     n_classes = cfg["data"].get("n_classes")
     if n_classes is not None and n_classes <= 2:
         n_classes = None  # binary ±1 labels: a vector model
-    return Problem(loss, regularizer, data, weighting=problem_cfg.get("weighting", "uniform"),
-                   n_classes=n_classes, ground_truth=truth, name=cfg["name"], sampler=sampler)
+    return loss, regularizer, n_classes
 
 
 def make_regularizer_class(name: str) -> Any:

@@ -20,6 +20,7 @@ import json
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -57,6 +58,8 @@ def versions() -> dict[str, str]:
             except ImportError:
                 continue
         out[name] = getattr(module, "__version__", "?")
+    if "flwr" in sys.modules:  # run through fedcomp.flower (never imported just for this)
+        out["flwr"] = getattr(sys.modules["flwr"], "__version__", "?")
     return out
 
 
@@ -74,7 +77,8 @@ def run_labels(cfg: dict[str, Any]) -> list[tuple[str, dict[str, Any], int | Non
 
 
 def run_experiment(config: dict[str, Any], out_dir: str | Path, *, seeds: list[int] | None = None,
-                   progress: Any = "auto", stream: TextIO | None = None) -> list[dict[str, Any]]:
+                   progress: Any = "auto", stream: TextIO | None = None,
+                   clients: Callable[..., Any] | None = None) -> list[dict[str, Any]]:
     """Run every (variant, seed, gradient mode, algorithm) of ``config`` and write the outputs.
 
     Parameters
@@ -89,6 +93,10 @@ def run_experiment(config: dict[str, Any], out_dir: str | Path, *, seeds: list[i
         Progress line per run on stderr.
     stream : text stream, optional
         Where the summary table is printed (stdout by default; ``None`` prints there).
+    clients : callable, optional
+        ``clients(label=, seed=, batch_size=, rounds=)`` returns the client executor of
+        that run for :func:`~fedcomp.runtime.simulate` (default: the simulator's);
+        :mod:`fedcomp.flower` runs the same experiment on SuperNodes through it.
 
     Returns
     -------
@@ -121,8 +129,10 @@ def run_experiment(config: dict[str, Any], out_dir: str | Path, *, seeds: list[i
                             "batch_size": mode_name(batch_size), "seed": seed}
                     if has_variants:
                         tags["variant"] = variant
+                    executor = None if clients is None else clients(
+                        label=label, seed=seed, batch_size=batch_size, rounds=setting["rounds"])
                     row = _run_one(setting, problem, reference, entry, batch_size, tags, logger,
-                                   progress)
+                                   progress, executor)
                     row["label"] = entry.get("label", entry["name"])
                     if row["status"] == "ok":
                         name = label if variant is None else f"{label}_{variant}"
@@ -196,14 +206,17 @@ def _prepare(setting: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
 
 
 def _run_one(setting: dict[str, Any], problem: Any, reference: Any, entry: dict[str, Any],
-             batch_size: int | None, tags: dict[str, Any], logger: Any, progress: Any
-             ) -> dict[str, Any]:
+             batch_size: int | None, tags: dict[str, Any], logger: Any, progress: Any,
+             clients: Any = None) -> dict[str, Any]:
     """One simulated run; its summary row (final metrics, status, the model under ``_x``)."""
     params = {k: v for k, v in entry.items() if k not in ("name", "label")}
     algorithm = make_algorithm(entry["name"], **params)
     row: dict[str, Any] = {**tags, "status": "ok"}
     try:
         if entry["name"] in DECENTRALIZED:  # gossip over the setting's graph
+            if clients is not None:
+                raise ValueError(f"{entry['name']} is decentralized (gossip between nodes): it "
+                                 "runs in the simulator only, not through a Flower executor")
             topology, options = build_topology(setting, problem.n_clients)
             run = simulate_decentralized(
                 algorithm, problem, topology, setting["rounds"], batch_size=batch_size,
@@ -216,7 +229,7 @@ def _run_one(setting: dict[str, Any], problem: Any, reference: Any, entry: dict[
                            client_block=setting["client_block"],
                            eval_every=setting["eval_every"], metrics=setting["metrics"],
                            reference=reference, logger=logger, seed=tags["seed"],
-                           progress=progress, tags=tags)
+                           progress=progress, tags=tags, clients=clients)
     except NonFiniteError as exc:
         row["status"] = f"diverged: {exc}"
         print(f"warning: {exc}", file=sys.stderr)

@@ -188,6 +188,48 @@ class _Progress:
         sys.stderr.flush()
 
 
+class ClientSettings(NamedTuple):
+    """What every client executor needs besides the algorithm and the problem."""
+
+    seed: int
+    batch_size: int | None
+    block_size: int
+    #: the counted client prox (``ClientContext.prox``)
+    prox: Any
+
+
+class LocalClients:
+    """The simulator's client executor: participants run in vectorised blocks in-process.
+
+    ``run_round(r, message, participants)`` gathers each block's client states, calls
+    ``client_update`` on the block, scatters the new states back and returns the uploads
+    stacked in the participants' order. Another executor with the same constructor and
+    ``run_round`` (such as :mod:`fedcomp.flower`'s, which sends the message to SuperNodes)
+    can replace it in :func:`simulate` without changing anything else of the run.
+    """
+
+    def __init__(self, algorithm: FederatedAlgorithm, problem: Problem, client_states: Any,
+                 counters: Counters, settings: ClientSettings) -> None:
+        self.algorithm, self.problem, self.client_states = algorithm, problem, client_states
+        self.counters, self.settings = counters, settings
+
+    def run_round(self, round_: int, message: Any, participants: np.ndarray) -> Any:
+        problem, s = self.problem, self.settings
+        like = problem.data.features
+        uploads, new_states = [], []
+        for block in _blocks(participants, s.block_size):
+            oracle = Oracle(problem, block, round_, s.seed, s.batch_size, self.counters)
+            ctx = ClientContext(oracle, s.prox, round_, oracle.client_ids,
+                                asarray_like(problem.weights[oracle.client_ids], like),
+                                problem.n_clients)
+            upload, states = self.algorithm.client_update(
+                message, _gather(self.client_states, block), ctx)
+            uploads.append(upload)
+            new_states.append(states)
+        self.client_states = _scatter(self.client_states, participants, _concat(new_states))
+        return _concat(uploads)
+
+
 def simulate(
     algorithm: FederatedAlgorithm,
     problem: Problem,
@@ -205,6 +247,7 @@ def simulate(
     progress: Any = "auto",
     tags: dict[str, Any] | None = None,
     max_norm: float | None = 1e12,
+    clients: Any = None,
 ) -> RunResult:
     """Run a federated algorithm on a problem in one process, clients vectorised in blocks.
 
@@ -239,6 +282,10 @@ def simulate(
     max_norm : float or None, default 1e12
         A model whose norm exceeds this counts as diverged (long before it overflows);
         ``None`` checks only for NaN/inf.
+    clients : class, optional
+        The client executor (default :class:`LocalClients`, vectorised blocks in this
+        process); :mod:`fedcomp.flower` passes one that runs the participants on SuperNodes.
+        Sampling, server updates, counters, evaluation and logging stay here either way.
 
     Returns
     -------
@@ -297,20 +344,14 @@ def simulate(
 
     record(0)
     like = problem.data.features
+    run_clients = (LocalClients if clients is None else clients)(
+        algorithm, problem, client_states, counters,
+        ClientSettings(seed, batch_size, block_size, client_prox))
     for r in range(rounds):
         tic = time.perf_counter()
         participants = sample_clients(seed, r, problem.n_clients, clients_per_round)
         message = algorithm.broadcast(server_state)
-        uploads, new_states = [], []
-        for block in _blocks(participants, block_size):
-            oracle = Oracle(problem, block, r, seed, batch_size, counters)
-            ctx = ClientContext(oracle, client_prox, r, oracle.client_ids,
-                                asarray_like(pi_all[oracle.client_ids], like), problem.n_clients)
-            upload, states = algorithm.client_update(message, _gather(client_states, block), ctx)
-            uploads.append(upload)
-            new_states.append(states)
-        stacked = _concat(uploads)
-        client_states = _scatter(client_states, participants, _concat(new_states))
+        stacked = run_clients.run_round(r, message, participants)
         counters.floats_down += _floats(message) * len(participants)
         counters.floats_up += _floats(stacked, leading=1) * len(participants)
         pi = pi_all[participants]
@@ -327,8 +368,8 @@ def simulate(
         if (r + 1) % eval_every == 0 or r + 1 == rounds:
             record(r + 1)
         bar.update(r + 1)
-    return RunResult(algorithm.output(server_state), history, server_state, client_states,
-                     counters)
+    return RunResult(algorithm.output(server_state), history, server_state,
+                     getattr(run_clients, "client_states", None), counters)
 
 
 def _check_run_args(problem: Problem, rounds: Any, clients_per_round: Any, batch_size: Any,
