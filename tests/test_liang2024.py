@@ -43,6 +43,10 @@ def test_config_runs_every_algorithm_at_reduced_size(name, tmp_path):
     assert float(gossip["consensus_error"]) > 0 and gossip["node0_l1_error"] != ""
     assert (tmp_path / "plot.png").exists()
     assert name in EXPERIMENTS
+    import json
+
+    meta = json.loads((tmp_path / "config.json").read_text())
+    assert abs(meta["settings"]["base"]["topology"]["sigma2"] - 0.987) < 5e-4
 
 
 def test_decentralized_algorithms_need_a_topology_and_streaming_a_sampler():

@@ -202,6 +202,10 @@ def _prepare(setting: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
             {"objective": reference.objective, "prox_grad_norm": reference.prox_grad_norm,
              "iterations": reference.iterations},
             "setup_s": time.perf_counter() - tic}
+    if setting.get("topology"):  # the graph's mixing: σ₂(U) and the spectral gap
+        topology, _ = build_topology(setting, problem.n_clients)
+        meta["topology"] = {"name": topology.name, "sigma2": topology.sigma2,
+                            "spectral_gap": topology.spectral_gap}
     return problem, reference, meta
 
 
