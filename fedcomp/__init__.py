@@ -8,14 +8,20 @@ centralized reference solver and a command-line tool.
 
 __version__ = "0.1.0"
 
-from .algorithms import (
+from .algorithms import (  # noqa: E402
                          ALGORITHMS,
                          ClientContext,
                          FederatedAlgorithm,
                          ServerContext,
+                         async_feddr,
+                         fedadmm,
                          fedavg,
                          fedda,
+                         feddr,
                          fedmid,
+                         fedpd,
+                         fedprox,
+                         fedsplit,
                          make_algorithm,
                          za1,
 )
@@ -26,7 +32,14 @@ from .oracle import Counters, Oracle
 from .problem import Problem
 from .reference import Reference, solve_reference
 from .regularizers import Regularizer
-from .runtime import NonFiniteError, RunResult, simulate
+from .runtime import (  # noqa: E402
+                         AsyncRunResult,
+                         ComputeTimes,
+                         NonFiniteError,
+                         RunResult,
+                         simulate,
+                         simulate_async,
+)
 
 __all__ = [
     "ALGORITHMS", "Batch", "ClientContext", "ClientData", "Counters", "FederatedAlgorithm",
@@ -34,3 +47,5 @@ __all__ = [
     "ServerContext", "__version__", "evaluate", "fedavg", "fedda", "fedmid", "make_algorithm",
     "simulate", "solve_reference", "za1",
 ]
+__all__ += ["AsyncRunResult", "ComputeTimes", "async_feddr", "fedadmm", "feddr", "fedpd",
+            "fedprox", "fedsplit", "simulate_async"]

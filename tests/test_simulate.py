@@ -20,8 +20,13 @@ from fedcomp.runtime import auto_block_size
 CONTRACT_PARAMS = {"fast_fedda": dict(smoothness=2.0, strong_convexity=0.01, local_steps=3),
                    "c_fedda": dict(radius=0.5, strong_convexity=0.01, local_steps=3,
                                    domain_radius=2.0)}
+CONTRACT_PARAMS["fedsplit"] = dict(eta=0.5)
 ALGORITHMS = [make_algorithm(name, **CONTRACT_PARAMS.get(name, dict(client_lr=0.5, local_steps=3)))
               for name in sorted(REGISTRY)]
+ALGORITHMS = [alg for alg in ALGORITHMS if alg.execution == "rounds"]  # async: test_feddr.py
+# the exact (Newton) local solver of the primal-dual family, epochs with masks
+ALGORITHMS += [make_algorithm("feddr", local_solver="exact", eta=0.5, alpha=1.5),
+               make_algorithm("fedprox", mu=0.5, client_lr=0.5, local_epochs=2)]
 
 
 def supports_sampling(alg, problem) -> bool:

@@ -12,9 +12,13 @@ from typing import Any
 from ._base import ClientContext, EmptyState, FederatedAlgorithm, ServerContext
 from .c_fedda import c_fedda
 from .fast_fedda import fast_fedda
+from .fedadmm import fedadmm
 from .fedavg import fedavg
 from .fedda import fedda
+from .feddr import async_feddr, feddr, fedsplit
 from .fedmid import fedmid
+from .fedpd import fedpd
+from .fedprox import fedprox
 from .za1 import za1, za1_correction
 
 ALGORITHMS: dict[str, Callable[..., FederatedAlgorithm]] = {
@@ -24,6 +28,12 @@ ALGORITHMS: dict[str, Callable[..., FederatedAlgorithm]] = {
     "za1": za1,
     "fast_fedda": fast_fedda,
     "c_fedda": c_fedda,
+    "feddr": feddr,
+    "fedsplit": fedsplit,
+    "async_feddr": async_feddr,
+    "fedadmm": fedadmm,
+    "fedpd": fedpd,
+    "fedprox": fedprox,
 }
 
 DESCRIPTIONS: dict[str, str] = {
@@ -33,6 +43,12 @@ DESCRIPTIONS: dict[str, str] = {
     "za1": "Decoupled prox + drift correction (Zhang, Hu, Johansson 2024, seed 000)",
     "fast_fedda": "Dual averaging with increasing weights, strongly convex (Bao et al. 2022)",
     "c_fedda": "Constrained dual averaging, exact l1-ball constrained prox (Bao et al. 2022)",
+    "feddr": "Randomized Douglas-Rachford splitting, client sampling (Tran-Dinh et al. 2021)",
+    "fedsplit": "Peaceman-Rachford = FedDR with alpha=2, exact prox (Pathak, Wainwright 2020)",
+    "async_feddr": "Asynchronous FedDR on an event clock, stale models (Tran-Dinh et al. 2021)",
+    "fedadmm": "ADMM, server keeps every client's latest upload (Wang, Marella, Anderson 2022)",
+    "fedpd": "Federated primal-dual, communicate with probability p (Zhang et al. 2021)",
+    "fedprox": "Local proximal term mu/2||x - xbar||^2, optional server prox (Li et al. 2020)",
 }
 
 
@@ -57,3 +73,4 @@ def make_algorithm(name: str, **hyperparameters: Any) -> FederatedAlgorithm:
 __all__ = ["ALGORITHMS", "DESCRIPTIONS", "ClientContext", "EmptyState", "FederatedAlgorithm",
            "ServerContext", "c_fedda", "fast_fedda", "fedavg", "fedda", "fedmid",
            "make_algorithm", "za1", "za1_correction"]
+__all__ += ["async_feddr", "fedadmm", "feddr", "fedpd", "fedprox", "fedsplit"]
