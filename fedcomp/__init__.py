@@ -14,6 +14,8 @@ from .algorithms import (  # noqa: E402
                          FederatedAlgorithm,
                          ServerContext,
                          async_feddr,
+                         c_fedda,
+                         fast_fedda,
                          fedadmm,
                          fedavg,
                          fedda,
@@ -23,6 +25,7 @@ from .algorithms import (  # noqa: E402
                          fedprox,
                          fedsplit,
                          make_algorithm,
+                         mc_fedda,
                          za1,
 )
 from .data import Batch, ClientData
@@ -44,8 +47,8 @@ from .runtime import (  # noqa: E402
 __all__ = [
     "ALGORITHMS", "Batch", "ClientContext", "ClientData", "Counters", "FederatedAlgorithm",
     "Loss", "NonFiniteError", "Oracle", "Problem", "Reference", "Regularizer", "RunResult",
-    "ServerContext", "__version__", "evaluate", "fedavg", "fedda", "fedmid", "make_algorithm",
-    "simulate", "solve_reference", "za1",
+    "ServerContext", "__version__", "c_fedda", "evaluate", "fast_fedda", "fedavg", "fedda",
+    "fedmid", "make_algorithm", "mc_fedda", "simulate", "solve_reference", "za1",
 ]
 __all__ += ["AsyncRunResult", "ComputeTimes", "async_feddr", "fedadmm", "feddr", "fedpd",
             "fedprox", "fedsplit", "simulate_async"]

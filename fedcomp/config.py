@@ -28,6 +28,16 @@ algorithms with their hyperparameters, and the run settings::
     name = "za1"
     client_lr = 1.0
 
+    [[variants]]                       # optional: several settings in one experiment
+    label = "strong-heterogeneity"
+    data = { alpha = 1.0, beta = 1.0 } # deep-merged over the base config
+    clients_per_round = 10
+
+Each entry of ``variants`` has a unique ``label`` and overrides any of :data:`VARIANT_KEYS`
+(tables are merged key by key, other values replaced; ``algorithms`` replaces the whole
+list). Every variant runs every algorithm on every seed; results get a ``variant`` column.
+Without ``variants`` the base configuration is the single setting.
+
 Unknown names fail with the list of valid ones; unknown keys fail with the accepted keys.
 """
 
@@ -43,7 +53,11 @@ import numpy as np
 
 TOP_LEVEL_KEYS = {"name", "description", "rounds", "eval_every", "seeds", "batch_size",
                   "clients_per_round", "client_block", "metrics", "data", "problem",
-                  "regularizer", "algorithms", "reference", "claim"}
+                  "regularizer", "algorithms", "reference", "claim", "variants"}
+
+#: What a ``[[variants]]`` entry may override.
+VARIANT_KEYS = {"data", "problem", "regularizer", "algorithms", "rounds", "eval_every",
+                "batch_size", "clients_per_round", "client_block"}
 
 DEFAULTS: dict[str, Any] = {
     "description": "",
@@ -55,6 +69,7 @@ DEFAULTS: dict[str, Any] = {
     "metrics": ["objective", "optimality", "nnz"],
     "reference": True,
     "claim": "",
+    "variants": [],
 }
 
 
@@ -176,21 +191,76 @@ def _batch_modes(value: Any) -> list[int | None]:
 
 def resolve(config: dict[str, Any]) -> dict[str, Any]:
     """Validate a configuration and fill in defaults (returns a new dict)."""
-    from .algorithms import ALGORITHMS
-    from .data import DATASETS
-    from .losses import LOSSES
-    from .metrics import METRICS
-    from .regularizers import REGULARIZERS
 
     cfg = {**copy.deepcopy(DEFAULTS), **copy.deepcopy(config)}
     _check_keys(cfg, TOP_LEVEL_KEYS, "config")
     for key in ("name", "rounds", "data", "problem", "regularizer", "algorithms"):
         if key not in cfg:
             raise ConfigError(f"config: missing required key {key!r}")
+    cfg["reference"] = _reference_settings(cfg["reference"])
+    _check_setting(cfg)
+    _check_variants(cfg)
+    return cfg
+
+
+def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``override`` merged in: tables key by key, everything else replaced."""
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _check_variants(cfg: dict[str, Any]) -> None:
+    variants = cfg["variants"]
+    if not isinstance(variants, list):
+        raise ConfigError("variants must be a list of tables ([[variants]] entries)")
+    labels = []
+    for entry in variants:
+        if not isinstance(entry, dict) or not isinstance(entry.get("label"), str):
+            raise ConfigError(f"variants: every entry needs a string 'label' (got {entry!r})")
+        _check_keys(entry, {"label", *VARIANT_KEYS}, f"variants ({entry['label']})")
+        labels.append(entry["label"])
+        try:
+            _check_setting(_deep_merge(cfg, {k: v for k, v in entry.items() if k != "label"}))
+        except ConfigError as exc:
+            raise ConfigError(f"variants ({entry['label']}): {exc}") from exc
+    if len(set(labels)) != len(labels):
+        raise ConfigError(f"variants: labels must be unique (got {labels})")
+
+
+def variant_settings(cfg: dict[str, Any]) -> list[tuple[str | None, dict[str, Any]]]:
+    """``(variant label, full setting)`` for every setting of a resolved configuration.
+
+    ``[(None, cfg)]`` without variants; otherwise each variant merged over the base.
+
+    Examples
+    --------
+    >>> cfg = {"data": {"alpha": 0.0, "beta": 0.0}, "variants": [{"label": "b1",
+    ...        "data": {"beta": 1.0}}]}
+    >>> [(label, s["data"]) for label, s in variant_settings(cfg)]
+    [('b1', {'alpha': 0.0, 'beta': 1.0})]
+    """
+    if not cfg.get("variants"):
+        return [(None, cfg)]
+    return [(v["label"], _deep_merge(cfg, {k: x for k, x in v.items() if k != "label"}))
+            for v in cfg["variants"]]
+
+
+def _check_setting(cfg: dict[str, Any]) -> None:
+    """Validate one setting (the base config, or a variant merged over it)."""
+    from .algorithms import ALGORITHMS
+    from .data import DATASETS
+    from .losses import LOSSES
+    from .metrics import METRICS
+    from .regularizers import REGULARIZERS
+
     if not (isinstance(cfg["rounds"], int) and cfg["rounds"] >= 1):
         raise ConfigError(f"config: rounds must be a positive integer (got {cfg['rounds']!r})")
     _batch_modes(cfg["batch_size"])
-    cfg["reference"] = _reference_settings(cfg["reference"])
     for metric in cfg["metrics"]:
         if metric not in METRICS:
             raise ConfigError(f"config: unknown metric {metric!r}; valid: {sorted(METRICS)}")
@@ -230,7 +300,6 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
     if len(set(labels)) != len(labels):
         raise ConfigError(f"algorithms: labels must be unique (got {labels}); give repeated "
                           "algorithms a distinct 'label'")
-    return cfg
 
 
 def build_problem(cfg: dict[str, Any]) -> Any:

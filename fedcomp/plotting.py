@@ -1,4 +1,7 @@
-"""Figures from a ``results.csv``: log-scale metric curves, one panel per gradient mode.
+"""Figures from a ``results.csv``: log-scale metric curves, one panel per setting.
+
+A setting is a gradient mode (full gradients or a batch size), and the variant when the
+experiment has several.
 
 Needs matplotlib (the ``plot`` extra); imported lazily by the CLI.
 """
@@ -45,9 +48,16 @@ def choose_metric(rows: list[dict[str, Any]], preferred: str = "optimality") -> 
     return "objective"
 
 
+def _panel(row: dict[str, Any]) -> tuple[str, str]:
+    """The panel a results row belongs to: (variant or "", gradient mode)."""
+    variant = row.get("variant", "")
+    return ("" if variant is None or variant != variant else str(variant),
+            str(row.get("batch_size", "full")))
+
+
 def plot_results(results: str | Path, out: str | Path, metric: str = "optimality",
                  x_axis: str = "round", title: str = "") -> Path:
-    """Plot ``metric`` against ``x_axis`` (log y), one panel per ``batch_size`` mode.
+    """Plot ``metric`` against ``x_axis`` (log y), one panel per (variant, gradient mode).
 
     Curves are the mean over seeds with the min–max spread shaded.
     """
@@ -60,32 +70,34 @@ def plot_results(results: str | Path, out: str | Path, metric: str = "optimality
     if not rows:
         raise ValueError(f"{results}: no rows to plot")
     metric = choose_metric(rows, metric)
-    modes = sorted({str(r.get("batch_size", "full")) for r in rows},
-                   key=lambda m: (m != "full", m))
-    fig, axes = plt.subplots(1, len(modes), figsize=(5.2 * len(modes), 4), squeeze=False)
-    for ax, mode in zip(axes[0], modes, strict=True):
+    panels = sorted({_panel(r) for r in rows}, key=lambda p: (p[0], p[1] != "full", p[1]))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4), squeeze=False)
+    for ax, panel in zip(axes[0], panels, strict=True):
         curves: dict[str, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
         methods: dict[str, str] = {}
         for r in rows:
-            if str(r.get("batch_size", "full")) != mode:
+            if _panel(r) != panel:
                 continue
             label = str(r["algorithm"])
             methods[label] = str(r.get("method", label))
             curves[label][r[x_axis]].append(r[metric])
+        modes_differ = len({p[1] for p in panels}) > 1
         for label, points in curves.items():
             xs = np.array(sorted(points))
             ys = [np.array(points[x], dtype=float) for x in xs]
             mean = np.array([v.mean() for v in ys])
             lo, hi = np.array([v.min() for v in ys]), np.array([v.max() for v in ys])
             color = color_of(methods[label])
-            ax.plot(xs, mean, color=color, label=methods[label] if len(modes) > 1 else label)
+            ax.plot(xs, mean, color=color, label=methods[label] if modes_differ else label)
             if any(len(v) > 1 for v in ys):
                 ax.fill_between(xs, lo, hi, color=color, alpha=0.2, linewidth=0)
         ax.set_yscale("log")
         ax.set_xlabel({"round": "communication rounds", "wall_s": "wall time (s)",
                        "floats_up": "floats uploaded"}.get(x_axis, x_axis))
         ax.set_ylabel({"optimality": "optimality  ||x - x*|| / ||x*||"}.get(metric, metric))
-        ax.set_title("full gradients" if mode == "full" else f"minibatch {mode}")
+        variant, mode = panel
+        title = "full gradients" if mode == "full" else f"minibatch {mode}"
+        ax.set_title(f"{variant}: {title}" if variant else title)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
     if title:

@@ -90,9 +90,9 @@ def test_error_decreases_monotonically_like_one_over_t():
     assert by_round[1600] <= 0.35 * by_round[400]  # 1/T predicts 0.25
 
 
-def test_needs_an_l1_regularizer():
+def test_needs_an_l1_or_nuclear_regularizer():
     p = make_problem("least_squares", reg=ElasticNet(0.1, 0.1))
-    with pytest.raises(ValueError, match="L1 regularizer"):
+    with pytest.raises(ValueError, match="L1 or Nuclear regularizer"):
         simulate(c_fedda(), p, 1)
 
 

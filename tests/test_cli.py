@@ -150,8 +150,8 @@ def test_default_run_reproduces_seed000(tmp_path):
     res = fedcomp("run", "--out", str(tmp_path / "default"), "--quiet")
     assert res.returncode == 0, res.stderr
     rows = list(csv.DictReader((tmp_path / "default" / "results.csv").open()))
-    final = {(r["method"], r["batch_size"]): float(r["optimality"]) for r in rows
-             if r["round"] == "500"}
+    final = {(r["method"], r["batch_size"]): {"optimality": float(r["optimality"])}
+             for r in rows if r["round"] == "500"}
     verdict, _ = seed000.verdict(final)
     assert verdict == "reproduced", final
     assert "Verdict: reproduced" in res.stdout

@@ -77,3 +77,67 @@ def test_cprox_rows_are_independent():
 def test_disjoint_balls_raise():
     with pytest.raises(ValueError, match="does not meet"):
         cprox_l1(np.ones((1, 3)), 1.0, 0.0, np.full(3, 5.0), 0.1, 1.0)
+
+
+# --- nuclear norm: against SCS (through cvxpy) at 1e-14 tolerances -----------------------
+def nuclear_reference(b, c, kappa, w0, eps, rho):
+    cp = pytest.importorskip("cvxpy")
+    w = cp.Variable(b.shape)
+    constraints = [cp.normNuc(w - w0) <= eps]
+    if rho is not None:
+        constraints.append(cp.norm(w, "fro") <= rho)
+    objective = cp.sum(cp.multiply(b, w)) + c / 2 * cp.sum_squares(w) + kappa * cp.normNuc(w)
+    problem = cp.Problem(cp.Minimize(objective), constraints)
+    problem.solve(solver=cp.SCS, eps_abs=1e-14, eps_rel=1e-14, max_iters=2_000_000)
+    return w.value, problem.value
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("centred", [True, False])
+@pytest.mark.parametrize("rho", [None, 0.8])
+def test_cprox_nuclear_is_the_constrained_argmin(seed, centred, rho):
+    """Centred: von Neumann reduction to the ℓ1 CProx of the singular values; off-centre:
+    Douglas–Rachford. Both must be the argmin a generic conic solver finds, to 1e-8."""
+    from fedcomp.algorithms._cprox import cprox_nuclear, cprox_nuclear_objective
+
+    rng = np.random.default_rng(seed)
+    b = rng.normal(size=(5, 4)) * 2
+    w0 = np.zeros((5, 4)) if centred else rng.normal(size=(5, 4)) * 0.15
+    c, kappa, eps = 1.0 + rng.random(), 0.3 * rng.random(), 1.0
+    ours = cprox_nuclear(b[None], c, kappa, w0, eps, rho)[0]
+    ref, ref_value = nuclear_reference(b, c, kappa, w0, eps, rho)
+    assert np.linalg.svd(ours - w0, compute_uv=False).sum() <= eps * (1 + 1e-10)
+    if rho is not None:
+        assert np.linalg.norm(ours) <= rho * (1 + 1e-12)
+    value = float(cprox_nuclear_objective(ours[None], b[None], c, kappa)[0])
+    assert value <= ref_value + 1e-10
+    np.testing.assert_allclose(ours, ref, atol=1e-8)
+
+
+def test_cprox_nuclear_constraint_is_active_in_these_checks():
+    """The instances above must exercise the ball: the plain prox would leave it."""
+    from fedcomp.regularizers import Nuclear
+
+    rng = np.random.default_rng(0)
+    b = rng.normal(size=(5, 4)) * 2
+    c, kappa = 1.0 + rng.random(), 0.3 * rng.random()
+    free = Nuclear(kappa / c).prox(-b[None] / c, 1.0)[0]
+    assert np.linalg.svd(free, compute_uv=False).sum() > 1.5
+
+
+def test_cprox_nuclear_rows_are_independent():
+    from fedcomp.algorithms._cprox import cprox_nuclear
+
+    rng = np.random.default_rng(7)
+    b = rng.normal(size=(3, 4, 3)) * 2
+    w0 = rng.normal(size=(4, 3)) * 0.2
+    block = cprox_nuclear(b, 1.2, 0.1, w0, 0.7, None)
+    for i in range(3):
+        np.testing.assert_array_equal(block[i], cprox_nuclear(b[i:i + 1], 1.2, 0.1, w0, 0.7)[0])
+
+
+def test_cprox_nuclear_disjoint_balls_raise():
+    from fedcomp.algorithms._cprox import cprox_nuclear
+
+    with pytest.raises(ValueError, match="does not meet"):
+        cprox_nuclear(np.ones((1, 3, 3)), 1.0, 0.0, 5 * np.eye(3), 0.1, 1.0)

@@ -153,3 +153,27 @@ def test_rate_is_one_over_t_with_exact_gradients():
     err = {row["round"]: row["optimality"] for row in run.history}
     assert err[2000] <= 0.35 * err[500]
     assert err[2000] >= 0.15 * err[500]  # and not linear: this is the 1/T regime
+
+
+@pytest.mark.parametrize("radius", [None, 0.6])
+@pytest.mark.parametrize("t", [0, 5])
+def test_prox_t_nuclear_is_its_defining_argmin(radius, t):
+    """Prox_t for h = λ‖·‖_* (matrix models) against SCS through cvxpy at 1e-14."""
+    cp = pytest.importorskip("cvxpy")
+    from fedcomp.regularizers import Nuclear
+
+    rng = np.random.default_rng(10 + t)
+    alpha, lipschitz, mu = 1.5, 1.5, 0.2
+    z, w0 = rng.normal(size=(4, 3)) * 3, rng.normal(size=(4, 3)) * 0.2
+    ours = prox_t(z[None], w0[None], t, Nuclear(alpha).prox, lipschitz, mu, radius,
+                  "increasing")[0]
+    a_t, gamma = weight_sum(t, "increasing"), lipschitz * weight(t, "increasing")
+    c = mu * a_t / 2 + gamma
+    w = cp.Variable((4, 3))
+    objective = (cp.sum(cp.multiply(z - gamma * w0, w)) + c / 2 * cp.sum_squares(w)
+                 + a_t * alpha * cp.normNuc(w))
+    constraints = [] if radius is None else [cp.norm(w, "fro") <= radius]
+    cp.Problem(cp.Minimize(objective), constraints).solve(
+        solver=cp.SCS, eps_abs=1e-14, eps_rel=1e-14, max_iters=2_000_000)
+    np.testing.assert_allclose(ours, w.value, atol=1e-8)
+    assert np.linalg.matrix_rank(ours, tol=1e-10) < 3  # the threshold is active

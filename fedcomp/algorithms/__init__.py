@@ -19,6 +19,7 @@ from .feddr import async_feddr, feddr, fedsplit
 from .fedmid import fedmid
 from .fedpd import fedpd
 from .fedprox import fedprox
+from .mc_fedda import mc_fedda
 from .za1 import za1, za1_correction
 
 ALGORITHMS: dict[str, Callable[..., FederatedAlgorithm]] = {
@@ -34,6 +35,7 @@ ALGORITHMS: dict[str, Callable[..., FederatedAlgorithm]] = {
     "fedadmm": fedadmm,
     "fedpd": fedpd,
     "fedprox": fedprox,
+    "mc_fedda": mc_fedda,
 }
 
 DESCRIPTIONS: dict[str, str] = {
@@ -42,7 +44,9 @@ DESCRIPTIONS: dict[str, str] = {
     "fedda": "Federated dual averaging: local dual averaging, dual averaging (Yuan et al. 2021)",
     "za1": "Decoupled prox + drift correction (Zhang, Hu, Johansson 2024, seed 000)",
     "fast_fedda": "Dual averaging with increasing weights, strongly convex (Bao et al. 2022)",
-    "c_fedda": "Constrained dual averaging, exact l1-ball constrained prox (Bao et al. 2022)",
+    "c_fedda": "Constrained dual averaging, exact l1/nuclear-ball constrained prox "
+               "(Bao et al. 2022)",
+    "mc_fedda": "Multistage C-FedDA: shrinking lambda and radius, warm starts (Bao et al. 2022)",
     "feddr": "Randomized Douglas-Rachford splitting, client sampling (Tran-Dinh et al. 2021)",
     "fedsplit": "Peaceman-Rachford = FedDR with alpha=2, exact prox (Pathak, Wainwright 2020)",
     "async_feddr": "Asynchronous FedDR on an event clock, stale models (Tran-Dinh et al. 2021)",
@@ -72,5 +76,5 @@ def make_algorithm(name: str, **hyperparameters: Any) -> FederatedAlgorithm:
 
 __all__ = ["ALGORITHMS", "DESCRIPTIONS", "ClientContext", "EmptyState", "FederatedAlgorithm",
            "ServerContext", "c_fedda", "fast_fedda", "fedavg", "fedda", "fedmid",
-           "make_algorithm", "za1", "za1_correction"]
+           "make_algorithm", "mc_fedda", "za1", "za1_correction"]
 __all__ += ["async_feddr", "fedadmm", "feddr", "fedpd", "fedprox", "fedsplit"]

@@ -8,6 +8,7 @@ Recovery in Federated Learning." ICML 2022 (``shared/papers/seed001_*``), Algori
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .._array import Array, namespace
@@ -46,6 +47,110 @@ def soft_then_project(b: Array, c: float, kappa: float, w0: Array, radius_l1: fl
     return w * (radius_l2 / xp.maximum(norms, radius_l2))
 
 
+def soft_then_project_nuclear(b: Array, c: float, kappa: float, w0: Array, radius: float,
+                              radius_l2: float | None) -> Array:
+    """The code's variant for the nuclear norm: singular value thresholding of ``−b/c`` at
+    ``κ/c``, projection onto the nuclear ball around ``w0``, radial projection."""
+    from ..regularizers import Nuclear
+    from ._cprox import _project_nuclear_ball, _radial
+
+    w = Nuclear(kappa / c).prox(-b / c, 1.0)
+    return _radial(_project_nuclear_ball(w, w0, radius), radius_l2)
+
+
+def constrained_prox_solver(norm: str, cprox: str, shape: tuple[int, int] | None = None
+                            ) -> Callable[..., Array]:
+    """The CProx solver ``solve(b, c, κ, w0, ε, ρ)`` on a block for ``R = norm``.
+
+    ``norm`` is ``"l1"`` or ``"nuclear"``; ``shape`` is the matrix view of vector models
+    under the nuclear norm (rows are reshaped to it and back).
+    """
+    from ._cprox import cprox_nuclear
+
+    if norm == "l1":
+        return cprox_l1 if cprox == "exact" else soft_then_project
+    matrix_solver = cprox_nuclear if cprox == "exact" else soft_then_project_nuclear
+    if shape is None:
+        return matrix_solver
+
+    def solve(b: Array, c: float, kappa: float, w0: Array, eps: float, rho: float | None
+              ) -> Array:
+        xp = namespace(b)
+        as_matrix = (b.shape[0], *shape)
+        w0 = w0 + xp.zeros_like(b)
+        w = matrix_solver(xp.reshape(b, as_matrix), c, kappa, xp.reshape(w0, as_matrix), eps,
+                          rho)
+        return xp.reshape(w, b.shape)
+
+    return solve
+
+
+def constraint_norm(regularizer: Any) -> tuple[str, float, tuple[int, int] | None]:
+    """``(norm, λ, matrix view)`` of C-FedDA's ``R`` from the problem's regularizer.
+
+    ``L1(λ)`` gives the ℓ1 norm, ``Nuclear(λ)`` the nuclear norm, ``Zero`` the ℓ1 norm
+    with λ = 0; anything else raises.
+    """
+    from ..regularizers import L1, Nuclear, Zero
+
+    if isinstance(regularizer, L1):
+        return "l1", float(regularizer.alpha), None
+    if isinstance(regularizer, Nuclear):
+        shape = regularizer.shape if regularizer.param_ndim == 1 else None
+        return "nuclear", float(regularizer.alpha), shape
+    if isinstance(regularizer, Zero):
+        return "l1", 0.0, None
+    raise ValueError(f"C-FedDA works with an L1 or Nuclear regularizer (got "
+                     f"{type(regularizer).__name__}): R and h are the same norm in Bao et al.; "
+                     "use L1 or Nuclear")
+
+
+class CFedDARules(NamedTuple):
+    """The update rules of one C-FedDA stage (shared by C-FedDA and MC-FedDA).
+
+    ``client(g, w_tilde_prev, w0, r, ctx, lam, eps)`` runs round r's local steps of a block
+    from the broadcast ``(ḡ, w̃_{r−1})`` and returns the block's ``g``;
+    ``server(g, w_tilde, w0, r, lam, eps)`` returns ``(w̄_{r+1}, w̃_{r+1})``.
+    """
+
+    client: Callable[..., Array]
+    server: Callable[..., tuple[Array, Array]]
+
+
+def c_fedda_rules(smoothness: float, strong_convexity: float, local_steps: int,
+                  domain_radius: float | None, solve: Callable[..., Array]) -> CFedDARules:
+    """Build :class:`CFedDARules` for fixed ``L``, ``μ``, ``E``, ``ρ`` and CProx solver."""
+    lip, mu, big_e = smoothness, strong_convexity, local_steps
+
+    def constrained_prox(z: Array, w0: Array, r: int, lam: float, eps: float) -> Array:
+        a_r = round_weight_sum(r)
+        gamma = (lip + mu) * (r + 1)
+        b = z / big_e - gamma * w0
+        return solve(b, 0.5 * mu * a_r + gamma, a_r * lam, w0, eps, domain_radius)
+
+    def client(g_bar: Array, w_tilde_prev: Array, w0: Array, r: int, ctx: ClientContext,
+               lam: float, eps: float) -> Array:
+        g = replicate(g_bar, ctx.oracle.size)
+        if r == 0:
+            w, w_tilde = w0, w0
+        else:  # the server's w̄_r and w̃_r, recomputed from (ḡ, w̃_{r−1})
+            w = constrained_prox(g - 0.5 * mu * big_e * w_tilde_prev, w0, r - 1, lam, eps)
+            w_tilde = w_tilde_prev + (r + 1) * w
+        for t in range(big_e):
+            g = g + (r + 1) * ctx.oracle.grad(w)
+            if t < big_e - 1:
+                w = constrained_prox(g - 0.5 * mu * big_e * w_tilde, w0, r, lam, eps)
+        return g
+
+    def server(g_bar: Array, w_tilde: Array, w0: Array, r: int, lam: float, eps: float
+               ) -> tuple[Array, Array]:
+        w = constrained_prox((g_bar - 0.5 * mu * big_e * w_tilde)[None, ...], w0[None, ...],
+                             r, lam, eps)[0, ...]
+        return w, w_tilde + (r + 2) * w
+
+    return CFedDARules(client, server)
+
+
 class ServerState(NamedTuple):
     w0: Array
     g: Array           # Σ π_k g^k of the last round
@@ -71,12 +176,14 @@ class Upload(NamedTuple):
 def c_fedda(radius: float = 1.0, smoothness: float | str = "auto", strong_convexity: float = 0.0,
             local_steps: int = 10, domain_radius: float | None = None, reg_strength: Any = None,
             cprox: str = "exact") -> FederatedAlgorithm:
-    """C-FedDA (Bao et al. 2022, Algorithm 2) for an ℓ1 regularizer.
+    """C-FedDA (Bao et al. 2022, Algorithm 2) for an ℓ1 or nuclear-norm regularizer.
 
     Parameters
     ----------
     radius : float, default 1.0
-        ``ε_0``: the constraint ``‖w − w0‖₁ ≤ ε_0`` around the initial point.
+        ``ε_0``: the constraint ``R(w − w0) ≤ ε_0`` around the initial point, with ``R``
+        the problem's regularizer norm (ℓ1 for :class:`~fedcomp.regularizers.L1`, nuclear
+        for :class:`~fedcomp.regularizers.Nuclear`).
     smoothness : float or "auto", default "auto"
         ``L``; ``γ_r = (L + μ) α_r``. ``"auto"`` = the largest client constant.
     strong_convexity : float, default 0.0
@@ -86,10 +193,11 @@ def c_fedda(radius: float = 1.0, smoothness: float | str = "auto", strong_convex
     domain_radius : float, optional
         ``ρ``: the ℓ2-ball domain ``W`` (the whole space when ``None``).
     reg_strength : float, optional
-        ``λ``; by default the ``alpha`` of the problem's :class:`~fedcomp.regularizers.L1`.
+        ``λ``; by default the ``alpha`` of the problem's regularizer.
     cprox : {"exact", "soft_then_project"}, default "exact"
-        The exact constrained prox (:func:`fedcomp.algorithms._cprox.cprox_l1`), or the
-        authors' code's approximation.
+        The exact constrained prox (:func:`fedcomp.algorithms._cprox.cprox_l1`,
+        :func:`~fedcomp.algorithms._cprox.cprox_nuclear`), or the authors' code's
+        approximation (threshold, then project onto the ball).
 
     Returns
     -------
@@ -103,8 +211,8 @@ def c_fedda(radius: float = 1.0, smoothness: float | str = "auto", strong_convex
     ``w̄_{r+1} = CProx_r(Σ π_k g_k − μE w̃_r/2)``, ``w̃_{r+1} = w̃_r + α_{r+1} w̄_{r+1}`` and
     broadcasts ``ḡ`` and ``w̃_r`` (2d floats: a client that skipped rounds recomputes
     ``w̄_{r+1}`` and ``w̃_{r+1}`` from them). Output: ``Σ_r α_r w̄_{r+1} / A_R``.
-    ``CProx_r(z) = argmin_{w∈W, ‖w−w0‖₁≤ε} ⟨w, z − γ_r E w0⟩ + (μA_r/2 + γ_r)E‖w‖²/2
-    + A_r E λ‖w‖₁`` — after dividing by E, :func:`cprox_l1` with ``b = z/E − γ_r w0``.
+    ``CProx_r(z) = argmin_{w∈W, R(w−w0)≤ε} ⟨w, z − γ_r E w0⟩ + (μA_r/2 + γ_r)E‖w‖²/2
+    + A_r E λ R(w)`` — after dividing by E, the solver with ``b = z/E − γ_r w0``.
 
     Examples
     --------
@@ -123,28 +231,26 @@ def c_fedda(radius: float = 1.0, smoothness: float | str = "auto", strong_convex
                            strong_convexity=strong_convexity, local_steps=local_steps,
                            domain_radius=domain_radius, reg_strength=reg_strength, cprox=cprox)
 
-    def setup(problem: Any) -> FederatedAlgorithm | None:
-        if smoothness != "auto" and reg_strength is not None:
-            return None
-        lam = reg_strength if reg_strength is not None else _l1_strength(problem)
+    def setup(problem: Any) -> FederatedAlgorithm:
+        norm, lam, shape = constraint_norm(problem.regularizer)
         lip = smoothness if smoothness != "auto" else max_client_smoothness(problem)
-        return c_fedda(radius, lip, strong_convexity, local_steps, domain_radius, lam, cprox)
+        lam = float(reg_strength) if reg_strength is not None else lam
+        return _c_fedda(radius, float(lip), strong_convexity, local_steps, domain_radius, lam,
+                        cprox, constrained_prox_solver(norm, cprox, shape), hyperparameters)
 
-    if smoothness == "auto" or reg_strength is None:
-        from .fast_fedda import _needs_setup
+    from .fast_fedda import _needs_setup
 
-        return FederatedAlgorithm(
-            name="c_fedda", init=_needs_setup, broadcast=_needs_setup,
-            client_update=_needs_setup, server_update=_needs_setup, output=_needs_setup,
-            hyperparameters=hyperparameters, setup=setup)
-    lip, mu, big_e, lam = float(smoothness), strong_convexity, local_steps, float(reg_strength)
-    solve = cprox_l1 if cprox == "exact" else soft_then_project
+    return FederatedAlgorithm(
+        name="c_fedda", init=_needs_setup, broadcast=_needs_setup,
+        client_update=_needs_setup, server_update=_needs_setup, output=_needs_setup,
+        hyperparameters=hyperparameters, setup=setup)
 
-    def constrained_prox(z: Array, w0: Array, r: int) -> Array:
-        a_r = round_weight_sum(r)
-        gamma = (lip + mu) * (r + 1)
-        b = z / big_e - gamma * w0
-        return solve(b, 0.5 * mu * a_r + gamma, a_r * lam, w0, radius, domain_radius)
+
+def _c_fedda(radius: float, lip: float, mu: float, big_e: int, domain_radius: float | None,
+             lam: float, cprox: str, solve: Callable[..., Array],
+             hyperparameters: dict[str, Any]) -> FederatedAlgorithm:
+    """C-FedDA with every constant resolved against the problem (see :func:`c_fedda`)."""
+    rules = c_fedda_rules(lip, mu, big_e, domain_radius, solve)
 
     def init(x0: Array, n_clients: int, regularizer: Any) -> tuple[ServerState, ClientState]:
         zero = namespace(x0).zeros_like(x0)
@@ -155,49 +261,20 @@ def c_fedda(radius: float = 1.0, smoothness: float | str = "auto", strong_convex
 
     def client_update(msg: Message, states: ClientState, ctx: ClientContext
                       ) -> tuple[Upload, ClientState]:
-        r, size, w0 = ctx.round, ctx.oracle.size, states.w0
-        g = replicate(msg.g, size)
-        if r == 0:
-            w, w_tilde = w0, w0
-        else:  # the server's w̄_r and w̃_r, recomputed from (ḡ, w̃_{r−1})
-            w = constrained_prox(g - 0.5 * mu * big_e * msg.w_tilde, w0, r - 1)
-            w_tilde = msg.w_tilde + (r + 1) * w
-        for t in range(big_e):
-            g = g + (r + 1) * ctx.oracle.grad(w)
-            if t < big_e - 1:
-                w = constrained_prox(g - 0.5 * mu * big_e * w_tilde, w0, r)
+        g = rules.client(msg.g, msg.w_tilde, states.w0, ctx.round, ctx, lam, radius)
         return Upload(g), states
 
     def server_update(state: ServerState, uploads: Upload, ctx: ServerContext) -> ServerState:
         r = ctx.round
         g = average(uploads.g, ctx.weights)
-        w = constrained_prox((g - 0.5 * mu * big_e * state.w_tilde)[None, ...],
-                             state.w0[None, ...], r)[0, ...]
-        w_tilde = state.w_tilde + (r + 2) * w
+        w, w_tilde = rules.server(g, state.w_tilde, state.w0, r, lam, radius)
         # Σ_{j≤r} α_j w̄_{j+1} / A_r, updated incrementally
         w_avg = state.w_avg + ((r + 1) / round_weight_sum(r)) * (w - state.w_avg)
         return ServerState(state.w0, g, state.w_tilde, w_tilde, w, w_avg)
 
-    def validate(problem: Any, clients_per_round: int | None) -> None:
-        if problem.loss.param_ndim != 1:
-            raise ValueError("c_fedda: only vector models with an l1 constraint are supported so "
-                             "far (the nuclear-norm CProx is not implemented yet)")
-
     return FederatedAlgorithm(
         name="c_fedda", init=init, broadcast=broadcast, client_update=client_update,
         server_update=server_update, output=lambda state: state.w_avg,
-        hyperparameters=hyperparameters, validate=validate,
+        hyperparameters=hyperparameters,
         divergence_hint=(f"raise smoothness (L={lip:g}): L must bound every client's local "
                          "smoothness"))
-
-
-def _l1_strength(problem: Any) -> float:
-    from ..regularizers import L1, Zero
-
-    reg = problem.regularizer
-    if isinstance(reg, L1):
-        return float(reg.alpha)
-    if isinstance(reg, Zero):
-        return 0.0
-    raise ValueError(f"c_fedda works with an L1 regularizer (got {type(reg).__name__}); pass "
-                     "reg_strength and use L1")

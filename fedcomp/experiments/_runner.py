@@ -7,7 +7,8 @@ Output directory contract (other tools rely on it):
 * ``config.json`` — the resolved configuration, package versions, seeds, the problem's
   fingerprint and the reference solution's accuracy;
 * ``models/<algorithm>_seed<k>.npy`` — final models (``<algorithm>`` is the run label:
-  the algorithm name, suffixed by the gradient mode when a config has several);
+  the algorithm name, suffixed by the gradient mode when a config has several, and by the
+  variant when it has variants);
 * ``summary.md`` — the table printed at the end;
 * ``plot.png`` — log optimality (or objective) vs rounds, one panel per gradient mode,
   when matplotlib is installed.
@@ -27,7 +28,14 @@ import numpy as np
 from .. import __version__
 from .._array import to_numpy
 from ..algorithms import make_algorithm
-from ..config import batch_modes, build_problem, mode_name, resolve, to_jsonable
+from ..config import (
+    batch_modes,
+    build_problem,
+    mode_name,
+    resolve,
+    to_jsonable,
+    variant_settings,
+)
 from ..metrics import CSVLogger
 from ..reference import solve_reference
 from ..runtime import NonFiniteError, simulate
@@ -66,7 +74,7 @@ def run_labels(cfg: dict[str, Any]) -> list[tuple[str, dict[str, Any], int | Non
 
 def run_experiment(config: dict[str, Any], out_dir: str | Path, *, seeds: list[int] | None = None,
                    progress: Any = "auto", stream: TextIO | None = None) -> list[dict[str, Any]]:
-    """Run every (seed, gradient mode, algorithm) of ``config`` and write the outputs.
+    """Run every (variant, seed, gradient mode, algorithm) of ``config`` and write the outputs.
 
     Parameters
     ----------
@@ -92,50 +100,36 @@ def run_experiment(config: dict[str, Any], out_dir: str | Path, *, seeds: list[i
         cfg["seeds"] = list(seeds)
     out = Path(out_dir)
     (out / "models").mkdir(parents=True, exist_ok=True)
+    settings = variant_settings(cfg)
+    has_variants = settings[0][0] is not None
 
-    tic = time.perf_counter()
-    problem = build_problem(cfg)
-    reference = (solve_reference(problem, tol=cfg["reference"]["tol"]) if cfg["reference"]
-                 else None)
-    setup_s = time.perf_counter() - tic
-    meta = {"config": to_jsonable(cfg), "seeds": cfg["seeds"], "versions": versions(),
-            "problem": {"fingerprint": problem.fingerprint(), "n_clients": problem.n_clients,
-                        "param_shape": list(problem.param_shape),
-                        "n_samples": problem.data.n_samples},
-            "reference": None if reference is None else
-            {"objective": reference.objective, "prox_grad_norm": reference.prox_grad_norm,
-             "iterations": reference.iterations},
-            "setup_s": setup_s}
-    (out / "config.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
-
-    columns = RESULT_COLUMNS + [m for m in cfg["metrics"] if m not in RESULT_COLUMNS]
+    meta: dict[str, Any] = {"config": to_jsonable(cfg), "seeds": cfg["seeds"],
+                            "versions": versions(), "settings": {}}
+    columns = RESULT_COLUMNS + (["variant"] if has_variants else []) + [
+        m for m in cfg["metrics"] if m not in RESULT_COLUMNS]
     logger = CSVLogger(out / "results.csv", columns=columns)
     summary: list[dict[str, Any]] = []
     try:
-        for seed in cfg["seeds"]:
-            for label, entry, batch_size in run_labels(cfg):
-                params = {k: v for k, v in entry.items() if k not in ("name", "label")}
-                algorithm = make_algorithm(entry["name"], **params)
-                tags = {"algorithm": label, "method": entry["name"],
-                        "batch_size": mode_name(batch_size), "seed": seed}
-                row: dict[str, Any] = {**tags, "status": "ok"}
-                try:
-                    run = simulate(algorithm, problem, cfg["rounds"], batch_size=batch_size,
-                                   clients_per_round=cfg["clients_per_round"],
-                                   client_block=cfg["client_block"], eval_every=cfg["eval_every"],
-                                   metrics=cfg["metrics"], reference=reference, logger=logger,
-                                   seed=seed, progress=progress, tags=tags)
-                except NonFiniteError as exc:
-                    row["status"] = f"diverged: {exc}"
-                    print(f"warning: {exc}", file=sys.stderr)
+        for variant, setting in settings:
+            problem, reference, meta["settings"][variant or "base"] = _prepare(setting)
+            # written before the runs: a crash keeps the resolved config and versions
+            (out / "config.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+            for seed in cfg["seeds"]:
+                for label, entry, batch_size in run_labels(setting):
+                    tags = {"algorithm": label, "method": entry["name"],
+                            "batch_size": mode_name(batch_size), "seed": seed}
+                    if has_variants:
+                        tags["variant"] = variant
+                    row = _run_one(setting, problem, reference, entry, batch_size, tags, logger,
+                                   progress)
+                    row["label"] = entry.get("label", entry["name"])
+                    if row["status"] == "ok":
+                        name = label if variant is None else f"{label}_{variant}"
+                        np.save(out / "models" / f"{name}_seed{seed}.npy", row.pop("_x"))
                     summary.append(row)
-                    continue
-                np.save(out / "models" / f"{label}_seed{seed}.npy", to_numpy(run.x))
-                row.update(run.history[-1])
-                summary.append(row)
     finally:
         logger.close()
-    table = summary_table(summary, cfg["metrics"])
+    table = summary_table(summary, cfg["metrics"], has_variants)
     verdict = claim_verdict(cfg, summary)
     text = f"# {cfg['name']}\n\n{cfg['description']}\n\n{table}\n"
     if verdict:
@@ -154,23 +148,78 @@ def run_experiment(config: dict[str, Any], out_dir: str | Path, *, seeds: list[i
     return summary
 
 
-def claim_verdict(cfg: dict[str, Any], summary: list[dict[str, Any]]) -> str:
-    """"Verdict: ..." for a paper experiment (by config name) from the final optimality.
+def _prepare(setting: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
+    """The problem, its reference solution (or None) and their metadata for one setting."""
+    tic = time.perf_counter()
+    problem = build_problem(setting)
+    reference = (solve_reference(problem, tol=setting["reference"]["tol"])
+                 if setting["reference"] else None)
+    meta = {"problem": {"fingerprint": problem.fingerprint(), "n_clients": problem.n_clients,
+                        "param_shape": list(problem.param_shape),
+                        "n_samples": problem.data.n_samples},
+            "reference": None if reference is None else
+            {"objective": reference.objective, "prox_grad_norm": reference.prox_grad_norm,
+             "iterations": reference.iterations},
+            "setup_s": time.perf_counter() - tic}
+    return problem, reference, meta
 
-    The rule lives in the experiment module (``verdict(final)``); final values are the
-    median over seeds of each (method, gradient mode).
+
+def _run_one(setting: dict[str, Any], problem: Any, reference: Any, entry: dict[str, Any],
+             batch_size: int | None, tags: dict[str, Any], logger: Any, progress: Any
+             ) -> dict[str, Any]:
+    """One simulated run; its summary row (final metrics, status, the model under ``_x``)."""
+    params = {k: v for k, v in entry.items() if k not in ("name", "label")}
+    algorithm = make_algorithm(entry["name"], **params)
+    row: dict[str, Any] = {**tags, "status": "ok"}
+    try:
+        run = simulate(algorithm, problem, setting["rounds"], batch_size=batch_size,
+                       clients_per_round=setting["clients_per_round"],
+                       client_block=setting["client_block"], eval_every=setting["eval_every"],
+                       metrics=setting["metrics"], reference=reference, logger=logger,
+                       seed=tags["seed"], progress=progress, tags=tags)
+    except NonFiniteError as exc:
+        row["status"] = f"diverged: {exc}"
+        print(f"warning: {exc}", file=sys.stderr)
+        return row
+    row.update(run.history[-1])
+    row["_x"] = to_numpy(run.x)
+    return row
+
+
+def final_metrics(summary: list[dict[str, Any]]) -> dict[tuple[str, ...], dict[str, float]]:
+    """Median over seeds of every final metric, keyed by (label, mode[, variant]).
+
+    ``label`` is the algorithm entry's label (its name unless the config gives one),
+    ``mode`` is ``"full"`` or ``"b<batch size>"``; the variant is appended when the
+    configuration has variants. Diverged runs are left out.
+    """
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for row in summary:
+        if row.get("status") != "ok":
+            continue
+        key = (row["label"], row["batch_size"]) + (
+            (row["variant"],) if "variant" in row else ())
+        groups.setdefault(key, []).append(row)
+    finals = {}
+    for key, rows in groups.items():
+        numeric = {m for m in rows[0] if isinstance(rows[0][m], int | float)
+                   and not isinstance(rows[0][m], bool)}
+        finals[key] = {m: float(np.median([float(r[m]) for r in rows])) for m in numeric}
+    return finals
+
+
+def claim_verdict(cfg: dict[str, Any], summary: list[dict[str, Any]]) -> str:
+    """"Verdict: ..." for a paper experiment (by config name) from its final metrics.
+
+    The rule lives in the experiment module: ``verdict(finals)`` with ``finals`` from
+    :func:`final_metrics` returns ``(verdict, rule)``.
     """
     from . import EXPERIMENTS
 
     module = EXPERIMENTS.get(cfg["name"])
     if module is None or not hasattr(module, "verdict"):
         return ""
-    finals: dict[tuple[str, str], list[float]] = {}
-    for row in summary:
-        if row.get("status") == "ok":
-            key = (row["method"], row["batch_size"])
-            finals.setdefault(key, []).append(float(row.get("optimality", float("nan"))))
-    verdict, rule = module.verdict({k: float(np.median(v)) for k, v in finals.items()})
+    verdict, rule = module.verdict(final_metrics(summary))
     return f"Verdict: {verdict} (rule: {rule})"
 
 
@@ -184,9 +233,10 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def summary_table(rows: list[dict[str, Any]], metrics: list[str]) -> str:
+def summary_table(rows: list[dict[str, Any]], metrics: list[str], variants: bool = False) -> str:
     """A Markdown table of the final row of every run."""
-    columns = ["algorithm", "seed", "round", *[m for m in metrics if m != "support"],
+    columns = ["algorithm", *(["variant"] if variants else []), "seed", "round",
+               *[m for m in metrics if m != "support"],
                "grad_evals", "prox_evals_client", "prox_evals_server", "floats_up", "wall_s",
                "status"]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]

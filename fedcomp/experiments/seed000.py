@@ -60,18 +60,19 @@ CONFIG: dict[str, Any] = {
 }
 
 
-def verdict(final: dict[tuple[str, str], float]) -> tuple[str, str]:
-    """Reproduced / partly / not reproduced, from final optimality per (method, mode).
+def verdict(finals: dict[tuple[str, ...], dict[str, float]]) -> tuple[str, str]:
+    """Reproduced / partly / not reproduced, from the final optimality per (label, mode).
 
-    Rule: reproduced when, with full gradients, ZA1 ends ≤ 1e-6 while FedMiD and FedDA both
-    end ≥ 1e-3, and with minibatches ZA1 ends below both; partly when only the full-gradient
-    part holds.
+    ``finals`` maps ``(label, mode)`` to the final metrics (median over seeds), as
+    :func:`fedcomp.experiments.final_metrics` builds it. Rule: reproduced when, with full
+    gradients, ZA1 ends ≤ 1e-6 while FedMiD and FedDA both end ≥ 1e-3, and with
+    minibatches ZA1 ends below both; partly when only the full-gradient part holds.
     """
     def get(method: str, mode: str) -> float:
-        return final.get((method, mode), float("nan"))
+        return finals.get((method, mode), {}).get("optimality", float("nan"))
 
     full = get("za1", "full") <= 1e-6 and min(get("fedmid", "full"), get("fedda", "full")) >= 1e-3
-    modes = {mode for _, mode in final if mode != "full"}
+    modes = {key[1] for key in finals if key[1] != "full"}
     stoch = all(get("za1", m) < min(get("fedmid", m), get("fedda", m)) for m in modes)
     rule = ("full gradients: ZA1 <= 1e-6 and FedMiD, FedDA >= 1e-3; minibatch: ZA1 lowest")
     if full and stoch:

@@ -1,0 +1,215 @@
+"""MC-FedDA: multistage constrained federated dual averaging for statistical recovery.
+
+Stages of C-FedDA with shrinking regularization and constraint radius, each warm-started
+at the previous stage's output.
+
+References
+----------
+Bao, Y., Crawshaw, M., Luo, S., Liu, M. "Fast Composite Optimization and Statistical
+Recovery in Federated Learning." ICML 2022 (``shared/papers/seed001_*``), Algorithm 3.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+from .._array import Array, namespace
+from ._base import (
+    ClientContext,
+    FederatedAlgorithm,
+    ServerContext,
+    average,
+    check_local_steps,
+    check_positive,
+    replicate,
+)
+from .c_fedda import (
+    CPROX,
+    c_fedda_rules,
+    constrained_prox_solver,
+    constraint_norm,
+    round_weight_sum,
+)
+from .fast_fedda import _needs_setup, max_client_smoothness
+
+
+class ServerState(NamedTuple):
+    w0: Array            # ŵ_m: the current stage's centre (the previous stage's output)
+    g: Array             # Σ π_k g^k of the last round
+    w_tilde_prev: Array  # w̃_{r−1} of the stage
+    w_tilde: Array       # w̃_r
+    w: Array             # w̄_r
+    w_avg: Array         # the stage's output so far, Σ α_r w̄_{r+1} / A_r
+
+
+class Message(NamedTuple):
+    g: Array
+    w_tilde: Array  # w̃_{r−1}
+    w0: Array       # the stage's centre (clients cannot know the previous stage's output)
+
+
+class Upload(NamedTuple):
+    g: Array
+
+
+class Schedule(NamedTuple):
+    """Stage boundaries and per-stage constants."""
+
+    starts: list[int]          # first (global) round of every stage
+    reg_strengths: list[float]
+    radii: list[float]
+
+    def locate(self, round_: int) -> tuple[int, int]:
+        """``(stage m, round within the stage)`` of a global round."""
+        m = bisect.bisect_right(self.starts, round_) - 1
+        return m, round_ - self.starts[m]
+
+    def ends_stage(self, round_: int) -> bool:
+        """Whether ``round_`` is the last round of a stage followed by another."""
+        return round_ + 1 in self.starts[1:]
+
+
+def _sequence(name: str, value: Any, stages: int) -> list[float] | None:
+    if value is None:
+        return None
+    values = [float(v) for v in value]
+    if len(values) != stages:
+        raise ValueError(f"mc_fedda: {name} needs one value per stage ({stages}), got "
+                         f"{len(values)}: {values}")
+    if not all(v > 0 for v in values):
+        raise ValueError(f"mc_fedda: every entry of {name} must be > 0 (got {values})")
+    return values
+
+
+def _stage_lengths(stage_rounds: int | Sequence[int], stages: int) -> list[int]:
+    lengths = ([stage_rounds] * (stages - 1) if isinstance(stage_rounds, int)
+               else list(stage_rounds))
+    if len(lengths) not in (stages - 1, stages) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in lengths):
+        raise ValueError(f"mc_fedda: stage_rounds must be a positive integer or one positive "
+                         f"integer per stage (the last may be left out: it runs to the end of "
+                         f"the run); got {stage_rounds!r} for {stages} stages")
+    return lengths[: stages - 1]
+
+
+def mc_fedda(stages: int = 3, stage_rounds: int | Sequence[int] = 100, radius: float = 1.0,
+             radii: Sequence[float] | None = None, reg_strengths: Sequence[float] | None = None,
+             smoothness: float | str = "auto", strong_convexity: float = 0.0,
+             local_steps: int = 10, domain_radius: float | None = None, cprox: str = "exact"
+             ) -> FederatedAlgorithm:
+    """MC-FedDA (Bao et al. 2022, Algorithm 3).
+
+    Parameters
+    ----------
+    stages : int, default 3
+        ``M``.
+    stage_rounds : int or sequence of int, default 100
+        Rounds ``R_m`` of each stage; the last stage runs until the run ends, so its length
+        may be left out. An int gives every stage that length.
+    radius : float, default 1.0
+        ``ε_0``; the default radii halve: ``ε_m = 2^{−m} ε_0``.
+    radii : sequence of float, optional
+        ``ε_m`` for every stage (overrides ``radius``).
+    reg_strengths : sequence of float, optional
+        ``λ_m`` for every stage. By default they halve towards the problem's λ:
+        ``λ_m = 2^{M−1−m} λ``, so the last stage solves the problem's own regularization
+        (the paper's {0.5³, 0.5⁴, 0.5⁵} for λ = 0.5⁵).
+    smoothness, strong_convexity, local_steps, domain_radius, cprox
+        As for :func:`~fedcomp.algorithms.c_fedda`.
+
+    Returns
+    -------
+    FederatedAlgorithm
+
+    Notes
+    -----
+    ``ŵ_0 = x0``; stage m runs C-FedDA for ``R_m`` rounds from
+    ``ŵ_m`` with constraint ``R(w − ŵ_m) ≤ ε_m`` and regularization ``λ_m``:
+    ``ŵ_{m+1} = C-FedDA(ŵ_m, R_m, E, ε_m, μ, L, λ_m)`` (its weights restart at α_0 = 1).
+    Output: the current stage's C-FedDA output. Communication: the server also broadcasts
+    the stage centre ``ŵ_m`` (3d floats down per client per round instead of C-FedDA's
+    2d), since a client cannot know the previous stage's output otherwise.
+
+    Examples
+    --------
+    >>> mc_fedda(stages=2, stage_rounds=50, radius=4.0).hyperparameters["stages"]
+    2
+    """
+    if not (isinstance(stages, int) and not isinstance(stages, bool) and stages >= 1):
+        raise ValueError(f"mc_fedda: stages must be an integer >= 1 (got {stages!r})")
+    lengths = _stage_lengths(stage_rounds, stages)
+    check_positive("mc_fedda", radius=radius)
+    check_local_steps("mc_fedda", local_steps)
+    if smoothness != "auto":
+        check_positive("mc_fedda", smoothness=smoothness)
+    if not strong_convexity >= 0:
+        raise ValueError(f"mc_fedda: strong_convexity must be >= 0 (got {strong_convexity!r})")
+    if cprox not in CPROX:
+        raise ValueError(f"mc_fedda: cprox must be one of {CPROX} (got {cprox!r})")
+    radii_m = _sequence("radii", radii, stages) or [radius * 0.5**m for m in range(stages)]
+    lams = _sequence("reg_strengths", reg_strengths, stages)
+    starts = [0]
+    for n in lengths:
+        starts.append(starts[-1] + n)
+    hyperparameters = dict(stages=stages, stage_rounds=stage_rounds, radius=radius,
+                           radii=radii, reg_strengths=reg_strengths, smoothness=smoothness,
+                           strong_convexity=strong_convexity, local_steps=local_steps,
+                           domain_radius=domain_radius, cprox=cprox)
+
+    def setup(problem: Any) -> FederatedAlgorithm:
+        norm, lam, shape = constraint_norm(problem.regularizer)
+        lip = smoothness if smoothness != "auto" else max_client_smoothness(problem)
+        schedule = Schedule(starts, lams or [lam * 2.0 ** (stages - 1 - m)
+                                             for m in range(stages)], radii_m)
+        return _mc_fedda(schedule, float(lip), strong_convexity, local_steps, domain_radius,
+                         constrained_prox_solver(norm, cprox, shape), hyperparameters)
+
+    return FederatedAlgorithm(
+        name="mc_fedda", init=_needs_setup, broadcast=_needs_setup,
+        client_update=_needs_setup, server_update=_needs_setup, output=_needs_setup,
+        hyperparameters=hyperparameters, setup=setup)
+
+
+def _fresh_stage(w0: Array) -> ServerState:
+    zero = namespace(w0).zeros_like(w0)
+    return ServerState(w0, zero, zero, w0, w0, w0)
+
+
+def _mc_fedda(schedule: Schedule, lip: float, mu: float, big_e: int,
+              domain_radius: float | None, solve: Callable[..., Array],
+              hyperparameters: dict[str, Any]) -> FederatedAlgorithm:
+    rules = c_fedda_rules(lip, mu, big_e, domain_radius, solve)
+
+    def init(x0: Array, n_clients: int, regularizer: Any) -> tuple[ServerState, tuple]:
+        from ._base import EmptyState
+
+        return _fresh_stage(x0), EmptyState()
+
+    def broadcast(state: ServerState) -> Message:
+        return Message(state.g, state.w_tilde_prev, state.w0)
+
+    def client_update(msg: Message, states: Any, ctx: ClientContext) -> tuple[Upload, Any]:
+        m, r = schedule.locate(ctx.round)
+        w0 = replicate(msg.w0, ctx.oracle.size)
+        g = rules.client(msg.g, msg.w_tilde, w0, r, ctx, schedule.reg_strengths[m],
+                         schedule.radii[m])
+        return Upload(g), states
+
+    def server_update(state: ServerState, uploads: Upload, ctx: ServerContext) -> ServerState:
+        m, r = schedule.locate(ctx.round)
+        g = average(uploads.g, ctx.weights)
+        w, w_tilde = rules.server(g, state.w_tilde, state.w0, r, schedule.reg_strengths[m],
+                                  schedule.radii[m])
+        w_avg = state.w_avg + ((r + 1) / round_weight_sum(r)) * (w - state.w_avg)
+        if schedule.ends_stage(ctx.round):  # warm start: ŵ_{m+1} is this stage's output
+            return _fresh_stage(w_avg)
+        return ServerState(state.w0, g, state.w_tilde, w_tilde, w, w_avg)
+
+    return FederatedAlgorithm(
+        name="mc_fedda", init=init, broadcast=broadcast, client_update=client_update,
+        server_update=server_update, output=lambda state: state.w_avg,
+        hyperparameters=hyperparameters,
+        divergence_hint=(f"raise smoothness (L={lip:g}): L must bound every client's local "
+                         "smoothness"))
