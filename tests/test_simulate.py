@@ -21,6 +21,9 @@ CONTRACT_PARAMS = {"fast_fedda": dict(smoothness=2.0, strong_convexity=0.01, loc
                    "c_fedda": dict(radius=0.5, strong_convexity=0.01, local_steps=3,
                                    domain_radius=2.0)}
 CONTRACT_PARAMS["fedsplit"] = dict(eta=0.5)
+CONTRACT_PARAMS.setdefault("mc_fedda", dict(stages=2, stage_rounds=2, radius=0.5,  # main lacks it
+                                            strong_convexity=0.01, local_steps=3,
+                                            domain_radius=2.0))
 ALGORITHMS = [make_algorithm(name, **CONTRACT_PARAMS.get(name, dict(client_lr=0.5, local_steps=3)))
               for name in sorted(REGISTRY)]
 ALGORITHMS = [alg for alg in ALGORITHMS if alg.execution == "rounds"]  # async: test_feddr.py
