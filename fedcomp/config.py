@@ -54,10 +54,12 @@ import numpy as np
 TOP_LEVEL_KEYS = {"name", "description", "rounds", "eval_every", "seeds", "batch_size",
                   "clients_per_round", "client_block", "metrics", "data", "problem",
                   "regularizer", "algorithms", "reference", "claim", "variants"}
+TOP_LEVEL_KEYS |= {"compute_times"}  # simulated compute times: sim_time column, asyncFedDR
 
 #: What a ``[[variants]]`` entry may override.
 VARIANT_KEYS = {"data", "problem", "regularizer", "algorithms", "rounds", "eval_every",
                 "batch_size", "clients_per_round", "client_block"}
+VARIANT_KEYS |= {"compute_times"}
 
 DEFAULTS: dict[str, Any] = {
     "description": "",
@@ -70,6 +72,7 @@ DEFAULTS: dict[str, Any] = {
     "reference": True,
     "claim": "",
     "variants": [],
+    "compute_times": None,
 }
 
 
@@ -250,6 +253,24 @@ def variant_settings(cfg: dict[str, Any]) -> list[tuple[str | None, dict[str, An
             for v in cfg["variants"]]
 
 
+def _check_compute_times(value: Any) -> None:
+    """``compute_times = {mean = ..., distribution = ...}`` (see ``ComputeTimes``) or absent."""
+    if value is None:
+        return
+    from .runtime import ComputeTimes
+
+    if not isinstance(value, dict):
+        raise ConfigError(f"compute_times must be a table such as {{mean = 1.0, distribution = "
+                          f"'exponential'}} (got {value!r})")
+    try:
+        ComputeTimes(**value)
+    except TypeError as exc:
+        raise ConfigError(f"compute_times: {exc}; accepted: mean, distribution, spread, "
+                          "slow_fraction, slowdown") from exc
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
 def _check_setting(cfg: dict[str, Any]) -> None:
     """Validate one setting (the base config, or a variant merged over it)."""
     from .algorithms import ALGORITHMS
@@ -258,6 +279,7 @@ def _check_setting(cfg: dict[str, Any]) -> None:
     from .metrics import METRICS
     from .regularizers import REGULARIZERS
 
+    _check_compute_times(cfg.get("compute_times"))
     if not (isinstance(cfg["rounds"], int) and cfg["rounds"] >= 1):
         raise ConfigError(f"config: rounds must be a positive integer (got {cfg['rounds']!r})")
     _batch_modes(cfg["batch_size"])
@@ -295,7 +317,10 @@ def _check_setting(cfg: dict[str, Any]) -> None:
             raise ConfigError(f"algorithms: unknown algorithm {name!r}; valid: "
                               f"{sorted(ALGORITHMS)}")
         accepted = set(inspect.signature(ALGORITHMS[name]).parameters)
-        _check_keys(entry, {"name", "label", *accepted}, f"algorithms ({name})")
+        # clients_per_round per entry: an algorithm defined for full participation (FedPD)
+        # runs beside sampled ones, as in the FedDR paper's comparisons
+        _check_keys(entry, {"name", "label", "clients_per_round", *accepted},
+                    f"algorithms ({name})")
         labels.append(entry.get("label", name))
     if len(set(labels)) != len(labels):
         raise ConfigError(f"algorithms: labels must be unique (got {labels}); give repeated "

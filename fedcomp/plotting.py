@@ -93,7 +93,8 @@ def plot_results(results: str | Path, out: str | Path, metric: str = "optimality
                 ax.fill_between(xs, lo, hi, color=color, alpha=0.2, linewidth=0)
         ax.set_yscale("log")
         ax.set_xlabel({"round": "communication rounds", "wall_s": "wall time (s)",
-                       "floats_up": "floats uploaded"}.get(x_axis, x_axis))
+                       "floats_up": "floats uploaded",
+                       "sim_time": "simulated time"}.get(x_axis, x_axis))
         ax.set_ylabel({"optimality": "optimality  ||x - x*|| / ||x*||"}.get(metric, metric))
         variant, mode = panel
         title = "full gradients" if mode == "full" else f"minibatch {mode}"
