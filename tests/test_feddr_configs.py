@@ -69,3 +69,27 @@ def test_compute_times_are_validated():
         config.resolve(config.apply_override(cfg, "compute_times.distribution='gamma'"))
     with pytest.raises(config.ConfigError, match="accepted"):
         config.resolve(config.apply_override(cfg, "compute_times.shape=2"))
+
+
+def test_verdict_rules():
+    from fedcomp.experiments import EXPERIMENTS
+
+    synth = EXPERIMENTS["feddr_synthetic"].verdict
+    finals = {(name, "b10", "synthetic_1_1"): {"objective": obj}
+              for name, obj in [("fedavg", 2.0), ("fedprox", 1.5), ("fedpd", 1.2), ("feddr", 1.0)]}
+    finals[("feddr", "b10", "synthetic_iid")] = {"objective": 9.0}  # other settings don't count
+    assert synth(finals)[0] == "reproduced"
+    finals[("fedpd", "b10", "synthetic_1_1")] = {"objective": 0.5}
+    assert synth(finals)[0].startswith("partly")
+    finals[("fedavg", "b10", "synthetic_1_1")] = {"objective": 0.1}
+    assert synth(finals)[0] == "not reproduced"
+    asyn = EXPERIMENTS["feddr_async"].verdict
+    sync = {"objective": 1.0, "sim_time": 100.0}
+    assert asyn({("feddr", "b10"): sync,
+                 ("async_feddr", "b10"): {"objective": 0.9, "sim_time": 60.0}})[0] == "reproduced"
+    assert asyn({("feddr", "b10"): sync,
+                 ("async_feddr", "b10"): {"objective": 0.9, "sim_time": 160.0}})[0] != "reproduced"
+    assert asyn({("feddr", "b10"): sync,
+                 ("async_feddr", "b10"): {"objective": 1.1, "sim_time": 60.0}})[0] == \
+        "not reproduced"
+    assert EXPERIMENTS["feddr_synthetic"].CONFIG["name"] == "feddr_synthetic"
