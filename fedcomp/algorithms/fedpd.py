@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import numpy as np
+
 from .._array import Array, namespace
 from .._random import STREAM_ALGORITHM, client_keys, uniform
 from ._base import (
@@ -55,7 +57,7 @@ def local_iterations(seed: int, round_: int, comm_prob: float) -> int:
     """
     if comm_prob >= 1:
         return 1
-    u = float(uniform(client_keys(seed, STREAM_ALGORITHM, round_, [0]), 0, 1)[0, 0])
+    u = float(uniform(client_keys(seed, STREAM_ALGORITHM, round_, np.zeros(1, np.int64)), 0, 1)[0, 0])
     return 1 + int(math.floor(math.log1p(-u) / math.log1p(-comm_prob)))
 
 

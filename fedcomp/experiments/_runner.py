@@ -174,6 +174,7 @@ def _run_one(setting: dict[str, Any], problem: Any, reference: Any, entry: dict[
     algorithm = make_algorithm(entry["name"], **params)
     row: dict[str, Any] = {**tags, "status": "ok"}
     clients_per_round = entry.get("clients_per_round", setting["clients_per_round"])
+    run: Any
     try:
         if algorithm.execution == "async":
             # as many client updates as the synchronous runs: rounds × clients per round
