@@ -57,7 +57,8 @@ def local_iterations(seed: int, round_: int, comm_prob: float) -> int:
     """
     if comm_prob >= 1:
         return 1
-    u = float(uniform(client_keys(seed, STREAM_ALGORITHM, round_, np.zeros(1, np.int64)), 0, 1)[0, 0])
+    keys = client_keys(seed, STREAM_ALGORITHM, round_, np.zeros(1, np.int64))
+    u = float(uniform(keys, 0, 1)[0, 0])
     return 1 + int(math.floor(math.log1p(-u) / math.log1p(-comm_prob)))
 
 
