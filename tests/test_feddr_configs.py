@@ -36,7 +36,8 @@ def test_feddr_synthetic_config_runs_every_variant(tmp_path):
     summary = run_experiment(cfg, tmp_path, progress=False, stream=open("/dev/null", "w"))
     assert all(row["status"] == "ok" for row in summary)
     got = {(r["variant"], r["algorithm"]) for r in rows(tmp_path)}
-    for variant in ("synthetic_iid", "synthetic_0_0", "synthetic_0.5_0.5", "synthetic_1_1"):
+    for variant in ("synthetic_iid", "synthetic_0_0", "synthetic_0.5_0.5", "synthetic_1_1",
+                    "synthetic_1_1_full"):
         for alg in ("fedavg", "fedprox", "fedpd", "feddr"):
             assert (variant, alg) in got
     assert {("epochs", f"feddr_E{e}") for e in (5, 10, 20, 30)} <= got
@@ -75,13 +76,13 @@ def test_verdict_rules():
     from fedcomp.experiments import EXPERIMENTS
 
     synth = EXPERIMENTS["feddr_synthetic"].verdict
-    finals = {(name, "b10", "synthetic_1_1"): {"objective": obj}
+    finals = {(name, "b10", "synthetic_1_1_full"): {"objective": obj}
               for name, obj in [("fedavg", 2.0), ("fedprox", 1.5), ("fedpd", 1.2), ("feddr", 1.0)]}
     finals[("feddr", "b10", "synthetic_iid")] = {"objective": 9.0}  # other settings don't count
     assert synth(finals)[0] == "reproduced"
-    finals[("fedpd", "b10", "synthetic_1_1")] = {"objective": 0.5}
+    finals[("fedpd", "b10", "synthetic_1_1_full")] = {"objective": 0.5}
     assert synth(finals)[0].startswith("partly")
-    finals[("fedavg", "b10", "synthetic_1_1")] = {"objective": 0.1}
+    finals[("fedavg", "b10", "synthetic_1_1_full")] = {"objective": 0.1}
     assert synth(finals)[0] == "not reproduced"
     asyn = EXPERIMENTS["feddr_async"].verdict
     sync = {"objective": 1.0, "sim_time": 100.0}
