@@ -30,7 +30,6 @@ def rows(out: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-@pytest.mark.slow
 def test_feddr_synthetic_config_runs_every_variant(tmp_path):
     cfg = small("feddr_synthetic.toml", samples_per_client=12)
     summary = run_experiment(cfg, tmp_path, progress=False, stream=open("/dev/null", "w"))
