@@ -18,6 +18,8 @@ from .algorithms import (  # noqa: E402
                          fast_fedda,
                          fedadmm,
                          fedavg,
+                         fedcanon,
+                         fedcanon2,
                          fedda,
                          feddr,
                          fedmid,
@@ -26,6 +28,8 @@ from .algorithms import (  # noqa: E402
                          fedsplit,
                          make_algorithm,
                          mc_fedda,
+                         scaffnew,
+                         scaffold,
                          za1,
 )
 from .data import Batch, ClientData
@@ -49,6 +53,7 @@ __all__ = [
     "Loss", "NonFiniteError", "Oracle", "Problem", "Reference", "Regularizer", "RunResult",
     "ServerContext", "__version__", "c_fedda", "evaluate", "fast_fedda", "fedavg", "fedda",
     "fedmid", "make_algorithm", "mc_fedda", "simulate", "solve_reference", "za1",
+    "fedcanon", "fedcanon2", "scaffnew", "scaffold",
 ]
 __all__ += ["AsyncRunResult", "ComputeTimes", "async_feddr", "fedadmm", "feddr", "fedpd",
             "fedprox", "fedsplit", "simulate_async"]

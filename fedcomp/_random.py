@@ -19,6 +19,8 @@ _MUL2 = np.uint64(0x94D049BB133111EB)
 STREAM_MINIBATCH = 1
 STREAM_SAMPLING = 2
 STREAM_ALGORITHM = 3
+#: Draws shared by every client of a round (a common coin), keyed by (seed, round) only.
+STREAM_COMMON = 4
 
 
 def _mix(z: np.ndarray) -> np.ndarray:
@@ -72,6 +74,16 @@ def sample_clients(seed: int, round_: int, n_clients: int, clients_per_round: in
         return np.arange(n_clients)
     rng = np.random.default_rng([seed, STREAM_SAMPLING, round_])
     return np.sort(rng.choice(n_clients, size=clients_per_round, replace=False))
+
+
+def common_uniform(seed: int, round_: int, size: int, counter: int = 0) -> np.ndarray:
+    """Uniform [0, 1) floats of shape ``(size,)`` shared by all clients of a round.
+
+    Keyed by ``(seed, round, counter)`` only, so every client (and the server) draws the
+    same values whatever block it runs in: the common coin of ProxSkip/Scaffnew.
+    """
+    keys = client_keys(seed, STREAM_COMMON, round_, np.zeros(1, dtype=np.uint64))
+    return uniform(keys, counter, size)[0]
 
 
 def generator(seed: int, *counters: int) -> np.random.Generator:

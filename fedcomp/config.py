@@ -38,6 +38,20 @@ Each entry of ``variants`` has a unique ``label`` and overrides any of :data:`VA
 list). Every variant runs every algorithm on every seed; results get a ``variant`` column.
 Without ``variants`` the base configuration is the single setting.
 
+Pooled data sets (real data: ``breast_cancer``, ``a9a``, ``libsvm_file``, ...) are split
+among clients by a named partitioner of ``fedcomp.data.PARTITIONERS``, given as a name or
+as an inline table of the partitioner's own parameters (``n_clients`` and ``seed`` are
+the data set's keys)::
+
+    [data]
+    generator = "breast_cancer"        # or "a9a" with path = "...", "libsvm_file", ...
+    n_clients = 10
+    partition = { name = "dirichlet", concentration = 0.2 }   # or partition = "iid"
+    seed = 0                           # seeds the partition
+
+Every pooled loader takes ``n_clients``, ``partition`` and ``seed`` (built on
+``fedcomp.data.federate``), so a new loader or partitioner needs no change here.
+
 Unknown names fail with the list of valid ones; unknown keys fail with the accepted keys.
 """
 
@@ -293,6 +307,13 @@ def _check_setting(cfg: dict[str, Any]) -> None:
                           f"{sorted(DATASETS)}")
     _check_keys(data, {"generator", *inspect.signature(DATASETS[data['generator']]).parameters},
                 f"data ({data['generator']})")
+    if "partition" in data:
+        from .data import partition_spec
+
+        try:
+            partition_spec(data["partition"])
+        except ValueError as exc:
+            raise ConfigError(f"data.partition: {exc}") from exc
 
     problem = cfg["problem"]
     if problem.get("loss") not in LOSSES:
@@ -329,14 +350,23 @@ def _check_setting(cfg: dict[str, Any]) -> None:
 
 def build_problem(cfg: dict[str, Any]) -> Any:
     """The :class:`~fedcomp.problem.Problem` a resolved configuration describes."""
-    from .data import DATASETS
-    from .losses import make_loss
+    from .data import DATASETS, GROUND_TRUTHS
     from .problem import Problem
-    from .regularizers import make_regularizer
 
     data_cfg = dict(cfg["data"])
-    generator = DATASETS[data_cfg.pop("generator")]
-    data = generator(**data_cfg)
+    name = data_cfg.pop("generator")
+    data = DATASETS[name](**data_cfg)
+    truth = GROUND_TRUTHS[name](**data_cfg) if name in GROUND_TRUTHS else None
+    loss, regularizer, n_classes = build_components(cfg)
+    return Problem(loss, regularizer, data, weighting=cfg["problem"].get("weighting", "uniform"),
+                   n_classes=n_classes, ground_truth=truth, name=cfg["name"])
+
+
+def build_components(cfg: dict[str, Any]) -> tuple[Any, Any, int | None]:
+    """``(loss, regularizer, n_classes)`` of a resolved configuration, without its data."""
+    from .losses import make_loss
+    from .regularizers import make_regularizer
+
     problem_cfg = dict(cfg["problem"])
     loss = make_loss(problem_cfg.pop("loss"), **{k: v for k, v in problem_cfg.items()
                                                    if k != "weighting"})
@@ -349,8 +379,7 @@ def build_problem(cfg: dict[str, Any]) -> Any:
     n_classes = cfg["data"].get("n_classes")
     if n_classes is not None and n_classes <= 2:
         n_classes = None  # binary ±1 labels: a vector model
-    return Problem(loss, regularizer, data, weighting=problem_cfg.get("weighting", "uniform"),
-                   n_classes=n_classes, name=cfg["name"])
+    return loss, regularizer, n_classes
 
 
 def make_regularizer_class(name: str) -> Any:

@@ -65,15 +65,21 @@ class Oracle:
         Minibatch size (sampled uniformly with replacement); ``None`` = full local gradient.
     counters : Counters
         Where the calls are counted.
+    client_ids : numpy int array, optional
+        The clients' global ids, which key the minibatch draws, when ``problem.data`` holds
+        only some clients (a Flower node's partition: ``clients`` then indexes its rows);
+        by default the rows are the ids.
     """
 
     def __init__(self, problem: Problem, clients: slice | np.ndarray, round_: int, seed: int,
-                 batch_size: int | None, counters: Counters) -> None:
+                 batch_size: int | None, counters: Counters,
+                 client_ids: np.ndarray | None = None) -> None:
         self.problem = problem
         self.loss = problem.loss
         self.clients = clients
-        self.client_ids = (np.arange(problem.n_clients)[clients] if isinstance(clients, slice)
-                           else np.asarray(clients))
+        self._rows = (np.arange(problem.n_clients)[clients] if isinstance(clients, slice)
+                      else np.asarray(clients))
+        self.client_ids = self._rows if client_ids is None else np.asarray(client_ids)
         self.round = round_
         self.seed = seed
         self.batch_size = batch_size
@@ -97,15 +103,16 @@ class Oracle:
         self._draws += 1
         if self.batch_size is None:
             return self.full_batch()
-        counts = self.problem.data.counts[self.client_ids]
+        counts = self.problem.data.counts[self._rows]
+        # keyed by the global ids: the same draws whichever rows hold these clients here
         index = minibatch_indices(self.seed, self.round, self.client_ids, counts, draw,
                                   self.batch_size)
-        return self.problem.data.minibatch(self.client_ids, index)
+        return self.problem.data.minibatch(self._rows, index)
 
     @property
     def counts(self) -> np.ndarray:
         """Number of samples of each client of the block (host ints, shape ``(B,)``)."""
-        return self.problem.data.counts[self.client_ids]
+        return self.problem.data.counts[self._rows]
 
     def _count(self, full: bool, active: np.ndarray | None) -> None:
         # ``active`` marks the clients that really need the call: a vectorised block

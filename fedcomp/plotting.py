@@ -55,11 +55,18 @@ def _panel(row: dict[str, Any]) -> tuple[str, str]:
             str(row.get("batch_size", "full")))
 
 
-def plot_results(results: str | Path, out: str | Path, metric: str = "optimality",
-                 x_axis: str = "round", title: str = "") -> Path:
-    """Plot ``metric`` against ``x_axis`` (log y), one panel per (variant, gradient mode).
+#: Metrics drawn on a linear y axis (scores and counts); every other metric is log scale.
+LINEAR_METRICS = ("support_f1", "rank", "nnz", "accuracy", "support_precision",
+                  "support_recall")
 
-    Curves are the mean over seeds with the min–max spread shaded.
+
+def plot_results(results: str | Path, out: str | Path, metric: str = "optimality",
+                 x_axis: str = "round", title: str = "", fallback: bool = True) -> Path:
+    """Plot ``metric`` against ``x_axis``, one panel per (variant, gradient mode).
+
+    Curves are the mean over seeds with the min–max spread shaded; the y axis is
+    logarithmic except for :data:`LINEAR_METRICS`. With ``fallback`` a metric without
+    finite values is replaced by ``objective``.
     """
     import matplotlib
 
@@ -69,7 +76,8 @@ def plot_results(results: str | Path, out: str | Path, metric: str = "optimality
     rows = read_results(results)
     if not rows:
         raise ValueError(f"{results}: no rows to plot")
-    metric = choose_metric(rows, metric)
+    if fallback:
+        metric = choose_metric(rows, metric)
     panels = sorted({_panel(r) for r in rows}, key=lambda p: (p[0], p[1] != "full", p[1]))
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4), squeeze=False)
     for ax, panel in zip(axes[0], panels, strict=True):
@@ -93,7 +101,7 @@ def plot_results(results: str | Path, out: str | Path, metric: str = "optimality
             ax.plot(xs, mean, color=color, label=methods[label] if modes_differ else label)
             if any(len(v) > 1 for v in ys):
                 ax.fill_between(xs, lo, hi, color=color, alpha=0.2, linewidth=0)
-        ax.set_yscale("log")
+        ax.set_yscale("linear" if metric in LINEAR_METRICS else "log")
         ax.set_xlabel({"round": "communication rounds", "wall_s": "wall time (s)",
                        "floats_up": "floats uploaded",
                        "sim_time": "simulated time"}.get(x_axis, x_axis))

@@ -161,3 +161,78 @@ def loop_fedprox(problem, rounds, mu, lr, K, seed=0, batch_size=None, clients_pe
             new += wi * _sgd_prox(problem, i, x, x, 1.0 / mu, lr, K, r, seed, batch_size)
         x = new if server_step is None else prox(problem, new, server_step)
     return x
+
+
+def loop_fedcanon(problem, rounds, beta, K, alpha, seed=0, batch_size=None, return_c=False):
+    """FedCanon Algorithm 1 / eq. (7), one client at a time (π-weighted averages)."""
+    n = problem.n_clients
+    z = np.zeros(problem.param_shape)
+    c = np.zeros((n, *problem.param_shape))
+    cs = []
+    for r in range(rounds):
+        deltas = np.zeros_like(c)
+        for i in range(n):
+            x = z.copy()
+            for k in range(K):
+                x = x - beta * (client_grad(problem, i, x, r, k, seed, batch_size) + c[i])
+            deltas[i] = (z - x) / (beta * K)
+        dbar = np.tensordot(problem.weights, deltas, axes=1)
+        z = prox(problem, z - alpha * dbar, alpha)
+        c = c + dbar[None] - deltas
+        cs.append(c.copy())
+    return (z, cs) if return_c else z
+
+
+def loop_scaffold(problem, rounds, lr, K, server_lr=1.0, server_prox=False, seed=0,
+                  batch_size=None, clients_per_round=None):
+    """SCAFFOLD option II (Karimireddy et al. 2020, Algorithm 1) with global weights π."""
+    n = problem.n_clients
+    x = np.zeros(problem.param_shape)
+    c = np.zeros_like(x)
+    ci = np.zeros((n, *problem.param_shape))
+    for r in range(rounds):
+        S = sample_clients(seed, r, n, clients_per_round)
+        w = problem.weights[S] / problem.weights[S].sum()
+        dx, dc = np.zeros_like(x), np.zeros_like(x)
+        for wi, i in zip(w, S, strict=True):
+            y = x.copy()
+            for k in range(K):
+                y = y - lr * (client_grad(problem, i, y, r, k, seed, batch_size) - ci[i] + c)
+            new = ci[i] - c + (x - y) / (K * lr)
+            dx += wi * (y - x)
+            dc += problem.weights[i] * (new - ci[i])
+            ci[i] = new
+        x = x + server_lr * dx
+        if server_prox:
+            x = prox(problem, x, server_lr * K * lr)
+        c = c + dc
+    return x, c, ci
+
+
+def loop_scaffnew(problem, rounds, gamma, p, seed=0, batch_size=None, server_prox=False):
+    """ProxSkip (Mishchenko et al. 2022, Algorithm 1) step by step on the product space.
+
+    The coin of step t is decided by the round's geometric length (the common coin drawn
+    by fedcomp for round r), so the two runs see the same communication times.
+    """
+    from fedcomp.algorithms.scaffnew import steps_until_communication
+
+    n = problem.n_clients
+    x = np.zeros((n, *problem.param_shape))
+    h = np.zeros_like(x)
+    for r in range(rounds):
+        K = steps_until_communication(seed, r, p)
+        for k in range(K):
+            x_hat = np.stack([x[i] - gamma * (client_grad(problem, i, x[i], r, k, seed,
+                                                          batch_size) - h[i])
+                              for i in range(n)])
+            if k + 1 < K:  # θ_t = 0: no communication, x_{t+1} = x̂_{t+1}, h unchanged
+                x = x_hat
+                continue
+            v = x_hat - (gamma / p) * h  # θ_t = 1: prox of (γ/p)ψ at x̂ − (γ/p)h
+            avg = np.tensordot(problem.weights, v, axes=1)
+            if server_prox:
+                avg = prox(problem, avg, gamma / p)
+            x = np.broadcast_to(avg, x.shape).copy()
+            h = h + (p / gamma) * (x - x_hat)
+    return x[0], h

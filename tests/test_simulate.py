@@ -7,8 +7,8 @@ import json
 
 import numpy as np
 import pytest
-from conftest import make_problem
 
+from conftest import make_problem
 from fedcomp import NonFiniteError, Problem, simulate
 from fedcomp._array import to_numpy
 from fedcomp.algorithms import ALGORITHMS as REGISTRY
@@ -19,11 +19,12 @@ from fedcomp.runtime import auto_block_size
 # the contract suite runs every registered algorithm automatically (small steps, 3 local steps)
 CONTRACT_PARAMS = {"fast_fedda": dict(smoothness=2.0, strong_convexity=0.01, local_steps=3),
                    "c_fedda": dict(radius=0.5, strong_convexity=0.01, local_steps=3,
-                                   domain_radius=2.0)}
+                                   domain_radius=2.0),
+                   "mc_fedda": dict(stages=2, stage_rounds=2, radius=0.5, smoothness=2.0,
+                                    strong_convexity=0.01, local_steps=3, domain_radius=2.0),
+                   "scaffold": dict(client_lr=0.5, local_steps=3, server_prox=True),
+                   "scaffnew": dict(client_lr=0.5, comm_prob=0.4, server_prox=True)}
 CONTRACT_PARAMS["fedsplit"] = dict(eta=0.5)
-CONTRACT_PARAMS.setdefault("mc_fedda", dict(stages=2, stage_rounds=2, radius=0.5,  # main lacks it
-                                            strong_convexity=0.01, local_steps=3,
-                                            domain_radius=2.0))
 ALGORITHMS = [make_algorithm(name, **CONTRACT_PARAMS.get(name, dict(client_lr=0.5, local_steps=3)))
               for name in sorted(REGISTRY)]
 ALGORITHMS = [alg for alg in ALGORITHMS if alg.execution == "rounds"]  # async: test_feddr.py

@@ -14,12 +14,15 @@ from .c_fedda import c_fedda
 from .fast_fedda import fast_fedda
 from .fedadmm import fedadmm
 from .fedavg import fedavg
+from .fedcanon import fedcanon, fedcanon2, fedcanon_controls
 from .fedda import fedda
 from .feddr import async_feddr, feddr, fedsplit
 from .fedmid import fedmid
 from .fedpd import fedpd
 from .fedprox import fedprox
 from .mc_fedda import mc_fedda
+from .scaffnew import scaffnew
+from .scaffold import scaffold
 from .za1 import za1, za1_correction
 
 ALGORITHMS: dict[str, Callable[..., FederatedAlgorithm]] = {
@@ -36,6 +39,10 @@ ALGORITHMS: dict[str, Callable[..., FederatedAlgorithm]] = {
     "fedpd": fedpd,
     "fedprox": fedprox,
     "mc_fedda": mc_fedda,
+    "fedcanon": fedcanon,
+    "fedcanon2": fedcanon2,
+    "scaffold": scaffold,
+    "scaffnew": scaffnew,
 }
 
 DESCRIPTIONS: dict[str, str] = {
@@ -47,6 +54,10 @@ DESCRIPTIONS: dict[str, str] = {
     "c_fedda": "Constrained dual averaging, exact l1/nuclear-ball constrained prox "
                "(Bao et al. 2022)",
     "mc_fedda": "Multistage C-FedDA: shrinking lambda and radius, warm starts (Bao et al. 2022)",
+    "fedcanon": "Prox-free local steps + control variates, one server prox (Zhou et al., seed 002)",
+    "fedcanon2": "FedCanon II: each client applies the prox, only the average is broadcast",
+    "scaffold": "SCAFFOLD, option II control variates, optional server prox (Karimireddy 2020)",
+    "scaffnew": "Scaffnew/ProxSkip: communicate with probability p per step (Mishchenko 2022)",
     "feddr": "Randomized Douglas-Rachford splitting, client sampling (Tran-Dinh et al. 2021)",
     "fedsplit": "Peaceman-Rachford = FedDR with alpha=2, exact prox (Pathak, Wainwright 2020)",
     "async_feddr": "Asynchronous FedDR on an event clock, stale models (Tran-Dinh et al. 2021)",
@@ -76,5 +87,6 @@ def make_algorithm(name: str, **hyperparameters: Any) -> FederatedAlgorithm:
 
 __all__ = ["ALGORITHMS", "DESCRIPTIONS", "ClientContext", "EmptyState", "FederatedAlgorithm",
            "ServerContext", "c_fedda", "fast_fedda", "fedavg", "fedda", "fedmid",
-           "make_algorithm", "mc_fedda", "za1", "za1_correction"]
+           "make_algorithm", "mc_fedda", "za1", "za1_correction",
+           "fedcanon", "fedcanon2", "fedcanon_controls", "scaffnew", "scaffold"]
 __all__ += ["async_feddr", "fedadmm", "feddr", "fedpd", "fedprox", "fedsplit"]

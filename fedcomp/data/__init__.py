@@ -1,6 +1,7 @@
 """Client data: the padded container, partitioners, generators and loaders."""
 
 from collections.abc import Callable
+from typing import Any
 
 from ._bao import (
     bao_lowrank_matrix,
@@ -16,6 +17,18 @@ from ._partition import (
     partition_shards,
     split_to_clients,
 )
+from ._real import (
+    a9a,
+    breast_cancer,
+    data_dir,
+    download,
+    federate,
+    fetch,
+    libsvm_file,
+    load_libsvm,
+    partition_spec,
+    sha256_of,
+)
 from ._synthetic import synthetic_fedprox
 
 #: Data-set generators by configuration name: ``DATASETS[name](**params) -> ClientData``.
@@ -23,6 +36,18 @@ DATASETS: dict[str, Callable[..., ClientData]] = {
     "synthetic_fedprox": synthetic_fedprox,
     "bao_sparse_regression": bao_sparse_regression,
     "bao_lowrank_matrix": bao_lowrank_matrix,
+    "breast_cancer": breast_cancer,
+    "libsvm_file": libsvm_file,
+    "a9a": a9a,
+}
+
+#: Known true models of synthetic data sets: ``GROUND_TRUTHS[name](**params)`` takes the
+#: generator's parameters (it ignores those it does not need) and returns the model the
+#: data were generated from — what the statistical-recovery metrics compare against.
+GROUND_TRUTHS: dict[str, Callable[..., Any]] = {
+    "bao_sparse_regression": lambda n_features=1024, sparsity=512, **_: sparse_regression_truth(
+        n_features, sparsity),
+    "bao_lowrank_matrix": lambda size=32, rank=16, **_: lowrank_truth(size, rank),
 }
 
 #: One line per data set, for ``fedcomp list``.
@@ -33,6 +58,11 @@ DATASET_DESCRIPTIONS = {
                              "Sigma_ij = 0.5^|i-j|, y = <x, w*> + noise (seed 001)",
     "bao_lowrank_matrix": "Fast-FedDA Example 3.2: W* = diag(1_r, 0), X = Z_k + A with "
                           "per-client Z_k, y = <X, W*> + noise (seed 001)",
+    "breast_cancer": "scikit-learn's bundled breast-cancer set (569 x 30, +-1 labels), "
+                     "standardized, split by a partition (bundled: no download)",
+    "libsvm_file": "any LIBSVM-format file (path), split by a partition",
+    "a9a": "A9A / Adult (32561 x 123, +-1 labels) from a local LIBSVM file (seed 002 Fig. 1); "
+           "fedcomp.data.fetch('a9a') downloads it",
 }
 
 #: Partitioners by name: pure functions returning one index array per client.
@@ -52,8 +82,11 @@ PARTITIONER_DESCRIPTIONS = {
 }
 
 __all__ = [
-    "DATASETS", "DATASET_DESCRIPTIONS", "PARTITIONERS", "PARTITIONER_DESCRIPTIONS", "Batch",
+    "DATASETS", "DATASET_DESCRIPTIONS", "GROUND_TRUTHS", "PARTITIONERS",
+    "PARTITIONER_DESCRIPTIONS", "Batch",
     "ClientData", "bao_lowrank_matrix", "bao_sparse_regression", "lowrank_truth",
     "partition_dirichlet", "partition_iid", "partition_quantity_skew",
     "partition_shards", "sparse_regression_truth", "split_to_clients", "synthetic_fedprox",
+    "a9a", "breast_cancer", "data_dir", "download", "federate", "fetch", "libsvm_file",
+    "load_libsvm", "partition_spec", "sha256_of",
 ]

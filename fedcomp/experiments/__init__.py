@@ -1,9 +1,24 @@
 """Paper experiments: one module per experiment (its config and its claim) and the runner."""
 
-from . import feddr_async, feddr_synthetic, seed000
+from . import (
+    bao2022_lowrank,
+    bao2022_sparse_regression,
+    fedcanon_stepsizes,
+    fedcanon_vs_composite,
+    feddr_async,
+    feddr_synthetic,
+    seed000,
+)
 from ._runner import RESULT_COLUMNS, final_metrics, run_experiment
 
-EXPERIMENTS = {"seed000": seed000}
+EXPERIMENTS = {
+    "seed000": seed000,
+    "bao2022_sparse_regression": bao2022_sparse_regression,
+    "bao2022_lowrank": bao2022_lowrank,
+    "fedcanon_stepsizes": fedcanon_stepsizes,
+    "fedcanon_vs_composite": fedcanon_vs_composite,
+}
 EXPERIMENTS |= {"feddr_async": feddr_async, "feddr_synthetic": feddr_synthetic}
 
-__all__ = ["EXPERIMENTS", "RESULT_COLUMNS", "final_metrics", "run_experiment", "seed000"]
+__all__ = ["EXPERIMENTS", "RESULT_COLUMNS", "final_metrics", "run_experiment", "seed000",
+           "fedcanon_stepsizes", "fedcanon_vs_composite"]

@@ -11,7 +11,7 @@ Output directory contract (other tools rely on it):
   variant when it has variants);
 * ``summary.md`` — the table printed at the end;
 * ``plot.png`` — log optimality (or objective) vs rounds, one panel per gradient mode,
-  when matplotlib is installed.
+  and ``plot_<metric>.png`` for every metric of the config, when matplotlib is installed.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import json
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -56,6 +57,8 @@ def versions() -> dict[str, str]:
             except ImportError:
                 continue
         out[name] = getattr(module, "__version__", "?")
+    if "flwr" in sys.modules:  # run through fedcomp.flower (never imported just for this)
+        out["flwr"] = getattr(sys.modules["flwr"], "__version__", "?")
     return out
 
 
@@ -73,7 +76,8 @@ def run_labels(cfg: dict[str, Any]) -> list[tuple[str, dict[str, Any], int | Non
 
 
 def run_experiment(config: dict[str, Any], out_dir: str | Path, *, seeds: list[int] | None = None,
-                   progress: Any = "auto", stream: TextIO | None = None) -> list[dict[str, Any]]:
+                   progress: Any = "auto", stream: TextIO | None = None,
+                   clients: Callable[..., Any] | None = None) -> list[dict[str, Any]]:
     """Run every (variant, seed, gradient mode, algorithm) of ``config`` and write the outputs.
 
     Parameters
@@ -88,6 +92,10 @@ def run_experiment(config: dict[str, Any], out_dir: str | Path, *, seeds: list[i
         Progress line per run on stderr.
     stream : text stream, optional
         Where the summary table is printed (stdout by default; ``None`` prints there).
+    clients : callable, optional
+        ``clients(label=, seed=, batch_size=, rounds=)`` returns the client executor of
+        that run for :func:`~fedcomp.runtime.simulate` (default: the simulator's);
+        :mod:`fedcomp.flower` runs the same experiment on SuperNodes through it.
 
     Returns
     -------
@@ -122,8 +130,10 @@ def run_experiment(config: dict[str, Any], out_dir: str | Path, *, seeds: list[i
                             "batch_size": mode_name(batch_size), "seed": seed}
                     if has_variants:
                         tags["variant"] = variant
+                    executor = None if clients is None else clients(
+                        label=label, seed=seed, batch_size=batch_size, rounds=setting["rounds"])
                     row = _run_one(setting, problem, reference, entry, batch_size, tags, logger,
-                                   progress)
+                                   progress, executor)
                     row["label"] = entry.get("label", entry["name"])
                     if row["status"] == "ok":
                         name = label if variant is None else f"{label}_{variant}"
@@ -144,6 +154,10 @@ def run_experiment(config: dict[str, Any], out_dir: str | Path, *, seeds: list[i
         from ..plotting import plot_results
 
         plot_results(out / "results.csv", out / "plot.png", title=cfg["name"])
+        for metric in cfg["metrics"]:  # one figure per recorded metric
+            if metric not in ("support",):
+                plot_results(out / "results.csv", out / f"plot_{metric}.png", metric=metric,
+                             title=cfg["name"], fallback=False)
     except ImportError:
         print("matplotlib is not installed: no plot.png (pip install 'fedcomp[plot]')",
               file=sys.stderr)
@@ -167,8 +181,8 @@ def _prepare(setting: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
 
 
 def _run_one(setting: dict[str, Any], problem: Any, reference: Any, entry: dict[str, Any],
-             batch_size: int | None, tags: dict[str, Any], logger: Any, progress: Any
-             ) -> dict[str, Any]:
+             batch_size: int | None, tags: dict[str, Any], logger: Any, progress: Any,
+             clients: Any = None) -> dict[str, Any]:
     """One simulated run; its summary row (final metrics, status, the model under ``_x``)."""
     params = {k: v for k, v in entry.items() if k not in ("name", "label", "clients_per_round")}
     algorithm = make_algorithm(entry["name"], **params)
@@ -190,7 +204,8 @@ def _run_one(setting: dict[str, Any], problem: Any, reference: Any, entry: dict[
                            client_block=setting["client_block"],
                            eval_every=setting["eval_every"], metrics=setting["metrics"],
                            reference=reference, logger=logger, seed=tags["seed"],
-                           progress=progress, tags=tags, compute_times=setting["compute_times"])
+                           progress=progress, tags=tags, compute_times=setting["compute_times"],
+                           clients=clients)
     except NonFiniteError as exc:
         row["status"] = f"diverged: {exc}"
         print(f"warning: {exc}", file=sys.stderr)
@@ -225,15 +240,15 @@ def final_metrics(summary: list[dict[str, Any]]) -> dict[tuple[str, ...], dict[s
 def claim_verdict(cfg: dict[str, Any], summary: list[dict[str, Any]]) -> str:
     """"Verdict: ..." for a paper experiment (by config name) from its final metrics.
 
-    The rule lives in the experiment module: ``verdict(finals)`` with ``finals`` from
-    :func:`final_metrics` returns ``(verdict, rule)``.
+    The rule lives in the experiment module: ``verdict(finals, config)`` with ``finals``
+    from :func:`final_metrics` and the resolved configuration returns ``(verdict, rule)``.
     """
     from . import EXPERIMENTS
 
     module = EXPERIMENTS.get(cfg["name"])
     if module is None or not hasattr(module, "verdict"):
         return ""
-    verdict, rule = module.verdict(final_metrics(summary))
+    verdict, rule = module.verdict(final_metrics(summary), cfg)
     return f"Verdict: {verdict} (rule: {rule})"
 
 

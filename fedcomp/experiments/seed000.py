@@ -60,7 +60,8 @@ CONFIG: dict[str, Any] = {
 }
 
 
-def verdict(finals: dict[tuple[str, ...], dict[str, float]]) -> tuple[str, str]:
+def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
+            ) -> tuple[str, str]:
     """Reproduced / partly / not reproduced, from the final optimality per (label, mode).
 
     ``finals`` maps ``(label, mode)`` to the final metrics (median over seeds), as

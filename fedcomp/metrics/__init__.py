@@ -17,6 +17,7 @@ from ._functions import (
                          support,
                          support_f1,
                          support_scores,
+                         train_accuracy,
                          training_loss,
 )
 from ._loggers import CSVLogger, JSONLLogger, MemoryLogger, MultiLogger, StdoutLogger
@@ -24,4 +25,5 @@ from ._loggers import CSVLogger, JSONLLogger, MemoryLogger, MultiLogger, StdoutL
 __all__ = ["CSVLogger", "DEFAULT_METRICS", "DESCRIPTIONS", "JSONLLogger", "METRICS",
            "MemoryLogger", "MultiLogger", "StdoutLogger", "evaluate", "l1_error", "l2_error", "nnz",
            "objective", "operator_error", "optimality", "prox_grad_norm", "rank",
-           "suboptimality", "support", "support_f1", "support_scores", "training_loss"]
+           "suboptimality", "support", "support_f1", "support_scores", "train_accuracy",
+           "training_loss"]

@@ -137,6 +137,25 @@ def training_loss(problem: Problem, x: Array, **_: Any) -> float:
     return problem.smooth_value(problem.as_model(x))
 
 
+def train_accuracy(problem: Problem, x: Array, **_: Any) -> float:
+    """Fraction of training samples classified correctly (pooled over clients).
+
+    Logistic (±1 labels): ``sign(aᵀx)`` with 0 counted as +1; softmax: ``argmax aᵀX``.
+    NaN for other losses.
+    """
+    from ..losses import Logistic, Softmax
+
+    if not isinstance(problem.loss, Logistic | Softmax):
+        return float("nan")
+    feats, targs, _owner = problem.data.pooled()
+    scores = feats.reshape(len(feats), -1) @ to_numpy(x).reshape(feats[0].size, -1)
+    if isinstance(problem.loss, Logistic):
+        pred = np.where(scores[:, 0] >= 0, 1.0, -1.0)
+    else:
+        pred = np.argmax(scores, axis=1)
+    return float(np.mean(pred == targs))
+
+
 METRICS: dict[str, Callable[..., Any]] = {
     "objective": objective,
     "optimality": optimality,
@@ -150,6 +169,7 @@ METRICS: dict[str, Callable[..., Any]] = {
     "operator_error": operator_error,
     "rank": rank,
     "training_loss": training_loss,
+    "train_accuracy": train_accuracy,
 }
 
 DESCRIPTIONS: dict[str, str] = {
@@ -165,6 +185,7 @@ DESCRIPTIONS: dict[str, str] = {
     "operator_error": "spectral norm ||x - X_true||_2 of a matrix model (NaN for vectors)",
     "rank": "number of singular values > 1e-4 * the largest (NaN for vector models)",
     "training_loss": "smooth part f(x) = sum_i pi_i f_i(x), without the regularizer",
+    "train_accuracy": "fraction of training samples classified correctly (logistic, softmax)",
 }
 
 DEFAULT_METRICS = ("objective", "optimality", "nnz")
@@ -180,7 +201,12 @@ def evaluate(problem: Problem, x: Array, names: Any = DEFAULT_METRICS, reference
             raise ValueError(f"unknown metric {name!r}; valid names: {', '.join(METRICS)}")
         value = fn(problem, x, reference=reference)
         if isinstance(value, dict):
-            row.update(value)
+            row.update({k: _plain(v) for k, v in value.items()})
         else:
-            row[name if isinstance(name, str) else fn.__name__] = value
+            row[name if isinstance(name, str) else fn.__name__] = _plain(value)
     return row
+
+
+def _plain(value: Any) -> Any:
+    """NumPy scalars as Python numbers, so CSV and JSON loggers write plain numbers."""
+    return value.item() if isinstance(value, np.generic) else value

@@ -26,12 +26,13 @@ from ..oracle import Counters
 from ..problem import Problem
 from ._clock import ComputeTimes
 from ._simulate import (
+    ClientSettings,
+    LocalClients,
     NonFiniteError,
     _divergence,
     _floats,
     _norm_limit,
     _Progress,
-    client_work,
     server_context,
 )
 
@@ -152,11 +153,12 @@ def simulate_async(
         counters.prox_evals_server += 1
         return regularizer.prox(v[None, ...], step)[0, ...]
 
+    run_clients = LocalClients(algorithm, problem, client_states, counters,
+                               ClientSettings(seed, batch_size, 1, client_prox))
+
     def run_step(k: int, message: Any, participants: np.ndarray) -> None:
-        nonlocal server_state, client_states
-        stacked, client_states = client_work(algorithm, problem, message, client_states,
-                                             participants, k, seed, batch_size, 1, counters,
-                                             client_prox)
+        nonlocal server_state
+        stacked = run_clients.run_round(k, message, participants)
         counters.floats_up += _floats(stacked, leading=1) * len(participants)
         server_state = algorithm.server_update(
             server_state, stacked, server_context(problem, server_prox, k, participants, like))
@@ -215,5 +217,5 @@ def simulate_async(
         if (k + 1) % eval_every == 0 or k + 1 == server_steps:
             record(k + 1)
         bar.update(k + 1)
-    return AsyncRunResult(algorithm.output(server_state), history, server_state, client_states,
-                          counters, order, times, delays)
+    return AsyncRunResult(algorithm.output(server_state), history, server_state,
+                          run_clients.client_states, counters, order, times, delays)

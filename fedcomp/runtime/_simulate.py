@@ -146,24 +146,6 @@ def _scatter(full: Any, participants: np.ndarray, rows: Any) -> Any:
     return type(full)(*(replace_rows(f, participants, r) for f, r in zip(full, rows, strict=True)))
 
 
-def client_work(algorithm: FederatedAlgorithm, problem: Problem, message: Any, client_states: Any,
-                participants: np.ndarray, round_: int, seed: int, batch_size: int | None,
-                block_size: int, counters: Counters, client_prox: Any) -> tuple[Any, Any]:
-    """Run ``client_update`` of the participants block by block; return the stacked uploads
-    and the full client states with the participants' rows replaced."""
-    like = problem.data.features
-    uploads, new_states = [], []
-    for block in _blocks(participants, block_size):
-        oracle = Oracle(problem, block, round_, seed, batch_size, counters)
-        ctx = ClientContext(oracle, client_prox, round_, oracle.client_ids,
-                            asarray_like(problem.weights[oracle.client_ids], like),
-                            problem.n_clients)
-        upload, states = algorithm.client_update(message, _gather(client_states, block), ctx)
-        uploads.append(upload)
-        new_states.append(states)
-    return _concat(uploads), _scatter(client_states, participants, _concat(new_states))
-
-
 def server_context(problem: Problem, server_prox: Any, round_: int, participants: np.ndarray,
                    like: Array) -> ServerContext:
     """The :class:`ServerContext` of a step with these participants."""
@@ -223,6 +205,48 @@ class _Progress:
         sys.stderr.flush()
 
 
+class ClientSettings(NamedTuple):
+    """What every client executor needs besides the algorithm and the problem."""
+
+    seed: int
+    batch_size: int | None
+    block_size: int
+    #: the counted client prox (``ClientContext.prox``)
+    prox: Any
+
+
+class LocalClients:
+    """The simulator's client executor: participants run in vectorised blocks in-process.
+
+    ``run_round(r, message, participants)`` gathers each block's client states, calls
+    ``client_update`` on the block, scatters the new states back and returns the uploads
+    stacked in the participants' order. Another executor with the same constructor and
+    ``run_round`` (such as :mod:`fedcomp.flower`'s, which sends the message to SuperNodes)
+    can replace it in :func:`simulate` without changing anything else of the run.
+    """
+
+    def __init__(self, algorithm: FederatedAlgorithm, problem: Problem, client_states: Any,
+                 counters: Counters, settings: ClientSettings) -> None:
+        self.algorithm, self.problem, self.client_states = algorithm, problem, client_states
+        self.counters, self.settings = counters, settings
+
+    def run_round(self, round_: int, message: Any, participants: np.ndarray) -> Any:
+        problem, s = self.problem, self.settings
+        like = problem.data.features
+        uploads, new_states = [], []
+        for block in _blocks(participants, s.block_size):
+            oracle = Oracle(problem, block, round_, s.seed, s.batch_size, self.counters)
+            ctx = ClientContext(oracle, s.prox, round_, oracle.client_ids,
+                                asarray_like(problem.weights[oracle.client_ids], like),
+                                problem.n_clients)
+            upload, states = self.algorithm.client_update(
+                message, _gather(self.client_states, block), ctx)
+            uploads.append(upload)
+            new_states.append(states)
+        self.client_states = _scatter(self.client_states, participants, _concat(new_states))
+        return _concat(uploads)
+
+
 def simulate(
     algorithm: FederatedAlgorithm,
     problem: Problem,
@@ -240,6 +264,7 @@ def simulate(
     progress: Any = "auto",
     tags: dict[str, Any] | None = None,
     max_norm: float | None = 1e12,
+    clients: Any = None,
     sampling: Any = None,
     compute_times: Any = None,
 ) -> RunResult:
@@ -276,6 +301,10 @@ def simulate(
     max_norm : float or None, default 1e12
         A model whose norm exceeds this counts as diverged (long before it overflows);
         ``None`` checks only for NaN/inf.
+    clients : class, optional
+        The client executor (default :class:`LocalClients`, vectorised blocks in this
+        process); :mod:`fedcomp.flower` passes one that runs the participants on SuperNodes.
+        Sampling, server updates, counters, evaluation and logging stay here either way.
     sampling : callable, optional
         ``sampling(round) -> client ids``: any other client sampling (non-uniform, a fixed
         schedule); overrides ``clients_per_round``. It must be a pure function of the round.
@@ -346,13 +375,14 @@ def simulate(
     like = problem.data.features
     clock = None if compute_times is None else ComputeTimes.build(compute_times, problem.n_clients)
     sim_time = 0.0
+    run_clients = (LocalClients if clients is None else clients)(
+        algorithm, problem, client_states, counters,
+        ClientSettings(seed, batch_size, block_size, client_prox))
 
     def step(r: int, participants: np.ndarray) -> None:
-        nonlocal server_state, client_states, sim_time
+        nonlocal server_state, sim_time
         message = algorithm.broadcast(server_state)
-        stacked, client_states = client_work(algorithm, problem, message, client_states,
-                                             participants, r, seed, batch_size, block_size,
-                                             counters, client_prox)
+        stacked = run_clients.run_round(r, message, participants)
         counters.floats_down += _floats(message) * len(participants)
         counters.floats_up += _floats(stacked, leading=1) * len(participants)
         server_state = algorithm.server_update(
@@ -360,7 +390,7 @@ def simulate(
         if clock is not None:  # a synchronous round waits for its slowest participant
             sim_time += float(clock.draw(seed, r, participants, problem.n_clients).max(initial=0.0))
 
-    if algorithm.warmup:
+    if algorithm.warmup:  # round −1: every client (e.g. FedDR's x_i⁰ = prox_{ηf_i}(x⁰))
         tic = time.perf_counter()
         step(-1, np.arange(problem.n_clients))
         wall += time.perf_counter() - tic
@@ -380,8 +410,8 @@ def simulate(
         if (r + 1) % eval_every == 0 or r + 1 == rounds:
             record(r + 1)
         bar.update(r + 1)
-    return RunResult(algorithm.output(server_state), history, server_state, client_states,
-                     counters)
+    return RunResult(algorithm.output(server_state), history, server_state,
+                     getattr(run_clients, "client_states", None), counters)
 
 
 def _check_run_args(problem: Problem, rounds: Any, clients_per_round: Any, batch_size: Any,

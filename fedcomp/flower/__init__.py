@@ -1,0 +1,50 @@
+"""Run any fedcomp algorithm on real machines through Flower (extra ``fedcomp[flower]``).
+
+The only package of fedcomp that imports ``flwr``. It turns every star-topology
+algorithm of the registry into a Flower ServerApp + ClientApp (Message API) with no
+per-algorithm code:
+
+* the **ServerApp** (:func:`make_server_app`) runs the simulator's own round loop
+  (:func:`fedcomp.experiments.run_experiment` → :func:`fedcomp.runtime.simulate`): seeded
+  sampling, ``broadcast``/``server_update`` with the same ``ServerContext``, counters,
+  evaluation, ``results.csv``/``config.json`` — but each round's ``client_update`` runs on
+  the SuperNodes hosting the participants (``grid.send_and_receive``), after an explicit
+  wait for nodes covering every client;
+* the **ClientApp** (:func:`make_client_app`) loads the node's clients from its
+  ``node_config`` (``partition-id``/``num-partitions`` through the simulator's generators,
+  or ``data-path``), runs ``client_update`` on them as one block, and keeps their client
+  states in ``context.state`` (and in ``checkpoint-dir`` when the node config has one).
+
+Messages and uploads are encoded field by field from the algorithm's NamedTuples; every
+random draw is keyed by (seed, round, global client id), so a Flower run reproduces the
+simulator's iterates. ``fedcomp flower app`` writes a ready Flower app, ``fedcomp flower
+local`` runs one on a SuperLink and SuperNodes started on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+try:
+    import flwr  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError("fedcomp.flower needs Flower: pip install 'fedcomp[flower]'") from exc
+
+from ._client import make_client_app
+from ._data import partition_clients, save_partition
+from ._server import (
+    RUN_CONFIG_DEFAULTS,
+    STATUS_FILE,
+    FlowerClients,
+    FlowerRunError,
+    connect_nodes,
+    make_server_app,
+    run_server,
+)
+from ._simulation import run_simulation
+
+#: the apps ``fedcomp flower app`` points Flower to (configuration from the run config)
+server_app = make_server_app()
+client_app = make_client_app()
+
+__all__ = ["RUN_CONFIG_DEFAULTS", "STATUS_FILE", "FlowerClients", "FlowerRunError",
+           "client_app", "connect_nodes", "make_client_app", "make_server_app",
+           "partition_clients", "run_server", "run_simulation", "save_partition", "server_app"]

@@ -1,0 +1,195 @@
+"""The ClientApp: one SuperNode runs ``client_update`` for the clients it hosts.
+
+Two handlers:
+
+``query`` (discovery)
+    Receives the resolved fedcomp configuration (JSON), loads the node's clients from its
+    ``node_config`` (:mod:`fedcomp.flower._data`), keeps the configuration in
+    ``context.state`` and answers with the node's global client ids.
+``train`` (one round)
+    Receives the algorithm's broadcast message (one record entry per field) and, in a
+    ConfigRecord, the run, the round, the seed, the batch size and the participating client
+    ids with their weights. It runs ``client_update`` on those clients as one block,
+    keeps their new client states in ``context.state`` (and, when ``node_config`` has a
+    ``checkpoint-dir``, on disk) and replies with the upload and its gradient/prox counts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+
+from .._array import asarray_like
+from ..algorithms import ClientContext, make_algorithm
+from ..oracle import Counters, Oracle
+from ..runtime._simulate import _gather, _scatter
+from ._codec import decode, encode
+from ._data import NodeData, load_node_data
+
+#: keys of the fedcomp records in messages and in ``context.state``
+CONFIG_KEY = "fedcomp"
+MESSAGE_KEY = "message"
+UPLOAD_KEY = "upload"
+COUNTS_KEY = "counts"
+
+
+def _node_options(context: Context) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted((str(k), v) for k, v in context.node_config.items()))
+
+
+def _node_data(context: Context) -> NodeData:
+    if CONFIG_KEY not in context.state:
+        raise RuntimeError("this SuperNode has no fedcomp configuration for the run (it was "
+                           "restarted or joined late); the server sends it on discovery")
+    config_json = str(context.state.config_records[CONFIG_KEY]["config"])
+    return load_node_data(config_json, _node_options(context))
+
+
+def handle_query(msg: Message, context: Context) -> Message:
+    """Discovery: store the configuration, load the node's data, report its client ids."""
+    config_json = str(msg.content.config_records[CONFIG_KEY]["config"])
+    context.state[CONFIG_KEY] = ConfigRecord({"config": config_json})
+    node = load_node_data(config_json, _node_options(context))
+    options = dict(context.node_config)
+    reply = ConfigRecord({
+        "client-ids": [int(i) for i in node.client_ids],
+        "n-clients": int(node.n_clients),
+        "partition-id": int(options.get("partition-id", -1)),
+        "num-partitions": int(options.get("num-partitions", 0)),
+        "pid": os.getpid(),
+    })
+    return Message(RecordDict({CONFIG_KEY: reply}), reply_to=msg)
+
+
+def _checkpoint_path(context: Context, run: str) -> Path | None:
+    directory = context.node_config.get("checkpoint-dir")
+    if not directory:
+        return None
+    import hashlib
+
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in run)
+    # keyed by the Flower run (a new run never starts from an old run's states) and by
+    # the node's clients (nodes may share a directory)
+    ids = _node_data(context).client_ids
+    clients = hashlib.sha1(ids.tobytes()).hexdigest()[:10]
+    return Path(str(directory)) / f"fedcomp-run{context.run_id}-{safe}-clients{clients}.npz"
+
+
+class StateLostError(RuntimeError):
+    """A rejoining SuperNode has no (usable) checkpoint of its clients' states."""
+
+
+def _load_states(context: Context, run: str, template: Any, like: Any, round_: int,
+                 resume: bool) -> Any:
+    """The node's client states for ``run`` before round ``round_``.
+
+    From ``context.state`` while the node lives; after a restart (``resume``: the server
+    says these clients have trained before) from the checkpoint, which holds the states
+    before and after the last round the node ran — so a round whose reply was lost is
+    recomputed from the same states. A fresh start uses ``init``'s states.
+    """
+    key = f"{CONFIG_KEY}.state.{run}"
+    if len(template) == 0:
+        return template
+    if key in context.state:
+        return decode(context.state.array_records[key], like, type(template))
+    if not resume:
+        return template
+    path = _checkpoint_path(context, run)
+    if path is None or not path.exists():
+        raise StateLostError(
+            f"this SuperNode lost the client states of {run} (restarted without a checkpoint) "
+            f"and cannot rejoin in round {round_ + 1}; give it a checkpoint-dir in its "
+            "node_config to make restarts resumable")
+    with np.load(path, allow_pickle=False) as npz:
+        done = int(npz["round"])
+        if done == round_ - 1:
+            prefix = "after."
+        elif done == round_:
+            prefix = "before."
+        else:
+            raise StateLostError(f"the checkpoint {path} holds {run} after round {done + 1}; "
+                                 f"it cannot resume round {round_ + 1}")
+        return type(template)(*(asarray_like(npz[prefix + f], like) for f in template._fields))
+
+
+def _store_states(context: Context, run: str, round_: int, before: Any, after: Any) -> None:
+    if len(after) == 0:
+        return
+    context.state[f"{CONFIG_KEY}.state.{run}"] = encode(after)
+    path = _checkpoint_path(context, run)
+    if path is not None:
+        from .._array import to_numpy
+
+        arrays: dict[str, Any] = {"round": np.asarray(round_)}
+        for prefix, states in (("before.", before), ("after.", after)):
+            arrays.update({prefix + f: to_numpy(v)
+                           for f, v in zip(states._fields, states, strict=True)})
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.stem + ".tmp.npz")
+        np.savez(tmp, **arrays)
+        os.replace(tmp, path)  # atomic: a crash never leaves a half-written checkpoint
+
+
+def handle_train(msg: Message, context: Context) -> Message:
+    """One round of ``client_update`` for the node's participating clients."""
+    spec: dict[str, Any] = dict(msg.content.config_records[CONFIG_KEY])
+    node = _node_data(context)
+    problem = node.problem
+    like = problem.data.features
+    algorithm = make_algorithm(str(spec["algorithm"]),
+                               **json.loads(str(spec["hyperparameters"])))
+    run = str(spec["run"])
+    round_ = int(spec["round"])
+    batch_size = int(spec["batch-size"]) or None
+    ids = np.asarray(spec["client-ids"], dtype=np.int64)
+    position = {int(c): i for i, c in enumerate(node.client_ids)}
+    missing = [int(c) for c in ids if int(c) not in position]
+    if missing:
+        raise ValueError(f"this SuperNode hosts clients {node.client_ids.tolist()}, not {missing}")
+    rows = np.array([position[int(c)] for c in ids], dtype=np.int64)
+
+    # client states of all the node's clients: initialised like the simulator's (init does
+    # not depend on which clients a row belongs to), updated only for the participants
+    _, template = algorithm.init(problem.zeros(), len(node.client_ids), problem.regularizer)
+    states = _load_states(context, run, template, like, round_,
+                          bool(spec.get("resume", False)))
+    counters = Counters()
+    regularizer = problem.regularizer
+
+    def prox(v: Any, step: Any) -> Any:
+        counters.prox_evals_client += int(v.shape[0])
+        return regularizer.prox(v, step)
+
+    oracle = Oracle(problem, rows, round_, int(spec["seed"]),
+                    batch_size, counters, client_ids=ids)
+    ctx = ClientContext(oracle, prox, round_, ids,
+                        asarray_like(np.asarray(spec["pi"], dtype=np.float64), like),
+                        int(spec["n-clients"]))
+    message = decode(msg.content.array_records[MESSAGE_KEY], like, name="Message")
+    upload, new_states = algorithm.client_update(message, _gather(states, rows), ctx)
+    _store_states(context, run, round_, states, _scatter(states, rows, new_states))
+    counts = MetricRecord({k: int(v) for k, v in counters.as_dict().items()})
+    return Message(RecordDict({UPLOAD_KEY: encode(upload), COUNTS_KEY: counts}), reply_to=msg)
+
+
+def make_client_app() -> ClientApp:
+    """A Flower ClientApp running any registered fedcomp algorithm (see the module docstring).
+
+    Examples
+    --------
+    >>> app = make_client_app()
+    >>> type(app).__name__
+    'ClientApp'
+    """
+    app = ClientApp()
+    app.query()(handle_query)
+    app.train()(handle_train)
+    return app
+

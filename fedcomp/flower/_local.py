@@ -1,0 +1,403 @@
+"""``fedcomp flower app`` and ``fedcomp flower local``: a Flower app directory, and a
+SuperLink plus N SuperNodes on 127.0.0.1 as separate processes.
+
+``run_local`` starts every process in its own session (process group), streams the run's
+log, waits with bounded timeouts only, and always tears the groups down by PID — after
+success, on failure and on Ctrl-C. It uses a private ``FLWR_HOME`` so the user's Flower
+configuration is never touched, disables Flower's update check, telemetry and runtime
+dependency installation, and binds only loopback addresses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ._server import RUN_CONFIG_DEFAULTS, STATUS_FILE
+
+LOOPBACK = "127.0.0.1"
+CONNECTION = "fedcomp-local"
+APP_PACKAGE = "fedcomp_flower_app"
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    return json.dumps(str(value))  # a JSON string is a valid TOML basic string
+
+
+def write_app(config: dict[str, Any], out: str | Path, *, results_dir: str | Path | None = None,
+              num_nodes: int = 0, node_timeout: float = 120.0,
+              round_timeout: float = 300.0, rejoin_timeout: float = 0.0) -> Path:
+    """Write a ready Flower app for ``config`` into ``out``; returns ``out``.
+
+    The app's ``pyproject.toml`` has ``[tool.flwr.app]`` components pointing to
+    :data:`fedcomp.flower.server_app` / :data:`fedcomp.flower.client_app` and a
+    ``[tool.flwr.app.config]`` holding the resolved fedcomp configuration (JSON) and the
+    run settings, overridable with ``flwr run --run-config``.
+    """
+    from ..config import resolve, to_jsonable
+
+    cfg = resolve(config)
+    out = Path(out)
+    pkg = out / APP_PACKAGE
+    pkg.mkdir(parents=True, exist_ok=True)
+    (pkg / "__init__.py").write_text('"""A fedcomp experiment as a Flower app."""\n')
+    (pkg / "server_app.py").write_text(
+        '"""The ServerApp: fedcomp\'s round loop (configuration from the run config)."""\n\n'
+        "from fedcomp.flower import server_app as app\n\n__all__ = [\"app\"]\n")
+    (pkg / "client_app.py").write_text(
+        '"""The ClientApp: client_update on the SuperNode\'s own clients."""\n\n'
+        "from fedcomp.flower import client_app as app\n\n__all__ = [\"app\"]\n")
+    run_config = {**RUN_CONFIG_DEFAULTS,
+                  "fedcomp-config": json.dumps(to_jsonable(cfg), sort_keys=True),
+                  "out-dir": str(Path(results_dir).resolve()) if results_dir else "",
+                  "num-nodes": int(num_nodes), "node-timeout": float(node_timeout),
+                  "round-timeout": float(round_timeout),
+                  "rejoin-timeout": float(rejoin_timeout)}
+    from .. import __version__
+
+    lines = [
+        "# Written by `fedcomp flower app`: run it with `flwr run . <superlink-connection>`.",
+        "[build-system]", 'requires = ["hatchling"]', 'build-backend = "hatchling.build"', "",
+        "[project]", 'name = "fedcomp-app"', 'version = "1.0.0"',
+        f"description = {_toml_value('fedcomp experiment ' + cfg['name'])}",
+        'license = "MIT"', f'dependencies = ["fedcomp[flower]=={__version__}"]', "",
+        "[tool.hatch.build.targets.wheel]", 'packages = ["."]', "",
+        "[tool.flwr.app]", 'publisher = "fedcomp"', "",
+        "[tool.flwr.app.components]",
+        f'serverapp = "{APP_PACKAGE}.server_app:app"',
+        f'clientapp = "{APP_PACKAGE}.client_app:app"', "",
+        "[tool.flwr.app.config]",
+        *(f"{key} = {_toml_value(value)}" for key, value in run_config.items()), ""]
+    (out / "pyproject.toml").write_text("\n".join(lines))
+    return out
+
+
+def free_port() -> int:
+    """A free TCP port on the loopback interface."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((LOOPBACK, 0))
+        return int(s.getsockname()[1])
+
+
+def _executable(name: str) -> str:
+    candidate = Path(sys.executable).parent / name
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which(name)
+    if found is None:
+        raise FileNotFoundError(f"{name} not found next to {sys.executable} nor on PATH; "
+                                "pip install 'fedcomp[flower]'")
+    return found
+
+
+def flower_env(home: str | Path) -> dict[str, str]:
+    """The environment of every Flower process: private FLWR_HOME, no update check."""
+    # Flower starts flower-superexec / flwr-serverapp by name: our environment's bin first
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    # SuperExec checks for ClientApp/ServerApp work to launch every second by default;
+    # on one machine polling every 0.1 s costs nothing and saves up to a second a round
+    poll = os.environ.get("FLWR_SUPEREXEC_TASK_POLL_INTERVAL", "0.1")
+    return {**os.environ, "PATH": path, "FLWR_HOME": str(home),
+            "FLWR_DISABLE_UPDATE_CHECK": "1", "FLWR_TELEMETRY_ENABLED": "0",
+            "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": poll, "PYTHONUNBUFFERED": "1"}
+
+
+class ProcessGroup:
+    """Processes we started, and everything they start, torn down by PID.
+
+    Each process runs in its own session; Flower's SuperLink and SuperNodes start their
+    SuperExec detached (a new session), so teardown also walks ``/proc`` for descendants
+    and signals each of them by PID.
+    """
+
+    def __init__(self) -> None:
+        self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self.launch: dict[str, tuple[list[str], dict[str, str], Path]] = {}
+        self.seen: set[int] = set()
+
+    def start(self, name: str, args: list[str], env: dict[str, str], log: Path
+              ) -> subprocess.Popen[bytes]:
+        with log.open("ab") as f:
+            proc = subprocess.Popen(args, stdout=f, stderr=subprocess.STDOUT, env=env,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        self.procs.append((name, proc))
+        self.launch[name] = (args, env, log)
+        self.seen.add(proc.pid)
+        return proc
+
+    def kill(self, name: str) -> None:
+        """SIGKILL process ``name`` and its descendants at once (a crash, for tests)."""
+        proc = dict(self.procs)[name]
+        for pid in [proc.pid, *descendants([proc.pid])]:
+            self.seen.add(pid)
+            _signal(pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+    def restart(self, name: str) -> subprocess.Popen[bytes]:
+        """Start process ``name`` again with the same command, environment and log."""
+        args, env, log = self.launch[name]
+        self.procs = [(n, p) for n, p in self.procs if n != name or p.poll() is None]
+        return self.start(name, args, env, log)
+
+    @property
+    def pids(self) -> list[int]:
+        """Every PID started here or seen as a descendant."""
+        return sorted(self.seen)
+
+    def refresh(self) -> set[int]:
+        """Add the current descendants of our processes to :attr:`seen`."""
+        self.seen |= descendants([p.pid for _, p in self.procs])
+        return self.seen
+
+    def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM everything, wait up to ``grace`` s, SIGKILL what is left, reap."""
+        self.refresh()
+        for pid in self.seen:
+            _signal(pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for _, proc in self.procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        while time.monotonic() < deadline and any(alive(pid) for pid in self.refresh()):
+            time.sleep(0.1)
+        for pid in self.refresh():
+            if alive(pid):
+                _signal(pid, signal.SIGKILL)
+        for _, proc in self.procs:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
+                pass
+        deadline = time.monotonic() + grace
+        while any(alive(pid) for pid in self.seen) and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2:].split()
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie."""
+    fields = _stat(pid)
+    if fields is None:
+        if Path("/proc").is_dir():
+            return False
+        try:  # no /proc (macOS): signal 0 probes existence
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    return fields[0] != "Z"
+
+
+def descendants(roots: list[int]) -> set[int]:
+    """All live descendants of ``roots`` (from ``/proc``; empty where there is none)."""
+    children: dict[int, list[int]] = {}
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return set()
+    for entry in proc.iterdir():
+        if entry.name.isdigit():
+            fields = _stat(int(entry.name))
+            if fields is not None:
+                children.setdefault(int(fields[1]), []).append(int(entry.name))
+    out: set[int] = set()
+    stack = list(roots)
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in out:
+                out.add(child)
+                stack.append(child)
+    return out
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float, what: str,
+                   log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with code {proc.returncode} while starting; "
+                               f"its log ({log}):\n{_tail(log)}")
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.settimeout(0.5)
+            if s.connect_ex((LOOPBACK, port)) == 0:
+                return
+        time.sleep(0.2)
+    raise TimeoutError(f"{what} did not listen on {LOOPBACK}:{port} within {timeout:g} s; "
+                       f"its log ({log}):\n{_tail(log)}")
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def run_local(config: dict[str, Any], out_dir: str | Path, *, nodes: int,
+              node_timeout: float = 60.0, round_timeout: float = 120.0,
+              timeout: float = 3600.0, checkpoint_dir: str | Path | None = None,
+              rejoin_timeout: float = 0.0,
+              echo: Callable[[str], Any] | None = None,
+              on_start: Callable[[ProcessGroup], Any] | None = None) -> dict[str, Any]:
+    """Run ``config`` on a SuperLink and ``nodes`` SuperNodes started on 127.0.0.1.
+
+    Parameters
+    ----------
+    config : dict
+        A fedcomp configuration.
+    out_dir : path
+        Results (``results.csv``, ``config.json``, ``flower_status.json``, ...) and the
+        processes' logs (``flower-logs/``).
+    nodes : int
+        SuperNodes; node ``k`` gets ``--node-config 'partition-id=k num-partitions=N'``.
+    node_timeout, round_timeout : float
+        Seconds the server waits for the nodes to connect and for a round's replies.
+    timeout : float
+        Seconds for the whole run before it is stopped.
+    checkpoint_dir : path, optional
+        Where each SuperNode checkpoints its client states (one subdirectory per node).
+    rejoin_timeout : float
+        Seconds the server waits for a silent node to come back (0: fail at once).
+    echo : callable, optional
+        Receives every line of the run's streamed log (default: stderr).
+    on_start : callable, optional
+        Called with the :class:`ProcessGroup` once every process is up (for tests).
+
+    Returns
+    -------
+    dict
+        The server's ``flower_status.json`` plus ``pids``: ``{"status": "ok", ...}`` or
+        ``{"status": "failed", "error": ...}``.
+    """
+    from ..config import resolve
+
+    if not (isinstance(nodes, int) and nodes >= 1):
+        raise ValueError(f"--nodes must be a positive integer (got {nodes!r})")
+    echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
+    cfg = resolve(config)
+    out = Path(out_dir).resolve()
+    logs = out / "flower-logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    (out / STATUS_FILE).unlink(missing_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="fedcomp-flower-"))
+    home = work / "flwr-home"
+    home.mkdir()
+    env = flower_env(home)
+    app = write_app(cfg, work / "app", results_dir=out, num_nodes=nodes,
+                    node_timeout=node_timeout, round_timeout=round_timeout,
+                    rejoin_timeout=rejoin_timeout)
+    port = free_port()
+    (home / "config.toml").write_text(
+        f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
+        f'address = "{LOOPBACK}:{port}"\ninsecure = true\n')
+    group = ProcessGroup()
+    status: dict[str, Any] = {"status": "failed", "error": "the run did not finish"}
+    try:
+        link_log = logs / "superlink.log"
+        link = group.start("superlink", [
+            _executable("flower-superlink"), "--insecure", "--host", LOOPBACK,
+            "--port", str(port), "--isolation", "subprocess",
+            "--disable-runtime-dependency-installation"], env, link_log)
+        _wait_for_port(port, link, 60.0, "the SuperLink", link_log)
+        echo(f"fedcomp: SuperLink on {LOOPBACK}:{port} (pid {link.pid})")
+        for k in range(nodes):
+            node_config = f"partition-id={k} num-partitions={nodes}"
+            if checkpoint_dir is not None:
+                node_dir = Path(checkpoint_dir).resolve() / f"node{k}"
+                node_config += f' checkpoint-dir="{node_dir}"'
+            node_port = free_port()
+            proc = group.start(f"supernode {k}", [
+                _executable("flower-supernode"), "--insecure",
+                "--superlink", f"{LOOPBACK}:{port}", "--host", LOOPBACK,
+                "--port", str(node_port), "--node-config", node_config], env,
+                logs / f"supernode{k}.log")
+            echo(f"fedcomp: SuperNode {k} ({node_config}, pid {proc.pid})")
+        if on_start is not None:
+            on_start(group)
+        runner = group.start("flwr run", [
+            _executable("flwr"), "run", str(app), CONNECTION, "--stream"], env,
+            logs / "flwr-run.log")
+        status = _follow(runner, logs / "flwr-run.log", out / STATUS_FILE, group, timeout,
+                         echo)
+    finally:
+        group.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    status["pids"] = group.pids
+    return status
+
+
+def _follow(runner: subprocess.Popen[bytes], log: Path, status_file: Path,
+            group: ProcessGroup, timeout: float, echo: Callable[[str], Any]) -> dict[str, Any]:
+    """Stream ``log`` until the run's status file appears or the runner ends (bounded)."""
+    deadline = time.monotonic() + timeout
+    position = 0
+    ended_at: float | None = None
+    while True:
+        position = _echo_new(log, position, echo)
+        if status_file.exists():
+            try:
+                status = json.loads(status_file.read_text())
+                _echo_new(log, position, echo)
+                return dict(status)
+            except json.JSONDecodeError:
+                pass  # being written
+        now = time.monotonic()
+        if runner.poll() is not None and ended_at is None:
+            ended_at = now
+        if ended_at is not None and now - ended_at > 10.0:
+            return {"status": "failed",
+                    "error": f"`flwr run` exited with code {runner.returncode} before the "
+                             f"server reported a result; see the logs in {log.parent}"}
+        for name, proc in group.procs[:1]:  # the SuperLink
+            if proc.poll() is not None:
+                return {"status": "failed",
+                        "error": f"the {name} exited with code {proc.returncode}; see "
+                                 f"{log.parent}"}
+        group.refresh()  # remember Flower's children while their parents live
+        if now > deadline:
+            return {"status": "failed", "error": f"the run did not finish within "
+                                                 f"{timeout:g} s; see {log.parent}"}
+        time.sleep(0.2)
+
+
+def _echo_new(log: Path, position: int, echo: Callable[[str], Any]) -> int:
+    try:
+        with log.open("rb") as f:
+            f.seek(position)
+            chunk = f.read()
+    except OSError:
+        return position
+    end = chunk.rfind(b"\n") + 1
+    for line in chunk[:end].decode(errors="replace").splitlines():
+        if line.strip():
+            echo(line)
+    return position + end

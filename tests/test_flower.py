@@ -1,0 +1,503 @@
+"""fedcomp on Flower: the same iterates as the simulator, deployment processes, node faults.
+
+Fast tests drive the real ServerApp/ClientApp handlers through an in-process grid; slow
+ones run Flower's simulation engine (Ray) and a localhost SuperLink + SuperNodes as
+separate processes.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import threading
+import time
+import tomllib
+
+import numpy as np
+import pytest
+
+flwr = pytest.importorskip("flwr")
+
+from flwr.app import Context, Error, Message, MessageType, RecordDict  # noqa: E402
+
+from fedcomp.algorithms import ALGORITHMS, make_algorithm  # noqa: E402
+from fedcomp.config import build_problem, resolve  # noqa: E402
+from fedcomp.experiments import RESULT_COLUMNS, run_experiment  # noqa: E402
+from fedcomp.flower import (  # noqa: E402
+    FlowerRunError,
+    partition_clients,
+    run_server,
+    run_simulation,
+    save_partition,
+)
+from fedcomp.flower._client import handle_query, handle_train  # noqa: E402
+from fedcomp.flower._codec import decode, encode  # noqa: E402
+from fedcomp.flower._data import load_node_data  # noqa: E402
+from fedcomp.flower._local import alive, run_local, write_app  # noqa: E402
+from fedcomp.oracle import Counters, Oracle  # noqa: E402
+
+pytestmark = pytest.mark.flower
+
+
+@pytest.fixture(autouse=True)
+def _flower_env(tmp_path_factory, monkeypatch):
+    """A throwaway FLWR_HOME; no update check, no telemetry."""
+    monkeypatch.setenv("FLWR_HOME", str(tmp_path_factory.mktemp("flwr-home")))
+    monkeypatch.setenv("FLWR_DISABLE_UPDATE_CHECK", "1")
+    monkeypatch.setenv("FLWR_TELEMETRY_ENABLED", "0")
+
+
+def small_config(algorithm, n_clients=4, rounds=3, clients_per_round=None, batch_size=10,
+                 **hyperparameters):
+    return {
+        "name": "flower-test", "rounds": rounds, "seeds": [3], "batch_size": [batch_size],
+        "clients_per_round": clients_per_round, "reference": False,
+        "metrics": ["objective", "nnz"],
+        "data": {"generator": "synthetic_fedprox", "alpha": 1.0, "beta": 1.0, "n_classes": 2,
+                 "n_clients": n_clients, "samples_per_client": 30, "n_features": 6},
+        "problem": {"loss": "logistic", "l2": 0.05},
+        "regularizer": {"name": "l1", "alpha": 1e-3},
+        "algorithms": [{"name": algorithm, **hyperparameters}],
+    }
+
+
+#: (algorithm, hyperparameters, clients_per_round) run for 3 rounds on 4 clients through
+#: Flower and through the simulator; add an algorithm with one line (FedDR at 30%
+#: participation of 4 clients: clients_per_round=1). Partial participation is covered by
+#: fedmid's entry (2 of 4 per round, seeded sampling on the server).
+EQUIVALENCE = [
+    ("za1", {"client_lr": 0.5, "local_steps": 3}, None),
+    ("fast_fedda", {"smoothness": "auto", "strong_convexity": 0.05, "local_steps": 3}, None),
+    ("fedmid", {"client_lr": 0.3, "local_steps": 3}, 2),
+    ("fedcanon", {"client_lr": 0.3, "local_steps": 3}, None),
+]
+
+
+def simulator_outputs(cfg, out):
+    run_experiment(cfg, out, progress=False, stream=open(os.devnull, "w"))
+    return out
+
+
+def final_models(out):
+    return {p.name: np.load(p) for p in sorted((out / "models").iterdir())}
+
+
+def result_rows(out):
+    with (out / "results.csv").open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def assert_same_run(flower_out, sim_out, tol=1e-10):
+    a, b = final_models(flower_out), final_models(sim_out)
+    assert a.keys() == b.keys() and a
+    for name in a:
+        assert a[name].dtype == np.float64
+        np.testing.assert_allclose(a[name], b[name], rtol=0, atol=tol, err_msg=name)
+    rows_a, rows_b = result_rows(flower_out), result_rows(sim_out)
+    assert len(rows_a) == len(rows_b)
+    counted = ["round", "grad_evals", "sample_grads", "prox_evals_client", "prox_evals_server",
+               "floats_up", "floats_down", "nnz"]
+    for ra, rb in zip(rows_a, rows_b, strict=True):
+        assert {k: ra[k] for k in counted} == {k: rb[k] for k in counted}
+        assert float(ra["objective"]) == pytest.approx(float(rb["objective"]), abs=1e-12)
+
+
+# --- an in-process grid: the real handlers, no Flower runtime --------------------------------
+@pytest.fixture
+def task_identity(monkeypatch):
+    """What Flower's runtime sets before a ServerApp creates messages."""
+    from flwr.supercore.task_identity import TaskIdentity
+
+    for key, value in {"_run_id": 1, "_task_id": 1, "_node_id": 0}.items():
+        monkeypatch.setattr(TaskIdentity, key, value)
+
+
+class InProcessGrid:
+    """Delivers messages straight to ``handle_query``/``handle_train`` of fake nodes."""
+
+    def __init__(self, n_nodes, dead_after=None, restart=None, node_config=None):
+        self.contexts = {
+            1000 + k: Context(run_id=1, node_id=1000 + k, state=RecordDict(), run_config={},
+                              node_config={"partition-id": k, "num-partitions": n_nodes,
+                                           **(node_config or {})})
+            for k in range(n_nodes)}
+        self.dead_after = dead_after or {}  # node id -> train messages it answers
+        self.restart = restart or {}  # dead node id -> the id it comes back with
+        self.trained = dict.fromkeys(self.contexts, 0)
+        self.down = set()  # still listed (the SuperLink has not noticed), never answers
+
+    def get_node_ids(self):
+        return list(self.contexts)
+
+    def _die(self, node):
+        """The node stops; if it restarts, it is a new node with an empty state."""
+        self.down.add(node)
+        if node in self.restart:
+            new = self.restart.pop(node)
+            self.contexts[new] = Context(run_id=1, node_id=new, state=RecordDict(),
+                                         run_config={},
+                                         node_config=dict(self.contexts[node].node_config))
+            self.trained[new] = 0
+            self.dead_after.pop(new, None)
+            self.down.discard(new)  # back under the same id (a node with an identity key)
+
+    def push_messages(self, messages):
+        """Deliver at once; a reply is kept for pull_messages under the message's id."""
+        self.replies = getattr(self, "replies", {})
+        ids = []
+        for msg in messages:
+            msg.metadata.__dict__["_message_id"] = f"m{len(self.replies) + len(ids)}"
+            ids.append(msg.metadata.message_id)
+            reply = self._deliver(msg)
+            if reply is not None:
+                self.replies[msg.metadata.message_id] = reply
+        return ids
+
+    def pull_messages(self, message_ids):
+        return [self.replies.pop(i) for i in message_ids if i in self.replies]
+
+    def _deliver(self, msg):
+        node = msg.metadata.dst_node_id
+        ctx = self.contexts[node]
+        if node in self.down:
+            return None
+        if msg.metadata.message_type == MessageType.QUERY:
+            return handle_query(msg, ctx)
+        if self.trained[node] >= self.dead_after.get(node, 10**9):
+            self._die(node)
+            return None  # a dead node never answers
+        self.trained[node] += 1
+        try:
+            return handle_train(msg, ctx)
+        except Exception as exc:  # what Flower does with a ClientApp's exception
+            return Message(Error(code=2, reason=str(exc)), reply_to=msg)
+
+
+@pytest.mark.parametrize("algorithm, params, cpr", EQUIVALENCE)
+def test_server_and_client_handlers_reproduce_the_simulator(task_identity, tmp_path, algorithm,
+                                                           params, cpr):
+    cfg = small_config(algorithm, clients_per_round=cpr, **params)
+    # 3 nodes for 4 clients: node 0 hosts two clients as one block
+    run_server(InProcessGrid(3), cfg, tmp_path / "flower", num_nodes=3, node_timeout=5,
+               log=lambda line: None)
+    assert_same_run(tmp_path / "flower", simulator_outputs(cfg, tmp_path / "sim"), tol=0.0)
+    status = json.loads((tmp_path / "flower" / "flower_status.json").read_text())
+    assert status["status"] == "ok"
+    meta = json.loads((tmp_path / "flower" / "config.json").read_text())
+    assert meta["versions"]["flwr"] == flwr.__version__
+
+
+def test_nodes_with_interleaved_clients_from_data_files(task_identity, tmp_path):
+    """data-path nodes holding clients {0, 2} and {3, 1}: uploads are put back in order."""
+    cfg = small_config("za1", n_clients=4, client_lr=0.5, local_steps=2)
+    cfg["data"]["samples_per_client"] = [20, 30, 40, 50]
+    cfg["problem"]["weighting"] = "samples"  # unequal weights: a misordered upload shows
+    full = build_problem(resolve(cfg))
+    grid = InProcessGrid(2)
+    for node, ids in zip(grid.contexts, ([0, 2], [3, 1]), strict=True):
+        path = save_partition(full, ids, tmp_path / f"node{node}.npz")
+        grid.contexts[node].node_config = {"data-path": str(path)}
+    run_server(grid, cfg, tmp_path / "flower", node_timeout=5, log=lambda line: None)
+    assert_same_run(tmp_path / "flower", simulator_outputs(cfg, tmp_path / "sim"), tol=0.0)
+
+
+def test_a_silent_node_fails_the_run_naming_it_and_keeps_complete_rows(task_identity, tmp_path):
+    cfg = small_config("za1", n_clients=3, rounds=6, client_lr=0.5, local_steps=2)
+    grid = InProcessGrid(3, dead_after={1001: 2})  # partition 1 stops answering in round 3
+    with pytest.raises(FlowerRunError) as info:
+        run_server(grid, cfg, tmp_path, num_nodes=3, node_timeout=5, round_timeout=1,
+                   log=lambda line: None)
+    text = str(info.value)
+    assert "SuperNode 1001" in text and "partition-id=1 of 3" in text and "round 3" in text
+    rows = result_rows(tmp_path)
+    assert [r["round"] for r in rows] == ["0", "1", "2"]
+    assert all(set(RESULT_COLUMNS) <= set(r) and r["objective"] for r in rows)
+    status = json.loads((tmp_path / "flower_status.json").read_text())
+    assert status["status"] == "failed" and "SuperNode 1001" in status["error"]
+
+
+def test_a_restarted_node_resumes_from_its_checkpoint(task_identity, tmp_path):
+    cfg = small_config("za1", n_clients=3, rounds=5, client_lr=0.5, local_steps=2)
+    grid = InProcessGrid(3, dead_after={1001: 2}, restart={1001: 2001},
+                         node_config={"checkpoint-dir": str(tmp_path / "ckpt")})
+    lines = []
+    run_server(grid, cfg, tmp_path / "flower", num_nodes=3, node_timeout=5, round_timeout=1,
+               rejoin_timeout=5, log=lines.append)
+    assert grid.trained[2001] == 3  # rounds 3-5 ran on the restarted node
+    assert any("waiting up to 5 s for it to rejoin" in line for line in lines)
+    # ZA1's client states (anchor, gradient average) came back from disk: same iterates
+    assert_same_run(tmp_path / "flower", simulator_outputs(cfg, tmp_path / "sim"), tol=0.0)
+
+
+def test_a_node_restarted_under_its_old_id_resumes_too(task_identity, tmp_path):
+    cfg = small_config("za1", n_clients=3, rounds=4, client_lr=0.5, local_steps=2)
+    grid = InProcessGrid(3, dead_after={1000: 1}, restart={1000: 1000},
+                         node_config={"checkpoint-dir": str(tmp_path / "ckpt")})
+    run_server(grid, cfg, tmp_path / "flower", num_nodes=3, node_timeout=5, round_timeout=1,
+               rejoin_timeout=5, log=lambda line: None)
+    assert grid.trained[1000] == 3
+    assert_same_run(tmp_path / "flower", simulator_outputs(cfg, tmp_path / "sim"), tol=0.0)
+
+
+def test_a_restarted_node_without_checkpoint_fails_clearly(task_identity, tmp_path):
+    cfg = small_config("za1", n_clients=3, rounds=5, client_lr=0.5, local_steps=2)
+    grid = InProcessGrid(3, dead_after={1001: 2}, restart={1001: 2001})
+    with pytest.raises(FlowerRunError, match="lost the client states"):
+        run_server(grid, cfg, tmp_path, num_nodes=3, node_timeout=5, round_timeout=1,
+                   rejoin_timeout=5, log=lambda line: None)
+
+
+def test_a_node_that_never_rejoins_fails_after_the_rejoin_timeout(task_identity, tmp_path):
+    cfg = small_config("za1", n_clients=3, rounds=5, client_lr=0.5, local_steps=2)
+    grid = InProcessGrid(3, dead_after={1002: 1})
+    tic = time.monotonic()
+    with pytest.raises(FlowerRunError, match=r"partition-id=2 of 3.*did not rejoin within "
+                                             r"rejoin-timeout=1"):
+        run_server(grid, cfg, tmp_path, num_nodes=3, node_timeout=5, round_timeout=1,
+                   rejoin_timeout=1, log=lambda line: None)
+    assert time.monotonic() - tic < 10
+
+
+def test_waiting_for_nodes_times_out_naming_the_missing_partition(task_identity, tmp_path):
+    grid = InProcessGrid(3)
+    del grid.contexts[1002]  # partition 2 never connects
+    cfg = small_config("fedmid", n_clients=3)
+    tic = time.monotonic()
+    with pytest.raises(FlowerRunError, match=r"missing partition-id \[2\] of num-partitions=3"):
+        run_server(grid, cfg, tmp_path, node_timeout=1.0, log=lambda line: None)
+    assert time.monotonic() - tic < 10
+    assert not (tmp_path / "results.csv").exists()
+
+
+def test_two_nodes_claiming_one_partition_are_rejected(task_identity, tmp_path):
+    grid = InProcessGrid(2)
+    grid.contexts[1001].node_config["partition-id"] = 0
+    with pytest.raises(FlowerRunError, match="hosted by both"):
+        run_server(grid, small_config("fedmid", n_clients=2), tmp_path, node_timeout=1,
+                   log=lambda line: None)
+
+
+# --- pieces -----------------------------------------------------------------------------------
+def test_codec_round_trips_named_tuples_bit_for_bit():
+    from typing import NamedTuple
+
+    class State(NamedTuple):
+        x: np.ndarray
+        started: np.ndarray
+        count: np.ndarray
+
+    rng = np.random.default_rng(0)
+    state = State(rng.normal(size=(3, 4)), np.array([True, False, True]), np.array(7))
+    back = decode(encode(state), rng.normal(size=2), State)
+    assert type(back) is State
+    for a, b in zip(state, back, strict=True):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_array_equal(a, b)
+    generic = decode(encode(state), rng.normal(size=2), name="Upload")
+    assert generic._fields == ("x", "started", "count")
+
+    class Other(NamedTuple):
+        y: np.ndarray
+
+    with pytest.raises(ValueError, match="different fedcomp versions"):
+        decode(encode(state), np.zeros(1), Other)
+
+
+def test_partitions_cover_every_client_once():
+    for n, parts in [(4, 4), (10, 3), (7, 1)]:
+        ids = np.concatenate([partition_clients(n, k, parts) for k in range(parts)])
+        np.testing.assert_array_equal(ids, np.arange(n))
+    with pytest.raises(ValueError, match="num-partitions must be in 1..3"):
+        partition_clients(3, 0, 4)
+
+
+def test_node_minibatches_are_keyed_by_global_client_id(tmp_path):
+    cfg = resolve(small_config("za1", n_clients=5))
+    config_json = json.dumps(cfg, sort_keys=True)
+    full = build_problem(cfg)
+    node = load_node_data(config_json, (("num-partitions", 2), ("partition-id", 1)))
+    np.testing.assert_array_equal(node.client_ids, [3, 4])
+    x = np.random.default_rng(1).normal(size=(2, *full.param_shape))
+    for batch_size in (None, 7):
+        mine = Oracle(node.problem, np.arange(2), 4, 9, batch_size, Counters(),
+                      client_ids=node.client_ids)
+        sim = Oracle(full, np.array([3, 4]), 4, 9, batch_size, Counters())
+        for _ in range(2):  # successive draws too
+            np.testing.assert_array_equal(mine.grad(x), sim.grad(x))
+    # a node whose data are only a file (data-path) sees the same rows
+    path = save_partition(full, [4, 3], tmp_path / "part.npz")
+    from_file = load_node_data(config_json, (("data-path", str(path)),))
+    np.testing.assert_array_equal(from_file.client_ids, [3, 4])
+    np.testing.assert_array_equal(from_file.problem.data.features, node.problem.data.features)
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_every_algorithm_rebuilds_from_its_hyperparameters(name):
+    """Nodes rebuild the server's (set-up) algorithm from name + JSON hyperparameters."""
+    from tests.conftest import make_problem
+
+    problem = make_problem("logistic")
+    algorithm = make_algorithm(name)
+    algorithm = algorithm.setup(problem) or algorithm
+    again = make_algorithm(name, **json.loads(json.dumps(algorithm.hyperparameters)))
+    assert again.hyperparameters == algorithm.hyperparameters
+
+
+def test_flower_app_command_writes_a_runnable_app(tmp_path):
+    from fedcomp.cli import main
+
+    cfg_path = tmp_path / "exp.toml"
+    cfg_path.write_text('name = "tiny"\nrounds = 2\nreference = false\n'
+                        '[data]\ngenerator = "synthetic_fedprox"\nalpha = 1.0\nbeta = 1.0\n'
+                        'n_clients = 3\nn_classes = 2\n[problem]\nloss = "logistic"\n'
+                        '[regularizer]\nname = "l1"\nalpha = 0.001\n'
+                        '[[algorithms]]\nname = "za1"\n')
+    code = main(["flower", "app", str(cfg_path), "--out", str(tmp_path / "app"),
+                 "--set", "rounds=5", "--results", str(tmp_path / "res")])
+    assert code == 0
+    meta = tomllib.loads((tmp_path / "app" / "pyproject.toml").read_text())
+    app = meta["tool"]["flwr"]["app"]
+    assert app["components"] == {"serverapp": "fedcomp_flower_app.server_app:app",
+                                 "clientapp": "fedcomp_flower_app.client_app:app"}
+    run_cfg = json.loads(app["config"]["fedcomp-config"])
+    assert run_cfg["rounds"] == 5 and run_cfg["algorithms"] == [{"name": "za1"}]
+    assert app["config"]["out-dir"] == str((tmp_path / "res").resolve())
+    assert (tmp_path / "app" / "fedcomp_flower_app" / "server_app.py").exists()
+
+
+# --- Flower's simulation engine (Ray) -----------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("algorithm, params, cpr", EQUIVALENCE)
+def test_simulation_engine_matches_the_simulator(tmp_path, algorithm, params, cpr):
+    cfg = small_config(algorithm, clients_per_round=cpr, **params)
+    run_simulation(cfg, tmp_path / "flower", num_cpus=2, round_timeout=120)
+    assert_same_run(tmp_path / "flower", simulator_outputs(cfg, tmp_path / "sim"))
+
+
+# --- a real deployment: SuperLink + SuperNodes as processes on 127.0.0.1 -----------------------
+@pytest.mark.slow
+def test_localhost_deployment_matches_the_simulator_and_leaves_no_process(tmp_path):
+    cfg = small_config("za1", n_clients=3, client_lr=0.5, local_steps=3)
+    lines = []
+    status = run_local(cfg, tmp_path / "flower", nodes=3, node_timeout=90, round_timeout=120,
+                       timeout=500, echo=lines.append)
+    assert status["status"] == "ok", (status, lines[-30:])
+    assert any("round 3/3" in line for line in lines)  # progress was streamed
+    assert_same_run(tmp_path / "flower", simulator_outputs(cfg, tmp_path / "sim"))
+    assert len(status["pids"]) >= 5  # SuperLink, 3 SuperNodes, flwr run (+ their children)
+    assert [pid for pid in status["pids"] if alive(pid)] == []
+
+
+@pytest.mark.slow
+def test_killed_supernode_fails_the_run_naming_it(tmp_path):
+    cfg = small_config("za1", n_clients=3, rounds=12, client_lr=0.5, local_steps=2)
+    out = tmp_path / "flower"
+    killed = {}
+
+    def kill_node_1_after_round_1(group):
+        def worker():
+            if wait_for_rows(out, 2):
+                group.kill("supernode 1")
+                killed["at"] = time.monotonic()
+
+        threading.Thread(target=worker, daemon=True).start()
+
+    round_timeout = 20.0
+    status = run_local(cfg, out, nodes=3, node_timeout=90, round_timeout=round_timeout,
+                       timeout=500, echo=lambda line: None, on_start=kill_node_1_after_round_1)
+    assert "at" in killed
+    assert status["status"] == "failed"
+    assert "partition-id=1 of 3" in status["error"] and "SuperNode" in status["error"]
+    assert time.monotonic() - killed["at"] < 3 * round_timeout + 30
+    rows = result_rows(out)  # complete rows only, every column present
+    assert 2 <= len(rows) < 13
+    assert all(set(RESULT_COLUMNS) <= set(r) and r["objective"] for r in rows)
+    assert [int(r["round"]) for r in rows] == list(range(len(rows)))
+    assert not (out / "summary.md").exists()
+    assert [pid for pid in status["pids"] if alive(pid)] == []
+
+
+def wait_for_rows(out, n, timeout=300):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (out / "results.csv").exists() and len(result_rows(out)) >= n:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@pytest.mark.slow
+def test_restarted_supernode_resumes_from_its_checkpoint(tmp_path):
+    cfg = small_config("za1", n_clients=3, rounds=5, client_lr=0.5, local_steps=2)
+    out = tmp_path / "flower"
+    events = {}
+
+    def crash_and_restart_node_1(group):
+        def worker():
+            if wait_for_rows(out, 3):  # rounds 0, 1, 2 evaluated
+                group.kill("supernode 1")
+                time.sleep(2)
+                events["restarted"] = group.restart("supernode 1").pid
+
+        threading.Thread(target=worker, daemon=True).start()
+
+    lines = []
+    status = run_local(cfg, out, nodes=3, node_timeout=90, round_timeout=20, timeout=500,
+                       checkpoint_dir=tmp_path / "ckpt", rejoin_timeout=120,
+                       echo=lines.append, on_start=crash_and_restart_node_1)
+    assert "restarted" in events
+    assert status["status"] == "ok", (status, lines[-30:])
+    assert any("waiting up to 120 s for it to rejoin" in line for line in lines)
+    assert_same_run(out, simulator_outputs(cfg, tmp_path / "sim"))
+    assert [pid for pid in status["pids"] if alive(pid)] == []
+
+
+def test_app_config_is_valid_toml_for_any_string(tmp_path):
+    cfg = small_config("za1")
+    cfg["description"] = 'quotes " and \\ backslashes\nand newlines'
+    write_app(cfg, tmp_path)
+    meta = tomllib.loads((tmp_path / "pyproject.toml").read_text())
+    assert json.loads(meta["tool"]["flwr"]["app"]["config"]["fedcomp-config"])[
+        "description"] == cfg["description"]
+
+
+def test_flower_local_rejects_a_bad_node_count(tmp_path, capsys):
+    from fedcomp.cli import main
+
+    code = main(["flower", "local", "seed000", "--nodes", "0", "--out", str(tmp_path / "x")])
+    assert code == 2
+    assert "--nodes must be a positive integer (got 0)" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_every_process_of_flower_local(tmp_path):
+    import subprocess
+    import sys
+
+    from fedcomp.flower._local import descendants
+
+    cfg = tmp_path / "exp.toml"
+    cfg.write_text('name = "ctrl-c"\nrounds = 50\nreference = false\n'
+                   '[data]\ngenerator = "synthetic_fedprox"\nalpha = 1.0\nbeta = 1.0\n'
+                   'n_clients = 2\nn_classes = 2\nsamples_per_client = 20\nn_features = 4\n'
+                   '[problem]\nloss = "logistic"\n[regularizer]\nname = "l1"\nalpha = 0.001\n'
+                   '[[algorithms]]\nname = "fedmid"\n')
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "fedcomp", "flower", "local", str(cfg),
+                             "--nodes", "2", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    seen = set()
+    try:
+        assert wait_for_rows(out, 2, timeout=240)  # the run is under way
+        seen = descendants([proc.pid])
+        assert len(seen) >= 3  # SuperLink, SuperNodes, flwr run and their children
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    assert "interrupted" in proc.stdout.read().decode()
+    assert [pid for pid in seen if alive(pid)] == []
