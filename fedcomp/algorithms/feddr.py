@@ -130,12 +130,14 @@ def fedsplit(eta: float = 1.0, tol: float = 1e-10, max_iter: int = 50) -> Federa
 
     Examples
     --------
-    >>> fedsplit(eta=0.1).hyperparameters["alpha"]
-    2.0
+    >>> fedsplit(eta=0.1).hyperparameters
+    {'eta': 0.1, 'tol': 1e-10, 'max_iter': 50}
     """
     solver = _checked("fedsplit", eta, 2.0, "exact", 0.01, None, None, tol, max_iter, "paper")
     alg = douglas_rachford("fedsplit", eta, 2.0, solver, "paper")
-    return alg._replace(validate=all_of(alg.validate, require_full_participation("fedsplit")))
+    # hyperparameters are what the factory accepts (Flower nodes rebuild it from them)
+    return alg._replace(validate=all_of(alg.validate, require_full_participation("fedsplit")),
+                        hyperparameters={"eta": eta, "tol": tol, "max_iter": max_iter})
 
 
 def async_feddr(eta: float = 1.0, alpha: float = 1.0, local_solver: str = "sgd",

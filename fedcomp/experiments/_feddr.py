@@ -25,7 +25,8 @@ def load_config(name: str) -> dict[str, Any]:
     return load(path)
 
 
-def synthetic_verdict(finals: dict[tuple[str, ...], dict[str, float]]) -> tuple[str, str]:
+def synthetic_verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
+                      ) -> tuple[str, str]:
     """FedDR ends with the lowest objective on the most heterogeneous data, synthetic-(1,1).
 
     ``finals`` maps ``(label, mode, variant)`` to final metrics. The setting is Fig. 7's:
@@ -48,7 +49,8 @@ def synthetic_verdict(finals: dict[tuple[str, ...], dict[str, float]]) -> tuple[
     return "not reproduced", rule
 
 
-def async_verdict(finals: dict[tuple[str, ...], dict[str, float]]) -> tuple[str, str]:
+def async_verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
+                  ) -> tuple[str, str]:
     """asyncFedDR reaches a lower objective than FedDR in no more simulated time."""
     get = {key[0]: metrics for key, metrics in finals.items()}
     sync, asyn = get.get("feddr", {}), get.get("async_feddr", {})
