@@ -8,24 +8,30 @@ centralized reference solver and a command-line tool.
 
 __version__ = "0.1.0"
 
-from .algorithms import (
+from .algorithms import (  # noqa: E402
                          ALGORITHMS,
                          ClientContext,
                          DecentralizedAlgorithm,
                          FederatedAlgorithm,
                          ServerContext,
+                         async_feddr,
                          c_fedda,
                          dfedda,
                          dfedda_gt,
                          dfedmid,
                          drefedda_gt,
                          fast_fedda,
+                         fedadmm,
                          fedavg,
                          fedcanon,
                          fedcanon2,
                          fedda,
                          fedda_gt,
+                         feddr,
                          fedmid,
+                         fedpd,
+                         fedprox,
+                         fedsplit,
                          make_algorithm,
                          mc_fedda,
                          multistep_refedda_gt,
@@ -41,8 +47,16 @@ from .oracle import Counters, Oracle
 from .problem import Problem
 from .reference import Reference, solve_reference
 from .regularizers import Regularizer
-from .runtime import NonFiniteError, RunResult, simulate, simulate_decentralized
-from .topology import Topology
+from .runtime import (  # noqa: E402
+                         AsyncRunResult,
+                         ComputeTimes,
+                         NonFiniteError,
+                         RunResult,
+                         simulate,
+                         simulate_async,
+                         simulate_decentralized,
+)
+from .topology import Topology  # noqa: E402
 
 __all__ = [
     "ALGORITHMS", "Batch", "ClientContext", "ClientData", "Counters", "FederatedAlgorithm",
@@ -53,3 +67,5 @@ __all__ = [
     "fedda_gt", "multistep_refedda_gt", "refedda_gt", "simulate_decentralized",
     "fedcanon", "fedcanon2", "scaffnew", "scaffold",
 ]
+__all__ += ["AsyncRunResult", "ComputeTimes", "async_feddr", "fedadmm", "feddr", "fedpd",
+            "fedprox", "fedsplit", "simulate_async"]

@@ -40,7 +40,7 @@ def client_keys(seed: int, stream: int, round_: int, client_ids: np.ndarray) -> 
     """One 64-bit key per client, a hash of ``(seed, stream, round, client_id)``."""
     key = _mix(np.asarray(seed & 0xFFFFFFFFFFFFFFFF, dtype=np.uint64) + _GOLDEN)
     key = _absorb(key, stream)
-    key = _absorb(key, round_)
+    key = _absorb(key, round_ & 0xFFFFFFFFFFFFFFFF)  # round −1 is a warm-up round
     return _absorb(np.full(len(client_ids), key, dtype=np.uint64),
                    np.asarray(client_ids, dtype=np.uint64))
 

@@ -218,7 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("dir", help="a directory written by 'fedcomp run'")
     plot.add_argument("--metric", default="optimality", help="y axis (default optimality)")
     plot.add_argument("--x", default="round", choices=["round", "wall_s", "floats_up",
-                                                       "grad_evals"], help="x axis")
+                                                       "grad_evals", "sim_time"],
+                      help="x axis")
     plot.add_argument("--output", "-o", help="output PNG (default DIR/plot_METRIC_X.png)")
     plot.set_defaults(func=cmd_plot)
     _add_flower(sub)

@@ -75,11 +75,12 @@ import numpy as np
 TOP_LEVEL_KEYS = {"name", "description", "rounds", "eval_every", "seeds", "batch_size",
                   "clients_per_round", "client_block", "metrics", "data", "problem",
                   "regularizer", "algorithms", "reference", "claim", "variants", "topology",
-                  "streaming"}
+                  "streaming", "compute_times"}
 
 #: What a ``[[variants]]`` entry may override.
 VARIANT_KEYS = {"data", "problem", "regularizer", "algorithms", "rounds", "eval_every",
-                "batch_size", "clients_per_round", "client_block", "topology", "streaming"}
+                "batch_size", "clients_per_round", "client_block", "topology", "streaming",
+                "compute_times"}
 
 #: Keys of the ``[topology]`` table that configure evaluation, not the graph.
 TOPOLOGY_EVAL_KEYS = {"evaluate_on", "node", "sparsity"}
@@ -97,6 +98,7 @@ DEFAULTS: dict[str, Any] = {
     "variants": [],
     "topology": None,
     "streaming": False,
+    "compute_times": None,
 }
 
 
@@ -277,6 +279,24 @@ def variant_settings(cfg: dict[str, Any]) -> list[tuple[str | None, dict[str, An
             for v in cfg["variants"]]
 
 
+def _check_compute_times(value: Any) -> None:
+    """``compute_times = {mean = ..., distribution = ...}`` (see ``ComputeTimes``) or absent."""
+    if value is None:
+        return
+    from .runtime import ComputeTimes
+
+    if not isinstance(value, dict):
+        raise ConfigError(f"compute_times must be a table such as {{mean = 1.0, distribution = "
+                          f"'exponential'}} (got {value!r})")
+    try:
+        ComputeTimes(**value)
+    except TypeError as exc:
+        raise ConfigError(f"compute_times: {exc}; accepted: mean, distribution, spread, "
+                          "slow_fraction, slowdown") from exc
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
 def _check_setting(cfg: dict[str, Any]) -> None:
     """Validate one setting (the base config, or a variant merged over it)."""
     from .algorithms import ALGORITHMS, DECENTRALIZED
@@ -285,6 +305,7 @@ def _check_setting(cfg: dict[str, Any]) -> None:
     from .metrics import METRICS
     from .regularizers import REGULARIZERS
 
+    _check_compute_times(cfg.get("compute_times"))
     if not (isinstance(cfg["rounds"], int) and cfg["rounds"] >= 1):
         raise ConfigError(f"config: rounds must be a positive integer (got {cfg['rounds']!r})")
     _batch_modes(cfg["batch_size"])
@@ -338,7 +359,10 @@ def _check_setting(cfg: dict[str, Any]) -> None:
                               'e.g. topology = { name = "chain" }')
         accepted = set(inspect.signature(ALGORITHMS.get(name) or DECENTRALIZED[name]
                                          ).parameters)
-        _check_keys(entry, {"name", "label", *accepted}, f"algorithms ({name})")
+        # clients_per_round per entry: an algorithm defined for full participation (FedPD)
+        # runs beside sampled ones, as in the FedDR paper's comparisons
+        _check_keys(entry, {"name", "label", "clients_per_round", *accepted},
+                    f"algorithms ({name})")
         labels.append(entry.get("label", name))
     if len(set(labels)) != len(labels):
         raise ConfigError(f"algorithms: labels must be unique (got {labels}); give repeated "

@@ -33,6 +33,8 @@ class Counters:
         Proximal-operator evaluations by clients (one per client per call) and the server.
     floats_up, floats_down : int
         Floats uploaded by clients and downloaded by them, summed over participants.
+    hessian_evals, value_evals : int
+        Full local Hessians and loss values computed by clients (exact local solvers).
     """
 
     grad_evals: int = 0
@@ -41,6 +43,8 @@ class Counters:
     prox_evals_server: int = 0
     floats_up: int = 0
     floats_down: int = 0
+    hessian_evals: int = 0
+    value_evals: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -108,20 +112,46 @@ class Oracle:
                                   self.batch_size)
         return self.problem.data.minibatch(self._rows, index)
 
-    def _count(self, full: bool) -> None:
-        self.counters.grad_evals += self.size
-        if full or self.batch_size is None:
-            self.counters.sample_grads += int(self.problem.data.counts[self._rows].sum())
-        else:
-            self.counters.sample_grads += self.size * self.batch_size
+    @property
+    def counts(self) -> np.ndarray:
+        """Number of samples of each client of the block (host ints, shape ``(B,)``)."""
+        return self.problem.data.counts[self._rows]
 
-    def grad(self, x: Array) -> Array:
-        """Each client's (minibatch) gradient at its model; ``x`` and result ``(B, *shape)``."""
+    def _count(self, full: bool, active: np.ndarray | None) -> None:
+        # ``active`` marks the clients that really need the call: a vectorised block
+        # computes every row, but a client that has finished its local work (fewer
+        # epochs, a converged Newton solve) would not, so it is not charged.
+        counts = self.counts if active is None else self.counts[active]
+        self.counters.grad_evals += len(counts)
+        if full or self.batch_size is None:
+            self.counters.sample_grads += int(counts.sum())
+        else:
+            self.counters.sample_grads += len(counts) * self.batch_size
+
+    def grad(self, x: Array, active: np.ndarray | None = None) -> Array:
+        """Each client's (minibatch) gradient at its model; ``x`` and result ``(B, *shape)``.
+
+        ``active`` (host bool array, shape ``(B,)``) limits the counting to those clients.
+        """
         batch = self.next_batch()
-        self._count(full=False)
+        self._count(False, active)
         return self.loss.grad(x, batch)
 
-    def full_grad(self, x: Array) -> Array:
+    def full_grad(self, x: Array, active: np.ndarray | None = None) -> Array:
         """Each client's full local gradient (whatever the run's batch size)."""
-        self._count(full=True)
+        self._count(True, active)
         return self.loss.grad(x, self.full_batch())
+
+    def full_value(self, x: Array, active: np.ndarray | None = None) -> Array:
+        """Each client's full local loss ``f_i(x_i)``, shape ``(B,)`` (counted)."""
+        self.counters.value_evals += self.size if active is None else int(active.sum())
+        return self.loss.value(x, self.full_batch())
+
+    def full_hessian(self, x: Array, active: np.ndarray | None = None) -> Array:
+        """Each client's full local Hessian, ``(B, D, D)`` (counted; needs ``loss.hessian``)."""
+        hessian = getattr(self.loss, "hessian", None)
+        if hessian is None:
+            raise ValueError(f"{type(self.loss).__name__} has no hessian(); an exact local "
+                             "solver needs one — use local_solver='sgd' for this loss")
+        self.counters.hessian_evals += self.size if active is None else int(active.sum())
+        return hessian(x, self.full_batch())

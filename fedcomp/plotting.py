@@ -90,18 +90,21 @@ def plot_results(results: str | Path, out: str | Path, metric: str = "optimality
             methods[label] = str(r.get("method", label))
             curves[label][r[x_axis]].append(r[metric])
         modes_differ = len({p[1] for p in panels}) > 1
-        for label, points in curves.items():
+        # a sweep (one method, several labels) needs a color per label, not per method
+        sweep = len(set(methods.values())) < len(methods)
+        for index, (label, points) in enumerate(curves.items()):
             xs = np.array(sorted(points))
             ys = [np.array(points[x], dtype=float) for x in xs]
             mean = np.array([v.mean() for v in ys])
             lo, hi = np.array([v.min() for v in ys]), np.array([v.max() for v in ys])
-            color = color_of(methods[label])
+            color = _FALLBACK[index % len(_FALLBACK)] if sweep else color_of(methods[label])
             ax.plot(xs, mean, color=color, label=methods[label] if modes_differ else label)
             if any(len(v) > 1 for v in ys):
                 ax.fill_between(xs, lo, hi, color=color, alpha=0.2, linewidth=0)
         ax.set_yscale("linear" if metric in LINEAR_METRICS else "log")
         ax.set_xlabel({"round": "communication rounds", "wall_s": "wall time (s)",
-                       "floats_up": "floats uploaded"}.get(x_axis, x_axis))
+                       "floats_up": "floats uploaded",
+                       "sim_time": "simulated time"}.get(x_axis, x_axis))
         ax.set_ylabel({"optimality": "optimality  ||x - x*|| / ||x*||"}.get(metric, metric))
         variant, mode = panel
         title = "full gradients" if mode == "full" else f"minibatch {mode}"

@@ -114,6 +114,55 @@ def loop_za1(problem, rounds, lr, K, server_lr=1.0, seed=0, batch_size=None, x0=
     return (out, corrections) if return_corrections else out
 
 
+def _sgd_prox(problem, i, v, start, eta, lr, K, r, seed, batch_size):
+    """K steps of (minibatch) gradient descent on f_i(x) + ‖x − v‖²/(2η) from ``start``."""
+    x = start.copy()
+    for k in range(K):
+        x = x - lr * (client_grad(problem, i, x, r, k, seed, batch_size) + (x - v) / eta)
+    return x
+
+
+def loop_feddr(problem, rounds, eta, alpha, lr, K, seed=0, batch_size=None,
+               clients_per_round=None, init="paper"):
+    """FedDR (Tran-Dinh et al. 2021, Algorithm 1) with K local SGD steps, one client at a time."""
+    n, pi = problem.n_clients, problem.weights
+    x0 = np.zeros(problem.param_shape)
+    xbar = x0.copy()
+    if init == "paper":  # y = x⁰, x = prox(x⁰), x̂ = 2x − y: every client, "round −1"
+        y = np.array([x0 for _ in range(n)])
+        x = np.array([_sgd_prox(problem, i, x0, x0, eta, lr, K, -1, seed, batch_size)
+                      for i in range(n)])
+        xhat = 2 * x - y
+    else:  # the authors' code: y = x̂ = 0, x = x⁰
+        y = np.zeros((n, *x0.shape))
+        x = np.array([x0 for _ in range(n)])
+        xhat = np.zeros_like(y)
+    xtilde = sum(pi[i] * xhat[i] for i in range(n))
+    for r in range(rounds):
+        for i in sample_clients(seed, r, n, clients_per_round):
+            y[i] = y[i] + alpha * (xbar - x[i])
+            x[i] = _sgd_prox(problem, i, y[i], x[i], eta, lr, K, r, seed, batch_size)
+            new = 2 * x[i] - y[i]
+            xtilde = xtilde + pi[i] * (new - xhat[i])
+            xhat[i] = new
+        xbar = prox(problem, xtilde, eta)
+    return xbar
+
+
+def loop_fedprox(problem, rounds, mu, lr, K, seed=0, batch_size=None, clients_per_round=None,
+                 server_step=None):
+    """FedProx (Li et al. 2020): K SGD steps on f_i(x) + (μ/2)‖x − x̄‖² from x̄, then average."""
+    x = np.zeros(problem.param_shape)
+    for r in range(rounds):
+        S = sample_clients(seed, r, problem.n_clients, clients_per_round)
+        w = problem.weights[S] / problem.weights[S].sum()
+        new = np.zeros_like(x)
+        for wi, i in zip(w, S, strict=True):
+            new += wi * _sgd_prox(problem, i, x, x, 1.0 / mu, lr, K, r, seed, batch_size)
+        x = new if server_step is None else prox(problem, new, server_step)
+    return x
+
+
 def loop_fedcanon(problem, rounds, beta, K, alpha, seed=0, batch_size=None, return_c=False):
     """FedCanon Algorithm 1 / eq. (7), one client at a time (π-weighted averages)."""
     n = problem.n_clients

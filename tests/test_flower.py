@@ -72,6 +72,9 @@ EQUIVALENCE = [
     ("fast_fedda", {"smoothness": "auto", "strong_convexity": 0.05, "local_steps": 3}, None),
     ("fedmid", {"client_lr": 0.3, "local_steps": 3}, 2),
     ("fedcanon", {"client_lr": 0.3, "local_steps": 3}, None),
+    # FedDR: its warm-up round (round −1, every client) goes through the nodes too
+    ("feddr", {"eta": 2.0, "alpha": 1.5, "client_lr": 0.3, "local_steps": 3}, 1),
+    ("feddr", {"eta": 2.0, "local_solver": "exact", "init": "code"}, 2),
 ]
 
 

@@ -7,8 +7,8 @@ import json
 
 import numpy as np
 import pytest
-from conftest import make_problem
 
+from conftest import make_problem
 from fedcomp import NonFiniteError, Problem, simulate
 from fedcomp._array import to_numpy
 from fedcomp.algorithms import ALGORITHMS as REGISTRY
@@ -24,8 +24,13 @@ CONTRACT_PARAMS = {"fast_fedda": dict(smoothness=2.0, strong_convexity=0.01, loc
                                     strong_convexity=0.01, local_steps=3, domain_radius=2.0),
                    "scaffold": dict(client_lr=0.5, local_steps=3, server_prox=True),
                    "scaffnew": dict(client_lr=0.5, comm_prob=0.4, server_prox=True)}
+CONTRACT_PARAMS["fedsplit"] = dict(eta=0.5)
 ALGORITHMS = [make_algorithm(name, **CONTRACT_PARAMS.get(name, dict(client_lr=0.5, local_steps=3)))
               for name in sorted(REGISTRY)]
+ALGORITHMS = [alg for alg in ALGORITHMS if alg.execution == "rounds"]  # async: test_feddr.py
+# the exact (Newton) local solver of the primal-dual family, epochs with masks
+ALGORITHMS += [make_algorithm("feddr", local_solver="exact", eta=0.5, alpha=1.5),
+               make_algorithm("fedprox", mu=0.5, client_lr=0.5, local_epochs=2)]
 
 
 def supports_sampling(alg, problem) -> bool:

@@ -14,10 +14,14 @@ from ._decentralized import DecentralizedAlgorithm, NodeContext
 from .c_fedda import c_fedda
 from .dfedda import dfedda, dfedda_gt, dfedmid, drefedda_gt
 from .fast_fedda import fast_fedda
+from .fedadmm import fedadmm
 from .fedavg import fedavg
 from .fedcanon import fedcanon, fedcanon2, fedcanon_controls
 from .fedda import fedda
+from .feddr import async_feddr, feddr, fedsplit
 from .fedmid import fedmid
+from .fedpd import fedpd
+from .fedprox import fedprox
 from .mc_fedda import mc_fedda
 from .refedda_gt import fedda_gt, multistep_refedda_gt, refedda_gt
 from .scaffnew import scaffnew
@@ -31,6 +35,12 @@ ALGORITHMS: dict[str, Callable[..., FederatedAlgorithm]] = {
     "za1": za1,
     "fast_fedda": fast_fedda,
     "c_fedda": c_fedda,
+    "feddr": feddr,
+    "fedsplit": fedsplit,
+    "async_feddr": async_feddr,
+    "fedadmm": fedadmm,
+    "fedpd": fedpd,
+    "fedprox": fedprox,
     "mc_fedda": mc_fedda,
     "fedcanon": fedcanon,
     "fedcanon2": fedcanon2,
@@ -69,6 +79,12 @@ DESCRIPTIONS: dict[str, str] = {
     "dfedda_gt": "DFedDA with gradient tracking (Liang, Peng, Zhang 2023, Algorithm 1)",
     "drefedda_gt": "Gossip ReFedDA-GT: restricted map, sparsified average (Liang et al. 2023)",
     "dfedmid": "Decentralized FedMiD: local prox-SGD, gossip of primal models (baseline)",
+    "feddr": "Randomized Douglas-Rachford splitting, client sampling (Tran-Dinh et al. 2021)",
+    "fedsplit": "Peaceman-Rachford = FedDR with alpha=2, exact prox (Pathak, Wainwright 2020)",
+    "async_feddr": "Asynchronous FedDR on an event clock, stale models (Tran-Dinh et al. 2021)",
+    "fedadmm": "ADMM, server keeps every client's latest upload (Wang, Marella, Anderson 2022)",
+    "fedpd": "Federated primal-dual, communicate with probability p (Zhang et al. 2021)",
+    "fedprox": "Local proximal term mu/2||x - xbar||^2, optional server prox (Li et al. 2020)",
 }
 
 
@@ -96,3 +112,4 @@ __all__ = ["ALGORITHMS", "DECENTRALIZED", "DESCRIPTIONS", "ClientContext",
            "fast_fedda", "fedavg", "fedda", "fedda_gt", "fedmid", "make_algorithm", "mc_fedda",
            "multistep_refedda_gt", "refedda_gt", "za1", "za1_correction",
            "fedcanon", "fedcanon2", "fedcanon_controls", "scaffnew", "scaffold"]
+__all__ += ["async_feddr", "fedadmm", "feddr", "fedpd", "fedprox", "fedsplit"]

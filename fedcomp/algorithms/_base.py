@@ -18,6 +18,11 @@ sampling, blocks, counters, Flower — and calls:
     client weights renormalised over the participants.
 ``output(server_state) -> x``
     The model to evaluate.
+
+An algorithm with ``warmup=True`` also gets one round with *every* client before round 1,
+with ``ctx.round == -1`` on both sides (e.g. FedDR's ``x_i⁰ = prox_{ηf_i}(x⁰)``); its cost is
+counted. ``execution="async"`` marks an algorithm for the event-clock runner
+(:func:`fedcomp.runtime.simulate_async`) rather than rounds.
 """
 
 from __future__ import annotations
@@ -112,6 +117,10 @@ class FederatedAlgorithm(NamedTuple):
     #: smoothness constant reported once by every client), or ``None`` to keep it as is.
     setup: Callable[[Any], Any] = _as_is
     divergence_hint: str = STEP_HINT
+    #: one round with every client (``round == -1``) before round 1
+    warmup: bool = False
+    #: "rounds" (:func:`fedcomp.runtime.simulate`) or "async" (``simulate_async``)
+    execution: str = "rounds"
 
 
 def replicate(x: Array, n: int) -> Array:

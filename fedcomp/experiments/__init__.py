@@ -5,6 +5,8 @@ from . import (
     bao2022_sparse_regression,
     fedcanon_stepsizes,
     fedcanon_vs_composite,
+    feddr_async,
+    feddr_synthetic,
     liang2024,
     liang2024_linear,
     liang2024_logistic,
@@ -21,6 +23,7 @@ EXPERIMENTS = {
     "liang2024_linear": liang2024_linear,
     "liang2024_logistic": liang2024_logistic,
 }
+EXPERIMENTS |= {"feddr_async": feddr_async, "feddr_synthetic": feddr_synthetic}
 
 __all__ = ["EXPERIMENTS", "RESULT_COLUMNS", "final_metrics", "run_experiment", "seed000",
            "fedcanon_stepsizes", "fedcanon_vs_composite", "liang2024", "liang2024_linear",

@@ -40,7 +40,7 @@ from ..config import (
 )
 from ..metrics import CSVLogger
 from ..reference import solve_reference
-from ..runtime import NonFiniteError, simulate, simulate_decentralized
+from ..runtime import NonFiniteError, simulate, simulate_async, simulate_decentralized
 
 RESULT_COLUMNS = ["algorithm", "method", "batch_size", "seed", "round", "objective",
                   "optimality", "nnz", "grad_evals", "sample_grads", "prox_evals_client",
@@ -116,6 +116,8 @@ def run_experiment(config: dict[str, Any], out_dir: str | Path, *, seeds: list[i
                             "versions": versions(), "settings": {}}
     columns = RESULT_COLUMNS + (["variant"] if has_variants else []) + [
         m for m in cfg["metrics"] if m not in RESULT_COLUMNS] + decentralized_columns(settings)
+    if any(setting.get("compute_times") for _, setting in settings):
+        columns += ["sim_time"]  # simulated time (rounds wait for their slowest client)
     logger = CSVLogger(out / "results.csv", columns=columns)
     summary: list[dict[str, Any]] = []
     try:
@@ -213,9 +215,11 @@ def _run_one(setting: dict[str, Any], problem: Any, reference: Any, entry: dict[
              batch_size: int | None, tags: dict[str, Any], logger: Any, progress: Any,
              clients: Any = None) -> dict[str, Any]:
     """One simulated run; its summary row (final metrics, status, the model under ``_x``)."""
-    params = {k: v for k, v in entry.items() if k not in ("name", "label")}
+    params = {k: v for k, v in entry.items() if k not in ("name", "label", "clients_per_round")}
     algorithm = make_algorithm(entry["name"], **params)
     row: dict[str, Any] = {**tags, "status": "ok"}
+    clients_per_round = entry.get("clients_per_round", setting["clients_per_round"])
+    run: Any
     try:
         if entry["name"] in DECENTRALIZED:  # gossip over the setting's graph
             if clients is not None:
@@ -227,13 +231,22 @@ def _run_one(setting: dict[str, Any], problem: Any, reference: Any, entry: dict[
                 node_block=setting["client_block"], eval_every=setting["eval_every"],
                 metrics=setting["metrics"], reference=reference, logger=logger,
                 seed=tags["seed"], progress=progress, tags=tags, **options)
+        elif algorithm.execution == "async":
+            # as many client updates as the synchronous runs: rounds × clients per round
+            per_round = clients_per_round or problem.n_clients
+            run = simulate_async(algorithm, problem, setting["rounds"] * per_round,
+                                 compute_times=setting["compute_times"], batch_size=batch_size,
+                                 eval_every=setting["eval_every"] * per_round,
+                                 metrics=setting["metrics"], reference=reference, logger=logger,
+                                 seed=tags["seed"], progress=progress, tags=tags)
         else:
             run = simulate(algorithm, problem, setting["rounds"], batch_size=batch_size,
-                           clients_per_round=setting["clients_per_round"],
+                           clients_per_round=clients_per_round,
                            client_block=setting["client_block"],
                            eval_every=setting["eval_every"], metrics=setting["metrics"],
                            reference=reference, logger=logger, seed=tags["seed"],
-                           progress=progress, tags=tags, clients=clients)
+                           progress=progress, tags=tags, compute_times=setting["compute_times"],
+                           clients=clients)
     except NonFiniteError as exc:
         row["status"] = f"diverged: {exc}"
         print(f"warning: {exc}", file=sys.stderr)

@@ -7,6 +7,12 @@ A loss is a frozen dataclass of hyperparameters with pure, batched functions:
 * ``smoothness(batch)`` → ``(B,)``: an upper bound on each client's Lipschitz constant L_i;
 * ``param_shape(feature_shape, n_classes)`` → the shape of one model.
 
+Optional, for exact local solvers (FedDR's exact ``prox_{ηf_i}``, FedADMM, ...):
+
+* ``hessian(x, batch)`` → ``(B, D, D)`` with ``D = prod(param_shape)``: each client's Hessian
+  in the row-major flattening of its model;
+* ``quadratic`` (bool): the loss is quadratic in ``x``, so one Newton step is exact.
+
 ``x`` has shape ``(B, *param_shape)`` (one model per client of the block) and ``batch`` is
 a :class:`fedcomp.data.Batch` with a leading axis of the same B.
 """

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import array_api_compat
+
 from .._array import Array, namespace
 from ..data._client_data import Batch
 from ._base import check_l2
@@ -24,6 +26,21 @@ def _back(features: Array, coef: Array) -> Array:
     """``Σ_j coef_bj a_bj``: (B, m, d) × (B, m) → (B, d)."""
     xp = namespace(features)
     return xp.matmul(coef[:, None, :], features)[:, 0, :]
+
+
+def _weighted_gram(features: Array, coef: Array) -> Array:
+    """``Σ_j c_bj a_bj a_bjᵀ``: (B, m, d) with (B, m) → (B, d, d), one batched matmul."""
+    xp = namespace(features)
+    return xp.matmul(xp.matrix_transpose(features) * coef[:, None, :], features)
+
+
+def _add_ridge(hess: Array, l2: float) -> Array:
+    """``H + l2·I`` on every matrix of the block."""
+    if not l2:
+        return hess
+    xp = namespace(hess)
+    eye = xp.eye(hess.shape[-1], dtype=hess.dtype, device=array_api_compat.device(hess))
+    return hess + l2 * eye
 
 
 def _gram_max_eig(batch: Batch) -> Array:
@@ -79,6 +96,13 @@ class LeastSquares:
     def smoothness(self, batch: Batch) -> Array:
         return _gram_max_eig(batch) + self.l2
 
+    #: The loss is a quadratic: one Newton step from anywhere is its exact minimiser.
+    quadratic = True
+
+    def hessian(self, x: Array, batch: Batch) -> Array:
+        """``Σ_j w_j a_j a_jᵀ + l2·I`` for each client, shape ``(B, d, d)`` (constant in x)."""
+        return _add_ridge(_weighted_gram(batch.features, batch.weights), self.l2)
+
 
 @dataclass(frozen=True)
 class Logistic:
@@ -131,6 +155,18 @@ class Logistic:
 
     def smoothness(self, batch: Batch) -> Array:
         return 0.25 * _gram_max_eig(batch) + self.l2
+
+    quadratic = False
+
+    def hessian(self, x: Array, batch: Batch) -> Array:
+        """``Σ_j w_j σ(t_j)σ(−t_j) a_j a_jᵀ + l2·I``, ``t_j = y_j a_jᵀx``: shape ``(B, d, d)``.
+
+        ``σ(t)σ(−t) = (1 − tanh²(t/2))/4`` never overflows.
+        """
+        xp = namespace(x)
+        th = xp.tanh(0.5 * _margins(x, batch.features))  # the sign of y_j drops out
+        return _add_ridge(_weighted_gram(batch.features, 0.25 * batch.weights * (1.0 - th * th)),
+                          self.l2)
 
 
 __all__ = ["LeastSquares", "Logistic"]

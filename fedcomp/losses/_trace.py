@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from .._array import Array, namespace
 from ..data._client_data import Batch
 from ._base import check_l2
-from ._linear import _back, _margins
+from ._linear import _add_ridge, _back, _margins, _weighted_gram
 
 
 def _flat(features: Array) -> Array:
@@ -110,6 +110,12 @@ class TraceRegression:
 
     def smoothness(self, batch: Batch) -> Array:
         return _weighted_gram_max_eig(_flat(batch.features), batch.weights) + self.l2
+
+    quadratic = True
+
+    def hessian(self, x: Array, batch: Batch) -> Array:
+        """``Σ_j w_j vec(X_j) vec(X_j)ᵀ + l2·I``, shape ``(B, p1·p2, p1·p2)`` (row-major vec)."""
+        return _add_ridge(_weighted_gram(_flat(batch.features), batch.weights), self.l2)
 
 
 __all__ = ["TraceRegression"]

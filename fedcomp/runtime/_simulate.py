@@ -24,6 +24,7 @@ from ..algorithms._base import ClientContext, FederatedAlgorithm, ServerContext
 from ..metrics import DEFAULT_METRICS, evaluate
 from ..oracle import Counters, Oracle
 from ..problem import Problem
+from ._clock import ComputeTimes
 
 
 class NonFiniteError(FloatingPointError):
@@ -140,9 +141,25 @@ def _scatter(full: Any, participants: np.ndarray, rows: Any) -> Any:
     if len(full) == 0:
         return full
     n = full[0].shape[0]
-    if len(participants) == n:  # full participation: participants are 0..n-1 in order
-        return rows
+    if len(participants) == n and bool((np.diff(participants) == 1).all()):
+        return rows  # full participation, clients 0..n-1 in order
     return type(full)(*(replace_rows(f, participants, r) for f, r in zip(full, rows, strict=True)))
+
+
+def server_context(problem: Problem, server_prox: Any, round_: int, participants: np.ndarray,
+                   like: Array) -> ServerContext:
+    """The :class:`ServerContext` of a step with these participants."""
+    pi = problem.weights[participants]
+    return ServerContext(server_prox, round_, participants, asarray_like(pi / pi.sum(), like),
+                         asarray_like(pi, like), problem.n_clients)
+
+
+def _sampled(sampling: Any, round_: int, n_clients: int) -> np.ndarray:
+    ids = np.asarray(sampling(round_), dtype=np.int64).reshape(-1)
+    if len(ids) == 0 or len(np.unique(ids)) != len(ids) or ids.min() < 0 or ids.max() >= n_clients:
+        raise ValueError(f"sampling({round_}) must return distinct client ids in 0..{n_clients - 1}"
+                         f" (got {ids.tolist()})")
+    return ids
 
 
 def _divergence(x: Array, limit: float) -> str:
@@ -248,6 +265,8 @@ def simulate(
     tags: dict[str, Any] | None = None,
     max_norm: float | None = 1e12,
     clients: Any = None,
+    sampling: Any = None,
+    compute_times: Any = None,
 ) -> RunResult:
     """Run a federated algorithm on a problem in one process, clients vectorised in blocks.
 
@@ -286,6 +305,12 @@ def simulate(
         The client executor (default :class:`LocalClients`, vectorised blocks in this
         process); :mod:`fedcomp.flower` passes one that runs the participants on SuperNodes.
         Sampling, server updates, counters, evaluation and logging stay here either way.
+    sampling : callable, optional
+        ``sampling(round) -> client ids``: any other client sampling (non-uniform, a fixed
+        schedule); overrides ``clients_per_round``. It must be a pure function of the round.
+    compute_times : ComputeTimes or dict, optional
+        Each client's compute-time distribution (see :class:`ComputeTimes`): rows then get a
+        ``sim_time`` column, a round lasting as long as its slowest participant.
 
     Returns
     -------
@@ -312,15 +337,18 @@ def simulate(
     [0, 1, 2, 3]
     """
     _check_run_args(problem, rounds, clients_per_round, batch_size, eval_every)
+    if algorithm.execution != "rounds":
+        raise ValueError(f"{algorithm.name} runs on an event clock, not in rounds; use "
+                         "fedcomp.runtime.simulate_async")
     algorithm = algorithm.setup(problem) or algorithm
-    algorithm.validate(problem, clients_per_round)
+    # a custom sampling counts as partial participation for the algorithms' checks
+    algorithm.validate(problem, clients_per_round if sampling is None else 1)
     norm_limit = _norm_limit(max_norm)
     block_size = resolve_block_size(client_block, problem, batch_size)
     x = problem.zeros() if x0 is None else problem.as_model(x0)
     regularizer = problem.regularizer
     server_state, client_states = algorithm.init(x, problem.n_clients, regularizer)
     counters = Counters()
-    pi_all = problem.weights
     history: list[dict[str, Any]] = []
     tags = dict(tags or {})
     bar = _Progress(progress, rounds, tags.get("algorithm", algorithm.name))
@@ -337,27 +365,41 @@ def simulate(
     def record(round_: int) -> None:
         model = algorithm.output(server_state)
         row: dict[str, Any] = {**tags, "round": round_, **counters.as_dict(), "wall_s": wall}
+        if clock is not None:
+            row["sim_time"] = sim_time
         row.update(evaluate(problem, model, metrics, reference))
         history.append(row)
         if logger is not None:
             logger.log(row)
 
-    record(0)
     like = problem.data.features
+    clock = None if compute_times is None else ComputeTimes.build(compute_times, problem.n_clients)
+    sim_time = 0.0
     run_clients = (LocalClients if clients is None else clients)(
         algorithm, problem, client_states, counters,
         ClientSettings(seed, batch_size, block_size, client_prox))
-    for r in range(rounds):
-        tic = time.perf_counter()
-        participants = sample_clients(seed, r, problem.n_clients, clients_per_round)
+
+    def step(r: int, participants: np.ndarray) -> None:
+        nonlocal server_state, sim_time
         message = algorithm.broadcast(server_state)
         stacked = run_clients.run_round(r, message, participants)
         counters.floats_down += _floats(message) * len(participants)
         counters.floats_up += _floats(stacked, leading=1) * len(participants)
-        pi = pi_all[participants]
-        sctx = ServerContext(server_prox, r, participants, asarray_like(pi / pi.sum(), like),
-                             asarray_like(pi, like), problem.n_clients)
-        server_state = algorithm.server_update(server_state, stacked, sctx)
+        server_state = algorithm.server_update(
+            server_state, stacked, server_context(problem, server_prox, r, participants, like))
+        if clock is not None:  # a synchronous round waits for its slowest participant
+            sim_time += float(clock.draw(seed, r, participants, problem.n_clients).max(initial=0.0))
+
+    if algorithm.warmup:  # round −1: every client (e.g. FedDR's x_i⁰ = prox_{ηf_i}(x⁰))
+        tic = time.perf_counter()
+        step(-1, np.arange(problem.n_clients))
+        wall += time.perf_counter() - tic
+    record(0)
+    for r in range(rounds):
+        tic = time.perf_counter()
+        participants = (sample_clients(seed, r, problem.n_clients, clients_per_round)
+                        if sampling is None else _sampled(sampling, r, problem.n_clients))
+        step(r, participants)
         wall += time.perf_counter() - tic
         problem_text = _divergence(algorithm.output(server_state), norm_limit)
         if problem_text:

@@ -1,0 +1,95 @@
+"""The FedDR experiment configs run end to end at reduced size (every variant, both runners)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from fedcomp import config
+from fedcomp.experiments import run_experiment
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+def small(name: str, **data) -> dict:
+    cfg = config.load(CONFIGS / name)
+    cfg = config.apply_override(cfg, "rounds=2")
+    cfg = config.apply_override(cfg, "eval_every=1")
+    cfg = config.apply_override(cfg, "reference={tol=1e-6}")
+    for key, value in data.items():
+        cfg = config.apply_override(cfg, f"data.{key}={value}")
+    for entry in cfg["algorithms"]:
+        entry["local_epochs"] = 1
+    return cfg
+
+
+def rows(out: Path) -> list[dict]:
+    with (out / "results.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+def test_feddr_synthetic_config_runs_every_variant(tmp_path):
+    cfg = small("feddr_synthetic.toml", samples_per_client=12)
+    summary = run_experiment(cfg, tmp_path, progress=False, stream=open("/dev/null", "w"))
+    assert all(row["status"] == "ok" for row in summary)
+    got = {(r["variant"], r["algorithm"]) for r in rows(tmp_path)}
+    for variant in ("synthetic_iid", "synthetic_0_0", "synthetic_0.5_0.5", "synthetic_1_1",
+                    "synthetic_1_1_full"):
+        for alg in ("fedavg", "fedprox", "fedpd", "feddr"):
+            assert (variant, alg) in got
+    assert {("epochs", f"feddr_E{e}") for e in (5, 10, 20, 30)} <= got
+    assert {("participation", f"feddr_S{s}") for s in (5, 10, 15, 20, 25)} <= got
+    # per-entry participation: |S| clients upload d floats each round (plus the warm-up)
+    d = 60 * 10
+    final = {r["algorithm"]: r for r in rows(tmp_path)
+             if r["variant"] == "participation" and r["round"] == "2"}
+    for s in (5, 25):
+        assert int(final[f"feddr_S{s}"]["floats_up"]) == (2 * s + 30) * d
+
+
+def test_feddr_async_config_runs_on_simulated_time(tmp_path):
+    cfg = small("feddr_async.toml", samples_per_client=12)
+    summary = run_experiment(cfg, tmp_path, progress=False, stream=open("/dev/null", "w"))
+    assert [row["status"] for row in summary] == ["ok", "ok"]
+    result = rows(tmp_path)
+    sync = [r for r in result if r["algorithm"] == "feddr"]
+    asyn = [r for r in result if r["algorithm"] == "async_feddr"]
+    # the same client updates: 2 rounds x 10 clients = 20 asynchronous server steps
+    assert sync[-1]["round"] == "2" and asyn[-1]["round"] == "20"
+    assert all(float(r["sim_time"]) > 0 for r in sync[1:] + asyn[1:])
+    # waiting for the slowest of 10 takes longer than 20 one-at-a-time arrivals of 20 clients
+    assert float(asyn[-1]["sim_time"]) < float(sync[-1]["sim_time"])
+
+
+def test_compute_times_are_validated():
+    cfg = config.load(CONFIGS / "feddr_async.toml")
+    with pytest.raises(config.ConfigError, match="distribution"):
+        config.resolve(config.apply_override(cfg, "compute_times.distribution='gamma'"))
+    with pytest.raises(config.ConfigError, match="accepted"):
+        config.resolve(config.apply_override(cfg, "compute_times.shape=2"))
+
+
+def test_verdict_rules():
+    from fedcomp.experiments import EXPERIMENTS
+
+    synth = EXPERIMENTS["feddr_synthetic"].verdict
+    finals = {(name, "b10", "synthetic_1_1_full"): {"objective": obj}
+              for name, obj in [("fedavg", 2.0), ("fedprox", 1.5), ("fedpd", 1.2), ("feddr", 1.0)]}
+    finals[("feddr", "b10", "synthetic_iid")] = {"objective": 9.0}  # other settings don't count
+    assert synth(finals)[0] == "reproduced"
+    finals[("fedpd", "b10", "synthetic_1_1_full")] = {"objective": 0.5}
+    assert synth(finals)[0].startswith("partly")
+    finals[("fedavg", "b10", "synthetic_1_1_full")] = {"objective": 0.1}
+    assert synth(finals)[0] == "not reproduced"
+    asyn = EXPERIMENTS["feddr_async"].verdict
+    sync = {"objective": 1.0, "sim_time": 100.0}
+    assert asyn({("feddr", "b10"): sync,
+                 ("async_feddr", "b10"): {"objective": 0.9, "sim_time": 60.0}})[0] == "reproduced"
+    assert asyn({("feddr", "b10"): sync,
+                 ("async_feddr", "b10"): {"objective": 0.9, "sim_time": 160.0}})[0] != "reproduced"
+    assert asyn({("feddr", "b10"): sync,
+                 ("async_feddr", "b10"): {"objective": 1.1, "sim_time": 60.0}})[0] == \
+        "not reproduced"
+    assert EXPERIMENTS["feddr_synthetic"].CONFIG["name"] == "feddr_synthetic"
