@@ -272,10 +272,17 @@ def _refedda(name: str, client_lr: float, local_steps: int, server_lr: float,
     return FederatedAlgorithm(
         name=name, init=init, broadcast=broadcast, client_update=client_update,
         server_update=server_update, output=lambda s: s.x,
-        hyperparameters=dict(client_lr=client_lr, local_steps=local_steps,
-                             server_lr=server_lr, p=p, radius_sq=radius_sq, sparsity=sparsity,
-                             stage_rounds=stage_rounds, output=output,
-                             radius_decay=radius_decay))
+        hyperparameters=_public_hyperparameters(
+            name, dict(client_lr=client_lr, local_steps=local_steps, server_lr=server_lr, p=p,
+                       radius_sq=radius_sq, sparsity=sparsity, stage_rounds=stage_rounds,
+                       output=output, radius_decay=radius_decay)))
+
+
+def _public_hyperparameters(name: str, values: dict[str, Any]) -> dict[str, Any]:
+    """The hyperparameters the public factory ``name`` accepts (so it rebuilds from them)."""
+    if name == "refedda_gt":
+        return {k: v for k, v in values.items() if k not in ("stage_rounds", "radius_decay")}
+    return {k: v for k, v in values.items() if k != "output"}
 
 
 def refedda_gt(client_lr: float = 0.01, local_steps: int = 10, server_lr: float = 1.0,
