@@ -28,11 +28,10 @@ from ._clock import ComputeTimes
 from ._simulate import (
     ClientSettings,
     LocalClients,
-    NonFiniteError,
-    _divergence,
     _floats,
     _norm_limit,
     _Progress,
+    check_divergence,
     server_context,
 )
 
@@ -208,12 +207,8 @@ def simulate_async(
         jobs[i] += 1
         heapq.heappush(queue, (now + duration, i, k + 1, message))
         wall += time.perf_counter() - tic
-        problem_text = _divergence(algorithm.output(server_state), norm_limit)
-        if problem_text:
-            raise NonFiniteError(
-                f"{tags.get('algorithm', algorithm.name)}: the model {problem_text} at server "
-                f"step {k + 1} (hyperparameters {algorithm.hyperparameters}); "
-                f"{algorithm.divergence_hint}")
+        check_divergence(algorithm.output(server_state), norm_limit, algorithm, tags,
+                         f"at server step {k + 1}")
         if (k + 1) % eval_every == 0 or k + 1 == server_steps:
             record(k + 1)
         bar.update(k + 1)

@@ -26,15 +26,14 @@ from ..oracle import Counters, Oracle
 from ..problem import Problem
 from ..topology import Topology
 from ._simulate import (
-    NonFiniteError,
     RunResult,
     _blocks,
     _check_run_args,
     _concat,
-    _divergence,
     _gather,
     _norm_limit,
     _Progress,
+    check_divergence,
     resolve_block_size,
 )
 
@@ -232,12 +231,8 @@ def simulate_decentralized(
         states = algorithm.gossip(_concat(parts), mix, r)
         wall += time.perf_counter() - tic
         models = algorithm.output(states)
-        text = _divergence(models, norm_limit * np.sqrt(n))
-        if text:
-            raise NonFiniteError(
-                f"{tags.get('algorithm', algorithm.name)}: the node models {text} in round "
-                f"{r + 1} (hyperparameters {algorithm.hyperparameters}); "
-                f"{algorithm.divergence_hint}")
+        check_divergence(models, norm_limit * np.sqrt(n), algorithm, tags, f"in round {r + 1}",
+                         what="the node models")
         if (r + 1) % eval_every == 0 or r + 1 == rounds:
             record(r + 1)
         bar.update(r + 1)

@@ -162,6 +162,17 @@ def _sampled(sampling: Any, round_: int, n_clients: int) -> np.ndarray:
     return ids
 
 
+def check_divergence(x: Array, limit: float, algorithm: Any, tags: dict[str, Any],
+                     where: str, what: str = "the model") -> None:
+    """Raise :class:`NonFiniteError` when ``x`` diverged, naming the run, ``where`` (e.g.
+    "in round 7") and the algorithm's hint for what to change."""
+    text = _divergence(x, limit)
+    if text:
+        raise NonFiniteError(
+            f"{tags.get('algorithm', algorithm.name)}: {what} {text} {where} "
+            f"(hyperparameters {algorithm.hyperparameters}); {algorithm.divergence_hint}")
+
+
 def _divergence(x: Array, limit: float) -> str:
     """Why ``x`` counts as diverged ("" when it does not): non-finite, or norm above ``limit``."""
     xp = namespace(x)
@@ -401,12 +412,8 @@ def simulate(
                         if sampling is None else _sampled(sampling, r, problem.n_clients))
         step(r, participants)
         wall += time.perf_counter() - tic
-        problem_text = _divergence(algorithm.output(server_state), norm_limit)
-        if problem_text:
-            raise NonFiniteError(
-                f"{tags.get('algorithm', algorithm.name)}: the model {problem_text} in round "
-                f"{r + 1} (hyperparameters {algorithm.hyperparameters}); "
-                f"{algorithm.divergence_hint}")
+        check_divergence(algorithm.output(server_state), norm_limit, algorithm, tags,
+                         f"in round {r + 1}")
         if (r + 1) % eval_every == 0 or r + 1 == rounds:
             record(r + 1)
         bar.update(r + 1)
