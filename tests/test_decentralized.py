@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import make_problem
+
 from fedcomp import ClientData, Problem, simulate
 from fedcomp.algorithms import (
     dfedda,

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _loops import loop_fedcanon, loop_scaffnew, loop_scaffold
-
 from conftest import heterogeneous_data, make_problem
+
 from fedcomp import Problem, simulate, solve_reference
 from fedcomp.algorithms import (
     fedavg,

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _loops import loop_feddr
-
 from conftest import heterogeneous_data, make_problem
+
 from fedcomp import ClientData, ComputeTimes, Problem, simulate, simulate_async, solve_reference
 from fedcomp.algorithms import async_feddr, feddr, fedsplit, make_algorithm
 from fedcomp.losses import LeastSquares, Logistic

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _loops import loop_fedavg, loop_fedprox
-
 from conftest import make_problem
+
 from fedcomp import simulate, solve_reference
 from fedcomp.algorithms import fedadmm, fedavg, fedpd, fedprox, make_algorithm
 from fedcomp.regularizers import L1

@@ -7,8 +7,8 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import make_problem
+
 from fedcomp import NonFiniteError, Problem, simulate
 from fedcomp._array import to_numpy
 from fedcomp.algorithms import ALGORITHMS as REGISTRY
