@@ -75,7 +75,7 @@ import numpy as np
 TOP_LEVEL_KEYS = {"name", "description", "rounds", "eval_every", "seeds", "batch_size",
                   "clients_per_round", "client_block", "metrics", "data", "problem",
                   "regularizer", "algorithms", "reference", "claim", "variants", "topology",
-                  "streaming", "compute_times"}
+                  "streaming", "compute_times", "backend"}
 
 #: What a ``[[variants]]`` entry may override.
 VARIANT_KEYS = {"data", "problem", "regularizer", "algorithms", "rounds", "eval_every",
@@ -99,7 +99,12 @@ DEFAULTS: dict[str, Any] = {
     "topology": None,
     "streaming": False,
     "compute_times": None,
+    "backend": "auto",
 }
+
+#: ``backend`` values: where the data and models live (``auto``: torch float32 for
+#: ``torch_model`` losses, NumPy float64 otherwise).
+BACKENDS = ("auto", "numpy", "torch", "torch-float64", "cuda")
 
 
 class ConfigError(ValueError):
@@ -226,6 +231,10 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
     for key in ("name", "rounds", "data", "problem", "regularizer", "algorithms"):
         if key not in cfg:
             raise ConfigError(f"config: missing required key {key!r}")
+    if "reference" not in config and cfg["problem"].get("loss") == "torch_model":
+        cfg["reference"] = False  # a network has no centralized x* to compare against
+    if cfg["backend"] not in BACKENDS:
+        raise ConfigError(f"backend: unknown backend {cfg['backend']!r}; valid: {list(BACKENDS)}")
     cfg["reference"] = _reference_settings(cfg["reference"])
     _check_setting(cfg)
     _check_variants(cfg)
@@ -339,7 +348,13 @@ def _check_setting(cfg: dict[str, Any]) -> None:
         raise ConfigError(f"regularizer.name: unknown regularizer {reg.get('name')!r}; valid: "
                           f"{sorted(REGULARIZERS)}")
     reg_params = set(inspect.signature(REGULARIZERS[reg["name"]]).parameters)
-    _check_keys(reg, {"name", *reg_params}, f"regularizer ({reg['name']})")
+    _check_keys(reg, {"name", "scope", *reg_params}, f"regularizer ({reg['name']})")
+    if reg.get("scope", "all") not in ("all", "weights"):
+        raise ConfigError(f"regularizer.scope must be 'all' or 'weights' (network weights and "
+                          f"kernels, not biases); got {reg['scope']!r}")
+    if reg.get("scope") == "weights" and problem["loss"] != "torch_model":
+        raise ConfigError("regularizer.scope = 'weights' needs a network (loss = "
+                          "'torch_model'); other models have no biases to leave out")
 
     if cfg.get("streaming") and data["generator"] not in SAMPLERS:
         streamable = sorted(SAMPLERS)
@@ -405,13 +420,31 @@ def build_problem(cfg: dict[str, Any]) -> Any:
 
     data_cfg = dict(cfg["data"])
     name = data_cfg.pop("generator")
-    data = DATASETS[name](**data_cfg)
+    data = _on_backend(DATASETS[name](**data_cfg), cfg)
     truth = GROUND_TRUTHS[name](**data_cfg) if name in GROUND_TRUTHS else None
     sampler = SAMPLERS[name](**data_cfg) if cfg.get("streaming") else None
     loss, regularizer, n_classes = build_components(cfg)
     return Problem(loss, regularizer, data, weighting=cfg["problem"].get("weighting", "uniform"),
                    n_classes=n_classes, ground_truth=truth, name=cfg["name"],
                    sampler=sampler)
+
+
+def _on_backend(data: Any, cfg: dict[str, Any]) -> Any:
+    """The data on the configuration's backend (NumPy data stay as they are)."""
+    backend = cfg.get("backend", "auto")
+    if backend == "auto":
+        backend = "torch" if cfg["problem"].get("loss") == "torch_model" else "numpy"
+    if backend == "numpy":
+        return data
+    try:
+        import torch
+    except ImportError as exc:
+        raise ConfigError(f"backend = {backend!r} needs PyTorch: pip install 'fedcomp[torch]'"
+                          ) from exc
+    if backend == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("backend = 'cuda' but torch sees no GPU; use backend = 'torch'")
+    dtype = torch.float64 if backend == "torch-float64" else torch.float32
+    return data.to(torch.zeros(0, dtype=dtype, device="cuda" if backend == "cuda" else "cpu"))
 
 
 def build_components(cfg: dict[str, Any]) -> tuple[Any, Any, int | None]:
@@ -425,9 +458,14 @@ def build_components(cfg: dict[str, Any]) -> tuple[Any, Any, int | None]:
     reg_cfg = dict(cfg["regularizer"])
     param_ndim = loss.param_ndim
     reg_name = reg_cfg.pop("name")
+    scope = reg_cfg.pop("scope", "all")
     if "param_ndim" in inspect.signature(make_regularizer_class(reg_name)).parameters:
         reg_cfg.setdefault("param_ndim", param_ndim)
     regularizer = make_regularizer(reg_name, **reg_cfg)
+    if scope == "weights":
+        from .regularizers import Masked
+
+        regularizer = Masked(regularizer, loss.layout().weight_mask())
     n_classes = cfg["data"].get("n_classes")
     if n_classes is not None and n_classes <= 2:
         n_classes = None  # binary ±1 labels: a vector model

@@ -112,6 +112,12 @@ class Problem:
         xp = namespace(self.data.features)
         return xp.zeros(self.param_shape, dtype=self.data.dtype)
 
+    def initial_model(self) -> Array:
+        """The default starting model: the loss's own (a network's seeded initial
+        parameters, :meth:`TorchModel.initial_model`), else zeros."""
+        initial = getattr(self.loss, "initial_model", None)
+        return self.zeros() if initial is None else self.as_model(initial())
+
     def as_model(self, x: Any) -> Array:
         """``x`` as a model array in the data's namespace and dtype."""
         return asarray_like(to_numpy(x) if not isinstance(x, np.ndarray) else x, self.data.features)

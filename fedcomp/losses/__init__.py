@@ -14,6 +14,7 @@ from typing import Any
 from ._base import Loss
 from ._linear import LeastSquares, Logistic
 from ._softmax import Softmax
+from ._torch import ParamEntry, ParamLayout, TorchModel
 from ._trace import TraceRegression
 
 #: Loss classes by configuration name.
@@ -22,6 +23,7 @@ LOSSES: dict[str, type] = {
     "logistic": Logistic,
     "softmax": Softmax,
     "trace_regression": TraceRegression,
+    "torch_model": TorchModel,
 }
 
 #: One line per loss, for ``fedcomp list``.
@@ -32,6 +34,8 @@ DESCRIPTIONS: dict[str, str] = {
                "optional ridge l2",
     "trace_regression": "least squares on matrix features y = <X, W>, (p1, p2) model, "
                         "optional ridge l2",
+    "torch_model": "cross-entropy of a PyTorch network (mlp, cnn, resnet18 or any nn.Module) "
+                   "on class ids; the model is its flat parameter vector (needs torch)",
 }
 
 
@@ -62,7 +66,7 @@ def make_loss(name: str, **params: Any) -> Loss:
     >>> make_loss("hinge")
     Traceback (most recent call last):
     ...
-    ValueError: unknown loss 'hinge'; valid: least_squares, logistic, softmax, trace_regression
+    ValueError: unknown loss 'hinge'; valid: least_squares, logistic, softmax, torch_model, trace_regression
     """
     if name not in LOSSES:
         raise ValueError(f"unknown loss {name!r}; valid: {', '.join(sorted(LOSSES))}")
@@ -75,5 +79,16 @@ def make_loss(name: str, **params: Any) -> Loss:
     return cls(**params)
 
 
-__all__ = ["DESCRIPTIONS", "LOSSES", "LeastSquares", "Logistic", "Loss", "Softmax",
-           "TraceRegression", "make_loss"]
+
+
+def __getattr__(name: str) -> object:
+    # the network builders import torch: only on demand (torch is an optional extra)
+    if name == "NETWORKS":
+        from ._networks import NETWORKS
+
+        return NETWORKS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["DESCRIPTIONS", "LOSSES", "LeastSquares", "Logistic", "Loss", "ParamEntry",
+           "ParamLayout", "Softmax", "TorchModel", "TraceRegression", "make_loss"]

@@ -19,6 +19,10 @@ from ._functions import (
                          support,
                          support_f1,
                          support_scores,
+                         predicted_labels,
+                         sparsity,
+                         test_accuracy,
+                         test_loss,
                          train_accuracy,
                          training_loss,
 )
@@ -27,5 +31,6 @@ from ._loggers import CSVLogger, JSONLLogger, MemoryLogger, MultiLogger, StdoutL
 __all__ = ["CSVLogger", "DEFAULT_METRICS", "DESCRIPTIONS", "JSONLLogger", "METRICS",
            "MemoryLogger", "MultiLogger", "StdoutLogger", "evaluate", "l1_error", "l2_error",
            "lq_error", "nnz", "objective", "operator_error", "optimality", "population_gap",
-           "prox_grad_norm", "rank", "suboptimality", "support", "support_f1", "support_scores",
-           "train_accuracy", "training_loss"]
+           "predicted_labels", "prox_grad_norm", "rank", "sparsity", "suboptimality", "support",
+           "support_f1", "support_scores", "test_accuracy", "test_loss", "train_accuracy",
+           "training_loss"]

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .._array import Array, to_numpy
+from .._array import Array, asarray_like, to_numpy
 from ..problem import Problem
 
 
@@ -168,23 +168,90 @@ def population_gap(problem: Problem, x: Array, **_: Any) -> float:
     truth = np.asarray(to_numpy(problem.ground_truth), dtype=np.float64)
     return (sampler.population_objective(model, problem.weights)
             - sampler.population_objective(truth, problem.weights))
-def train_accuracy(problem: Problem, x: Array, **_: Any) -> float:
-    """Fraction of training samples classified correctly (pooled over clients).
+#: Samples per forward pass when metrics classify a whole data set (bounds the memory of a
+#: network's activations).
+PREDICT_CHUNK = 4096
 
-    Logistic (±1 labels): ``sign(aᵀx)`` with 0 counted as +1; softmax: ``argmax aᵀX``.
-    NaN for other losses.
+
+def predicted_labels(problem: Problem, x: Array, features: Any) -> np.ndarray | None:
+    """Class predictions of model ``x`` on ``features`` ``(n, *feature_shape)``, as NumPy.
+
+    Losses with a ``predict(x, features)`` method (:class:`fedcomp.losses.TorchModel`)
+    give logits, classified by argmax; logistic (±1 labels) predicts ``sign(aᵀx)`` with 0
+    counted as +1; softmax ``argmax aᵀX``. ``None`` for other losses (regression).
     """
     from ..losses import Logistic, Softmax
 
-    if not isinstance(problem.loss, Logistic | Softmax):
-        return float("nan")
-    feats, targs, _owner = problem.data.pooled()
+    loss = problem.loss
+    predict = getattr(loss, "predict", None)
+    if predict is not None:
+        n = len(features)
+        return np.concatenate([np.argmax(to_numpy(predict(x, features[i: i + PREDICT_CHUNK])),
+                                         axis=1) for i in range(0, n, PREDICT_CHUNK)])
+    if not isinstance(loss, Logistic | Softmax):
+        return None
+    feats = to_numpy(features)
     scores = feats.reshape(len(feats), -1) @ to_numpy(x).reshape(feats[0].size, -1)
-    if isinstance(problem.loss, Logistic):
-        pred = np.where(scores[:, 0] >= 0, 1.0, -1.0)
-    else:
-        pred = np.argmax(scores, axis=1)
-    return float(np.mean(pred == targs))
+    if isinstance(loss, Logistic):
+        return np.where(scores[:, 0] >= 0, 1.0, -1.0)
+    return np.argmax(scores, axis=1)
+
+
+def train_accuracy(problem: Problem, x: Array, **_: Any) -> float:
+    """Fraction of training samples classified correctly (pooled over clients).
+
+    See :func:`predicted_labels`; NaN for losses that do not classify.
+    """
+    feats, targs, _owner = problem.data.pooled()
+    pred = predicted_labels(problem, x, feats)
+    return float("nan") if pred is None else float(np.mean(pred == targs))
+
+
+def _holdout(problem: Problem) -> tuple[Any, Any] | None:
+    return getattr(problem.data, "holdout", None)
+
+
+def test_accuracy(problem: Problem, x: Array, **_: Any) -> float:
+    """Fraction of the held-out samples (``problem.data.holdout``) classified correctly.
+
+    NaN without held-out data or for losses that do not classify.
+    """
+    holdout = _holdout(problem)
+    if holdout is None:
+        return float("nan")
+    pred = predicted_labels(problem, x, holdout[0])
+    return float("nan") if pred is None else float(np.mean(pred == to_numpy(holdout[1])))
+
+
+def test_loss(problem: Problem, x: Array, **_: Any) -> float:
+    """The loss's mean on the held-out samples (with its ridge term, if any); NaN without."""
+    from ..data import Batch
+
+    holdout = _holdout(problem)
+    if holdout is None:
+        return float("nan")
+    feats, targs = holdout
+    n = len(targs)
+    model = problem.as_model(x)
+    total = 0.0
+    for i in range(0, n, PREDICT_CHUNK):
+        f, t = feats[i: i + PREDICT_CHUNK], targs[i: i + PREDICT_CHUNK]
+        weights = asarray_like(np.full((1, len(t)), 1.0 / n), model)
+        total += float(to_numpy(problem.loss.value(model[None, ...], Batch(f[None], t[None],
+                                                                             weights)))[0])
+    return total - ((n - 1) // PREDICT_CHUNK) * _ridge(problem, model)
+
+
+def _ridge(problem: Problem, model: Array) -> float:
+    """The ridge term ``l2/2 ‖x‖²`` each chunk of :func:`test_loss` adds (counted once)."""
+    l2 = getattr(problem.loss, "l2", 0.0)
+    return 0.5 * l2 * float(np.sum(to_numpy(model) ** 2)) if l2 else 0.0
+
+
+def sparsity(problem: Problem, x: Array, **_: Any) -> float:
+    """Fraction of the model's entries that are exactly zero (prox outputs are exact)."""
+    model = to_numpy(x)
+    return float(np.count_nonzero(model == 0) / max(model.size, 1))
 
 
 METRICS: dict[str, Callable[..., Any]] = {
@@ -203,6 +270,9 @@ METRICS: dict[str, Callable[..., Any]] = {
     "population_gap": population_gap,
     "lq_error": lq_error,
     "train_accuracy": train_accuracy,
+    "test_accuracy": test_accuracy,
+    "test_loss": test_loss,
+    "sparsity": sparsity,
 }
 
 DESCRIPTIONS: dict[str, str] = {
@@ -220,7 +290,12 @@ DESCRIPTIONS: dict[str, str] = {
     "training_loss": "smooth part f(x) = sum_i pi_i f_i(x), without the regularizer",
     "population_gap": "f(x) - f(w*) of the population objective of a streaming problem",
     "lq_error": "||x - x_true||_q^2, q = p/(p-1), p = 2 ln d (the l_q mirror-map geometry)",
-    "train_accuracy": "fraction of training samples classified correctly (logistic, softmax)",
+    "train_accuracy": "fraction of training samples classified correctly (logistic, softmax, "
+                      "networks)",
+    "test_accuracy": "fraction of held-out samples classified correctly (data sets with a "
+                     "test split)",
+    "test_loss": "mean loss on the held-out samples",
+    "sparsity": "fraction of the model's entries that are exactly zero",
 }
 
 DEFAULT_METRICS = ("objective", "optimality", "nnz")

@@ -18,6 +18,7 @@ from ._base import Regularizer
 from ._convex import L1, ElasticNet, Zero, soft_threshold
 from ._group import GroupLasso
 from ._indicators import Box, L1Ball, L1L2Ball, L2Ball
+from ._masked import Masked
 from ._matrix import Nuclear
 from ._nonconvex import MCP, SCAD
 
@@ -95,6 +96,6 @@ def make_regularizer(name: str, **params: Any) -> Regularizer:
 
 __all__ = [
     "DESCRIPTIONS", "MCP", "REGULARIZERS", "SCAD", "Box", "ElasticNet", "GroupLasso", "L1",
-    "L1Ball", "L1L2Ball", "L2Ball", "Nuclear", "Regularizer", "Zero", "make_regularizer",
+    "L1Ball", "L1L2Ball", "L2Ball", "Masked", "Nuclear", "Regularizer", "Zero", "make_regularizer",
     "soft_threshold",
 ]

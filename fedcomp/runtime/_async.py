@@ -134,7 +134,7 @@ def simulate_async(
     algorithm = algorithm.setup(problem) or algorithm
     algorithm.validate(problem, 1)
     norm_limit = _norm_limit(max_norm)
-    x = problem.zeros() if x0 is None else problem.as_model(x0)
+    x = problem.initial_model() if x0 is None else problem.as_model(x0)
     regularizer = problem.regularizer
     server_state, client_states = algorithm.init(x, n, regularizer)
     counters = Counters()

@@ -110,7 +110,8 @@ def simulate_decentralized(
     rounds : int
         Communication (gossip) rounds ``R``.
     x0 : array, optional
-        Initial model of every node (zeros by default).
+        Initial model of every node (``problem.initial_model()``: zeros, or a network's
+        seeded initial parameters).
     batch_size : int, optional
         Minibatch size of every gradient call (``None`` = full local gradients). With a
         problem that has a ``sampler``, minibatches are fresh samples (streaming).
@@ -172,7 +173,7 @@ def simulate_decentralized(
     norm_limit = _norm_limit(max_norm)
     block_size = resolve_block_size(node_block, problem, batch_size)
     n = problem.n_clients
-    x = problem.zeros() if x0 is None else problem.as_model(x0)
+    x = problem.initial_model() if x0 is None else problem.as_model(x0)
     like = problem.data.features
     counters = Counters()
     regularizer = problem.regularizer

@@ -288,7 +288,8 @@ def simulate(
     rounds : int
         Communication rounds ``R``.
     x0 : array, optional
-        Initial model (zeros by default), shape ``problem.param_shape``.
+        Initial model, shape ``problem.param_shape`` (default ``problem.initial_model()``:
+        zeros, or a network's seeded initial parameters).
     clients_per_round : int, optional
         Participants sampled uniformly without replacement each round (all by default).
     batch_size : int, optional
@@ -356,7 +357,7 @@ def simulate(
     algorithm.validate(problem, clients_per_round if sampling is None else 1)
     norm_limit = _norm_limit(max_norm)
     block_size = resolve_block_size(client_block, problem, batch_size)
-    x = problem.zeros() if x0 is None else problem.as_model(x0)
+    x = problem.initial_model() if x0 is None else problem.as_model(x0)
     regularizer = problem.regularizer
     server_state, client_states = algorithm.init(x, problem.n_clients, regularizer)
     counters = Counters()
