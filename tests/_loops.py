@@ -45,9 +45,14 @@ def loop_fedavg(problem, rounds, lr, K, server_lr=1.0, server_prox=False, seed=0
     return x
 
 
+def _start(problem, x0):
+    """The initial model: zeros, or a copy of ``x0`` (networks start from their init)."""
+    return np.zeros(problem.param_shape) if x0 is None else np.array(x0, dtype=float)
+
+
 def loop_fedmid(problem, rounds, lr, K, server_lr=1.0, seed=0, batch_size=None,
-                clients_per_round=None, server_step=None):
-    x = np.zeros(problem.param_shape)
+                clients_per_round=None, server_step=None, x0=None):
+    x = _start(problem, x0)
     for r in range(rounds):
         S = sample_clients(seed, r, problem.n_clients, clients_per_round)
         w = problem.weights[S] / problem.weights[S].sum()
@@ -65,8 +70,8 @@ def loop_fedmid(problem, rounds, lr, K, server_lr=1.0, seed=0, batch_size=None,
 
 
 def loop_fedda(problem, rounds, lr, K, server_lr=1.0, seed=0, batch_size=None,
-               clients_per_round=None):
-    z = np.zeros(problem.param_shape)
+               clients_per_round=None, x0=None):
+    z = _start(problem, x0)
     x = z.copy()
     for r in range(rounds):
         S = sample_clients(seed, r, problem.n_clients, clients_per_round)
@@ -87,7 +92,7 @@ def loop_za1(problem, rounds, lr, K, server_lr=1.0, seed=0, batch_size=None, x0=
              return_corrections=False):
     n = problem.n_clients
     eta_t = lr * server_lr * K
-    xbar = np.zeros(problem.param_shape) if x0 is None else np.array(x0, dtype=float)
+    xbar = _start(problem, x0)
     c = np.zeros((n, *problem.param_shape))
     corrections = []
     prev_post, prev_gmean = None, None
@@ -163,10 +168,11 @@ def loop_fedprox(problem, rounds, mu, lr, K, seed=0, batch_size=None, clients_pe
     return x
 
 
-def loop_fedcanon(problem, rounds, beta, K, alpha, seed=0, batch_size=None, return_c=False):
+def loop_fedcanon(problem, rounds, beta, K, alpha, seed=0, batch_size=None, return_c=False,
+                  x0=None):
     """FedCanon Algorithm 1 / eq. (7), one client at a time (π-weighted averages)."""
     n = problem.n_clients
-    z = np.zeros(problem.param_shape)
+    z = _start(problem, x0)
     c = np.zeros((n, *problem.param_shape))
     cs = []
     for r in range(rounds):

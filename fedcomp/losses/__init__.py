@@ -63,10 +63,10 @@ def make_loss(name: str, **params: Any) -> Loss:
     --------
     >>> make_loss("logistic", l2=0.01)
     Logistic(l2=0.01)
-    >>> make_loss("hinge")
+    >>> make_loss("hinge")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: unknown loss 'hinge'; valid: least_squares, logistic, softmax, torch_model, trace_regression
+    ValueError: unknown loss 'hinge'; valid: least_squares, logistic, softmax, ...
     """
     if name not in LOSSES:
         raise ValueError(f"unknown loss {name!r}; valid: {', '.join(sorted(LOSSES))}")

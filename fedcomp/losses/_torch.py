@@ -93,7 +93,8 @@ class ParamLayout:
         of a weight matrix, each convolution filter) form one group; every other coordinate
         (biases, norm scales) is a group of its own with a negative label.
 
-        With :class:`fedcomp.regularizers.GroupLasso` this prunes whole neurons / filters.
+        With :class:`fedcomp.regularizers.GroupLasso` this prunes whole neurons / filters
+        (on the singleton groups of biases it acts as the ℓ1 penalty).
         """
         labels = np.empty(self.size, dtype=np.int64)
         next_group, next_single = 0, -1

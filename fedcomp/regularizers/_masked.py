@@ -8,10 +8,9 @@ the flat model, e.g. ``TorchModel.layout().weight_mask()``.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
-
-import hashlib
 
 import numpy as np
 
@@ -95,7 +94,8 @@ class Masked:
     def __repr__(self) -> str:
         # the fingerprint of a problem hashes repr(regularizer): say which coordinates
         digest = hashlib.sha256(np.packbits(self.mask).tobytes()).hexdigest()[:16]
-        return f"Masked(base={self.base!r}, mask=<{int(self.mask.sum())}/{self.mask.size} {digest}>)"
+        selected = f"{int(self.mask.sum())}/{self.mask.size}"
+        return f"Masked(base={self.base!r}, mask=<{selected} {digest}>)"
 
 
 __all__ = ["SEPARABLE", "Masked"]

@@ -1,0 +1,257 @@
+"""Neural networks through :class:`fedcomp.losses.TorchModel` (the PyTorch backend).
+
+Independent references: gradients from plain ``loss.backward()`` on the ``nn.Module``, one
+client at a time (no ``torch.func``), and the naive per-client algorithm loops of
+``tests/_loops.py`` driven by those gradients.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from _loops import loop_fedcanon, loop_fedda, loop_fedmid, loop_za1  # noqa: E402
+
+import fedcomp  # noqa: E402
+from fedcomp.data import Batch, ClientData, synthetic_fedprox  # noqa: E402
+from fedcomp.losses import TorchModel  # noqa: E402
+from fedcomp.regularizers import L1, MCP, SCAD, GroupLasso, Masked  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+
+def autograd_grads(loss, x, batch):
+    """Each client's gradient by ``backward()`` on a copy of the network: the plain way."""
+    x_t = torch.as_tensor(np.asarray(x)) if isinstance(x, np.ndarray) else x
+    grads = []
+    for b in range(x_t.shape[0]):
+        net = loss.network()
+        params = list(net.parameters())
+        copies = [p.detach().clone().to(x_t.dtype).requires_grad_(True) for p in params]
+        torch.nn.utils.vector_to_parameters(x_t[b].detach(), copies)
+        replaced = dict(zip([n for n, _ in net.named_parameters()], copies, strict=True))
+        out = torch.func.functional_call(net, replaced, (torch.as_tensor(batch.features[b]).to(
+            x_t.dtype),))
+        targets = torch.as_tensor(batch.targets[b]).long()
+        weights = torch.as_tensor(batch.weights[b]).to(x_t.dtype)
+        value = torch.sum(weights * torch.nn.functional.cross_entropy(out, targets,
+                                                                       reduction="none"))
+        value = value + 0.5 * loss.l2 * sum(torch.sum(c * c) for c in copies)
+        value.backward()
+        grads.append(torch.cat([c.grad.reshape(-1) for c in copies]))
+    out = torch.stack(grads)
+    return out.numpy() if isinstance(x, np.ndarray) else out
+
+
+class AutogradLoss:
+    """A TorchModel whose ``grad`` is :func:`autograd_grads` (for the naive loops)."""
+
+    def __init__(self, loss):
+        self.loss = loss
+        self.param_ndim = 1
+
+    def param_shape(self, feature_shape, n_classes=None):
+        return self.loss.param_shape(feature_shape, n_classes)
+
+    def grad(self, x, batch):
+        return autograd_grads(self.loss, x, batch)
+
+    def value(self, x, batch):
+        return self.loss.value(x, batch)
+
+    def smoothness(self, batch):
+        return self.loss.smoothness(batch)
+
+
+NETWORKS = [
+    ("mlp", (12,), {"hidden": [8, 6]}),
+    ("cnn", (1, 8, 8), {"channels": [3, 4], "kernel_size": 3}),
+    ("resnet18", (3, 8, 8), {"width": 4, "norm_groups": 2}),
+]
+
+
+def _batch(input_shape, n_classes, clients=3, samples=5, seed=0, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    feats = rng.standard_normal((clients, samples, *input_shape)).astype(dtype)
+    targs = rng.integers(0, n_classes, (clients, samples))
+    weights = rng.uniform(0.1, 1.0, (clients, samples))
+    weights[:, -1] = 0.0  # a padded row
+    weights /= weights.sum(axis=1, keepdims=True)
+    return Batch(feats, targs, weights.astype(dtype))
+
+
+@pytest.mark.parametrize(("name", "shape", "options"), NETWORKS, ids=[n[0] for n in NETWORKS])
+def test_vmapped_gradients_equal_per_client_backward(name, shape, options):
+    loss = TorchModel(name, input_shape=shape, n_classes=4, options=options, l2=0.01)
+    batch = _batch(shape, 4)
+    rng = np.random.default_rng(1)
+    x = loss.initial_model()[None] + 0.1 * rng.standard_normal((3, loss.layout().size))
+    got = loss.grad(x, batch)
+    assert got.shape == x.shape and got.dtype == np.float64
+    np.testing.assert_allclose(got, autograd_grads(loss, x, batch), rtol=1e-9, atol=1e-12)
+    # value: each client's own weighted loss, checked against its own gradient by a
+    # directional finite difference
+    d = rng.standard_normal(x.shape)
+    h = 1e-6
+    fd = (loss.value(x + h * d, batch) - loss.value(x - h * d, batch)) / (2 * h)
+    np.testing.assert_allclose(fd, np.sum(got * d, axis=1), rtol=1e-5, atol=1e-8)
+
+
+def test_float32_tensors_stay_float32_and_agree_with_float64():
+    loss = TorchModel("mlp", input_shape=(12,), n_classes=4, options={"hidden": [8]})
+    batch = _batch((12,), 4)
+    x64 = np.stack([loss.initial_model()] * 3)
+    b32 = Batch(*(torch.as_tensor(a).float() if a.dtype.kind == "f" else torch.as_tensor(a)
+                  for a in batch))
+    g32 = loss.grad(torch.as_tensor(x64).float(), b32)
+    assert isinstance(g32, torch.Tensor) and g32.dtype == torch.float32
+    np.testing.assert_allclose(g32.numpy(), loss.grad(x64, batch), rtol=1e-4, atol=1e-6)
+
+
+def test_layout_masks_and_neuron_groups():
+    loss = TorchModel("mlp", input_shape=(5,), n_classes=3, options={"hidden": [4]})
+    layout = loss.layout()
+    assert layout.names == ("1.weight", "1.bias", "3.weight", "3.bias")
+    assert layout.size == 5 * 4 + 4 + 4 * 3 + 3 == loss.param_shape((5,), 3)[0]
+    mask = layout.weight_mask()
+    assert mask.sum() == 5 * 4 + 4 * 3
+    assert not mask[layout.layer_slice("1.bias")].any()
+    groups = np.array(layout.neuron_groups())
+    # one group per hidden neuron's 5 incoming weights, one per output neuron's 4
+    assert list(np.bincount(groups[groups >= 0])) == [5] * 4 + [4] * 3
+    # group lasso on neuron groups zeroes whole neurons: rows of the first weight matrix
+    x = np.random.default_rng(0).standard_normal((1, layout.size))
+    x[0, layout.layer_slice("1.weight")] *= np.repeat([0.01, 1.0, 1.0, 0.01], 5)
+    pruned = GroupLasso(0.2, groups=layout.neuron_groups(), weighted=False).prox(x, 1.0)
+    rows = pruned[0, layout.layer_slice("1.weight")].reshape(4, 5)
+    assert (np.abs(rows).sum(axis=1) == 0).tolist() == [True, False, False, True]
+    # biases are singleton groups: group lasso acts on them as the l1 penalty
+    np.testing.assert_allclose(pruned[0, layout.layer_slice("1.bias")],
+                               L1(0.2).prox(x[:, layout.layer_slice("1.bias")], 1.0)[0])
+    with pytest.raises(KeyError, match="no parameter 'fc.weight'"):
+        layout.layer_slice("fc.weight")
+
+
+@pytest.mark.parametrize("base", [L1(0.3), MCP(0.3, 3.0), SCAD(0.3, 3.7)], ids=repr)
+def test_masked_penalty_leaves_biases_alone(base):
+    loss = TorchModel("mlp", input_shape=(5,), n_classes=3, options={"hidden": [4]})
+    mask = loss.layout().weight_mask()
+    reg = Masked(base, mask)
+    x = np.random.default_rng(2).standard_normal((2, mask.size))
+    out = reg.prox(x, 0.5)
+    np.testing.assert_array_equal(out[:, ~mask], x[:, ~mask])
+    np.testing.assert_array_equal(out[:, mask], base.prox(x, 0.5)[:, mask])
+    np.testing.assert_allclose(reg.value(x), base.value(np.where(mask, x, 0.0)))
+    assert reg.weak_convexity == base.weak_convexity and reg.convex == base.convex
+    with pytest.raises(ValueError, match="needs step < gamma|step"):
+        Masked(MCP(0.3, 3.0), mask).prox(x, 5.0)
+
+
+def test_masked_rejects_nonseparable_and_bad_masks():
+    with pytest.raises(ValueError, match="coordinate-separable"):
+        Masked(GroupLasso(1.0, groups=(0, 0, 1)), np.ones(3, dtype=bool))
+    with pytest.raises(ValueError, match="1-D boolean"):
+        Masked(L1(1.0), np.ones(3))
+    with pytest.raises(ValueError, match="covers 3 coordinates but the model has 4"):
+        Masked(L1(1.0), np.ones(3, dtype=bool)).prox(np.ones((1, 4)), 1.0)
+
+
+def test_clear_errors():
+    with pytest.raises(ValueError, match="unknown network 'vgg'; valid: cnn, mlp, resnet18"):
+        TorchModel("vgg", input_shape=(3,), n_classes=2)
+    with pytest.raises(ValueError, match="input_shape must be the shape of one sample"):
+        TorchModel("mlp", n_classes=2)
+    with pytest.raises(ValueError, match="n_classes must be an integer >= 2"):
+        TorchModel("mlp", input_shape=(3,), n_classes=1)
+    loss = TorchModel("cnn", input_shape=(1, 8, 8), n_classes=3)
+    with pytest.raises(ValueError, match=r"set input_shape=\[64\]"):
+        loss.param_shape((64,), 3)
+    with pytest.raises(ValueError, match="cnn needs image samples"):
+        TorchModel("cnn", input_shape=(64,), n_classes=3).layout()
+
+    def with_batchnorm(input_shape, n_classes):
+        return torch.nn.Sequential(torch.nn.Linear(input_shape[0], 4), torch.nn.BatchNorm1d(4),
+                                   torch.nn.Linear(4, n_classes))
+
+    with pytest.raises(ValueError, match="has buffers .*use GroupNorm"):
+        TorchModel(with_batchnorm, input_shape=(3,), n_classes=2).layout()
+
+
+def test_initial_model_is_seeded():
+    a = TorchModel("mlp", input_shape=(4,), n_classes=2, init_seed=1).initial_model()
+    b = TorchModel("mlp", input_shape=(4,), n_classes=2, init_seed=1).initial_model()
+    c = TorchModel("mlp", input_shape=(4,), n_classes=2, init_seed=2).initial_model()
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+    data = ClientData.from_lists([np.ones((3, 4))] * 2, [np.array([0, 1, 1])] * 2)
+    problem = fedcomp.Problem(TorchModel("mlp", input_shape=(4,), n_classes=2, init_seed=1),
+                              L1(0.0), data)
+    np.testing.assert_array_equal(problem.initial_model(), a)
+    # (the simulator starts there: the loop comparisons below start their loops from it)
+
+
+# --- the algorithms on a network: vectorised torch runs vs per-client autograd loops ---------
+def _mlp_problem():
+    data = synthetic_fedprox(alpha=1.0, beta=1.0, n_clients=5, n_classes=10,
+                             samples_per_client=30, seed=3)
+    loss = TorchModel("mlp", input_shape=(60,), n_classes=10, options={"hidden": [16]})
+    reg = Masked(L1(1e-3), loss.layout().weight_mask())
+    return loss, reg, data
+
+
+ALGORITHMS = {
+    "fedmid": (lambda: fedcomp.fedmid(client_lr=0.05, local_steps=3),
+               lambda p, x0: loop_fedmid(p, 4, 0.05, 3, batch_size=8, x0=x0)),
+    "fedda": (lambda: fedcomp.fedda(client_lr=0.05, local_steps=3),
+              lambda p, x0: loop_fedda(p, 4, 0.05, 3, batch_size=8, x0=x0)),
+    "za1": (lambda: fedcomp.za1(client_lr=0.05, local_steps=3),
+            lambda p, x0: loop_za1(p, 4, 0.05, 3, batch_size=8, x0=x0)),
+    "fedcanon": (lambda: fedcomp.fedcanon(client_lr=0.05, local_steps=3, server_lr=0.15),
+                 lambda p, x0: loop_fedcanon(p, 4, 0.05, 3, 0.15, batch_size=8, x0=x0)),
+}
+
+
+@pytest.mark.parametrize("name", list(ALGORITHMS))
+def test_torch_run_matches_per_client_autograd_loop(name):
+    make, loop = ALGORITHMS[name]
+    loss, reg, data = _mlp_problem()
+    on_torch = fedcomp.Problem(loss, reg, data.to(torch.zeros(0, dtype=torch.float32)))
+    run = fedcomp.simulate(make(), on_torch, rounds=4, batch_size=8, client_block=2)
+    assert isinstance(run.x, torch.Tensor) and run.x.dtype == torch.float32
+    x0 = loss.initial_model()
+    expected = loop(fedcomp.Problem(AutogradLoss(loss), reg, data), x0)
+    moved = np.abs(expected - x0).max()
+    assert moved > 1e-2  # the loop really trained: the comparison below is not vacuous
+    np.testing.assert_allclose(run.x.numpy(), expected, rtol=0, atol=1e-5)
+    # NumPy float64 data through the same TorchModel: the same iterates as the loop, tighter
+    numpy_run = fedcomp.simulate(make(), fedcomp.Problem(loss, reg, data), rounds=4,
+                                 batch_size=8)
+    np.testing.assert_allclose(numpy_run.x, expected, rtol=0, atol=1e-10)
+
+
+def test_network_metrics_on_holdout():
+    loss, reg, data = _mlp_problem()
+    feats, targs, _ = data.pooled()
+    holdout = (feats[:20], targs[:20].astype(np.int64))
+    problem = fedcomp.Problem(loss, reg, _with_holdout(data, holdout))
+    x = problem.initial_model()
+    row = fedcomp.metrics.evaluate(problem, x, ["train_accuracy", "test_accuracy", "test_loss",
+                                                "sparsity"])
+    logits = loss.predict(x, holdout[0])
+    assert row["test_accuracy"] == np.mean(np.argmax(logits, 1) == holdout[1])
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    expected = np.mean(np.log(np.exp(shifted).sum(1)) - shifted[np.arange(20), holdout[1]])
+    assert row["test_loss"] == pytest.approx(expected, rel=1e-12)
+    assert row["sparsity"] == 0.0
+    trained = reg.prox(x[None] + 0.0, 1e3)[0]  # a huge step zeroes every weight, keeps biases
+    mask = loss.layout().weight_mask()
+    assert fedcomp.metrics.evaluate(problem, trained, ["sparsity"])["sparsity"] == pytest.approx(
+        mask.mean())
+
+
+def _with_holdout(data, holdout):
+    import dataclasses
+
+    return dataclasses.replace(data, holdout=holdout)
