@@ -57,7 +57,7 @@ def _panel(row: dict[str, Any]) -> tuple[str, str]:
 
 #: Metrics drawn on a linear y axis (scores and counts); every other metric is log scale.
 LINEAR_METRICS = ("support_f1", "rank", "nnz", "accuracy", "support_precision",
-                  "support_recall")
+                  "support_recall", "train_accuracy", "test_accuracy", "sparsity")
 
 
 def plot_results(results: str | Path, out: str | Path, metric: str = "optimality",

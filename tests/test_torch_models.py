@@ -255,3 +255,84 @@ def _with_holdout(data, holdout):
     import dataclasses
 
     return dataclasses.replace(data, holdout=holdout)
+
+
+# --- configurations: the torch backend, weights-only penalties, the prox-cost timing ---------
+def _mlp_config(**overrides):
+    config = {
+        "name": "mlp_config", "rounds": 3, "eval_every": 3, "batch_size": 8,
+        "metrics": ["objective", "train_accuracy", "sparsity"],
+        "data": {"generator": "synthetic_fedprox", "alpha": 1.0, "beta": 1.0, "n_clients": 4,
+                 "n_classes": 10, "samples_per_client": 20, "seed": 0},
+        "problem": {"loss": "torch_model", "model": "mlp", "input_shape": [60],
+                    "n_classes": 10, "options": {"hidden": [8]}},
+        "regularizer": {"name": "scad", "alpha": 1e-3, "a": 3.7, "scope": "weights"},
+        "algorithms": [{"name": "fedcanon", "client_lr": 0.05, "local_steps": 2,
+                        "server_lr": 0.1}],
+    }
+    config.update(overrides)
+    return config
+
+
+def test_config_runs_a_network_on_torch_float32(tmp_path):
+    from fedcomp.config import build_problem, resolve
+    from fedcomp.experiments import run_experiment
+
+    cfg = resolve(_mlp_config())
+    assert cfg["reference"] is None  # no centralized x* for a network
+    problem = build_problem(cfg)
+    assert isinstance(problem.data.features, torch.Tensor)
+    assert problem.data.features.dtype == torch.float32
+    assert isinstance(problem.regularizer, Masked)
+    np.testing.assert_array_equal(problem.regularizer.mask, problem.loss.layout().weight_mask())
+    summary = run_experiment(_mlp_config(), tmp_path, progress=False)
+    assert summary[0]["status"] == "ok" and 0.0 <= summary[0]["train_accuracy"] <= 1.0
+    assert np.load(tmp_path / "models" / "fedcanon_seed0.npy").shape == problem.param_shape
+    # the float64 backend gives the same model up to float32 rounding
+    run64 = run_experiment(_mlp_config(backend="torch-float64"), tmp_path / "f64",
+                           progress=False)
+    np.testing.assert_allclose(np.load(tmp_path / "f64" / "models" / "fedcanon_seed0.npy"),
+                               np.load(tmp_path / "models" / "fedcanon_seed0.npy"), atol=1e-5)
+    assert run64[0]["status"] == "ok"
+
+
+def test_config_errors_name_the_fix():
+    from fedcomp.config import ConfigError, resolve
+
+    with pytest.raises(ConfigError, match="backend: unknown backend 'jax'"):
+        resolve(_mlp_config(backend="jax"))
+    with pytest.raises(ConfigError, match="scope must be 'all' or 'weights'"):
+        resolve(_mlp_config(regularizer={"name": "l1", "alpha": 1.0, "scope": "biases"}))
+    linear = _mlp_config(problem={"loss": "softmax"})
+    linear["regularizer"] = {"name": "l1", "alpha": 1.0, "scope": "weights"}
+    with pytest.raises(ConfigError, match="scope = 'weights' needs a network"):
+        resolve(linear)
+
+
+def test_prox_cost_timing_experiment(tmp_path):
+    from fedcomp.experiments import run_experiment
+    from fedcomp.experiments.prox_cost import verdict
+
+    config = {"name": "prox_cost", "kind": "timing", "batch_size": 4, "repeats": 1,
+              "networks": [{"name": "mlp", "input_shape": [1, 6, 6], "options": {"hidden": [4]}},
+                           {"name": "resnet18", "label": "resnet18-w4", "input_shape": [3, 8, 8],
+                            "options": {"width": 4}}],
+              "penalties": [{"name": "l1", "alpha": 1e-4}, {"name": "mcp", "alpha": 1e-4},
+                            {"name": "scad", "alpha": 1e-4}]}
+    rows = run_experiment(config, tmp_path, stream=open(tmp_path / "out.txt", "w"))
+    assert [r["network"] for r in rows] == ["mlp", "resnet18-w4"]
+    assert rows[0]["parameters"] == 36 * 4 + 4 + 4 * 10 + 10
+    for row in rows:
+        for p in ("l1", "mcp", "scad"):
+            assert row[f"{p}_ms"] > 0
+            assert row[f"{p}_ratio"] == pytest.approx(row[f"{p}_ms"] / row["fwd_bwd_ms"])
+    text = (tmp_path / "summary.md").read_text()
+    assert "| resnet18-w4 |" in text and "Verdict:" in text
+    assert (tmp_path / "results.csv").read_text().count("\n") == 3
+    # the rule: ratios against half the paper's
+    fake = [{"network": "resnet18", "l1_ratio": 0.7, "mcp_ratio": 1.3, "scad_ratio": 2.3}]
+    assert verdict(fake)[0].startswith("reproduced")
+    fake[0]["scad_ratio"] = 0.1
+    assert verdict(fake)[0].startswith("partly")
+    fake[0].update(l1_ratio=0.01, mcp_ratio=0.01)
+    assert verdict(fake)[0].startswith("not reproduced")

@@ -10,6 +10,7 @@ from . import (
     liang2024,
     liang2024_linear,
     liang2024_logistic,
+    prox_cost,
     seed000,
 )
 from ._runner import RESULT_COLUMNS, final_metrics, run_experiment
@@ -25,6 +26,10 @@ EXPERIMENTS = {
 }
 EXPERIMENTS |= {"feddr_async": feddr_async, "feddr_synthetic": feddr_synthetic}
 
-__all__ = ["EXPERIMENTS", "RESULT_COLUMNS", "final_metrics", "run_experiment", "seed000",
+#: Timing experiments (``kind = "timing"`` configs): ``run(config, out_dir, stream)``.
+TIMINGS = {"prox_cost": prox_cost}
+EXPERIMENTS |= TIMINGS
+
+__all__ = ["EXPERIMENTS", "RESULT_COLUMNS", "TIMINGS", "final_metrics", "run_experiment", "seed000",
            "fedcanon_stepsizes", "fedcanon_vs_composite", "liang2024", "liang2024_linear",
            "liang2024_logistic"]

@@ -104,6 +104,8 @@ def run_experiment(config: dict[str, Any], out_dir: str | Path, *, seeds: list[i
         One summary row per run (label, seed, final metrics, status).
     """
     stream = stream or sys.stdout
+    if config.get("kind") == "timing":  # a measurement, not a training run (prox_cost)
+        return _run_timing(config, out_dir, stream, clients)
     cfg = resolve(config)
     if seeds is not None:
         cfg["seeds"] = list(seeds)
@@ -166,6 +168,20 @@ def run_experiment(config: dict[str, Any], out_dir: str | Path, *, seeds: list[i
         print("matplotlib is not installed: no plot.png (pip install 'fedcomp[plot]')",
               file=sys.stderr)
     return summary
+
+
+def _run_timing(config: dict[str, Any], out_dir: str | Path, stream: TextIO,
+                clients: Any) -> list[dict[str, Any]]:
+    from . import TIMINGS
+
+    if config.get("name") not in TIMINGS:
+        raise ValueError(f"kind = 'timing' needs name = one of {sorted(TIMINGS)} (got "
+                         f"{config.get('name')!r})")
+    if clients is not None:
+        raise ValueError(f"{config['name']} is a timing experiment: it runs in this process, "
+                         "not through a Flower executor")
+    rows = TIMINGS[config["name"]].run(config, out_dir, stream)
+    return [{**row, "status": "ok"} for row in rows]
 
 
 def decentralized_columns(settings: list[tuple[Any, dict[str, Any]]]) -> list[str]:
