@@ -461,11 +461,12 @@ def build_components(cfg: dict[str, Any]) -> tuple[Any, Any, int | None]:
     scope = reg_cfg.pop("scope", "all")
     if "param_ndim" in inspect.signature(make_regularizer_class(reg_name)).parameters:
         reg_cfg.setdefault("param_ndim", param_ndim)
-    regularizer = make_regularizer(reg_name, **reg_cfg)
-    if scope == "weights":
+    regularizer: Any = make_regularizer(reg_name, **reg_cfg)
+    if scope == "weights":  # a network's kernels and weight matrices, not its biases
         from .regularizers import Masked
 
-        regularizer = Masked(regularizer, loss.layout().weight_mask())
+        network: Any = loss  # scope = "weights" was validated to come with a TorchModel
+        regularizer = Masked(regularizer, network.layout().weight_mask())
     n_classes = cfg["data"].get("n_classes")
     if n_classes is not None and n_classes <= 2:
         n_classes = None  # binary ±1 labels: a vector model
