@@ -21,6 +21,8 @@ from ._liang import (
 )
 from ._partition import (
     partition_dirichlet,
+    partition_dirichlet_groups,
+    partition_groups,
     partition_iid,
     partition_quantity_skew,
     partition_shards,
@@ -92,6 +94,8 @@ PARTITIONERS = {
     "dirichlet": partition_dirichlet,
     "shards": partition_shards,
     "quantity_skew": partition_quantity_skew,
+    "writers": partition_groups,
+    "dirichlet_writers": partition_dirichlet_groups,
 }
 
 #: One line per partitioner, for ``fedcomp list``.
@@ -100,6 +104,10 @@ PARTITIONER_DESCRIPTIONS = {
     "dirichlet": "label skew: each class spread over clients by Dir(concentration) shares",
     "shards": "label-sorted shards, shards_per_client per client (McMahan et al.)",
     "quantity_skew": "IID samples, client sizes from Dir(concentration) shares",
+    "writers": "natural partition: whole writers dealt to clients (one each when n_clients = "
+               "writers); femnist, digits",
+    "dirichlet_writers": "Dirichlet over writer ids: whole writers, Dir(concentration) shares "
+                         "of them per client; femnist, digits",
 }
 
 __all__ = [
@@ -108,7 +116,8 @@ __all__ = [
     "ClientData", "LiangSampler", "bao_lowrank_matrix", "bao_sparse_regression",
     "liang_linear_models", "liang_logistic_models", "liang_sparse_linear",
     "liang_sparse_logistic", "lowrank_truth",
-    "partition_dirichlet", "partition_iid", "partition_quantity_skew",
+    "partition_dirichlet", "partition_dirichlet_groups", "partition_groups",
+    "partition_iid", "partition_quantity_skew",
     "partition_shards", "sparse_regression_truth", "split_to_clients", "synthetic_fedprox",
     "a9a", "breast_cancer", "data_dir", "download", "federate", "fetch", "libsvm_file",
     "load_libsvm", "partition_spec", "sha256_of",
