@@ -295,10 +295,13 @@ def _image_data(train: tuple[np.ndarray, np.ndarray], test: tuple[np.ndarray, np
     """Subsample, scale, partition (``federate``) and attach the test images as holdout."""
     dtype = _float_dtype(dtype)
     images, labels = train
-    keep = _subsample(len(labels), n_samples, seed, _SUBSAMPLE_TRAIN, "n_samples")
-    images, labels = images[keep], labels[keep]
-    groups = None if groups is None else groups[keep]
+    if n_samples is not None:  # (no copy of a full set otherwise)
+        keep = _subsample(len(labels), n_samples, seed, _SUBSAMPLE_TRAIN, "n_samples")
+        images, labels = images[keep], labels[keep]
+        groups = None if groups is None else groups[keep]
     if n_clients is None:  # one client per writer (femnist's natural partition)
+        if groups is None:
+            raise ValueError("n_clients is needed: this data set has no writers to count")
         n_clients = len(np.unique(groups))
     data = federate(_pixels(images, levels, dtype, flatten), labels.astype(np.int64), n_clients,
                     partition, seed, dtype=dtype, groups=groups)
@@ -618,8 +621,7 @@ def femnist(path: str = "femnist", n_clients: int | None = None, partition: Any 
     if not train_dir.is_dir() or not any(train_dir.glob("*.json")):
         raise FileNotFoundError(f"femnist: no LEAF JSON files in {train_dir}. "
                                 + manual_download_hint("femnist", folder))
-    dtype = _float_dtype(dtype)
-    features, labels, writers = load_leaf(train_dir, dtype)
+    features, labels, writers = load_leaf(train_dir, _float_dtype(dtype))
     if max_writers is not None:
         names = np.unique(writers)
         chosen = names[_subsample(len(names), max_writers, seed, _SAMPLE_WRITERS, "max_writers")]
@@ -630,7 +632,7 @@ def femnist(path: str = "femnist", n_clients: int | None = None, partition: Any 
         raise ValueError(f"femnist: samples of length {features.shape[1]} are not square images")
     test = None
     if test_dir is not None and any(test_dir.glob("*.json")):
-        tx, ty, tw = load_leaf(test_dir, dtype)
+        tx, ty, tw = load_leaf(test_dir, _float_dtype(dtype))
         if tx.shape[1] != features.shape[1]:
             raise ValueError(f"femnist: test samples of length {tx.shape[1]}, training samples "
                              f"of length {features.shape[1]}")
