@@ -1,6 +1,11 @@
-"""Shared fixtures: small heterogeneous federated problems built without any generator."""
+"""Shared fixtures: small heterogeneous federated problems built without any generator, a
+local HTTP server for download tests."""
 
 from __future__ import annotations
+
+import functools
+import http.server
+import threading
 
 import numpy as np
 import pytest
@@ -44,3 +49,25 @@ def lstsq_problem():
 def _isolated_cache(tmp_path_factory, monkeypatch):
     """Reference solutions cached in a per-session temp dir, never in the user's home."""
     monkeypatch.setenv("FEDCOMP_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+@pytest.fixture
+def local_server(tmp_path):
+    """A static HTTP server on 127.0.0.1 (an ephemeral port) serving ``tmp_path/www``."""
+    root = tmp_path / "www"
+    root.mkdir()
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

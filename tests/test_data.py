@@ -14,6 +14,8 @@ from fedcomp.data import (
     PARTITIONERS,
     ClientData,
     partition_dirichlet,
+    partition_dirichlet_groups,
+    partition_groups,
     partition_iid,
     partition_quantity_skew,
     partition_shards,
@@ -194,12 +196,15 @@ def test_registries_are_described_and_configurable():
 
 # --- partitioners ---------------------------------------------------------------------------
 LABELS = np.repeat(np.arange(10), 60)          # 600 samples, 10 balanced classes
+WRITERS = np.arange(len(LABELS)) % 40          # 40 writers of 15 samples, interleaved
 
 CALLS = {
     "iid": lambda seed: partition_iid(len(LABELS), 20, seed=seed),
     "dirichlet": lambda seed: partition_dirichlet(LABELS, 20, 0.3, seed=seed),
     "shards": lambda seed: partition_shards(LABELS, 20, 2, seed=seed),
     "quantity_skew": lambda seed: partition_quantity_skew(len(LABELS), 20, 0.3, seed=seed),
+    "writers": lambda seed: partition_groups(WRITERS, 20, seed=seed),
+    "dirichlet_writers": lambda seed: partition_dirichlet_groups(WRITERS, 20, 0.3, seed=seed),
 }
 
 

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-import http.server
-import threading
-
 import numpy as np
 import pytest
 
@@ -137,28 +133,6 @@ def test_a9a_reads_a_local_file_and_explains_a_missing_one(tmp_path, monkeypatch
     assert "a9a" in DATASETS
     with pytest.raises(FileNotFoundError, match="fetch\\('a9a'\\)"):
         a9a(str(tmp_path / "nope"))
-
-
-@pytest.fixture
-def local_server(tmp_path):
-    """A static HTTP server on 127.0.0.1 (an ephemeral port) serving ``tmp_path/www``."""
-    root = tmp_path / "www"
-    root.mkdir()
-
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield root, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 def test_download_verifies_the_checksum(local_server, tmp_path):

@@ -10,6 +10,17 @@ from ._bao import (
     sparse_regression_truth,
 )
 from ._client_data import Batch, ClientData
+from ._images import (
+    cifar10,
+    digit_forms,
+    digits,
+    fashion_mnist,
+    femnist,
+    load_cifar10_batch,
+    load_idx,
+    load_leaf,
+    mnist,
+)
 from ._liang import (
     LIANG_SAMPLERS,
     LIANG_TRUTHS,
@@ -21,20 +32,26 @@ from ._liang import (
 )
 from ._partition import (
     partition_dirichlet,
+    partition_dirichlet_groups,
+    partition_groups,
     partition_iid,
     partition_quantity_skew,
     partition_shards,
     split_to_clients,
 )
 from ._real import (
+    DATA_DIR_ENV,
+    SOURCES,
     a9a,
     breast_cancer,
     data_dir,
     download,
     federate,
     fetch,
+    is_fetched,
     libsvm_file,
     load_libsvm,
+    manual_download_hint,
     partition_spec,
     sha256_of,
 )
@@ -50,6 +67,11 @@ DATASETS: dict[str, Callable[..., ClientData]] = {
     "breast_cancer": breast_cancer,
     "libsvm_file": libsvm_file,
     "a9a": a9a,
+    "digits": digits,
+    "mnist": mnist,
+    "fashion_mnist": fashion_mnist,
+    "femnist": femnist,
+    "cifar10": cifar10,
 }
 
 #: Known true models of synthetic data sets: ``GROUND_TRUTHS[name](**params)`` takes the
@@ -79,6 +101,16 @@ DATASET_DESCRIPTIONS = {
     "libsvm_file": "any LIBSVM-format file (path), split by a partition",
     "a9a": "A9A / Adult (32561 x 123, +-1 labels) from a local LIBSVM file (seed 002 Fig. 1); "
            "fedcomp.data.fetch('a9a') downloads it",
+    "digits": "scikit-learn's bundled 8x8 digits (1797 images, 10 classes, 14 writer-like "
+              "forms), (n,1,8,8) in [0,1], 20% held out (bundled: no download)",
+    "mnist": "MNIST (60000 + 10000 test, 28x28, 10 classes) from its IDX files; "
+             "`fedcomp data download mnist`",
+    "fashion_mnist": "Fashion-MNIST (60000 + 10000 test, 28x28, 10 classes) from its IDX "
+                     "files; `fedcomp data download fashion_mnist`",
+    "femnist": "LEAF FEMNIST (28x28, 62 classes) from LEAF JSON, one client per writer "
+               "(natural partition); test split as holdout",
+    "cifar10": "CIFAR-10 (50000 + 10000 test, 3x32x32, 10 classes) from the python batches; "
+               "`fedcomp data download cifar10`",
 }
 
 #: Streaming samplers of synthetic data sets: ``SAMPLERS[name](**params)`` takes the
@@ -92,6 +124,8 @@ PARTITIONERS = {
     "dirichlet": partition_dirichlet,
     "shards": partition_shards,
     "quantity_skew": partition_quantity_skew,
+    "writers": partition_groups,
+    "dirichlet_writers": partition_dirichlet_groups,
 }
 
 #: One line per partitioner, for ``fedcomp list``.
@@ -100,6 +134,10 @@ PARTITIONER_DESCRIPTIONS = {
     "dirichlet": "label skew: each class spread over clients by Dir(concentration) shares",
     "shards": "label-sorted shards, shards_per_client per client (McMahan et al.)",
     "quantity_skew": "IID samples, client sizes from Dir(concentration) shares",
+    "writers": "natural partition: whole writers dealt to clients (one each when n_clients = "
+               "writers); femnist, digits",
+    "dirichlet_writers": "Dirichlet over writer ids: whole writers, Dir(concentration) shares "
+                         "of them per client; femnist, digits",
 }
 
 __all__ = [
@@ -108,8 +146,12 @@ __all__ = [
     "ClientData", "LiangSampler", "bao_lowrank_matrix", "bao_sparse_regression",
     "liang_linear_models", "liang_logistic_models", "liang_sparse_linear",
     "liang_sparse_logistic", "lowrank_truth",
-    "partition_dirichlet", "partition_iid", "partition_quantity_skew",
-    "partition_shards", "sparse_regression_truth", "split_to_clients", "synthetic_fedprox",
-    "a9a", "breast_cancer", "data_dir", "download", "federate", "fetch", "libsvm_file",
-    "load_libsvm", "partition_spec", "sha256_of",
+    "partition_dirichlet", "partition_dirichlet_groups", "partition_groups", "partition_iid",
+    "partition_quantity_skew", "partition_shards", "sparse_regression_truth",
+    "split_to_clients", "synthetic_fedprox",
+    "DATA_DIR_ENV", "SOURCES", "a9a", "breast_cancer", "data_dir", "download", "federate",
+    "fetch", "is_fetched", "libsvm_file", "load_libsvm", "manual_download_hint",
+    "partition_spec", "sha256_of",
+    "cifar10", "digit_forms", "digits", "fashion_mnist", "femnist", "load_cifar10_batch",
+    "load_idx", "load_leaf", "mnist",
 ]

@@ -5,11 +5,14 @@ Client axis first: ``features`` has shape ``(n_clients, max_samples, *feature_sh
 and masked out through ``sample_weights`` (``1/n_i`` on a client's real rows, ``0`` on
 padding), so a loss written as ``Σ_j w_ij ℓ(x_i; a_ij, y_ij)`` is the mean over client i's
 own data whatever the padding — and minibatches use the very same code path.
+
+An optional ``holdout`` carries pooled test samples that belong to no client (the test split
+of an image data set), converted along with the client data by :meth:`ClientData.to`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -44,6 +47,11 @@ class ClientData:
     targets : array, shape (n_clients, max_samples)
     counts : numpy int array, shape (n_clients,)
         Number of real samples of each client (``1 <= counts[i] <= max_samples``).
+    holdout : (features, targets) or None, default None
+        Pooled held-out samples of no client: features of shape
+        ``(n_test, *feature_shape)`` and targets ``(n_test,)``, in the namespace and
+        dtype conventions of ``features`` / ``targets`` (float features; class ids stay
+        integer). Evaluation data only: losses, oracles and padding never see it.
 
     Examples
     --------
@@ -51,11 +59,14 @@ class ClientData:
     >>> data = ClientData.from_lists([np.ones((2, 3)), np.ones((1, 3))], [np.ones(2), -np.ones(1)])
     >>> data.features.shape, data.counts.tolist()
     ((2, 2, 3), [2, 1])
+    >>> data.with_holdout(np.zeros((4, 3)), -np.ones(4)).holdout[0].shape
+    (4, 3)
     """
 
     features: Array
     targets: Array
     counts: np.ndarray
+    holdout: tuple[Array, Array] | None = None
 
     def __post_init__(self) -> None:
         counts = np.asarray(self.counts, dtype=np.int64)
@@ -70,6 +81,28 @@ class ClientData:
         if n and (counts.min() < 1 or counts.max() > m):
             raise ValueError(f"ClientData: every client needs 1..{m} samples, got counts in "
                              f"[{counts.min()}, {counts.max()}]; drop empty clients first")
+        if self.holdout is not None:
+            self._check_holdout(self.holdout)
+
+    def _check_holdout(self, holdout: Any) -> None:
+        if not (isinstance(holdout, tuple) and len(holdout) == 2):
+            raise ValueError("ClientData: holdout must be a (features, targets) tuple or None "
+                             f"(got {type(holdout).__name__})")
+        feats, targs = holdout
+        if tuple(feats.shape[1:]) != self.feature_shape or targs.shape != feats.shape[:1]:
+            raise ValueError(f"ClientData: holdout features {tuple(feats.shape)} and targets "
+                             f"{tuple(targs.shape)} must have shapes (n_test, "
+                             f"*{self.feature_shape}) and (n_test,)")
+
+    def with_holdout(self, features: Any, targets: Any) -> ClientData:
+        """The same client data with pooled held-out samples attached.
+
+        ``features`` (shape ``(n_test, *feature_shape)``) take the dtype and namespace of
+        the client features; float targets take the feature dtype, integer targets stay
+        integer.
+        """
+        return replace(self, holdout=self._convert(features, targets, self.features,
+                                                   self.features.dtype))
 
     @classmethod
     def from_lists(cls, features: list[Any], targets: list[Any], dtype: Any = np.float64
@@ -121,15 +154,22 @@ class ClientData:
     # --- conversion --------------------------------------------------------------------
     def to(self, like: Array, dtype: Any = None) -> ClientData:
         """The same data in the namespace/device of ``like`` (float features cast to ``dtype``
-        or to ``like.dtype``); integer targets stay integer."""
-        xp = namespace(like)
+        or to ``like.dtype``); integer targets stay integer. The holdout is converted too."""
+        feats, targs = self._convert(self.features, self.targets, like, dtype)
+        holdout = None if self.holdout is None else self._convert(*self.holdout, like, dtype)
+        return ClientData(feats, targs, self.counts, holdout)
+
+    @staticmethod
+    def _convert(features: Array, targets: Array, like: Array, dtype: Any
+                 ) -> tuple[Array, Array]:
         from .._array import to_numpy
 
-        feats = asarray_like(to_numpy(self.features), like, dtype=dtype or like.dtype)
-        t = to_numpy(self.targets)
+        xp = namespace(like)
+        feats = asarray_like(to_numpy(features), like, dtype=dtype or like.dtype)
+        t = to_numpy(targets)
         float_targets = np.issubdtype(t.dtype, np.floating)
         targs = asarray_like(t, like, dtype=(dtype or like.dtype) if float_targets else xp.int64)
-        return ClientData(feats, targs, self.counts)
+        return feats, targs
 
     def sample_weights(self, clients: slice | np.ndarray | None = None) -> Array:
         """``(B, max_samples)`` weights: ``1/n_i`` on real rows of each client, 0 on padding."""

@@ -1,16 +1,18 @@
 """Partitioners: split one pooled data set among clients.
 
-Each partitioner is a pure function of the labels (or the sample count), the number of
-clients and a ``seed`` (one ``np.random.default_rng(seed)``), and returns one sorted index
-array per client — disjoint, covering every sample, none empty. :func:`split_to_clients`
-turns such a partition into a :class:`ClientData`.
+Each partitioner is a pure function of the labels (or the sample count, or the group —
+writer — of each sample), the number of clients and a ``seed`` (one
+``np.random.default_rng(seed)``), and returns one sorted index array per client — disjoint,
+covering every sample, none empty. :func:`split_to_clients` turns such a partition into a
+:class:`ClientData`.
 
 The schemes are those of the FL benchmarks: IID; Dirichlet label skew (Hsu, Qi, Brown,
 "Measuring the Effects of Non-Identical Data Distribution for Federated Visual
 Classification", 2019); label-sorted shards (McMahan et al., "Communication-Efficient
 Learning of Deep Networks from Decentralized Data", AISTATS 2017); Dirichlet quantity skew
 (Li, Diao, Chen, He, "Federated Learning on Non-IID Data Silos: An Experimental Study",
-ICDE 2022).
+ICDE 2022); the natural partition by writer and a Dirichlet over writer ids (Caldas et al.,
+"LEAF: A Benchmark for Federated Settings", 2018, where FEMNIST's clients are writers).
 """
 
 from __future__ import annotations
@@ -205,15 +207,119 @@ def partition_quantity_skew(n_samples: int, n_clients: int, concentration: float
     _check_counts("partition_quantity_skew", n_samples, n_clients, min_size)
     _check_concentration("partition_quantity_skew", concentration)
     rng = np.random.default_rng(seed)
+    sizes = _dirichlet_sizes(rng, n_samples, n_clients, concentration, min_size)
+    perm = rng.permutation(n_samples)
+    return [np.sort(p) for p in np.split(perm, np.cumsum(sizes)[:-1])]
+
+
+def _dirichlet_sizes(rng: np.random.Generator, total: int, n_clients: int,
+                     concentration: float, min_size: int) -> np.ndarray:
+    """``min_size`` each, the rest in ``Dir(concentration)`` shares (largest remainders)."""
     shares = rng.dirichlet(np.full(n_clients, float(concentration)))
-    rest = n_samples - n_clients * min_size
+    rest = total - n_clients * min_size
     exact = shares * rest
     sizes = np.floor(exact).astype(np.int64)
     leftover = rest - int(sizes.sum())
     sizes[np.argsort(-(exact - sizes), kind="stable")[:leftover]] += 1
-    sizes += min_size
-    perm = rng.permutation(n_samples)
-    return [np.sort(p) for p in np.split(perm, np.cumsum(sizes)[:-1])]
+    return sizes + min_size
+
+
+def _group_ids(name: str, groups: Any, n_clients: int) -> tuple[np.ndarray, int]:
+    """Dense ids ``0..n_groups-1`` of each sample's group (sorted group order), checked."""
+    groups = np.asarray(groups)
+    if groups.ndim != 1 or len(groups) == 0:
+        raise ValueError(f"{name}: groups must be a nonempty 1-D array (one writer id per "
+                         f"sample), got shape {groups.shape}")
+    _, dense = np.unique(groups, return_inverse=True)
+    n_groups = int(dense.max()) + 1
+    if n_clients < 1 or n_groups < n_clients:
+        raise ValueError(f"{name}: {n_groups} groups (writers) cannot give {n_clients} clients "
+                         "one whole group each; use at most that many clients")
+    return dense.reshape(-1), n_groups
+
+
+def _parts_of_groups(dense: np.ndarray, client_of_group: np.ndarray, n_clients: int
+                     ) -> list[np.ndarray]:
+    """Client i's samples: those whose group is dealt to i (indices sorted)."""
+    owner = client_of_group[dense]
+    order = np.argsort(owner, kind="stable")  # stable: indices stay sorted within a client
+    return np.split(order, np.cumsum(np.bincount(owner, minlength=n_clients))[:-1])
+
+
+def partition_groups(groups: Any, n_clients: int, seed: int = 0) -> list[np.ndarray]:
+    """Natural partition: whole groups (writers) dealt to clients, near-equal group counts.
+
+    Parameters
+    ----------
+    groups : array, shape (n_samples,)
+        The group (writer id) of each sample: any dtype with ``np.unique``.
+    n_clients : int
+        At most the number of groups; equal to it gives one client per writer.
+    seed : int, default 0
+        Seeds the order in which groups are dealt.
+
+    Returns
+    -------
+    list of numpy int arrays
+        Every group lies whole in one client; clients hold ``⌊G/n⌋`` or ``⌈G/n⌉`` groups.
+
+    Examples
+    --------
+    >>> groups = ["ann"] * 3 + ["bob"] * 2 + ["cy"] * 4 + ["dee"]
+    >>> sorted(len(p) for p in partition_groups(groups, 4, seed=0))  # one writer each
+    [1, 2, 3, 4]
+    >>> sorted(len(p) for p in partition_groups(groups, 2, seed=0))  # two writers each
+    [3, 7]
+    """
+    dense, n_groups = _group_ids("partition_groups", groups, n_clients)
+    perm = np.random.default_rng(seed).permutation(n_groups)
+    client_of_group = np.empty(n_groups, dtype=np.int64)
+    for i, chunk in enumerate(np.array_split(perm, n_clients)):
+        client_of_group[chunk] = i
+    return _parts_of_groups(dense, client_of_group, n_clients)
+
+
+def partition_dirichlet_groups(groups: Any, n_clients: int, concentration: float,
+                               seed: int = 0) -> list[np.ndarray]:
+    """Dirichlet over writer ids: whole groups, ``Dir(concentration)`` shares of them per client.
+
+    Parameters
+    ----------
+    groups : array, shape (n_samples,)
+        The group (writer id) of each sample.
+    n_clients : int
+        At most the number of groups.
+    concentration : float
+        Dirichlet parameter: small values give a few clients with many writers and many
+        clients with one; large values near-equal numbers of writers.
+    seed : int, default 0
+
+    Returns
+    -------
+    list of numpy int arrays
+        Every group lies whole in one client; every client holds at least one group.
+
+    Notes
+    -----
+    Draw ``p ~ Dir(concentration·1)`` over the clients; client i gets one group plus
+    ``≈ p_i (G − n)`` more (largest remainders round, as :func:`partition_quantity_skew`
+    does for samples), the groups taken in a seeded random order. Label skew then comes
+    from the writers themselves, not from a label-based draw.
+
+    Examples
+    --------
+    >>> groups = np.repeat(np.arange(20), 5)  # 20 writers, 5 samples each
+    >>> parts = partition_dirichlet_groups(groups, 4, concentration=0.5, seed=0)
+    >>> sum(len(p) for p in parts), all(len(set(groups[p])) >= 1 for p in parts)
+    (100, True)
+    """
+    dense, n_groups = _group_ids("partition_dirichlet_groups", groups, n_clients)
+    _check_concentration("partition_dirichlet_groups", concentration)
+    rng = np.random.default_rng(seed)
+    sizes = _dirichlet_sizes(rng, n_groups, n_clients, concentration, 1)
+    client_of_group = np.empty(n_groups, dtype=np.int64)
+    client_of_group[rng.permutation(n_groups)] = np.repeat(np.arange(n_clients), sizes)
+    return _parts_of_groups(dense, client_of_group, n_clients)
 
 
 def split_to_clients(features: Any, targets: Any, parts: Sequence[Any], dtype: Any = np.float64
@@ -254,5 +360,5 @@ def split_to_clients(features: Any, targets: Any, parts: Sequence[Any], dtype: A
                                  dtype=dtype)
 
 
-__all__ = ["partition_dirichlet", "partition_iid", "partition_quantity_skew",
-           "partition_shards", "split_to_clients"]
+__all__ = ["partition_dirichlet", "partition_dirichlet_groups", "partition_groups",
+           "partition_iid", "partition_quantity_skew", "partition_shards", "split_to_clients"]

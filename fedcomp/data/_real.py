@@ -9,8 +9,13 @@ a partitioner (:data:`fedcomp.data.PARTITIONERS`), named in a configuration as
   binary): real data that needs no download (CI, offline machines);
 * :func:`libsvm_file` / :func:`a9a` — any LIBSVM-format file, e.g. the A9A (Adult) set of
   seed 002's Fig. 1 (32,561 × 123, ±1 labels), read from a path;
-* :func:`download` — fetch a file over HTTP(S) into the data directory, verifying its
-  SHA-256 (the test serves a small file from a local ``http.server``).
+* :func:`download` / :func:`fetch` — fetch a file over HTTP(S) into the data directory,
+  verifying its SHA-256 (the test serves a small file from a local ``http.server``);
+  :func:`fetch` knows the official sources of :data:`SOURCES` (also ``fedcomp data
+  download NAME``).
+
+The image sets (MNIST, Fashion-MNIST, CIFAR-10, FEMNIST, scikit-learn's digits) are read by
+:mod:`fedcomp.data._images` and downloaded by :func:`fetch` like A9A.
 
 References
 ----------
@@ -22,13 +27,15 @@ Street, Wolberg, Mangasarian, "Nuclear feature extraction for breast tumor diagn
 from __future__ import annotations
 
 import hashlib
+import http.client
 import inspect
 import os
 import shutil
+import tarfile
 import tempfile
 import urllib.parse
 import urllib.request
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
@@ -39,12 +46,68 @@ from ._partition import split_to_clients
 #: Environment variable naming the directory of downloaded / user-provided data files.
 DATA_DIR_ENV = "FEDCOMP_DATA_DIR"
 
-#: Where a file of a named data set comes from. ``sha256`` is pinned when known; A9A's is
-#: not (it could not be verified offline when this was written), so :func:`fetch` checks
-#: A9A's shape instead and records the digest of the first download next to the file.
+#: Where the files of a named data set come from (:func:`fetch`, ``fedcomp data download``).
+#:
+#: * one file (``url``, ``sha256``): saved as ``<data dir>/<name>``. ``sha256`` is pinned
+#:   when known; A9A's is not (it could not be verified offline when this was written), so
+#:   :func:`fetch` checks A9A's shape instead and records the digest of the first download
+#:   next to the file;
+#: * several files (``mirrors``: base addresses tried in order, the official one first;
+#:   ``files``: file name → pinned sha256): saved in the folder ``<data dir>/<name>/``; an
+#:   ``extract`` entry names the folder a downloaded ``.tar.gz`` is unpacked to. The
+#:   publishers give MD5 sums (which torchvision pins); the SHA-256 digests here are of the
+#:   same files, each cross-checked against several independent published copies (Keras
+#:   pins CIFAR-10's);
+#: * ``manual``: no single file to fetch; how to produce the data instead.
 SOURCES: dict[str, dict[str, Any]] = {
     "a9a": {"url": "https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/binary/a9a",
             "sha256": None, "n_samples": 32561, "n_features": 123},
+    "mnist": {
+        "mirrors": ("http://yann.lecun.com/exdb/mnist/",
+                    "https://ossci-datasets.s3.amazonaws.com/mnist/",
+                    "https://storage.googleapis.com/cvdf-datasets/mnist/"),
+        "files": {
+            "train-images-idx3-ubyte.gz":
+                "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609",
+            "train-labels-idx1-ubyte.gz":
+                "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c",
+            "t10k-images-idx3-ubyte.gz":
+                "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6",
+            "t10k-labels-idx1-ubyte.gz":
+                "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6",
+        },
+    },
+    "fashion_mnist": {
+        "mirrors": ("http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",
+                    "https://raw.githubusercontent.com/zalandoresearch/fashion-mnist/master/"
+                    "data/fashion/"),
+        "files": {
+            "train-images-idx3-ubyte.gz":
+                "3aede38d61863908ad78613f6a32ed271626dd12800ba2636569512369268a84",
+            "train-labels-idx1-ubyte.gz":
+                "a04f17134ac03560a47e3764e11b92fc97de4d1bfaf8ba1a3aa29af54cc90845",
+            "t10k-images-idx3-ubyte.gz":
+                "346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073",
+            "t10k-labels-idx1-ubyte.gz":
+                "67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5",
+        },
+    },
+    "cifar10": {
+        "mirrors": ("https://www.cs.toronto.edu/~kriz/",),
+        "files": {"cifar-10-python.tar.gz":
+                  "6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce"},
+        "extract": "cifar-10-batches-py",
+    },
+    "femnist": {
+        "manual": (
+            "FEMNIST has no single official file: LEAF's preprocessing script builds it from "
+            "NIST Special Database 19. On a machine with internet run\n"
+            "  git clone https://github.com/TalwalkarLab/leaf && cd leaf/data/femnist\n"
+            "  ./preprocess.sh -s niid --sf 0.05 -k 0 -t sample   # --sf 1.0 for all writers\n"
+            "then copy leaf/data/femnist/data/train/ and data/test/ (LEAF JSON files) into "
+            "{folder}/train/ and {folder}/test/, or pass femnist(path=...) the folder that "
+            "holds them"),
+    },
 }
 
 
@@ -155,7 +218,7 @@ def partition_spec(partition: Any) -> tuple[str, dict[str, Any]]:
     if name not in registry:
         raise ValueError(f"unknown partition {name!r}; valid: {sorted(registry)}")
     accepted = set(inspect.signature(registry[name]).parameters) - {
-        "labels", "n_samples", "n_clients", "seed"}
+        "labels", "n_samples", "groups", "n_clients", "seed"}
     unknown = sorted(set(params) - accepted)
     if unknown:
         raise ValueError(f"partition {name!r}: unknown parameter(s) {unknown}; accepted: "
@@ -164,7 +227,7 @@ def partition_spec(partition: Any) -> tuple[str, dict[str, Any]]:
 
 
 def federate(features: Any, labels: Any, n_clients: int, partition: Any = "iid", seed: int = 0,
-             dtype: Any = np.float64) -> ClientData:
+             dtype: Any = np.float64, groups: Any = None) -> ClientData:
     """Split a pooled data set among clients with a named partitioner.
 
     Parameters
@@ -178,6 +241,9 @@ def federate(features: Any, labels: Any, n_clients: int, partition: Any = "iid",
     seed : int, default 0
         Seeds the partition.
     dtype : numpy dtype, default float64
+    groups : array, shape (n_samples,), optional
+        The writer (group) of each sample, for the partitioners by writer (``"writers"``,
+        ``"dirichlet_writers"``).
 
     Returns
     -------
@@ -193,7 +259,10 @@ def federate(features: Any, labels: Any, n_clients: int, partition: Any = "iid",
     fn = _partitioners()[name]
     labels = np.asarray(labels)
     first = next(iter(inspect.signature(fn).parameters))
-    data_arg = labels if first == "labels" else len(labels)
+    if first == "groups" and groups is None:
+        raise ValueError(f"partition {name!r} splits by writer, but this data set has no writer "
+                         "ids; use it with digits or femnist, or choose another partition")
+    data_arg = {"labels": labels, "groups": groups}.get(first, len(labels))
     parts = fn(data_arg, n_clients, seed=seed, **params)
     return split_to_clients(features, labels, parts, dtype=dtype)
 
@@ -303,13 +372,20 @@ def data_dir() -> Path:
     return Path(os.environ.get(DATA_DIR_ENV) or Path.home() / ".cache" / "fedcomp" / "data")
 
 
-def _locate(path: str, name: str | None = None) -> Path:
+def _resolve(path: str | Path) -> Path:
+    """``path`` with ``~`` expanded; a relative name missing here is taken in :func:`data_dir`."""
     candidate = Path(os.path.expanduser(path))
     if not candidate.is_absolute() and not candidate.exists():
         candidate = data_dir() / candidate
+    return candidate
+
+
+def _locate(path: str, name: str | None = None) -> Path:
+    candidate = _resolve(path)
     if not candidate.exists():
-        hint = (f"fedcomp.data.fetch({name!r}) downloads it (needs internet)" if name
-                else "pass the path of the file")
+        hint = (f"`fedcomp data download {name}` or fedcomp.data.fetch({name!r}) downloads it "
+                f"(needs internet; --data-dir DIR or ${DATA_DIR_ENV} choose the directory)"
+                if name else "pass the path of the file")
         raise FileNotFoundError(f"data file {path!r} not found (also looked in {data_dir()}, "
                                 f"set ${DATA_DIR_ENV} to change it); {hint}")
     return candidate
@@ -381,18 +457,52 @@ def download(url: str, dest: str | Path, sha256: str | None, *, timeout: float =
 
 def fetch(name: str, directory: str | Path | None = None, *, url: str | None = None,
           timeout: float = 60.0) -> Path:
-    """Download a named data set of :data:`SOURCES` into ``directory`` (default
-    :func:`data_dir`) unless it is already there; return its path.
+    """Download a named data set of :data:`SOURCES` into ``directory`` unless it is there.
 
-    With a pinned ``sha256`` the download is verified against it; without one the file
+    Parameters
+    ----------
+    name : str
+        A key of :data:`SOURCES`: ``"a9a"``, ``"mnist"``, ``"fashion_mnist"``, ``"cifar10"``
+        (``"femnist"`` explains how to produce its files instead).
+    directory : path, optional
+        The data directory (default :func:`data_dir`): a one-file set is saved as
+        ``directory/<name>``, a set of files in the folder ``directory/<name>/``.
+    url : str, optional
+        Overrides the source (mirrors, tests): the file's address for a one-file set, the
+        base address of the files (``url + "/" + file name``) otherwise.
+    timeout : float, default 60
+        Seconds for the connection and each read.
+
+    Returns
+    -------
+    Path
+        The file or folder, which the loader of the same name reads.
+
+    Raises
+    ------
+    ConnectionError
+        When no source can be reached; the message says where to put the files by hand.
+    ValueError
+        For an unknown name, a set that cannot be downloaded (FEMNIST), a checksum mismatch
+        (nothing is saved) or a file already there that does not match its digest.
+
+    Notes
+    -----
+    With a pinned ``sha256`` every download is verified against it. A9A has none: the file
     must parse as LIBSVM with the expected shape, and its digest is recorded in
-    ``<name>.sha256`` beside it so a later replacement of the file is detected.
-    ``url`` overrides the source (mirrors, tests).
+    ``<name>.sha256`` beside it so a later replacement of the file is detected. Files of a
+    set already present are checked against their digests and not downloaded again.
     """
     if name not in SOURCES:
         raise ValueError(f"fetch: unknown data set {name!r}; known: {sorted(SOURCES)}")
     source = SOURCES[name]
-    path = Path(directory or data_dir()) / name
+    root = Path(directory or data_dir())
+    if "manual" in source:
+        raise ValueError(f"fetch: {name} cannot be downloaded automatically. "
+                         + manual_download_hint(name, root / name))
+    if "files" in source:
+        return _fetch_files(name, source, root / name, url, timeout)
+    path = root / name
     record = path.with_suffix(".sha256")
     if path.exists():
         expected = source["sha256"] or (record.read_text().split()[0] if record.exists()
@@ -401,7 +511,7 @@ def fetch(name: str, directory: str | Path | None = None, *, url: str | None = N
             raise ValueError(f"fetch: {path} does not match its recorded sha256 {expected}; "
                              "delete it to download again")
         return path
-    download(url or source["url"], path, source["sha256"], timeout=timeout)
+    _download_any(name, [url or source["url"]], path, source["sha256"], timeout)
     if source["sha256"] is None:
         try:
             features, _ = load_libsvm(path, n_features=source["n_features"])
@@ -415,3 +525,121 @@ def fetch(name: str, directory: str | Path | None = None, *, url: str | None = N
                              f"download has {features.shape[0]}; not saved")
         record.write_text(f"{sha256_of(path)}  {name}\n")
     return path
+
+
+def _fetch_files(name: str, source: dict[str, Any], folder: Path, url: str | None,
+                 timeout: float) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    bases = [url] if url else list(source["mirrors"])
+    for filename, sha256 in source["files"].items():
+        dest = folder / filename
+        if dest.exists():
+            if sha256_of(dest) != sha256:
+                raise ValueError(f"fetch: {dest} does not match its pinned sha256 {sha256}; "
+                                 "delete it to download again")
+            continue
+        _download_any(name, [f"{b.rstrip('/')}/{filename}" for b in bases], dest, sha256,
+                      timeout)
+    if "extract" in source and not (folder / source["extract"]).is_dir():
+        for filename in source["files"]:
+            _extract_folder(folder / filename, folder, source["extract"])
+    return folder
+
+
+def _download_any(name: str, urls: list[str], dest: Path, sha256: str | None,
+                  timeout: float) -> Path:
+    """:func:`download` from the first address that answers with the right content."""
+    unreachable, rejected = [], []
+    for address in urls:
+        try:
+            return download(address, dest, sha256, timeout=timeout)
+        except ValueError as exc:  # a checksum mismatch or an oversized answer: next mirror
+            rejected.append(str(exc))
+        except (OSError, http.client.HTTPException) as exc:
+            unreachable.append(f"{address} ({exc})")
+    if rejected:
+        raise ValueError(f"fetch: no source of {name} gave the expected file: "
+                         + "; ".join(rejected))
+    raise ConnectionError(f"could not download {name}: " + "; ".join(unreachable)
+                          + f". {manual_download_hint(name, dest.parent)}")
+
+
+def manual_download_hint(name: str, folder: str | Path | None = None) -> str:
+    """How to get data set ``name`` of :data:`SOURCES` onto a machine by hand.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`SOURCES`.
+    folder : path, optional
+        Where the files belong (default: ``<data dir>/<name>``, the data directory itself
+        for a one-file set).
+
+    Returns
+    -------
+    str
+        The command to run, the files and their addresses, the folder and the environment
+        variable ``$FEDCOMP_DATA_DIR`` the loaders read.
+
+    Examples
+    --------
+    >>> "FEDCOMP_DATA_DIR" in manual_download_hint("mnist")
+    True
+    """
+    source = SOURCES[name]
+    if folder is None:
+        folder = data_dir() if "url" in source else data_dir() / name
+    where = (f"Loaders look in the data directory ${DATA_DIR_ENV} (now {data_dir()}; default "
+             "~/.cache/fedcomp/data) or take path=...")
+    if "manual" in source:
+        return source["manual"].format(folder=folder) + ". " + where
+    if "files" in source:
+        files, mirrors = ", ".join(source["files"]), source["mirrors"]
+        origin = f"from {mirrors[0]}" + (f" (mirrors: {', '.join(mirrors[1:])})"
+                                         if len(mirrors) > 1 else "")
+    else:
+        files, origin = name, f"from {source['url']}"
+    return (f"Run `fedcomp data download {name}` on a machine with internet (--data-dir DIR "
+            f"saves under DIR), or download {files} {origin} yourself into {folder}. {where}")
+
+
+def _extract_folder(archive: Path, folder: Path, member_dir: str) -> None:
+    """Unpack the plain files ``member_dir/*`` of a tar archive into ``folder/member_dir``.
+
+    Only regular files directly inside ``member_dir`` are written (no links, no other
+    paths, so a crafted archive cannot write elsewhere); the folder appears atomically.
+    """
+    tmp = Path(tempfile.mkdtemp(dir=folder, prefix=f".{member_dir}."))
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            for member in tar.getmembers():
+                parts = PurePosixPath(member.name).parts
+                if (member.isfile() and len(parts) == 2 and parts[0] == member_dir
+                        and parts[1] not in (".", "..")):
+                    content = tar.extractfile(member)
+                    if content is None:  # pragma: no cover - regular files have content
+                        continue
+                    with content, open(tmp / parts[1], "wb") as out:
+                        shutil.copyfileobj(content, out)
+        tmp.rename(folder / member_dir)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+
+
+def is_fetched(name: str, directory: str | Path | None = None) -> bool:
+    """Whether the files of data set ``name`` are in ``directory`` (default :func:`data_dir`).
+
+    Checks presence only (:func:`fetch` verifies the digests).
+    """
+    source = SOURCES[name]
+    folder = Path(directory or data_dir()) / name
+    if "manual" in source:
+        return (folder / "train").is_dir()
+    if "files" in source:
+        if "extract" in source:
+            return (folder / source["extract"]).is_dir()
+        # the loaders also read the unpacked files (``gunzip`` leaves no .gz behind)
+        return all((folder / f).exists() or (folder / f.removesuffix(".gz")).exists()
+                   for f in source["files"])
+    return folder.exists()
