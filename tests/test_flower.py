@@ -8,6 +8,7 @@ separate processes.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import signal
@@ -34,7 +35,7 @@ from fedcomp.flower import (  # noqa: E402
 )
 from fedcomp.flower._client import handle_query, handle_train  # noqa: E402
 from fedcomp.flower._codec import decode, encode  # noqa: E402
-from fedcomp.flower._data import load_node_data  # noqa: E402
+from fedcomp.flower._data import load_node_data, subset  # noqa: E402
 from fedcomp.flower._local import alive, run_local, write_app  # noqa: E402
 from fedcomp.oracle import Counters, Oracle  # noqa: E402
 
@@ -346,6 +347,18 @@ def test_every_algorithm_rebuilds_from_its_hyperparameters(name):
     algorithm = algorithm.setup(problem) or algorithm
     again = make_algorithm(name, **json.loads(json.dumps(algorithm.hyperparameters)))
     assert again.hyperparameters == algorithm.hyperparameters
+    # a node sets the rebuilt algorithm up on its own clients only: setup must have
+    # recorded whatever it derived from all the data (a smoothness, a λ)
+    smallest = np.argmin(problem.loss.smoothness(problem.data.full_batch()))  # L_i < max L
+    node = dataclasses.replace(problem, data=subset(problem.data, np.array([smallest])))
+    on_node = again.setup(node) or again
+    assert on_node.hyperparameters == algorithm.hyperparameters
+
+
+@pytest.mark.parametrize("name", ["fast_fedda", "c_fedda", "mc_fedda"])
+def test_an_algorithm_not_set_up_names_itself(name):
+    with pytest.raises(RuntimeError, match=rf"^{name} must be set up with a problem first"):
+        make_algorithm(name).broadcast(None)
 
 
 def test_flower_app_command_writes_a_runnable_app(tmp_path):

@@ -145,6 +145,11 @@ def handle_train(msg: Message, context: Context) -> Message:
     like = problem.data.features
     algorithm = make_algorithm(str(spec["algorithm"]),
                                **json.loads(str(spec["hyperparameters"])))
+    # as the simulator does: algorithms whose constants come from the problem (C-FedDA's
+    # norm, FedCanon II's evaluation prox) are placeholders until set up. The server sent
+    # the values its setup resolved on all the data (smoothness, λ), so setting up on the
+    # node's clients only changes nothing else.
+    algorithm = algorithm.setup(problem) or algorithm
     run = str(spec["run"])
     round_ = int(spec["round"])
     batch_size = int(spec["batch-size"]) or None

@@ -182,11 +182,17 @@ class FlowerClients:
         self.owner = {c: n for n, info in nodes.items() for c in info["client-ids"]}
         self.hyperparameters = json.dumps(to_jsonable(algorithm.hyperparameters))
         try:  # nodes rebuild the (set-up) algorithm from its name and hyperparameters
-            make_algorithm(algorithm.name, **json.loads(self.hyperparameters))
+            rebuilt = make_algorithm(algorithm.name, **json.loads(self.hyperparameters))
+            rebuilt = rebuilt.setup(problem) or rebuilt
         except (TypeError, ValueError) as exc:
             raise FlowerRunError(f"{algorithm.name}: its hyperparameters "
                                  f"{algorithm.hyperparameters} do not rebuild it on a node "
                                  f"({exc})") from exc
+        again = json.dumps(to_jsonable(rebuilt.hyperparameters))
+        if again != self.hyperparameters:  # setup must record what it resolved
+            raise FlowerRunError(f"{algorithm.name}: rebuilt from its hyperparameters "
+                                 f"{self.hyperparameters} and set up, it has {again}; its "
+                                 "setup must record every value it resolves")
 
     def _train_message(self, node_id: int, ids: list[int], record: Any, round_: int
                        ) -> Message:
