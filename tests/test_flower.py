@@ -33,7 +33,7 @@ from fedcomp.flower import (  # noqa: E402
     run_simulation,
     save_partition,
 )
-from fedcomp.flower._client import handle_query, handle_train  # noqa: E402
+from fedcomp.flower._client import CONFIG_KEY, handle_query, handle_train  # noqa: E402
 from fedcomp.flower._codec import decode, encode  # noqa: E402
 from fedcomp.flower._data import load_node_data, subset  # noqa: E402
 from fedcomp.flower._local import alive, run_local, write_app  # noqa: E402
@@ -77,6 +77,35 @@ EQUIVALENCE = [
     ("feddr", {"eta": 2.0, "alpha": 1.5, "client_lr": 0.3, "local_steps": 3}, 1),
     ("feddr", {"eta": 2.0, "local_solver": "exact", "init": "code"}, 2),
 ]
+
+
+#: every algorithm of the registry with its default hyperparameters (a few stage lengths
+#: shortened so that 3 rounds cross stages), 2 of 4 clients per round unless it is defined
+#: for full participation only; async_feddr's event clock stays on the server and each
+#: arrival's update runs on the node hosting the client
+REGISTRY_OVERRIDES = {"mc_fedda": {"stage_rounds": 1}, "multistep_refedda_gt": {"stage_rounds": 1}}
+REGISTRY = [(name, REGISTRY_OVERRIDES.get(name, {}), "sampled") for name in sorted(ALGORITHMS)]
+
+
+def participation(cfg, algorithm, params):
+    """2 clients per round, or all for an algorithm defined for full participation only."""
+    problem = build_problem(resolve(cfg))
+    alg = make_algorithm(algorithm, **params)
+    alg = alg.setup(problem) or alg
+    try:
+        alg.validate(problem, 2)
+    except ValueError as exc:
+        assert "full participation" in str(exc)
+        return None
+    return 2
+
+
+@pytest.fixture
+def no_plots(monkeypatch):
+    """The equivalence tests compare iterates; drawing plot.png would take most of their time."""
+    import fedcomp.plotting
+
+    monkeypatch.setattr(fedcomp.plotting, "plot_results", lambda *args, **kwargs: None)
 
 
 def simulator_outputs(cfg, out):
@@ -179,13 +208,26 @@ class InProcessGrid:
             return Message(Error(code=2, reason=str(exc)), reply_to=msg)
 
 
-@pytest.mark.parametrize("algorithm, params, cpr", EQUIVALENCE)
-def test_server_and_client_handlers_reproduce_the_simulator(task_identity, tmp_path, algorithm,
-                                                           params, cpr):
+def case_id(case):
+    algorithm, _, cpr = case
+    return f"{algorithm}-{'registry' if cpr == 'sampled' else f'cpr{cpr}'}"
+
+
+@pytest.mark.parametrize("algorithm, params, cpr", EQUIVALENCE + REGISTRY,
+                         ids=[case_id(c) for c in EQUIVALENCE + REGISTRY])
+def test_server_and_client_handlers_reproduce_the_simulator(task_identity, no_plots, tmp_path,
+                                                           algorithm, params, cpr):
+    if cpr == "sampled":
+        cpr = participation(small_config(algorithm, **params), algorithm, params)
     cfg = small_config(algorithm, clients_per_round=cpr, **params)
     # 3 nodes for 4 clients: node 0 hosts two clients as one block
-    run_server(InProcessGrid(3), cfg, tmp_path / "flower", num_nodes=3, node_timeout=5,
+    grid = InProcessGrid(3)
+    run_server(grid, cfg, tmp_path / "flower", num_nodes=3, node_timeout=5,
                log=lambda line: None)
+    # every client update ran on a node: at least one train message per round (per arrival
+    # for async_feddr), none of them failed
+    updates = cfg["rounds"] * (cpr or 4) if algorithm == "async_feddr" else cfg["rounds"]
+    assert sum(grid.trained.values()) >= updates
     assert_same_run(tmp_path / "flower", simulator_outputs(cfg, tmp_path / "sim"), tol=0.0)
     status = json.loads((tmp_path / "flower" / "flower_status.json").read_text())
     assert status["status"] == "ok"
@@ -222,16 +264,26 @@ def test_a_silent_node_fails_the_run_naming_it_and_keeps_complete_rows(task_iden
     assert status["status"] == "failed" and "SuperNode 1001" in status["error"]
 
 
-def test_a_restarted_node_resumes_from_its_checkpoint(task_identity, tmp_path):
-    cfg = small_config("za1", n_clients=3, rounds=5, client_lr=0.5, local_steps=2)
+@pytest.mark.parametrize("algorithm, params, cpr, after_restart", [
+    ("za1", {"client_lr": 0.5, "local_steps": 2}, None, 3),  # rounds 3-5 on the new node
+    # the node sat out rounds before it died: its last checkpoint is older than the round
+    # before the one it rejoins in (client sampling; other clients' async arrivals)
+    # (SCAFFOLD, 2 of 3 per round: client 1 runs rounds 1, 2, sits out 3, dies in 4)
+    ("scaffold", {"client_lr": 0.3, "local_steps": 2}, 2, 1),
+    ("async_feddr", {"eta": 2.0, "client_lr": 0.3, "local_steps": 2}, None, None),
+])
+def test_a_restarted_node_resumes_from_its_checkpoint(task_identity, no_plots, tmp_path,
+                                                      algorithm, params, cpr, after_restart):
+    cfg = small_config(algorithm, n_clients=3, rounds=5, clients_per_round=cpr, **params)
     grid = InProcessGrid(3, dead_after={1001: 2}, restart={1001: 2001},
                          node_config={"checkpoint-dir": str(tmp_path / "ckpt")})
     lines = []
     run_server(grid, cfg, tmp_path / "flower", num_nodes=3, node_timeout=5, round_timeout=1,
                rejoin_timeout=5, log=lines.append)
-    assert grid.trained[2001] == 3  # rounds 3-5 ran on the restarted node
+    assert grid.trained[2001] == after_restart if after_restart else grid.trained[2001] >= 1
     assert any("waiting up to 5 s for it to rejoin" in line for line in lines)
-    # ZA1's client states (anchor, gradient average) came back from disk: same iterates
+    # the client states (ZA1's anchor and gradient average, FedDR's y, x, x̂) came back
+    # from disk: same iterates
     assert_same_run(tmp_path / "flower", simulator_outputs(cfg, tmp_path / "sim"), tol=0.0)
 
 
@@ -273,6 +325,20 @@ def test_waiting_for_nodes_times_out_naming_the_missing_partition(task_identity,
         run_server(grid, cfg, tmp_path, node_timeout=1.0, log=lambda line: None)
     assert time.monotonic() - tic < 10
     assert not (tmp_path / "results.csv").exists()
+
+
+def test_decentralized_algorithms_are_rejected_before_any_node_is_asked(task_identity,
+                                                                       tmp_path):
+    cfg = small_config("za1", client_lr=0.5)
+    cfg["topology"] = {"name": "ring"}
+    cfg["algorithms"].append({"name": "dfedda_gt", "label": "gt"})
+    grid = InProcessGrid(4)
+    with pytest.raises(FlowerRunError, match=r"\['gt'\] are decentralized.*fedcomp run"):
+        run_server(grid, cfg, tmp_path, node_timeout=5, log=lambda line: None)
+    assert all(CONFIG_KEY not in ctx.state for ctx in grid.contexts.values())  # never queried
+    assert not (tmp_path / "results.csv").exists()
+    status = json.loads((tmp_path / "flower_status.json").read_text())
+    assert status["status"] == "failed"
 
 
 def test_two_nodes_claiming_one_partition_are_rejected(task_identity, tmp_path):

@@ -92,7 +92,9 @@ def _load_states(context: Context, run: str, template: Any, like: Any, round_: i
     From ``context.state`` while the node lives; after a restart (``resume``: the server
     says these clients have trained before) from the checkpoint, which holds the states
     before and after the last round the node ran — so a round whose reply was lost is
-    recomputed from the same states. A fresh start uses ``init``'s states.
+    recomputed from the same states. Rounds the node sat out (client sampling, or the
+    other clients' arrivals of an asynchronous run) left its states unchanged, so any
+    earlier round's "after" states are current. A fresh start uses ``init``'s states.
     """
     key = f"{CONFIG_KEY}.state.{run}"
     if len(template) == 0:
@@ -109,7 +111,7 @@ def _load_states(context: Context, run: str, template: Any, like: Any, round_: i
             "node_config to make restarts resumable")
     with np.load(path, allow_pickle=False) as npz:
         done = int(npz["round"])
-        if done == round_ - 1:
+        if done < round_:
             prefix = "after."
         elif done == round_:
             prefix = "before."
