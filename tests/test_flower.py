@@ -235,6 +235,40 @@ def test_server_and_client_handlers_reproduce_the_simulator(task_identity, no_pl
     assert meta["versions"]["flwr"] == flwr.__version__
 
 
+@pytest.mark.parametrize("data_path", [False, True], ids=["partition", "data-path"])
+def test_streaming_config_gives_the_simulators_iterates(task_identity, no_plots, tmp_path,
+                                                        data_path):
+    """liang2024_linear (fresh samples every step), reduced, with its star-topology
+    algorithms and ReFedDA-GT at 2 of 4 clients: nodes draw the simulator's samples."""
+    from pathlib import Path
+
+    from fedcomp.config import apply_override, load
+
+    cfg = load(Path(__file__).parents[1] / "configs" / "liang2024_linear.toml")
+    for assignment in ["rounds=3", "eval_every=1", "data.n_clients=4", "data.n_features=40",
+                       "data.sparsity=4", "algorithms.mrefedda_gt.sparsity=4",
+                       "algorithms.mrefedda_gt.stage_rounds=2"]:
+        cfg = apply_override(cfg, assignment)
+    assert cfg["streaming"] is True
+    del cfg["topology"]
+    cfg["algorithms"] = [a for a in cfg["algorithms"] if not a["name"].startswith("d")]
+    cfg["algorithms"].append({"name": "refedda_gt", "client_lr": 1.0, "local_steps": 3,
+                              "p": 12.0, "radius_sq": 300.0, "sparsity": 4,
+                              "clients_per_round": 2})
+    cfg["metrics"] += ["objective", "nnz"]
+    assert [a.get("label", a["name"]) for a in cfg["algorithms"]] == [
+        "mrefedda_gt", "fast_fedda", "c_fedda", "refedda_gt"]
+    grid = InProcessGrid(3)
+    if data_path:  # nodes with their own (shape-fixing) data; the sampler from the config
+        full = build_problem(resolve(cfg))
+        for node, ids in zip(grid.contexts, ([0, 1], [2], [3]), strict=True):
+            path = save_partition(full, ids, tmp_path / f"node{node}.npz")
+            grid.contexts[node].node_config = {"data-path": str(path)}
+    run_server(grid, cfg, tmp_path / "flower", num_nodes=3, node_timeout=5,
+               log=lambda line: None)
+    assert_same_run(tmp_path / "flower", simulator_outputs(cfg, tmp_path / "sim"), tol=0.0)
+
+
 def test_nodes_with_interleaved_clients_from_data_files(task_identity, tmp_path):
     """data-path nodes holding clients {0, 2} and {3, 1}: uploads are put back in order."""
     cfg = small_config("za1", n_clients=4, client_lr=0.5, local_steps=2)
