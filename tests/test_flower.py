@@ -85,6 +85,8 @@ EQUIVALENCE = [
 #: arrival's update runs on the node hosting the client
 REGISTRY_OVERRIDES = {"mc_fedda": {"stage_rounds": 1}, "multistep_refedda_gt": {"stage_rounds": 1}}
 REGISTRY = [(name, REGISTRY_OVERRIDES.get(name, {}), "sampled") for name in sorted(ALGORITHMS)]
+#: options that add a phase: FedDA-GT's gradient-initialised trackers (a warm-up round)
+REGISTRY += [("fedda_gt", {"tracker_init": "gradient"}, None)]
 
 
 def participation(cfg, algorithm, params):
