@@ -415,18 +415,31 @@ def build_topology(cfg: dict[str, Any], n_nodes: int) -> tuple[Any, dict[str, An
 
 def build_problem(cfg: dict[str, Any]) -> Any:
     """The :class:`~fedcomp.problem.Problem` a resolved configuration describes."""
-    from .data import DATASETS, GROUND_TRUTHS, SAMPLERS
+    from .data import DATASETS, GROUND_TRUTHS
     from .problem import Problem
 
     data_cfg = dict(cfg["data"])
     name = data_cfg.pop("generator")
     data = _on_backend(DATASETS[name](**data_cfg), cfg)
     truth = GROUND_TRUTHS[name](**data_cfg) if name in GROUND_TRUTHS else None
-    sampler = SAMPLERS[name](**data_cfg) if cfg.get("streaming") else None
     loss, regularizer, n_classes = build_components(cfg)
     return Problem(loss, regularizer, data, weighting=cfg["problem"].get("weighting", "uniform"),
                    n_classes=n_classes, ground_truth=truth, name=cfg["name"],
-                   sampler=sampler)
+                   sampler=build_sampler(cfg))
+
+
+def build_sampler(cfg: dict[str, Any]) -> Any:
+    """The streaming sampler of a resolved configuration (``None`` without ``streaming``).
+
+    It draws every client's fresh samples from the generator's parameters alone, keyed by
+    the global client id, so any machine holding the configuration draws the same ones.
+    """
+    from .data import SAMPLERS
+
+    if not cfg.get("streaming"):
+        return None
+    data_cfg = dict(cfg["data"])
+    return SAMPLERS[data_cfg.pop("generator")](**data_cfg)
 
 
 def _on_backend(data: Any, cfg: dict[str, Any]) -> Any:

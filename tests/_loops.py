@@ -279,7 +279,7 @@ def loop_dfedda(problem, mixing, rounds, lr, K, p, server_lr=1.0, tracking=True,
 
     w0 = np.zeros(d)
     z0 = [np.zeros(d) if restricted else _primal_to_dual(w0, p) for _ in range(n)]
-    g0 = [grad(m, w0, 1 << 40, 0) for m in range(n)]
+    g0 = [grad(m, w0, -1, 0) for m in range(n)]  # the initialisation's round key
     c = [sum(mixing[j, m] * g0[j] for j in range(n)) - g0[m] if tracking else np.zeros(d)
          for m in range(n)]
     for r in range(rounds):

@@ -8,6 +8,7 @@ separate processes.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import signal
@@ -32,9 +33,9 @@ from fedcomp.flower import (  # noqa: E402
     run_simulation,
     save_partition,
 )
-from fedcomp.flower._client import handle_query, handle_train  # noqa: E402
+from fedcomp.flower._client import CONFIG_KEY, handle_query, handle_train  # noqa: E402
 from fedcomp.flower._codec import decode, encode  # noqa: E402
-from fedcomp.flower._data import load_node_data  # noqa: E402
+from fedcomp.flower._data import load_node_data, subset  # noqa: E402
 from fedcomp.flower._local import alive, run_local, write_app  # noqa: E402
 from fedcomp.oracle import Counters, Oracle  # noqa: E402
 
@@ -76,6 +77,37 @@ EQUIVALENCE = [
     ("feddr", {"eta": 2.0, "alpha": 1.5, "client_lr": 0.3, "local_steps": 3}, 1),
     ("feddr", {"eta": 2.0, "local_solver": "exact", "init": "code"}, 2),
 ]
+
+
+#: every algorithm of the registry with its default hyperparameters (a few stage lengths
+#: shortened so that 3 rounds cross stages), 2 of 4 clients per round unless it is defined
+#: for full participation only; async_feddr's event clock stays on the server and each
+#: arrival's update runs on the node hosting the client
+REGISTRY_OVERRIDES = {"mc_fedda": {"stage_rounds": 1}, "multistep_refedda_gt": {"stage_rounds": 1}}
+REGISTRY = [(name, REGISTRY_OVERRIDES.get(name, {}), "sampled") for name in sorted(ALGORITHMS)]
+#: options that add a phase: FedDA-GT's gradient-initialised trackers (a warm-up round)
+REGISTRY += [("fedda_gt", {"tracker_init": "gradient"}, None)]
+
+
+def participation(cfg, algorithm, params):
+    """2 clients per round, or all for an algorithm defined for full participation only."""
+    problem = build_problem(resolve(cfg))
+    alg = make_algorithm(algorithm, **params)
+    alg = alg.setup(problem) or alg
+    try:
+        alg.validate(problem, 2)
+    except ValueError as exc:
+        assert "full participation" in str(exc)
+        return None
+    return 2
+
+
+@pytest.fixture
+def no_plots(monkeypatch):
+    """The equivalence tests compare iterates; drawing plot.png would take most of their time."""
+    import fedcomp.plotting
+
+    monkeypatch.setattr(fedcomp.plotting, "plot_results", lambda *args, **kwargs: None)
 
 
 def simulator_outputs(cfg, out):
@@ -178,18 +210,65 @@ class InProcessGrid:
             return Message(Error(code=2, reason=str(exc)), reply_to=msg)
 
 
-@pytest.mark.parametrize("algorithm, params, cpr", EQUIVALENCE)
-def test_server_and_client_handlers_reproduce_the_simulator(task_identity, tmp_path, algorithm,
-                                                           params, cpr):
+def case_id(case):
+    algorithm, _, cpr = case
+    return f"{algorithm}-{'registry' if cpr == 'sampled' else f'cpr{cpr}'}"
+
+
+@pytest.mark.parametrize("algorithm, params, cpr", EQUIVALENCE + REGISTRY,
+                         ids=[case_id(c) for c in EQUIVALENCE + REGISTRY])
+def test_server_and_client_handlers_reproduce_the_simulator(task_identity, no_plots, tmp_path,
+                                                           algorithm, params, cpr):
+    if cpr == "sampled":
+        cpr = participation(small_config(algorithm, **params), algorithm, params)
     cfg = small_config(algorithm, clients_per_round=cpr, **params)
     # 3 nodes for 4 clients: node 0 hosts two clients as one block
-    run_server(InProcessGrid(3), cfg, tmp_path / "flower", num_nodes=3, node_timeout=5,
+    grid = InProcessGrid(3)
+    run_server(grid, cfg, tmp_path / "flower", num_nodes=3, node_timeout=5,
                log=lambda line: None)
+    # every client update ran on a node: at least one train message per round (per arrival
+    # for async_feddr), none of them failed
+    updates = cfg["rounds"] * (cpr or 4) if algorithm == "async_feddr" else cfg["rounds"]
+    assert sum(grid.trained.values()) >= updates
     assert_same_run(tmp_path / "flower", simulator_outputs(cfg, tmp_path / "sim"), tol=0.0)
     status = json.loads((tmp_path / "flower" / "flower_status.json").read_text())
     assert status["status"] == "ok"
     meta = json.loads((tmp_path / "flower" / "config.json").read_text())
     assert meta["versions"]["flwr"] == flwr.__version__
+
+
+@pytest.mark.parametrize("data_path", [False, True], ids=["partition", "data-path"])
+def test_streaming_config_gives_the_simulators_iterates(task_identity, no_plots, tmp_path,
+                                                        data_path):
+    """liang2024_linear (fresh samples every step), reduced, with its star-topology
+    algorithms and ReFedDA-GT at 2 of 4 clients: nodes draw the simulator's samples."""
+    from pathlib import Path
+
+    from fedcomp.config import apply_override, load
+
+    cfg = load(Path(__file__).parents[1] / "configs" / "liang2024_linear.toml")
+    for assignment in ["rounds=3", "eval_every=1", "data.n_clients=4", "data.n_features=40",
+                       "data.sparsity=4", "algorithms.mrefedda_gt.sparsity=4",
+                       "algorithms.mrefedda_gt.stage_rounds=2"]:
+        cfg = apply_override(cfg, assignment)
+    assert cfg["streaming"] is True
+    del cfg["topology"]
+    cfg["algorithms"] = [a for a in cfg["algorithms"] if not a["name"].startswith("d")]
+    cfg["algorithms"].append({"name": "refedda_gt", "client_lr": 1.0, "local_steps": 3,
+                              "p": 12.0, "radius_sq": 300.0, "sparsity": 4,
+                              "clients_per_round": 2})
+    cfg["metrics"] += ["objective", "nnz"]
+    assert [a.get("label", a["name"]) for a in cfg["algorithms"]] == [
+        "mrefedda_gt", "fast_fedda", "c_fedda", "refedda_gt"]
+    grid = InProcessGrid(3)
+    if data_path:  # nodes with their own (shape-fixing) data; the sampler from the config
+        full = build_problem(resolve(cfg))
+        for node, ids in zip(grid.contexts, ([0, 1], [2], [3]), strict=True):
+            path = save_partition(full, ids, tmp_path / f"node{node}.npz")
+            grid.contexts[node].node_config = {"data-path": str(path)}
+    run_server(grid, cfg, tmp_path / "flower", num_nodes=3, node_timeout=5,
+               log=lambda line: None)
+    assert_same_run(tmp_path / "flower", simulator_outputs(cfg, tmp_path / "sim"), tol=0.0)
 
 
 def test_nodes_with_interleaved_clients_from_data_files(task_identity, tmp_path):
@@ -221,16 +300,26 @@ def test_a_silent_node_fails_the_run_naming_it_and_keeps_complete_rows(task_iden
     assert status["status"] == "failed" and "SuperNode 1001" in status["error"]
 
 
-def test_a_restarted_node_resumes_from_its_checkpoint(task_identity, tmp_path):
-    cfg = small_config("za1", n_clients=3, rounds=5, client_lr=0.5, local_steps=2)
+@pytest.mark.parametrize("algorithm, params, cpr, after_restart", [
+    ("za1", {"client_lr": 0.5, "local_steps": 2}, None, 3),  # rounds 3-5 on the new node
+    # the node sat out rounds before it died: its last checkpoint is older than the round
+    # before the one it rejoins in (client sampling; other clients' async arrivals)
+    # (SCAFFOLD, 2 of 3 per round: client 1 runs rounds 1, 2, sits out 3, dies in 4)
+    ("scaffold", {"client_lr": 0.3, "local_steps": 2}, 2, 1),
+    ("async_feddr", {"eta": 2.0, "client_lr": 0.3, "local_steps": 2}, None, None),
+])
+def test_a_restarted_node_resumes_from_its_checkpoint(task_identity, no_plots, tmp_path,
+                                                      algorithm, params, cpr, after_restart):
+    cfg = small_config(algorithm, n_clients=3, rounds=5, clients_per_round=cpr, **params)
     grid = InProcessGrid(3, dead_after={1001: 2}, restart={1001: 2001},
                          node_config={"checkpoint-dir": str(tmp_path / "ckpt")})
     lines = []
     run_server(grid, cfg, tmp_path / "flower", num_nodes=3, node_timeout=5, round_timeout=1,
                rejoin_timeout=5, log=lines.append)
-    assert grid.trained[2001] == 3  # rounds 3-5 ran on the restarted node
+    assert grid.trained[2001] == after_restart if after_restart else grid.trained[2001] >= 1
     assert any("waiting up to 5 s for it to rejoin" in line for line in lines)
-    # ZA1's client states (anchor, gradient average) came back from disk: same iterates
+    # the client states (ZA1's anchor and gradient average, FedDR's y, x, x̂) came back
+    # from disk: same iterates
     assert_same_run(tmp_path / "flower", simulator_outputs(cfg, tmp_path / "sim"), tol=0.0)
 
 
@@ -272,6 +361,20 @@ def test_waiting_for_nodes_times_out_naming_the_missing_partition(task_identity,
         run_server(grid, cfg, tmp_path, node_timeout=1.0, log=lambda line: None)
     assert time.monotonic() - tic < 10
     assert not (tmp_path / "results.csv").exists()
+
+
+def test_decentralized_algorithms_are_rejected_before_any_node_is_asked(task_identity,
+                                                                       tmp_path):
+    cfg = small_config("za1", client_lr=0.5)
+    cfg["topology"] = {"name": "ring"}
+    cfg["algorithms"].append({"name": "dfedda_gt", "label": "gt"})
+    grid = InProcessGrid(4)
+    with pytest.raises(FlowerRunError, match=r"\['gt'\] are decentralized.*fedcomp run"):
+        run_server(grid, cfg, tmp_path, node_timeout=5, log=lambda line: None)
+    assert all(CONFIG_KEY not in ctx.state for ctx in grid.contexts.values())  # never queried
+    assert not (tmp_path / "results.csv").exists()
+    status = json.loads((tmp_path / "flower_status.json").read_text())
+    assert status["status"] == "failed"
 
 
 def test_two_nodes_claiming_one_partition_are_rejected(task_identity, tmp_path):
@@ -346,6 +449,18 @@ def test_every_algorithm_rebuilds_from_its_hyperparameters(name):
     algorithm = algorithm.setup(problem) or algorithm
     again = make_algorithm(name, **json.loads(json.dumps(algorithm.hyperparameters)))
     assert again.hyperparameters == algorithm.hyperparameters
+    # a node sets the rebuilt algorithm up on its own clients only: setup must have
+    # recorded whatever it derived from all the data (a smoothness, a λ)
+    smallest = np.argmin(problem.loss.smoothness(problem.data.full_batch()))  # L_i < max L
+    node = dataclasses.replace(problem, data=subset(problem.data, np.array([smallest])))
+    on_node = again.setup(node) or again
+    assert on_node.hyperparameters == algorithm.hyperparameters
+
+
+@pytest.mark.parametrize("name", ["fast_fedda", "c_fedda", "mc_fedda"])
+def test_an_algorithm_not_set_up_names_itself(name):
+    with pytest.raises(RuntimeError, match=rf"^{name} must be set up with a problem first"):
+        make_algorithm(name).broadcast(None)
 
 
 def test_flower_app_command_writes_a_runnable_app(tmp_path):

@@ -76,6 +76,39 @@ def test_logistic_optimum_is_the_population_minimiser():
         assert abs(up - down) < 1e-3 * up  # no first-order term: the gradient vanishes
 
 
+def test_logistic_optimum_matches_the_reference_solver_on_a_large_sample():
+    """w* by quadrature vs fedcomp's reference solver fitted on N = 200 000 samples of the
+    generator: the error is the sampling error of an M-estimator, O(1/√N) with the sandwich
+    covariance H⁻¹VH⁻¹/N — a check of the quadrature that does not reuse it."""
+    from fedcomp import Problem, solve_reference
+    from fedcomp.data import liang_sparse_logistic
+    from fedcomp.losses import Logistic
+    from fedcomp.regularizers import Zero
+
+    m, d, s, n = 4, 5, 2, 50_000
+    het, scale = 2.0, 2.0  # heterogeneous pairs: w* = γ(α, 0) with γ ≈ 0.74, far from 1
+    w_tilde, w_star = liang_logistic_models(m, d, s, het, scale, seed=3)
+    data = liang_sparse_logistic(m, n, d, s, heterogeneity=het, scale=scale, seed=3)
+    fit = solve_reference(Problem(Logistic(), Zero(), data), tol=1e-10, use_cache=False).x
+    big_n = m * n
+    a = np.asarray(data.features).reshape(big_n, d)
+    y = np.asarray(data.targets).reshape(big_n)
+    t = a @ fit
+    p = 0.5 * (1.0 + np.tanh(0.5 * t))
+    hessian = (a * (p * (1 - p))[:, None]).T @ a / big_n
+    scores = a * (-y / (1.0 + np.exp(y * t)))[:, None]
+    cov = np.linalg.solve(hessian, np.linalg.solve(hessian, scores.T @ scores / big_n).T)
+    cov /= big_n
+    std_error = float(np.sqrt(np.trace(cov)))  # ≈ 4.7/√N here
+    assert std_error < 10 / np.sqrt(big_n)
+    err = fit - w_star
+    assert np.linalg.norm(err) <= 10 / np.sqrt(big_n)  # measured 4.6/√N
+    assert np.linalg.norm(err) <= 4 * std_error, (np.linalg.norm(err), std_error)
+    assert err @ np.linalg.solve(cov, err) <= 20.52  # χ²₅ 99.9% quantile
+    # the test has power: the clients' shared (α, 0) (γ = 1) is many standard errors off
+    assert np.linalg.norm(fit - np.r_[w_tilde[0, :s], np.zeros(d - s)]) > 20 * std_error
+
+
 @pytest.mark.parametrize("name", ["liang2024_linear", "liang2024_logistic"])
 def test_builtin_experiment_equals_the_config_file(name):
     import tomllib

@@ -22,7 +22,7 @@ from ._base import (
     replicate,
 )
 from ._cprox import cprox_l1
-from .fast_fedda import max_client_smoothness
+from .fast_fedda import max_client_smoothness, placeholder
 
 CPROX = ("exact", "soft_then_project")
 
@@ -233,17 +233,15 @@ def c_fedda(radius: float = 1.0, smoothness: float | str = "auto", strong_convex
 
     def setup(problem: Any) -> FederatedAlgorithm:
         norm, lam, shape = constraint_norm(problem.regularizer)
-        lip = smoothness if smoothness != "auto" else max_client_smoothness(problem)
+        lip = float(smoothness if smoothness != "auto" else max_client_smoothness(problem))
         lam = float(reg_strength) if reg_strength is not None else lam
-        return _c_fedda(radius, float(lip), strong_convexity, local_steps, domain_radius, lam,
-                        cprox, constrained_prox_solver(norm, cprox, shape), hyperparameters)
+        # the resolved L and λ are hyperparameters from now on: a Flower node rebuilds the
+        # algorithm from them and must not re-derive L from its own clients only
+        resolved = {**hyperparameters, "smoothness": lip, "reg_strength": lam}
+        return _c_fedda(radius, lip, strong_convexity, local_steps, domain_radius, lam,
+                        cprox, constrained_prox_solver(norm, cprox, shape), resolved)
 
-    from .fast_fedda import _needs_setup
-
-    return FederatedAlgorithm(
-        name="c_fedda", init=_needs_setup, broadcast=_needs_setup,
-        client_update=_needs_setup, server_update=_needs_setup, output=_needs_setup,
-        hyperparameters=hyperparameters, setup=setup)
+    return placeholder("c_fedda", hyperparameters, setup)
 
 
 def _c_fedda(radius: float, lip: float, mu: float, big_e: int, domain_radius: float | None,

@@ -150,10 +150,8 @@ def fast_fedda(smoothness: float | str = "auto", strong_convexity: float = 0.0,
                           weights, output)
 
     if smoothness == "auto":  # a placeholder until the runner calls setup(problem)
-        return FederatedAlgorithm(
-            name="fast_fedda", init=_needs_setup, broadcast=_needs_setup,
-            client_update=_needs_setup, server_update=_needs_setup, output=_needs_setup,
-            hyperparameters=hyperparameters, setup=setup)
+        return placeholder("fast_fedda", hyperparameters, setup,
+                           "or pass a number for smoothness")
     lipschitz = float(smoothness)
     mu, big_e = strong_convexity, local_steps
 
@@ -226,6 +224,21 @@ def fast_fedda(smoothness: float | str = "auto", strong_convexity: float = 0.0,
                          "the largest client constant)"))
 
 
-def _needs_setup(*args: Any) -> Any:
-    raise RuntimeError("fast_fedda(smoothness='auto') must be set up with a problem first: "
-                       "run it through fedcomp.simulate, or pass a number for smoothness")
+def placeholder(name: str, hyperparameters: dict[str, Any], setup: Any, fix: str = ""
+                ) -> FederatedAlgorithm:
+    """An algorithm whose constants come from the problem: every function but ``setup``
+    raises until ``algorithm = algorithm.setup(problem) or algorithm`` resolves them.
+
+    ``setup`` must record the resolved values in the returned algorithm's
+    ``hyperparameters``, so that rebuilding it by name from them (a Flower node does) and
+    calling ``setup`` on any part of the data gives the same algorithm.
+    """
+    def needs_setup(*args: Any) -> Any:
+        raise RuntimeError(f"{name} must be set up with a problem first: "
+                           f"algorithm = algorithm.setup(problem) or algorithm (fedcomp.simulate "
+                           f"and the Flower nodes do){'; ' + fix if fix else ''}")
+
+    return FederatedAlgorithm(
+        name=name, init=needs_setup, broadcast=needs_setup, client_update=needs_setup,
+        server_update=needs_setup, output=needs_setup, hyperparameters=hyperparameters,
+        setup=setup)

@@ -32,7 +32,7 @@ from .c_fedda import (
     constraint_norm,
     round_weight_sum,
 )
-from .fast_fedda import _needs_setup, max_client_smoothness
+from .fast_fedda import max_client_smoothness, placeholder
 
 
 class ServerState(NamedTuple):
@@ -71,15 +71,16 @@ class Schedule(NamedTuple):
         return round_ + 1 in self.starts[1:]
 
 
-def _sequence(name: str, value: Any, stages: int) -> list[float] | None:
+def _sequence(name: str, value: Any, stages: int, zero: bool = False) -> list[float] | None:
     if value is None:
         return None
     values = [float(v) for v in value]
     if len(values) != stages:
         raise ValueError(f"mc_fedda: {name} needs one value per stage ({stages}), got "
                          f"{len(values)}: {values}")
-    if not all(v > 0 for v in values):
-        raise ValueError(f"mc_fedda: every entry of {name} must be > 0 (got {values})")
+    if not all(v > 0 or (zero and v == 0) for v in values):
+        raise ValueError(f"mc_fedda: every entry of {name} must be {'>=' if zero else '>'} 0 "
+                         f"(got {values})")
     return values
 
 
@@ -149,7 +150,8 @@ def mc_fedda(stages: int = 3, stage_rounds: int | Sequence[int] = 100, radius: f
     if cprox not in CPROX:
         raise ValueError(f"mc_fedda: cprox must be one of {CPROX} (got {cprox!r})")
     radii_m = _sequence("radii", radii, stages) or [radius * 0.5**m for m in range(stages)]
-    lams = _sequence("reg_strengths", reg_strengths, stages)
+    # λ_m = 0 is no regularization (a Zero regularizer resolves to it in setup)
+    lams = _sequence("reg_strengths", reg_strengths, stages, zero=True)
     starts = [0]
     for n in lengths:
         starts.append(starts[-1] + n)
@@ -160,16 +162,16 @@ def mc_fedda(stages: int = 3, stage_rounds: int | Sequence[int] = 100, radius: f
 
     def setup(problem: Any) -> FederatedAlgorithm:
         norm, lam, shape = constraint_norm(problem.regularizer)
-        lip = smoothness if smoothness != "auto" else max_client_smoothness(problem)
+        lip = float(smoothness if smoothness != "auto" else max_client_smoothness(problem))
         schedule = Schedule(starts, lams or [lam * 2.0 ** (stages - 1 - m)
                                              for m in range(stages)], radii_m)
-        return _mc_fedda(schedule, float(lip), strong_convexity, local_steps, domain_radius,
-                         constrained_prox_solver(norm, cprox, shape), hyperparameters)
+        # resolved L and λ_m become hyperparameters (Flower nodes rebuild from them)
+        resolved = {**hyperparameters, "smoothness": lip,
+                    "reg_strengths": list(schedule.reg_strengths)}
+        return _mc_fedda(schedule, lip, strong_convexity, local_steps, domain_radius,
+                         constrained_prox_solver(norm, cprox, shape), resolved)
 
-    return FederatedAlgorithm(
-        name="mc_fedda", init=_needs_setup, broadcast=_needs_setup,
-        client_update=_needs_setup, server_update=_needs_setup, output=_needs_setup,
-        hyperparameters=hyperparameters, setup=setup)
+    return placeholder("mc_fedda", hyperparameters, setup)
 
 
 def _fresh_stage(w0: Array) -> ServerState:

@@ -35,6 +35,7 @@ from ._mirror import (
     restricted_primal,
     top_s,
 )
+from .dfedda import TRACKER_INIT
 
 
 def _p_of(x: Array, p: float | None) -> float:
@@ -63,7 +64,7 @@ class GTUpload(NamedTuple):
 
 
 def fedda_gt(client_lr: float = 0.01, local_steps: int = 10, server_lr: float = 1.0,
-             p: float | None = None) -> FederatedAlgorithm:
+             p: float | None = None, tracker_init: str = "zero") -> FederatedAlgorithm:
     """FedDA-GT: federated ℓq dual averaging with gradient tracking (Algorithm 1, ``U = J``).
 
     Parameters
@@ -76,6 +77,11 @@ def fedda_gt(client_lr: float = 0.01, local_steps: int = 10, server_lr: float = 
         ``η_s``.
     p : float, optional
         Dual exponent (``None``: ``2 ln d``).
+    tracker_init : {"zero", "gradient"}, default "zero"
+        ``"gradient"`` is Algorithm 1, line 5: ``c^m_0 = Σ_j π_j ∇F_j(w_0; ξ_j) − ∇F_m(w_0; ξ_m)``,
+        computed in a warm-up round before round 1 (every client uploads its gradient at
+        ``w_0``; one extra communication, counted). ``"zero"`` skips it: round 0 then runs
+        uncorrected, as SCAFFOLD does.
 
     Returns
     -------
@@ -88,10 +94,13 @@ def fedda_gt(client_lr: float = 0.01, local_steps: int = 10, server_lr: float = 
     ``Δ̄ = Σ π̃_m Δ^m``, ``z ← z + K η_s η_c Δ̄``, broadcast ``(z, Δ̄)``. The tracker update
     ``c^m ← c^m + Δ^m − Δ̄`` of eq. (1) needs ``Δ̄``, so each client applies it when the next
     broadcast brings ``Δ̄`` — the same iterates as Algorithm 1 with ``U = J``, one message
-    per round. The trackers start at 0 (Algorithm 1 starts them at
-    ``avg_j ∇F_j(w_0) − ∇F_m(w_0)``, which would cost an extra communication round): round 0
-    runs uncorrected, as SCAFFOLD does. Full participation only (eq. (1) averages over
-    all clients). Output ``w_{r,0} = ∇h*(z_{r,0})``.
+    per round. With ``tracker_init="gradient"`` the warm-up round (``round = -1``) has each
+    client upload ``Δ^m = −∇F_m(w_0; ξ)`` and keep it as its pending ``Δ``; the server
+    leaves ``z`` and broadcasts ``Δ̄ = −Σ π_j ∇F_j(w_0; ξ_j)``, so the lazy update of round 0
+    gives ``c^m_0 = Σ π_j ∇F_j − ∇F_m`` — the iterates of Algorithm 1 with ``U = J``,
+    i.e. of :func:`~fedcomp.algorithms.dfedda_gt` on the complete graph (tested). Either
+    way ``Σ_m π_m c^m = 0`` every round. Full participation only (eq. (1) averages over all
+    clients). Output ``w_{r,0} = ∇h*(z_{r,0})``.
 
     References
     ----------
@@ -105,6 +114,9 @@ def fedda_gt(client_lr: float = 0.01, local_steps: int = 10, server_lr: float = 
     check_positive("fedda_gt", client_lr=client_lr, server_lr=server_lr)
     check_local_steps("fedda_gt", local_steps)
     check_p("fedda_gt", p)
+    if tracker_init not in TRACKER_INIT:
+        raise ValueError(f"fedda_gt: tracker_init must be one of {TRACKER_INIT} "
+                         f"(got {tracker_init!r})")
 
     def init(x0: Array, n_clients: int, regularizer: object
              ) -> tuple[GTServerState, GTClientState]:
@@ -119,6 +131,9 @@ def fedda_gt(client_lr: float = 0.01, local_steps: int = 10, server_lr: float = 
     def client_update(msg: GTMessage, states: GTClientState, ctx: ClientContext
                       ) -> tuple[GTUpload, GTClientState]:
         pp = _p_of(msg.z, p)
+        if ctx.round < 0:  # warm-up: Δ^m = −∇F_m(w_0) makes round 0's c^m avg ∇F − ∇F_m
+            delta = -ctx.oracle.grad(grad_h_conj(replicate(msg.z, ctx.oracle.size), pp))
+            return GTUpload(delta), GTClientState(states.c, delta)
         c = states.c + states.delta - msg.delta_bar  # eq. (1) of the previous round
         z0 = replicate(msg.z, ctx.oracle.size)
         z = z0
@@ -130,6 +145,8 @@ def fedda_gt(client_lr: float = 0.01, local_steps: int = 10, server_lr: float = 
     def server_update(state: GTServerState, uploads: GTUpload, ctx: ServerContext
                       ) -> GTServerState:
         delta_bar = average(uploads.delta, ctx.weights)
+        if ctx.round < 0:  # warm-up: z stays z_0
+            return GTServerState(state.z, delta_bar)
         return GTServerState(state.z + (local_steps * server_lr * client_lr) * delta_bar,
                              delta_bar)
 
@@ -138,8 +155,8 @@ def fedda_gt(client_lr: float = 0.01, local_steps: int = 10, server_lr: float = 
         server_update=server_update,
         output=lambda s: grad_h_conj(s.z[None, ...], _p_of(s.z, p))[0, ...],
         hyperparameters=dict(client_lr=client_lr, local_steps=local_steps,
-                             server_lr=server_lr, p=p),
-        validate=require_full_participation("fedda_gt"))
+                             server_lr=server_lr, p=p, tracker_init=tracker_init),
+        validate=require_full_participation("fedda_gt"), warmup=tracker_init == "gradient")
 
 
 # --- ReFedDA-GT / Multistep ReFedDA-GT (Algorithms 2 and 3) ----------------------------------

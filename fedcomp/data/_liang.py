@@ -137,7 +137,10 @@ def _stream(seed: int, round_: int, client: int, draw: int) -> np.random.Generat
     SFC64 rather than NumPy's default PCG64: streaming draws ~1.6 million normals a round in
     the paper's setting, and SFC64 makes them ~15% faster (same counter-based keying).
     """
-    key = np.random.SeedSequence([seed, STREAM_SAMPLES, round_, client, draw])
+    # round −1 (a warm-up or initialisation round) as the unsigned 2⁶⁴ − 1, as in
+    # fedcomp._random: SeedSequence takes nonnegative entries only
+    key = np.random.SeedSequence([seed, STREAM_SAMPLES, round_ & 0xFFFFFFFFFFFFFFFF, client,
+                                  draw])
     return np.random.Generator(np.random.SFC64(key))
 
 

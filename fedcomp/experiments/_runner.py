@@ -134,7 +134,8 @@ def run_experiment(config: dict[str, Any], out_dir: str | Path, *, seeds: list[i
                     if has_variants:
                         tags["variant"] = variant
                     executor = None if clients is None else clients(
-                        label=label, seed=seed, batch_size=batch_size, rounds=setting["rounds"])
+                        label=label, seed=seed, batch_size=batch_size,
+                        rounds=_steps(setting, entry, problem.n_clients))
                     row = _run_one(setting, problem, reference, entry, batch_size, tags, logger,
                                    progress, executor)
                     row["label"] = entry.get("label", entry["name"])
@@ -227,6 +228,18 @@ def _prepare(setting: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     return problem, reference, meta
 
 
+def _steps(setting: dict[str, Any], entry: dict[str, Any], n_clients: int) -> int:
+    """Server updates of a run: its rounds, or for an asynchronous algorithm one per
+    client update (rounds × clients per round)."""
+    if entry["name"] in DECENTRALIZED:
+        return setting["rounds"]
+    params = {k: v for k, v in entry.items() if k not in ("name", "label", "clients_per_round")}
+    if make_algorithm(entry["name"], **params).execution != "async":
+        return setting["rounds"]
+    per_round = entry.get("clients_per_round", setting["clients_per_round"]) or n_clients
+    return setting["rounds"] * per_round
+
+
 def _run_one(setting: dict[str, Any], problem: Any, reference: Any, entry: dict[str, Any],
              batch_size: int | None, tags: dict[str, Any], logger: Any, progress: Any,
              clients: Any = None) -> dict[str, Any]:
@@ -248,13 +261,15 @@ def _run_one(setting: dict[str, Any], problem: Any, reference: Any, entry: dict[
                 metrics=setting["metrics"], reference=reference, logger=logger,
                 seed=tags["seed"], progress=progress, tags=tags, **options)
         elif algorithm.execution == "async":
-            # as many client updates as the synchronous runs: rounds × clients per round
+            # as many client updates as the synchronous runs: rounds × clients per round;
+            # the event clock stays here, each arrival's update runs on ``clients``
             per_round = clients_per_round or problem.n_clients
             run = simulate_async(algorithm, problem, setting["rounds"] * per_round,
                                  compute_times=setting["compute_times"], batch_size=batch_size,
                                  eval_every=setting["eval_every"] * per_round,
                                  metrics=setting["metrics"], reference=reference, logger=logger,
-                                 seed=tags["seed"], progress=progress, tags=tags)
+                                 seed=tags["seed"], progress=progress, tags=tags,
+                                 clients=clients)
         else:
             run = simulate(algorithm, problem, setting["rounds"], batch_size=batch_size,
                            clients_per_round=clients_per_round,

@@ -19,6 +19,31 @@ Messages and uploads are encoded field by field from the algorithm's NamedTuples
 random draw is keyed by (seed, round, global client id), so a Flower run reproduces the
 simulator's iterates. ``fedcomp flower app`` writes a ready Flower app, ``fedcomp flower
 local`` runs one on a SuperLink and SuperNodes started on 127.0.0.1.
+
+What runs where:
+
+* **Star-topology algorithms** — every entry of :data:`fedcomp.algorithms.ALGORITHMS`.
+  Asynchronous ones (``async_feddr``) keep the event clock on the server
+  (:func:`fedcomp.runtime.simulate_async` with this executor): arrivals are processed in
+  simulated-time order, and each arrival's ``client_update`` — from the stale message its
+  client read, with the server step as its round — runs on the node hosting that client.
+  The decentralized algorithms (:data:`fedcomp.algorithms.DECENTRALIZED`) gossip between
+  nodes over a graph; a configuration that lists one is rejected before any node is asked.
+* **Message types.** ``query`` is discovery (configuration out, client ids back); every
+  phase of an algorithm is a ``train`` message, because every phase of the registered
+  algorithms is a ``broadcast`` → ``client_update`` → ``server_update`` exchange. A
+  multi-phase algorithm tells its phases apart by the round: FedDR's (and asyncFedDR's)
+  warm-up ``x_i⁰ = prox_{ηf_i}(x⁰)`` is a ``train`` message to every node with
+  ``round = -1`` (``FederatedAlgorithm.warmup``); MC-FedDA's and Multistep ReFedDA-GT's
+  stages travel in the broadcast (stage centre, stage index); FedPD's and Scaffnew's
+  communication coins are counter-based draws of ``(seed, round)`` that server and nodes
+  compute alike. No custom message type is needed.
+* **Per-client messages.** The broadcast is one message shared by a round's participants
+  (a node receives it once for all its clients). No registered algorithm sends a client
+  its own data: what is client-specific (control variates, FedDR's ``y_i``, trackers)
+  is client state, kept on the node in ``context.state``. An algorithm that needed a
+  per-client message would need a field indexed by client id, which this adapter does
+  not provide.
 """
 
 from __future__ import annotations

@@ -92,7 +92,9 @@ def _load_states(context: Context, run: str, template: Any, like: Any, round_: i
     From ``context.state`` while the node lives; after a restart (``resume``: the server
     says these clients have trained before) from the checkpoint, which holds the states
     before and after the last round the node ran — so a round whose reply was lost is
-    recomputed from the same states. A fresh start uses ``init``'s states.
+    recomputed from the same states. Rounds the node sat out (client sampling, or the
+    other clients' arrivals of an asynchronous run) left its states unchanged, so any
+    earlier round's "after" states are current. A fresh start uses ``init``'s states.
     """
     key = f"{CONFIG_KEY}.state.{run}"
     if len(template) == 0:
@@ -109,7 +111,7 @@ def _load_states(context: Context, run: str, template: Any, like: Any, round_: i
             "node_config to make restarts resumable")
     with np.load(path, allow_pickle=False) as npz:
         done = int(npz["round"])
-        if done == round_ - 1:
+        if done < round_:
             prefix = "after."
         elif done == round_:
             prefix = "before."
@@ -145,6 +147,11 @@ def handle_train(msg: Message, context: Context) -> Message:
     like = problem.data.features
     algorithm = make_algorithm(str(spec["algorithm"]),
                                **json.loads(str(spec["hyperparameters"])))
+    # as the simulator does: algorithms whose constants come from the problem (C-FedDA's
+    # norm, FedCanon II's evaluation prox) are placeholders until set up. The server sent
+    # the values its setup resolved on all the data (smoothness, λ), so setting up on the
+    # node's clients only changes nothing else.
+    algorithm = algorithm.setup(problem) or algorithm
     run = str(spec["run"])
     round_ = int(spec["round"])
     batch_size = int(spec["batch-size"]) or None

@@ -14,7 +14,9 @@ A node is configured by its ``node_config`` (``flower-supernode --node-config``)
     :func:`save_partition`): data that exist only on that machine.
 
 Minibatch draws are keyed by the *global* client id, so a node draws exactly the samples
-the simulator draws for the same client.
+the simulator draws for the same client. With ``streaming = true`` the minibatches are
+fresh samples of the configuration's generator (its sampler, built from the generator's
+parameters on every node, ``data-path`` ones included), again keyed by global client id.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..config import build_components, build_problem
+from ..config import build_components, build_problem, build_sampler
 from ..data import ClientData
 from ..problem import Problem
 
@@ -125,5 +127,8 @@ def load_node_data(config_json: str, node_config: tuple[tuple[str, Any], ...]) -
                                 int(options["num-partitions"]))
         data = subset(full.data, ids)
     loss, regularizer, n_classes = build_components(cfg)
-    problem = Problem(loss, regularizer, data, n_classes=n_classes, name=cfg["name"])
+    # streaming (``streaming = true``): minibatches are fresh draws of the generator keyed by
+    # the global client id, as in the simulator; the node's data then only fix shapes
+    problem = Problem(loss, regularizer, data, n_classes=n_classes, name=cfg["name"],
+                      sampler=build_sampler(cfg))
     return NodeData(problem, ids, n_clients)

@@ -182,11 +182,17 @@ class FlowerClients:
         self.owner = {c: n for n, info in nodes.items() for c in info["client-ids"]}
         self.hyperparameters = json.dumps(to_jsonable(algorithm.hyperparameters))
         try:  # nodes rebuild the (set-up) algorithm from its name and hyperparameters
-            make_algorithm(algorithm.name, **json.loads(self.hyperparameters))
+            rebuilt = make_algorithm(algorithm.name, **json.loads(self.hyperparameters))
+            rebuilt = rebuilt.setup(problem) or rebuilt
         except (TypeError, ValueError) as exc:
             raise FlowerRunError(f"{algorithm.name}: its hyperparameters "
                                  f"{algorithm.hyperparameters} do not rebuild it on a node "
                                  f"({exc})") from exc
+        again = json.dumps(to_jsonable(rebuilt.hyperparameters))
+        if again != self.hyperparameters:  # setup must record what it resolved
+            raise FlowerRunError(f"{algorithm.name}: rebuilt from its hyperparameters "
+                                 f"{self.hyperparameters} and set up, it has {again}; its "
+                                 "setup must record every value it resolves")
 
     def _train_message(self, node_id: int, ids: list[int], record: Any, round_: int
                        ) -> Message:
@@ -335,6 +341,7 @@ def run_server(grid: Grid, config: dict[str, Any], out_dir: str | Path | None = 
     status = out / STATUS_FILE
     status.unlink(missing_ok=True)
     try:
+        _check_star_topology(cfg)
         n_clients = _n_clients(cfg)
         nodes = connect_nodes(grid, config_json, n_clients, num_nodes, node_timeout)
         log(f"fedcomp: {len(nodes)} SuperNodes connected, hosting {n_clients} clients; "
@@ -353,6 +360,21 @@ def run_server(grid: Grid, config: dict[str, Any], out_dir: str | Path | None = 
         raise
     status.write_text(json.dumps({"status": "ok", "out_dir": str(out)}) + "\n")
     return summary
+
+
+def _check_star_topology(cfg: dict[str, Any]) -> None:
+    """Fail before any node is contacted when the configuration has gossip algorithms."""
+    from ..algorithms import DECENTRALIZED
+    from ..config import variant_settings
+
+    gossip = sorted({entry.get("label", entry["name"]) for _, setting in variant_settings(cfg)
+                     for entry in setting["algorithms"] if entry["name"] in DECENTRALIZED})
+    if gossip:
+        raise FlowerRunError(
+            f"{gossip} are decentralized (gossip between nodes over the [topology] graph): "
+            "fedcomp.flower runs the star-topology algorithms (a server and its clients) only. "
+            "Remove their [[algorithms]] entries to run the others through Flower, and run "
+            "the decentralized ones with 'fedcomp run'")
 
 
 def _n_clients(cfg: dict[str, Any]) -> int:

@@ -79,6 +79,7 @@ def simulate_async(
     tags: dict[str, Any] | None = None,
     max_norm: float | None = 1e12,
     stale: bool = True,
+    clients: Any = None,
 ) -> AsyncRunResult:
     """Run an algorithm asynchronously: one arrival per server step, in simulated time order.
 
@@ -97,6 +98,12 @@ def simulate_async(
     stale : bool, default True
         ``False`` is the zero-delay ablation: the same arrival order, but every arrival is
         computed from the current model (FedDR with one client per round in that order).
+    clients : class, optional
+        The client executor, as in :func:`~fedcomp.runtime.simulate` (default: the
+        in-process ``LocalClients``). The event clock, the queue of stale
+        messages and the server updates stay here; :mod:`fedcomp.flower` passes one that
+        runs each arrival's ``client_update`` (server step ``k`` as its round) on the
+        SuperNode hosting the client.
 
     Returns
     -------
@@ -152,8 +159,9 @@ def simulate_async(
         counters.prox_evals_server += 1
         return regularizer.prox(v[None, ...], step)[0, ...]
 
-    run_clients = LocalClients(algorithm, problem, client_states, counters,
-                               ClientSettings(seed, batch_size, 1, client_prox))
+    run_clients = (LocalClients if clients is None else clients)(
+        algorithm, problem, client_states, counters,
+        ClientSettings(seed, batch_size, 1, client_prox))
 
     def run_step(k: int, message: Any, participants: np.ndarray) -> None:
         nonlocal server_state
@@ -213,4 +221,5 @@ def simulate_async(
             record(k + 1)
         bar.update(k + 1)
     return AsyncRunResult(algorithm.output(server_state), history, server_state,
-                          run_clients.client_states, counters, order, times, delays)
+                          getattr(run_clients, "client_states", None), counters, order, times,
+                          delays)

@@ -37,8 +37,10 @@ from ._simulate import (
     resolve_block_size,
 )
 
-#: Oracle round key of the initialisation queries (distinct from every real round).
-INIT_ROUND = 1 << 40
+#: Oracle round key of the initialisation queries: -1, distinct from every real round and
+#: the key of the federated runners' warm-up round, so DFedDA-GT's c⁰ on the complete graph
+#: draws the samples of FedDA-GT's (tracker_init="gradient") warm-up.
+INIT_ROUND = -1
 
 EVALUATE_ON = ("average", "node", "nodes")
 
