@@ -3,6 +3,7 @@
 from . import (
     bao2022_lowrank,
     bao2022_sparse_regression,
+    fedcanon_nn,
     fedcanon_stepsizes,
     fedcanon_vs_composite,
     feddr_async,
@@ -24,7 +25,8 @@ EXPERIMENTS = {
     "liang2024_linear": liang2024_linear,
     "liang2024_logistic": liang2024_logistic,
 }
-EXPERIMENTS |= {"feddr_async": feddr_async, "feddr_synthetic": feddr_synthetic}
+EXPERIMENTS |= {"feddr_async": feddr_async, "feddr_synthetic": feddr_synthetic,
+                "fedcanon_nn": fedcanon_nn}
 
 #: Timing experiments (``kind = "timing"`` configs): ``run(config, out_dir, stream)``.
 TIMINGS = {"prox_cost": prox_cost}
