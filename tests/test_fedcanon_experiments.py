@@ -63,7 +63,7 @@ def test_composite_config_runs_every_variant_at_reduced_size(tmp_path):
         prox = {m: int(last[m, variant]["prox_evals_client"])
                 + int(last[m, variant]["prox_evals_server"]) for m in composite.METHODS}
         assert prox == {"fedcanon": 10, "fedmid": 10 * (n * k + 1), "fedda": 10 * (n * k + 1),
-                        "za1": 10 * (n * k + 1)}
+                        "za1": 10 * (n * (k + 1) + 1)}
         assert 0.5 < float(last["fedcanon", variant]["train_accuracy"]) <= 1.0
     assert "Verdict:" in (tmp_path / "summary.md").read_text()
 
@@ -87,7 +87,8 @@ def test_time_table_counts_and_layout():
     assert [(r["K"], r["method"]) for r in rows] == [
         (k, m) for k in (2, 4) for m in composite.METHODS]
     for r in rows:
-        expected = 3 if r["method"] == "fedcanon" else 3 * (10 * r["K"] + 1)
+        per_client = r["K"] + 1 if r["method"] == "za1" else r["K"]  # ZA1 also P(x̄)
+        expected = 3 if r["method"] == "fedcanon" else 3 * (10 * per_client + 1)
         assert r["prox_evals"] == expected and r["wall_s"] > 0
     assert rows[0]["vs_fedcanon"] == 1.0 and rows[4]["vs_previous_K"] > 0
     table = composite.time_table_markdown(rows)
