@@ -211,11 +211,14 @@ def test_prox_counts_and_floats_match_table_iii():
         rows = per_round(alg, q, clients_per_round=s)
         assert all(r["prox_evals_client"] + r["prox_evals_server"] == s * k + 1 for r in rows)
         assert all(r["floats_up"] + r["floats_down"] == 2 * s * d for r in rows)
-    # ZA1: TABLE III counts N(K+1)+1, including the prox of the last local iterate z_τ,
-    # which the algorithm never uses; fedcomp skips it (documented in za1): N·K + 1
+    # ZA1: N(K+1)+1 — per worker P(x̄) and z_1..z_K (line 11 of seed 000's Algorithm 1
+    # also computes the unused z_K), one server prox
     rows = per_round(za1(0.2, k), p)
+    assert all(r == dict(prox_evals_client=n * (k + 1), prox_evals_server=1,
+                         floats_up=n * d, floats_down=n * d) for r in rows)
+    # final_prox=False skips the unused z_K: N·K + 1, the same iterates
+    rows = per_round(za1(0.2, k, final_prox=False), p)
     assert all(r["prox_evals_client"] + r["prox_evals_server"] == n * k + 1 for r in rows)
-    assert all(r["floats_up"] + r["floats_down"] == 2 * n * d for r in rows)
     # SCAFFOLD: 4d per client (x, c down; Δy, Δc up); Scaffnew: 2d, one prox per round
     rows = per_round(scaffold(0.2, k, server_prox=True), p)
     assert all(r["floats_up"] == r["floats_down"] == 2 * n * d for r in rows)

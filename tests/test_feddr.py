@@ -151,12 +151,18 @@ def heterogeneous_clock(n):
 
 @pytest.mark.parametrize("solver", [dict(local_solver="exact"),
                                     dict(client_lr=0.3, local_steps=3)])
-def test_async_with_zero_delays_is_feddr_with_one_client_per_round(solver):
+@pytest.mark.parametrize("zero_delay", [dict(stale=False), dict(max_delay=0)],
+                         ids=["stale=False", "max_delay=0"])
+def test_async_with_zero_delays_is_feddr_with_one_client_per_round(solver, zero_delay):
+    # stale=False computes every arrival from the current model; max_delay=0 drops every
+    # stale arrival, so each applied update was computed from the current model too
     p = make_problem("logistic", reg=L1(0.01), n_clients=5)
     steps, batch = 30, (None if "local_solver" in solver else 4)
     run = simulate_async(async_feddr(eta=2.0, alpha=1.2, **solver), p, steps,
-                         compute_times=heterogeneous_clock(5), stale=False, seed=4,
-                         batch_size=batch, metrics=[])
+                         compute_times=heterogeneous_clock(5), seed=4, batch_size=batch,
+                         metrics=[], **zero_delay)
+    if "max_delay" in zero_delay:
+        assert run.delays.max() == 0 and run.discarded > 0
     order = run.order
     sync = simulate(feddr(eta=2.0, alpha=1.2, **solver), p, steps, seed=4, batch_size=batch,
                     sampling=lambda r: [order[r]], metrics=[])
@@ -183,6 +189,40 @@ def test_async_with_delays_converges_and_is_reproducible():
     np.testing.assert_array_equal(again.times, run.times[:200])
     other = simulate_async(alg, p, 200, compute_times=clock, seed=8, metrics=[])
     assert not np.array_equal(other.order, again.order)
+
+
+def test_async_staleness_bound_holds_and_still_converges():
+    p = lasso(n_clients=6)
+    ref = solve_reference(p)
+    clock = heterogeneous_clock(6)
+    free = simulate_async(async_feddr(eta=1.0, local_solver="exact"), p, 1500,
+                          compute_times=clock, seed=7, metrics=[])
+    assert free.delays.max() > 2 and free.discarded == 0  # the bound below binds
+    alg = async_feddr(eta=1.0, local_solver="exact", max_delay=2)
+    run = simulate_async(alg, p, 1500, compute_times=clock, seed=7, reference=ref,
+                         metrics=["optimality"], eval_every=500)
+    assert run.delays.max() <= 2 and run.history[-1]["max_delay"] <= 2
+    assert run.history[-1]["optimality"] < 1e-4
+    assert run.discarded > 0 and run.history[-1]["discarded"] == run.discarded
+    # dropped results are never uploaded; every client re-reads the model after each arrival
+    d = p.param_shape[0]
+    assert run.counters.floats_up == (1500 + 6) * d  # + the warm-up round
+    assert run.counters.floats_down == (6 + 6 + 1500 + run.discarded) * d
+    # the discarded work took simulated time: the bounded run is slower in time, not steps
+    assert run.times[-1] > free.times[-1]
+    again = simulate_async(alg, p, 1500, compute_times=clock, seed=7, metrics=[])
+    np.testing.assert_array_equal(again.order, run.order)
+    np.testing.assert_array_equal(again.x, run.x)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "3"])
+def test_max_delay_is_validated(bad):
+    with pytest.raises(ValueError, match="max_delay must be an integer >= 0"):
+        async_feddr(max_delay=bad)
+    with pytest.raises(ValueError, match="max_delay must be an integer >= 0"):
+        simulate_async(async_feddr(), lasso(), 1, max_delay=bad)
+    with pytest.raises(ValueError, match="give the bound in one place"):
+        simulate_async(async_feddr(max_delay=2), lasso(), 1, max_delay=3)
 
 
 def test_async_algorithm_refuses_the_round_runner():

@@ -61,6 +61,21 @@ def test_feddr_async_config_runs_on_simulated_time(tmp_path):
     assert all(float(r["sim_time"]) > 0 for r in sync[1:] + asyn[1:])
     # waiting for the slowest of 10 takes longer than 20 one-at-a-time arrivals of 20 clients
     assert float(asyn[-1]["sim_time"]) < float(sync[-1]["sim_time"])
+    # the synchronous run writes the first rows: the async columns are in the header anyway
+    assert result[0]["algorithm"] == "feddr"
+    assert [int(r["max_delay"]) for r in asyn][-1] >= 10  # 20 clients, one arrival per step
+    assert all(r["max_delay"] == "" and r["discarded"] == "" for r in sync)
+
+
+def test_feddr_async_config_bounds_the_staleness(tmp_path):
+    cfg = small("feddr_async.toml", samples_per_client=12)
+    cfg = config.apply_override(cfg, "algorithms.async_feddr.max_delay=3")
+    run_experiment(cfg, tmp_path, progress=False, stream=open("/dev/null", "w"))
+    asyn = [r for r in rows(tmp_path) if r["algorithm"] == "async_feddr"]
+    assert asyn[-1]["round"] == "20"
+    assert max(int(r["max_delay"]) for r in asyn) <= 3 and int(asyn[-1]["discarded"]) > 0
+    meta = (tmp_path / "config.json").read_text()
+    assert '"max_delay": 3' in meta
 
 
 def test_compute_times_are_validated():

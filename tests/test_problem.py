@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 from conftest import heterogeneous_data, make_problem
 
-from fedcomp import Problem, solve_reference
-from fedcomp.losses import LeastSquares, Softmax
-from fedcomp.metrics import evaluate, support_scores
-from fedcomp.regularizers import L1, Nuclear
+from fedcomp import Problem, fedcanon, simulate, solve_reference
+from fedcomp.data import breast_cancer
+from fedcomp.losses import LeastSquares, Logistic, Softmax
+from fedcomp.metrics import evaluate, prox_grad_norm, stationarity_step, support_scores
+from fedcomp.regularizers import L1, MCP, Nuclear
 
 
 def test_objective_is_the_weighted_sum_of_client_losses():
@@ -89,3 +90,31 @@ def test_metrics():
                                             "support_f1": 1.0}
     nan_row = evaluate(p, x, ["optimality"])  # no reference: NaN, not an error
     assert np.isnan(nan_row["optimality"])
+
+
+def test_prox_grad_norm_caps_the_step_for_weakly_convex_penalties():
+    # unit-norm logistic has L ≈ 0.1, so 1/L ≈ 9.6 lies beyond MCP's prox bound 1/ρ = γ = 3:
+    # s = 1/L made the metric raise; the default step is now min(1/L, 1/(2ρ)) = 1.5
+    pytest.importorskip("sklearn")
+    p = Problem(Logistic(), MCP(0.01, 3.0), breast_cancer(10, unit_norm=True))
+    assert 1.0 / p.smoothness() > 3.0
+    assert stationarity_step(p) == 1.5
+    x = np.random.default_rng(0).normal(size=p.param_shape)
+    with pytest.raises(ValueError, match="step < gamma"):
+        prox_grad_norm(p, x, step=1.0 / p.smoothness())
+    expected = np.linalg.norm(x - p.prox(x - 1.5 * np.asarray(p.smooth_grad(x)), 1.5)) / 1.5
+    assert prox_grad_norm(p, x) == pytest.approx(expected, rel=1e-12)
+
+    run = simulate(fedcanon(client_lr=0.5, local_steps=5, server_lr=1.0), p, rounds=300,
+                   metrics=["prox_grad_norm"], eval_every=50)
+    norms = [row["prox_grad_norm"] for row in run.history]
+    assert np.all(np.isfinite(norms)) and norms[0] > 0.1
+    assert norms[-1] < norms[0] / 10  # FedCanon approaches a stationary point
+
+
+def test_prox_grad_norm_keeps_one_over_l_for_convex_penalties():
+    p = make_problem("logistic")
+    x = np.random.default_rng(3).normal(size=p.param_shape)
+    s = 1.0 / p.smoothness()
+    assert stationarity_step(p) == s
+    assert prox_grad_norm(p, x) == pytest.approx(np.linalg.norm(p.prox_grad_mapping(x, s)))

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+import tomllib
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -188,3 +192,13 @@ def test_train_accuracy_metric():
     p = Problem(Softmax(), Zero(param_ndim=2), multi, n_classes=3)
     x = np.eye(3)[:, [0, 2, 1]]  # sample j scores class perm[j] highest
     assert train_accuracy(p, x) == 1.0
+
+
+def test_scikit_learn_is_the_data_extra_and_named_when_missing(monkeypatch):
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    extras = project["project"]["optional-dependencies"]
+    assert any(dep.startswith("scikit-learn") for dep in extras["data"])
+    assert any(dep.startswith("scikit-learn") for dep in extras["dev"])
+    monkeypatch.setitem(sys.modules, "sklearn.datasets", None)  # as if not installed
+    with pytest.raises(ImportError, match=r"fedcomp\[data\]"):
+        breast_cancer()

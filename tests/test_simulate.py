@@ -114,8 +114,11 @@ def test_counters_count_what_the_algorithms_do():
     c = run.counters
     assert c.grad_evals == 3 * 7 * 4
     assert c.sample_grads == 3 * 7 * 4 * 5
-    assert c.prox_evals_client == 3 * 7 * 4  # P(x̄) + τ − 1 local proxes
+    assert c.prox_evals_client == 3 * 7 * 5  # P(x̄) + τ local proxes
     assert c.prox_evals_server == 3
+    skip = simulate(za1(0.5, 4, final_prox=False), p, 3, metrics=[], batch_size=5)
+    assert skip.counters.prox_evals_client == 3 * 7 * 4  # without the unused z_τ
+    np.testing.assert_array_equal(skip.x, run.x)
     assert c.floats_up == c.floats_down == 3 * 7 * d
     run = simulate(fedmid(0.5, 2), p, 2, clients_per_round=3, metrics=[])
     assert run.counters.grad_evals == 2 * 3 * 2

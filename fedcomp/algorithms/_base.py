@@ -149,6 +149,15 @@ def check_local_steps(owner: str, local_steps: Any) -> None:
         raise ValueError(f"{owner}: local_steps must be an integer >= 1 (got {local_steps!r})")
 
 
+def check_max_delay(value: Any, owner: str) -> None:
+    """``None`` or an integer ``>= 0``: a staleness bound τ in server steps."""
+    ok = value is None or (isinstance(value, int | np.integer) and not isinstance(value, bool)
+                           and value >= 0)
+    if not ok:
+        raise ValueError(f"{owner}: max_delay must be an integer >= 0 (server steps) or None "
+                         f"for no bound (got {value!r})")
+
+
 def require_full_participation(owner: str) -> Callable[[Any, int | None], None]:
     """A ``validate`` hook for algorithms defined only with every client in every round."""
 

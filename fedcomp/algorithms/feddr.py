@@ -20,6 +20,7 @@ from ._base import (
     ServerContext,
     all_of,
     average,
+    check_max_delay,
     check_positive,
     check_prox_steps,
     replicate,
@@ -143,12 +144,18 @@ def fedsplit(eta: float = 1.0, tol: float = 1e-10, max_iter: int = 50) -> Federa
 def async_feddr(eta: float = 1.0, alpha: float = 1.0, local_solver: str = "sgd",
                 client_lr: float = 0.01, local_steps: int | None = 5,
                 local_epochs: int | None = None, tol: float = 1e-10, max_iter: int = 50,
-                init: str = "paper") -> FederatedAlgorithm:
+                init: str = "paper", max_delay: int | None = None) -> FederatedAlgorithm:
     """asyncFedDR: one client update per server step, each computed from a stale ``x̄`` (Alg. 2).
 
     Parameters
     ----------
-    Those of :func:`feddr`.
+    eta, alpha, local_solver, client_lr, local_steps, local_epochs, tol, max_iter, init
+        Those of :func:`feddr`.
+    max_delay : int, optional
+        The staleness bound ``τ`` of the paper's Assumption 4.1 (``d_k ≤ τ``), enforced by
+        :func:`~fedcomp.runtime.simulate_async`: an arrival computed from ``x̄^{k−d}`` with
+        ``d > τ`` is not applied; its client reads ``x̄^k`` and recomputes. ``None``
+        (default): no bound, the delays are whatever the clock produces.
 
     Returns
     -------
@@ -163,7 +170,8 @@ def async_feddr(eta: float = 1.0, alpha: float = 1.0, local_solver: str = "sgd",
     since then): ``y_i ← y_i + α(x̄^{k−d_k} − x_i)``, ``x_i ≈ prox_{η f_i}(y_i)``,
     ``x̂_i ← 2x_i − y_i``; server ``x̃ ← x̃ + π_i Δx̂_i``, ``x̄^{k+1} = prox_{ηg}(x̃)``. The
     update functions are FedDR's with ``S_k = {i_k}``; only the execution differs, and with
-    zero delays it is FedDR with one client per round in the same order.
+    zero delays it is FedDR with one client per round in the same order. The paper's step
+    bounds (Lemma B.2) shrink once ``2τ² > n``.
 
     Examples
     --------
@@ -172,7 +180,10 @@ def async_feddr(eta: float = 1.0, alpha: float = 1.0, local_solver: str = "sgd",
     """
     solver = _checked("async_feddr", eta, alpha, local_solver, client_lr, local_steps,
                       local_epochs, tol, max_iter, init)
-    return douglas_rachford("async_feddr", eta, alpha, solver, init)._replace(execution="async")
+    check_max_delay(max_delay, "async_feddr")
+    alg = douglas_rachford("async_feddr", eta, alpha, solver, init)
+    return alg._replace(execution="async",
+                        hyperparameters={**alg.hyperparameters, "max_delay": max_delay})
 
 
 def _checked(owner: str, eta: Any, alpha: Any, local_solver: str, client_lr: float,

@@ -61,8 +61,8 @@ def za1_correction(states: ClientState, x_bar: Array, client_lr: float, server_l
     return expand_to(states.started, states.anchor.ndim) * (global_grad - states.grad_mean)
 
 
-def za1(client_lr: float = 1.0, local_steps: int = 5, server_lr: float = 1.0
-        ) -> FederatedAlgorithm:
+def za1(client_lr: float = 1.0, local_steps: int = 5, server_lr: float = 1.0,
+        final_prox: bool = True) -> FederatedAlgorithm:
     """ZA1 (Zhang, Hu, Johansson 2024, Algorithm 1).
 
     Parameters
@@ -73,6 +73,11 @@ def za1(client_lr: float = 1.0, local_steps: int = 5, server_lr: float = 1.0
         ``τ``.
     server_lr : float, default 1.0
         Global step ``η_g``.
+    final_prox : bool, default True
+        Compute ``z_τ = prox_{τη g}(ẑ_τ)`` after the last local step, as line 11 of the
+        paper's Algorithm 1 does for ``t = τ − 1``. Its value is never used (the gradients
+        are taken at ``z_0 .. z_{τ−1}`` and ``ẑ_τ`` is uploaded), so ``False`` skips it:
+        the same iterates with one client prox fewer per round.
 
     Returns
     -------
@@ -90,21 +95,23 @@ def za1(client_lr: float = 1.0, local_steps: int = 5, server_lr: float = 1.0
     server: ``x̄^{r+1} = P(x̄^r) + η_g(Σ_i π_i ẑ_{i,τ} − P(x̄^r))``, broadcast ``x̄^{r+1}``
     (d floats); the worker then sets ``c_i`` by :func:`za1_correction`. Output ``P(x̄^R)``.
 
-    Deviations: ``z_τ`` (the prox after the last local step) is never used by the
-    algorithm, so it is not computed — τ client prox evaluations per round (the initial
-    ``P(x̄^r)`` plus τ − 1) instead of τ + 1. The server stores ``P(x̄^{r+1})`` so the next
-    round reuses it (one server prox per round). The correction term needs the previous
-    global update, so ZA1 is defined for full participation only (checked before round 1).
+    Prox evaluations per round: each worker computes ``P(x̄^r)`` and ``z_1 .. z_τ``
+    (τ + 1), the server ``P(x̄^{r+1})`` (stored, so the next round's broadcast reuses it):
+    ``N(τ + 1) + 1``, the count of TABLE III of Zhou et al. (FedCanon) for ZA1. With
+    ``final_prox=False`` the unused ``z_τ`` is skipped: ``Nτ + 1``. The correction term
+    needs the previous global update, so ZA1 is defined for full participation only
+    (checked before round 1).
     With weights π the server average is π-weighted (uniform π is the paper's 1/n).
 
     Examples
     --------
     >>> za1(client_lr=1.0, local_steps=5).hyperparameters
-    {'client_lr': 1.0, 'local_steps': 5, 'server_lr': 1.0}
+    {'client_lr': 1.0, 'local_steps': 5, 'server_lr': 1.0, 'final_prox': True}
     """
     check_positive("za1", client_lr=client_lr, server_lr=server_lr)
     check_local_steps("za1", local_steps)
     big_step = client_lr * server_lr * local_steps  # η̃
+    last_local_step = local_steps if final_prox else local_steps - 1  # largest prox_{(t+1)η g}
 
     def init(x0: Array, n_clients: int, regularizer: Any) -> tuple[ServerState, ClientState]:
         xp = namespace(x0)
@@ -128,7 +135,7 @@ def za1(client_lr: float = 1.0, local_steps: int = 5, server_lr: float = 1.0
             grad = ctx.oracle.grad(z)
             grad_sum = grad_sum + grad
             z_hat = z_hat - client_lr * (grad + correction)
-            if t + 1 < local_steps:  # z_τ is never used: skip its prox
+            if final_prox or t + 1 < local_steps:  # z_τ is never used: optional
                 z = ctx.prox(z_hat, (t + 1) * client_lr)
         new_states = ClientState(anchor, grad_sum / local_steps, xp.ones_like(states.started))
         return Upload(z_hat), new_states
@@ -141,7 +148,8 @@ def za1(client_lr: float = 1.0, local_steps: int = 5, server_lr: float = 1.0
     return FederatedAlgorithm(
         name="za1", init=init, broadcast=broadcast, client_update=client_update,
         server_update=server_update, output=lambda state: state.x_post,
-        hyperparameters=dict(client_lr=client_lr, local_steps=local_steps, server_lr=server_lr),
+        hyperparameters=dict(client_lr=client_lr, local_steps=local_steps, server_lr=server_lr,
+                             final_prox=bool(final_prox)),
         validate=all_of(require_full_participation("za1"),
-                        check_prox_steps("za1", max(big_step, (local_steps - 1) * client_lr),
+                        check_prox_steps("za1", max(big_step, last_local_step * client_lr),
                                          "lower client_lr, server_lr or local_steps")))

@@ -303,8 +303,9 @@ def breast_cancer(n_clients: int = 10, partition: Any = "iid", seed: int = 0,
     """
     try:
         from sklearn.datasets import load_breast_cancer
-    except ImportError as exc:  # pragma: no cover - scikit-learn is a dev dependency
-        raise ImportError("breast_cancer needs scikit-learn: pip install scikit-learn") from exc
+    except ImportError as exc:  # scikit-learn is the `data` extra (and in `dev`)
+        raise ImportError("breast_cancer needs scikit-learn: pip install 'fedcomp[data]' "
+                          "(or pip install scikit-learn)") from exc
     bunch = load_breast_cancer()
     features = np.asarray(bunch.data, dtype=np.float64)
     labels = np.where(np.asarray(bunch.target) == 1, 1.0, -1.0)

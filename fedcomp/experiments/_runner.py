@@ -118,8 +118,12 @@ def run_experiment(config: dict[str, Any], out_dir: str | Path, *, seeds: list[i
                             "versions": versions(), "settings": {}}
     columns = RESULT_COLUMNS + (["variant"] if has_variants else []) + [
         m for m in cfg["metrics"] if m not in RESULT_COLUMNS] + decentralized_columns(settings)
-    if any(setting.get("compute_times") for _, setting in settings):
+    if any(setting.get("compute_times") or async_entries(setting) for _, setting in settings):
         columns += ["sim_time"]  # simulated time (rounds wait for their slowest client)
+    if any(async_entries(setting) for _, setting in settings):
+        # the asynchronous runner's staleness: the largest delay applied so far and the
+        # arrivals dropped for exceeding max_delay (empty in the synchronous runs' rows)
+        columns += ["max_delay", "discarded"]
     logger = CSVLogger(out / "results.csv", columns=columns)
     summary: list[dict[str, Any]] = []
     try:
@@ -185,6 +189,17 @@ def _run_timing(config: dict[str, Any], out_dir: str | Path, stream: TextIO,
     return [{**row, "status": "ok"} for row in rows]
 
 
+def async_entries(setting: dict[str, Any]) -> list[dict[str, Any]]:
+    """The algorithm entries of a setting that run on the asynchronous event clock."""
+    return [entry for entry in setting["algorithms"] if entry["name"] not in DECENTRALIZED
+            and make_algorithm(entry["name"], **_params(entry)).execution == "async"]
+
+
+def _params(entry: dict[str, Any]) -> dict[str, Any]:
+    """An algorithm entry's factory arguments (without its name, label, participation)."""
+    return {k: v for k, v in entry.items() if k not in ("name", "label", "clients_per_round")}
+
+
 def decentralized_columns(settings: list[tuple[Any, dict[str, Any]]]) -> list[str]:
     """Result columns of decentralized runs: per-node metrics, sparsified ones, consensus."""
     extra: list[str] = []
@@ -244,8 +259,7 @@ def _run_one(setting: dict[str, Any], problem: Any, reference: Any, entry: dict[
              batch_size: int | None, tags: dict[str, Any], logger: Any, progress: Any,
              clients: Any = None) -> dict[str, Any]:
     """One simulated run; its summary row (final metrics, status, the model under ``_x``)."""
-    params = {k: v for k, v in entry.items() if k not in ("name", "label", "clients_per_round")}
-    algorithm = make_algorithm(entry["name"], **params)
+    algorithm = make_algorithm(entry["name"], **_params(entry))
     row: dict[str, Any] = {**tags, "status": "ok"}
     clients_per_round = entry.get("clients_per_round", setting["clients_per_round"])
     run: Any

@@ -17,6 +17,7 @@ from ._functions import (
                          prox_grad_norm,
                          rank,
                          sparsity,
+                         stationarity_step,
                          suboptimality,
                          support,
                          support_f1,
@@ -31,6 +32,7 @@ from ._loggers import CSVLogger, JSONLLogger, MemoryLogger, MultiLogger, StdoutL
 __all__ = ["CSVLogger", "DEFAULT_METRICS", "DESCRIPTIONS", "JSONLLogger", "METRICS",
            "MemoryLogger", "MultiLogger", "StdoutLogger", "evaluate", "l1_error", "l2_error",
            "lq_error", "nnz", "objective", "operator_error", "optimality", "population_gap",
-           "predicted_labels", "prox_grad_norm", "rank", "sparsity", "suboptimality", "support",
+           "predicted_labels", "prox_grad_norm", "rank", "sparsity", "stationarity_step",
+           "suboptimality", "support",
            "support_f1", "support_scores", "test_accuracy", "test_loss", "train_accuracy",
            "training_loss"]

@@ -6,6 +6,8 @@ processes arrivals in time order (ties by client id), one server update each, an
 client immediately reads the new model and starts again. An arrival's update is computed
 from the (stale) message its client read, ``d = k − k_read`` server steps ago — the delay
 model of asynchronous FedDR (Tran-Dinh, Pham, Phan, Nguyen, NeurIPS 2021, Algorithm 2).
+With a staleness bound ``τ`` (``max_delay``, the paper's Assumption 4.1: ``d ≤ τ``) an
+arrival with ``d > τ`` is not applied: its client reads the current model and recomputes.
 Everything random (compute times, minibatches) is counter-based, so the arrival order and
 the iterates are reproducible from the seed.
 """
@@ -20,7 +22,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._array import Array
-from ..algorithms._base import FederatedAlgorithm
+from ..algorithms._base import FederatedAlgorithm, check_max_delay
 from ..metrics import DEFAULT_METRICS, evaluate
 from ..oracle import Counters
 from ..problem import Problem
@@ -49,7 +51,10 @@ class AsyncRunResult(NamedTuple):
     times : numpy float array, shape (server_steps,)
         Simulated arrival times.
     delays : numpy int array, shape (server_steps,)
-        Staleness of each arrival: server steps between its read and its processing.
+        Staleness of each arrival: server steps between its read and its processing
+        (at most ``max_delay`` when a bound is set).
+    discarded : int
+        Arrivals dropped for exceeding ``max_delay`` (their clients recomputed).
     """
 
     x: Array
@@ -60,6 +65,7 @@ class AsyncRunResult(NamedTuple):
     order: np.ndarray
     times: np.ndarray
     delays: np.ndarray
+    discarded: int = 0
 
 
 def simulate_async(
@@ -80,6 +86,7 @@ def simulate_async(
     max_norm: float | None = 1e12,
     stale: bool = True,
     clients: Any = None,
+    max_delay: int | None = None,
 ) -> AsyncRunResult:
     """Run an algorithm asynchronously: one arrival per server step, in simulated time order.
 
@@ -104,6 +111,13 @@ def simulate_async(
         messages and the server updates stay here; :mod:`fedcomp.flower` passes one that
         runs each arrival's ``client_update`` (server step ``k`` as its round) on the
         SuperNode hosting the client.
+    max_delay : int, optional
+        The staleness bound ``τ`` (default: the algorithm's ``max_delay`` hyperparameter,
+        e.g. ``async_feddr(max_delay=5)``; ``None`` = unbounded). An arrival read ``d > τ``
+        server steps ago is discarded: the client, which checks the server's step counter
+        before uploading, drops its result (the work stays counted in ``grad_evals`` and
+        the clock), reads the current model (``floats_down``) and recomputes from its
+        unchanged state. Every applied update then satisfies ``d ≤ τ``.
 
     Returns
     -------
@@ -113,7 +127,13 @@ def simulate_async(
     -----
     A warm-up round (``algorithm.warmup``) runs with every client at time 0 and lasts as
     long as the slowest of them. Rows are written at step 0 and every ``eval_every`` steps,
-    with ``sim_time`` (simulated time of the last processed arrival) and ``max_delay``.
+    with ``sim_time`` (simulated time of the last processed arrival), ``max_delay`` (the
+    largest delay applied so far) and ``discarded`` (arrivals dropped so far).
+
+    Why recompute rather than make the server wait for a late client: every client is
+    always computing, so ``n`` jobs are outstanding and one is applied per step; with
+    ``τ < n − 1`` some job is necessarily older than ``τ`` steps when applied, whatever
+    order the server picks. Re-reading keeps every client busy and the bound exact.
 
     Examples
     --------
@@ -136,6 +156,12 @@ def simulate_async(
         raise ValueError(f"eval_every must be a positive integer (got {eval_every!r})")
     if batch_size is not None and not (isinstance(batch_size, int) and batch_size >= 1):
         raise ValueError(f"batch_size must be a positive integer or None (got {batch_size!r})")
+    bound = _delay_bound(max_delay, algorithm)
+    if bound is not None and clients is not None:
+        # a discarded arrival restores the client's state, which a remote executor keeps
+        # on its node: not supported there
+        raise ValueError("simulate_async: max_delay (dropping stale arrivals) runs in the "
+                         "simulator only; leave it unset for a Flower run")
     n = problem.n_clients
     clock = ComputeTimes.build(ComputeTimes() if compute_times is None else compute_times, n)
     algorithm = algorithm.setup(problem) or algorithm
@@ -149,7 +175,7 @@ def simulate_async(
     tags = dict(tags or {})
     bar = _Progress(progress, server_steps, tags.get("algorithm", algorithm.name))
     like = problem.data.features
-    wall, now, max_delay = 0.0, 0.0, 0
+    wall, now, largest, discarded = 0.0, 0.0, 0, 0
 
     def client_prox(v: Array, step: Any) -> Array:
         counters.prox_evals_client += int(v.shape[0])
@@ -172,7 +198,7 @@ def simulate_async(
 
     def record(step: int) -> None:
         row: dict[str, Any] = {**tags, "round": step, **counters.as_dict(), "wall_s": wall,
-                               "sim_time": now, "max_delay": max_delay}
+                               "sim_time": now, "max_delay": largest, "discarded": discarded}
         row.update(evaluate(problem, algorithm.output(server_state), metrics, reference))
         history.append(row)
         if logger is not None:
@@ -202,24 +228,51 @@ def simulate_async(
     order = np.zeros(server_steps, dtype=np.int64)
     times = np.zeros(server_steps)
     delays = np.zeros(server_steps, dtype=np.int64)
-    for k in range(server_steps):
-        tic = time.perf_counter()
-        now, i, read_at, read = heapq.heappop(queue)
-        order[k], times[k], delays[k] = i, now, k - read_at
-        max_delay = max(max_delay, k - read_at)
-        run_step(k, read if stale else algorithm.broadcast(server_state), np.array([i]))
-        # the client reads the new model at once and starts its next job
+    def restart(i: int, read_at: int) -> None:
+        """Client i reads the current message and starts its next job."""
         message = algorithm.broadcast(server_state)
         counters.floats_down += _floats(message)
         duration = float(clock.draw(seed, int(jobs[i]), np.array([i]), n)[0])
         jobs[i] += 1
-        heapq.heappush(queue, (now + duration, i, k + 1, message))
+        heapq.heappush(queue, (now + duration, i, read_at, message))
+
+    k = 0
+    while k < server_steps:
+        tic = time.perf_counter()
+        now, i, read_at, read = heapq.heappop(queue)
+        if stale and bound is not None and k - read_at > bound:
+            # too stale: the work was done (counted), its result is dropped with the
+            # client's state unchanged, and the client recomputes from x̄^k
+            kept = run_clients.client_states
+            run_clients.run_round(k, read, np.array([i]))
+            run_clients.client_states = kept
+            discarded += 1
+            restart(i, k)
+            wall += time.perf_counter() - tic
+            continue
+        order[k], times[k], delays[k] = i, now, k - read_at
+        largest = max(largest, k - read_at)
+        run_step(k, read if stale else algorithm.broadcast(server_state), np.array([i]))
+        restart(i, k + 1)  # the client reads the new model at once
         wall += time.perf_counter() - tic
+        k += 1
         check_divergence(algorithm.output(server_state), norm_limit, algorithm, tags,
-                         f"at server step {k + 1}")
-        if (k + 1) % eval_every == 0 or k + 1 == server_steps:
-            record(k + 1)
-        bar.update(k + 1)
+                         f"at server step {k}")
+        if k % eval_every == 0 or k == server_steps:
+            record(k)
+        bar.update(k)
     return AsyncRunResult(algorithm.output(server_state), history, server_state,
                           getattr(run_clients, "client_states", None), counters, order, times,
-                          delays)
+                          delays, discarded)
+
+
+def _delay_bound(max_delay: int | None, algorithm: FederatedAlgorithm) -> int | None:
+    """The staleness bound: ``max_delay`` or the algorithm's own (they must agree)."""
+    own = algorithm.hyperparameters.get("max_delay")
+    if max_delay is not None and own is not None and max_delay != own:
+        raise ValueError(f"simulate_async: max_delay={max_delay!r} but {algorithm.name} has "
+                         f"max_delay={own!r}; give the bound in one place")
+    bound = own if max_delay is None else max_delay
+    check_max_delay(bound, "simulate_async")
+    return bound
+
