@@ -41,7 +41,8 @@ algorithms with their hyperparameters, and the run settings::
     clients_per_round = 10
 
 Each entry of ``variants`` has a unique ``label`` and overrides any of :data:`VARIANT_KEYS`
-(tables are merged key by key, other values replaced; ``algorithms`` replaces the whole
+(tables are merged key by key — a variant naming another data ``generator`` or ``loss``
+replaces that table — other values replaced; ``algorithms`` replaces the whole
 list). Every variant runs every algorithm on every seed; results get a ``variant`` column.
 Without ``variants`` the base configuration is the single setting.
 
@@ -263,7 +264,7 @@ def _check_variants(cfg: dict[str, Any]) -> None:
         _check_keys(entry, {"label", *VARIANT_KEYS}, f"variants ({entry['label']})")
         labels.append(entry["label"])
         try:
-            _check_setting(_deep_merge(cfg, {k: v for k, v in entry.items() if k != "label"}))
+            _check_setting(merge_variant(cfg, entry))
         except ConfigError as exc:
             raise ConfigError(f"variants ({entry['label']}): {exc}") from exc
     if len(set(labels)) != len(labels):
@@ -284,8 +285,31 @@ def variant_settings(cfg: dict[str, Any]) -> list[tuple[str | None, dict[str, An
     """
     if not cfg.get("variants"):
         return [(None, cfg)]
-    return [(v["label"], _deep_merge(cfg, {k: x for k, x in v.items() if k != "label"}))
-            for v in cfg["variants"]]
+    return [(v["label"], merge_variant(cfg, v)) for v in cfg["variants"]]
+
+
+def merge_variant(cfg: dict[str, Any], variant: dict[str, Any]) -> dict[str, Any]:
+    """One ``[[variants]]`` entry merged over the base setting.
+
+    Tables merge key by key, except that a variant naming another data ``generator`` (or
+    another ``loss``) replaces the whole ``data`` (or ``problem``) table: the base's
+    parameters belong to the base's generator (or loss).
+
+    Examples
+    --------
+    >>> base = {"data": {"generator": "a9a", "path": "x"}, "rounds": 3}
+    >>> merge_variant(base, {"label": "d", "data": {"generator": "digits"}})["data"]
+    {'generator': 'digits'}
+    >>> merge_variant(base, {"label": "p", "data": {"path": "y"}})["data"]
+    {'generator': 'a9a', 'path': 'y'}
+    """
+    override = {k: v for k, v in variant.items() if k != "label"}
+    merged = _deep_merge(cfg, override)
+    for table, key in (("data", "generator"), ("problem", "loss")):
+        new = override.get(table, {})
+        if key in new and new[key] != cfg.get(table, {}).get(key):
+            merged[table] = copy.deepcopy(new)
+    return merged
 
 
 def _check_compute_times(value: Any) -> None:

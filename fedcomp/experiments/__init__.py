@@ -1,12 +1,14 @@
 """Paper experiments: one module per experiment (its config and its claim) and the runner."""
 
 from . import (
+    bao2022_emnist,
     bao2022_lowrank,
     bao2022_sparse_regression,
     fedcanon_nn,
     fedcanon_stepsizes,
     fedcanon_vs_composite,
     feddr_async,
+    feddr_mlp,
     feddr_synthetic,
     liang2024,
     liang2024_linear,
@@ -26,7 +28,8 @@ EXPERIMENTS = {
     "liang2024_logistic": liang2024_logistic,
 }
 EXPERIMENTS |= {"feddr_async": feddr_async, "feddr_synthetic": feddr_synthetic,
-                "fedcanon_nn": fedcanon_nn}
+                "fedcanon_nn": fedcanon_nn, "feddr_mlp": feddr_mlp,
+                "bao2022_emnist": bao2022_emnist}
 
 #: Timing experiments (``kind = "timing"`` configs): ``run(config, out_dir, stream)``.
 TIMINGS = {"prox_cost": prox_cost}
