@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import make_problem
-from scipy.optimize import minimize
 
 from fedcomp import ClientData, NonFiniteError, Problem, simulate
 from fedcomp.algorithms import fast_fedda
@@ -21,30 +20,24 @@ def l1_prox(v, step, alpha=0.3):
 @pytest.mark.parametrize("radius", [None, 0.4])
 @pytest.mark.parametrize("t", [0, 7])
 def test_prox_t_is_its_defining_argmin(radius, t):
-    """Compare with SLSQP on the smooth split w = p − n, p, n ≥ 0 (ℓ1 becomes linear)."""
+    """Prox_t for h = λ‖·‖₁ against SCS through cvxpy at 1e-14 tolerances, to 1e-8."""
+    cp = pytest.importorskip("cvxpy")
     rng = np.random.default_rng(t)
-    d, alpha, lipschitz, mu = 6, 0.3, 1.5, 0.2
+    d, alpha, lipschitz, mu = 8, 0.3, 1.5, 0.2
+    a_t, gamma = weight_sum(t, "increasing"), lipschitz * weight(t, "increasing")
+    c = mu * a_t / 2 + gamma
     for _ in range(3):
-        z, w0 = rng.normal(size=d) * 3, rng.normal(size=d) * 0.2
+        # z of the order of the threshold A_t λ: some coordinates vanish, some do not
+        z, w0 = rng.normal(size=d) * 1.5 * a_t * alpha, rng.normal(size=d) * 0.2
         ours = prox_t(z[None], w0[None], t, lambda v, s: l1_prox(v, s, alpha), lipschitz, mu,
                       radius, "increasing")[0]
-        a_t, gamma = weight_sum(t, "increasing"), lipschitz * weight(t, "increasing")
-        c = mu * a_t / 2 + gamma
-
-        def objective(pn, z=z, w0=w0, gamma=gamma, c=c, a_t=a_t):
-            w = pn[:d] - pn[d:]
-            return w @ (z - gamma * w0) + c * w @ w / 2 + a_t * alpha * pn.sum()
-
-        cons = [] if radius is None else [
-            {"type": "ineq", "fun": lambda pn: radius**2 - np.sum((pn[:d] - pn[d:]) ** 2)}]
-        best = min((minimize(objective, start, method="SLSQP", bounds=[(0, None)] * 2 * d,
-                             constraints=cons, options={"ftol": 1e-15, "maxiter": 1000})
-                    for start in (np.zeros(2 * d), np.abs(rng.normal(size=2 * d)))),
-                   key=lambda res: res.fun)
-        ref = best.x[:d] - best.x[d:]
-        assert objective(np.concatenate([np.maximum(ours, 0), np.maximum(-ours, 0)])) <= \
-            best.fun + 1e-10
-        np.testing.assert_allclose(ours, ref, atol=1e-6)
+        w = cp.Variable(d)
+        objective = (z - gamma * w0) @ w + c / 2 * cp.sum_squares(w) + a_t * alpha * cp.norm1(w)
+        constraints = [] if radius is None else [cp.norm(w, 2) <= radius]
+        cp.Problem(cp.Minimize(objective), constraints).solve(
+            solver=cp.SCS, eps_abs=1e-14, eps_rel=1e-14, max_iters=2_000_000)
+        np.testing.assert_allclose(ours, w.value, rtol=0, atol=1e-8)
+        assert 0 < np.count_nonzero(ours) < d  # the threshold is active, not everywhere
         if radius is not None:
             assert np.linalg.norm(ours) <= radius + 1e-12
 
