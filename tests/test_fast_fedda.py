@@ -80,12 +80,20 @@ def test_communication_is_two_vectors_each_way():
 
 
 def test_weighted_average_output_is_recorded():
+    """output="average" is Σ_r α_{t_r} w_{t_r} / Σ_r α_{t_r} over the round-end server models
+    (t_r = (r+1)E), rebuilt here from the server model after each round."""
     p = make_problem("logistic")
-    last = simulate(fast_fedda(2.0, 0.01, 3), p, 5, metrics=[])
-    avg = simulate(fast_fedda(2.0, 0.01, 3, output="average"), p, 5, metrics=[])
-    alphas = np.array([weight(3 * (r + 1), "increasing") for r in range(5)])
-    assert np.abs(avg.x - last.x).max() > 1e-6
+    local, rounds = 3, 5
+    avg = simulate(fast_fedda(2.0, 0.01, local, output="average"), p, rounds, metrics=[])
+    # the server model after round r: a run of r + 1 rounds (the runs are deterministic)
+    server = np.array([simulate(fast_fedda(2.0, 0.01, local), p, r + 1, metrics=[]).x
+                       for r in range(rounds)])
+    alphas = np.array([weight(local * (r + 1), "increasing") for r in range(rounds)])
+    expected = np.tensordot(alphas, server, axes=1) / alphas.sum()
+    np.testing.assert_allclose(avg.x, expected, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(avg.server_state.w, server[-1], rtol=0, atol=1e-12)
     np.testing.assert_allclose(float(avg.server_state.weight_total), alphas.sum())
+    assert np.abs(avg.x - server[-1]).max() > 1e-6  # the average is not the last model
 
 
 @pytest.mark.parametrize("kwargs, reg, match", [

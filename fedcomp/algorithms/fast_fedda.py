@@ -108,7 +108,11 @@ def fast_fedda(smoothness: float | str = "auto", strong_convexity: float = 0.0,
         ``α_t = t + 1`` (the paper) or ``α_t = 1`` (the authors' MATLAB; their division of
         the sums by t scales the Prox_t objective and leaves its argmin unchanged).
     output : {"last", "average"}, default "last"
-        Evaluate the last server model, or the α-weighted average of the server models.
+        Evaluate the last server model, or the α-weighted average of the server models,
+        ``Σ_r α_{t_r} w_{t_r} / Σ_r α_{t_r}`` over the round ends ``t_r = (r+1)E``. The
+        server can only average the round-end server iterates it computes, not the
+        iterates of every local step t that the theorem's average runs over (those exist
+        only on the clients, one per client, between communications).
 
     Returns
     -------
