@@ -66,8 +66,21 @@ def plot_results(results: str | Path, out: str | Path, metric: str = "optimality
 
     Curves are the mean over seeds with the min–max spread shaded; the y axis is
     logarithmic except for :data:`LINEAR_METRICS`. With ``fallback`` a metric without
-    finite values is replaced by ``objective``.
+    finite values is replaced by ``objective``. ``title`` is the figure's title; each
+    panel is titled by its gradient mode. The figure is :func:`results_figure`'s.
     """
+    import matplotlib.pyplot as plt
+
+    fig = results_figure(results, metric, x_axis, title, fallback)
+    out = Path(out)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def results_figure(results: str | Path, metric: str = "optimality", x_axis: str = "round",
+                   title: str = "", fallback: bool = True) -> Any:
+    """The matplotlib ``Figure`` that :func:`plot_results` saves (same arguments)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -107,14 +120,12 @@ def plot_results(results: str | Path, out: str | Path, metric: str = "optimality
                        "sim_time": "simulated time"}.get(x_axis, x_axis))
         ax.set_ylabel({"optimality": "optimality  ||x - x*|| / ||x*||"}.get(metric, metric))
         variant, mode = panel
-        title = "full gradients" if mode == "full" else f"minibatch {mode}"
-        ax.set_title(f"{variant}: {title}" if variant else title)
+        # not `title`: that is the figure's, set below as its suptitle
+        mode_title = "full gradients" if mode == "full" else f"minibatch {mode}"
+        ax.set_title(f"{variant}: {mode_title}" if variant else mode_title)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    out = Path(out)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return fig

@@ -35,6 +35,15 @@ def make_problem(kind="logistic", reg=None, n_clients=7, d=6, seed=0, weighting=
     return Problem(loss, reg if reg is not None else L1(1e-3), data, weighting=weighting)
 
 
+def heterogeneous_sparse_regression():
+    """The issue's reduced rate instance: Bao et al.'s Example 3.1 with 8 clients × 64
+    samples, p = 50, s = 10, λ = 0.1 (client L_i from 26 to 73; f is 0.23-strongly convex)."""
+    from fedcomp.data import bao_sparse_regression
+
+    data = bao_sparse_regression(n_clients=8, samples_per_client=64, n_features=50, sparsity=10)
+    return Problem(LeastSquares(), L1(0.1), data)
+
+
 @pytest.fixture
 def logistic_problem():
     return make_problem("logistic")

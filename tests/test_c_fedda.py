@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import make_problem
+from conftest import heterogeneous_sparse_regression, make_problem
 
 from fedcomp import ClientData, Problem, simulate, solve_reference
 from fedcomp.algorithms import c_fedda
@@ -78,16 +78,18 @@ def test_code_cprox_is_exact_only_in_special_cases():
 
 
 def test_error_decreases_monotonically_like_one_over_t():
-    """Full gradients, one local step (no client drift), heterogeneous clients: the decaying
-    effective step makes the error fall like 1/T, monotonically."""
-    p = make_problem("least_squares", reg=L1(0.01))
+    """Full gradients, full participation, E = 10 local steps on heterogeneous clients, μ = 0:
+    the decaying effective step makes the error fall like 1/T (measured 0.245 from 500 to
+    2000 rounds), monotonically. ε_0 = 20 = 2‖w*‖₁: the ℓ1 ball is inactive at x*."""
+    p = heterogeneous_sparse_regression()
     ref = solve_reference(p)
-    run = simulate(c_fedda(radius=10.0, local_steps=1), p, 1600, reference=ref,
-                   metrics=["optimality"], eval_every=200)
-    errors = [row["optimality"] for row in run.history]
-    assert all(b < a for a, b in zip(errors, errors[1:], strict=False))
+    assert np.abs(ref.x).sum() < 20.0
+    run = simulate(c_fedda(radius=20.0, local_steps=10), p, 2000, reference=ref,
+                   metrics=["optimality"], eval_every=50)
     by_round = {row["round"]: row["optimality"] for row in run.history}
-    assert by_round[1600] <= 0.35 * by_round[400]  # 1/T predicts 0.25
+    window = [by_round[r] for r in range(500, 2001, 50)]
+    assert all(b < a for a, b in zip(window, window[1:], strict=False))
+    assert by_round[2000] <= 0.35 * by_round[500]  # 1/T predicts 0.25
 
 
 def test_needs_an_l1_or_nuclear_regularizer():

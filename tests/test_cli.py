@@ -40,16 +40,18 @@ def test_run_writes_the_output_contract(tmp_path):
     rows = list(csv.DictReader((out_dir / "results.csv").open()))
     assert rows and set(RESULT_COLUMNS) <= set(rows[0])
     labels = {r["algorithm"] for r in rows}
-    assert labels == {f"{a}_{m}" for a in ("za1", "fedmid", "fedda") for m in ("full", "b10")}
+    names = [a["name"] for a in seed000.CONFIG["algorithms"]]
+    assert names[:3] == ["za1", "fedmid", "fedda"]  # the paper's three, then later ones
+    assert labels == {f"{a}_{m}" for a in names for m in ("full", "b10")}
     assert {r["seed"] for r in rows} == {"0", "1"}
-    # 0, 4, 8, 12: four evaluations per run, 6 runs per seed
-    assert len(rows) == 2 * 6 * 4
+    # 0, 4, 8, 12: four evaluations per run, 2 gradient modes per algorithm, 2 seeds
+    assert len(rows) == 2 * 2 * len(names) * 4
     meta = json.loads((out_dir / "config.json").read_text())
     assert meta["seeds"] == [0, 1] and meta["config"]["rounds"] == 12
     assert meta["config"]["data"]["n_clients"] == 5
     assert {"fedcomp", "numpy", "python"} <= set(meta["versions"])
     models = sorted(p.name for p in (out_dir / "models").iterdir())
-    assert "za1_full_seed0.npy" in models and len(models) == 12
+    assert "za1_full_seed0.npy" in models and len(models) == 2 * 2 * len(names)
     assert np.load(out_dir / "models" / "za1_full_seed1.npy").shape == (60,)
     summary = (out_dir / "summary.md").read_text()
     assert "za1_full" in summary and "optimality" in summary

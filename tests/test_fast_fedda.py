@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import make_problem
-from scipy.optimize import minimize
+from conftest import heterogeneous_sparse_regression, make_problem
 
-from fedcomp import ClientData, NonFiniteError, Problem, simulate
+from fedcomp import ClientData, NonFiniteError, Problem, simulate, solve_reference
 from fedcomp.algorithms import fast_fedda
 from fedcomp.algorithms.fast_fedda import prox_t, weight, weight_sum
 from fedcomp.losses import LeastSquares
@@ -21,30 +20,24 @@ def l1_prox(v, step, alpha=0.3):
 @pytest.mark.parametrize("radius", [None, 0.4])
 @pytest.mark.parametrize("t", [0, 7])
 def test_prox_t_is_its_defining_argmin(radius, t):
-    """Compare with SLSQP on the smooth split w = p − n, p, n ≥ 0 (ℓ1 becomes linear)."""
+    """Prox_t for h = λ‖·‖₁ against SCS through cvxpy at 1e-14 tolerances, to 1e-8."""
+    cp = pytest.importorskip("cvxpy")
     rng = np.random.default_rng(t)
-    d, alpha, lipschitz, mu = 6, 0.3, 1.5, 0.2
+    d, alpha, lipschitz, mu = 8, 0.3, 1.5, 0.2
+    a_t, gamma = weight_sum(t, "increasing"), lipschitz * weight(t, "increasing")
+    c = mu * a_t / 2 + gamma
     for _ in range(3):
-        z, w0 = rng.normal(size=d) * 3, rng.normal(size=d) * 0.2
+        # z of the order of the threshold A_t λ: some coordinates vanish, some do not
+        z, w0 = rng.normal(size=d) * 1.5 * a_t * alpha, rng.normal(size=d) * 0.2
         ours = prox_t(z[None], w0[None], t, lambda v, s: l1_prox(v, s, alpha), lipschitz, mu,
                       radius, "increasing")[0]
-        a_t, gamma = weight_sum(t, "increasing"), lipschitz * weight(t, "increasing")
-        c = mu * a_t / 2 + gamma
-
-        def objective(pn, z=z, w0=w0, gamma=gamma, c=c, a_t=a_t):
-            w = pn[:d] - pn[d:]
-            return w @ (z - gamma * w0) + c * w @ w / 2 + a_t * alpha * pn.sum()
-
-        cons = [] if radius is None else [
-            {"type": "ineq", "fun": lambda pn: radius**2 - np.sum((pn[:d] - pn[d:]) ** 2)}]
-        best = min((minimize(objective, start, method="SLSQP", bounds=[(0, None)] * 2 * d,
-                             constraints=cons, options={"ftol": 1e-15, "maxiter": 1000})
-                    for start in (np.zeros(2 * d), np.abs(rng.normal(size=2 * d)))),
-                   key=lambda res: res.fun)
-        ref = best.x[:d] - best.x[d:]
-        assert objective(np.concatenate([np.maximum(ours, 0), np.maximum(-ours, 0)])) <= \
-            best.fun + 1e-10
-        np.testing.assert_allclose(ours, ref, atol=1e-6)
+        w = cp.Variable(d)
+        objective = (z - gamma * w0) @ w + c / 2 * cp.sum_squares(w) + a_t * alpha * cp.norm1(w)
+        constraints = [] if radius is None else [cp.norm(w, 2) <= radius]
+        cp.Problem(cp.Minimize(objective), constraints).solve(
+            solver=cp.SCS, eps_abs=1e-14, eps_rel=1e-14, max_iters=2_000_000)
+        np.testing.assert_allclose(ours, w.value, rtol=0, atol=1e-8)
+        assert 0 < np.count_nonzero(ours) < d  # the threshold is active, not everywhere
         if radius is not None:
             assert np.linalg.norm(ours) <= radius + 1e-12
 
@@ -87,12 +80,20 @@ def test_communication_is_two_vectors_each_way():
 
 
 def test_weighted_average_output_is_recorded():
+    """output="average" is Σ_r α_{t_r} w_{t_r} / Σ_r α_{t_r} over the round-end server models
+    (t_r = (r+1)E), rebuilt here from the server model after each round."""
     p = make_problem("logistic")
-    last = simulate(fast_fedda(2.0, 0.01, 3), p, 5, metrics=[])
-    avg = simulate(fast_fedda(2.0, 0.01, 3, output="average"), p, 5, metrics=[])
-    alphas = np.array([weight(3 * (r + 1), "increasing") for r in range(5)])
-    assert np.abs(avg.x - last.x).max() > 1e-6
+    local, rounds = 3, 5
+    avg = simulate(fast_fedda(2.0, 0.01, local, output="average"), p, rounds, metrics=[])
+    # the server model after round r: a run of r + 1 rounds (the runs are deterministic)
+    server = np.array([simulate(fast_fedda(2.0, 0.01, local), p, r + 1, metrics=[]).x
+                       for r in range(rounds)])
+    alphas = np.array([weight(local * (r + 1), "increasing") for r in range(rounds)])
+    expected = np.tensordot(alphas, server, axes=1) / alphas.sum()
+    np.testing.assert_allclose(avg.x, expected, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(avg.server_state.w, server[-1], rtol=0, atol=1e-12)
     np.testing.assert_allclose(float(avg.server_state.weight_total), alphas.sum())
+    assert np.abs(avg.x - server[-1]).max() > 1e-6  # the average is not the last model
 
 
 @pytest.mark.parametrize("kwargs, reg, match", [
@@ -143,16 +144,28 @@ def test_global_smoothness_diverges_and_the_error_names_L():
 
 
 def test_rate_is_one_over_t_with_exact_gradients():
-    """Decaying effective steps: error at 4T ≤ 0.35 × error at T (1/T predicts 0.25)."""
-    from fedcomp import solve_reference
-
-    p = make_problem("least_squares", reg=L1(0.01))
+    """Decaying effective steps: with full gradients, full participation and E = 10 local
+    steps on heterogeneous clients, the error at 4T is ≤ 0.35 × the error at T for T = 500
+    and 1000 (1/T predicts 0.25; measured 0.257 and 0.255), and not linear."""
+    p = heterogeneous_sparse_regression()
     ref = solve_reference(p)
-    run = simulate(fast_fedda(local_steps=1), p, 2000, reference=ref, metrics=["optimality"],
-                   eval_every=500)
+    run = simulate(fast_fedda(strong_convexity=0.1, local_steps=10), p, 4000, reference=ref,
+                   metrics=["optimality"], eval_every=500)
     err = {row["round"]: row["optimality"] for row in run.history}
-    assert err[2000] <= 0.35 * err[500]
-    assert err[2000] >= 0.15 * err[500]  # and not linear: this is the 1/T regime
+    for t in (500, 1000):
+        assert err[4 * t] <= 0.35 * err[t], (t, err)
+        assert err[4 * t] >= 0.15 * err[t], (t, err)  # and not linear: the 1/T regime
+
+
+def test_without_strong_convexity_local_steps_stall():
+    """The docstring's caveat: μ = 0 with E = 10 under heterogeneity stalls (measured ratios
+    0.71 for 500 → 2000 and 0.89 for 1000 → 4000), far from the 1/T of μ > 0."""
+    p = heterogeneous_sparse_regression()
+    ref = solve_reference(p)
+    run = simulate(fast_fedda(strong_convexity=0.0, local_steps=10), p, 4000, reference=ref,
+                   metrics=["optimality"], eval_every=1000)
+    err = {row["round"]: row["optimality"] for row in run.history}
+    assert err[4000] >= 0.5 * err[1000], err
 
 
 @pytest.mark.parametrize("radius", [None, 0.6])

@@ -99,7 +99,9 @@ def fast_fedda(smoothness: float | str = "auto", strong_convexity: float = 0.0,
         the global one), or the local steps of heterogeneous clients diverge; ``"auto"``
         uses the largest client constant ``max_i L_i`` (:func:`max_client_smoothness`).
     strong_convexity : float, default 0.0
-        ``μ``.
+        ``μ``, a lower bound on the strong convexity of f (from the data, or a ridge).
+        The method is for strongly convex objectives: with ``μ = 0`` and several local
+        steps it stalls under client heterogeneity (see Notes).
     local_steps : int, default 10
         ``E``: local steps per round; round r covers the global steps ``t = rE..(r+1)E−1``.
     radius : float, optional
@@ -108,7 +110,11 @@ def fast_fedda(smoothness: float | str = "auto", strong_convexity: float = 0.0,
         ``α_t = t + 1`` (the paper) or ``α_t = 1`` (the authors' MATLAB; their division of
         the sums by t scales the Prox_t objective and leaves its argmin unchanged).
     output : {"last", "average"}, default "last"
-        Evaluate the last server model, or the α-weighted average of the server models.
+        Evaluate the last server model, or the α-weighted average of the server models,
+        ``Σ_r α_{t_r} w_{t_r} / Σ_r α_{t_r}`` over the round ends ``t_r = (r+1)E``. The
+        server can only average the round-end server iterates it computes, not the
+        iterates of every local step t that the theorem's average runs over (those exist
+        only on the clients, one per client, between communications).
 
     Returns
     -------
@@ -122,6 +128,17 @@ def fast_fedda(smoothness: float | str = "auto", strong_convexity: float = 0.0,
     ``t = t_{r+1}``, and broadcasts ``ḡ`` and ``w̃̄`` (2d floats); each client recomputes the
     same ``w`` from them (one extra client prox per round) and sets ``w̃ = w̃̄ + α_t w``, the
     synchronisation of Algorithm 1, line 17. ``w̃_0 = α_0 w_0``, ``g_{−1} = 0``.
+
+    **Rate needs μ > 0.** With exact gradients the error to x* falls like 1/T only when
+    ``μ > 0``. Measured on Bao et al.'s sparse regression reduced to 8 clients × 64
+    samples, p = 50, s = 10, λ = 0.1 (client constants L_i from 26 to 73, f 0.23-strongly
+    convex), full gradients and participation, E = 10: with ``μ = 0.1`` the error at 4T is
+    0.257× (T = 500) and 0.255× (T = 1000) the error at T, as 1/T predicts (0.25); with
+    ``μ = 0`` the same runs stall at a client-drift floor near 6e-3 relative error, ratios
+    0.71 and 0.89. Why: with ``μ = 0``, ``c = γ_t = Lα_t`` and the newest gradient enters
+    ``w`` with the constant step ``α_t/c = 1/L``, so each round's E local steps drift
+    towards the client's own minimiser as FedDA's do; the ``μA_t/2`` term makes that step
+    about ``4/(μt)`` and the drift decays. Tested in ``tests/test_fast_fedda.py``.
 
     Examples
     --------

@@ -159,14 +159,16 @@ def run_experiment(config: dict[str, Any], out_dir: str | Path, *, seeds: list[i
     if verdict:
         print(verdict, file=stream)
     try:
-        from ..plotting import plot_results
+        from ..plotting import choose_metric, plot_results, read_results
 
         # plot.png: optimality, or the first configured metric when there is no reference x*
         main_metric = "optimality" if "optimality" in cfg["metrics"] else cfg["metrics"][0]
         plot_results(out / "results.csv", out / "plot.png", metric=main_metric,
                      title=cfg["name"])
+        rows = read_results(out / "results.csv")
         for metric in cfg["metrics"]:  # one figure per recorded metric
-            if metric not in ("support",):
+            # not one undefined for every run (all NaN, e.g. rank of a vector model)
+            if metric not in ("support",) and choose_metric(rows, metric) == metric:
                 plot_results(out / "results.csv", out / f"plot_{metric}.png", metric=metric,
                              title=cfg["name"], fallback=False)
     except ImportError:
@@ -340,8 +342,8 @@ def claim_verdict(cfg: dict[str, Any], summary: list[dict[str, Any]]) -> str:
 
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
-        if value != value:
-            return "nan"
+        if value != value:  # a metric undefined for this run (see summary_table)
+            return "—"
         if value.is_integer() and abs(value) < 1e9:
             return str(int(value))
         return f"{value:.3e}"
@@ -349,7 +351,11 @@ def _fmt(value: Any) -> str:
 
 
 def summary_table(rows: list[dict[str, Any]], metrics: list[str], variants: bool = False) -> str:
-    """A Markdown table of the final row of every run."""
+    """A Markdown table of the final row of every run.
+
+    A NaN metric is one the run does not define (``rank`` of a vector model, ``optimality``
+    without a reference, ``support_f1`` without a ground truth) and shows as "—".
+    """
     columns = ["algorithm", *(["variant"] if variants else []), "seed", "round",
                *[m for m in metrics if m != "support"],
                "grad_evals", "prox_evals_client", "prox_evals_server", "floats_up", "wall_s",
