@@ -94,8 +94,13 @@ def _eval(loss, x, batch):
 
 
 # --- registry -------------------------------------------------------------------------------
+#: Covered by their own file: networks have no analytic smoothness bound for the contract's
+#: Hessian check (tests/test_torch_models.py checks gradients against backward()).
+OWN_TESTS = {"torch_model"}
+
+
 def test_cases_cover_the_registry():
-    assert {c.name for c in CASES} == set(LOSSES) == set(DESCRIPTIONS)
+    assert {c.name for c in CASES} | OWN_TESTS == set(LOSSES) == set(DESCRIPTIONS)
     for case in CASES:
         assert isinstance(case.loss, LOSSES[case.name])
 

@@ -8,21 +8,7 @@ them on first use of ``CONFIG`` (``fedcomp run feddr_synthetic`` from a checkout
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
-
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
-
-
-def load_config(name: str) -> dict[str, Any]:
-    """The configuration ``configs/<name>.toml`` of a source checkout."""
-    from ..config import load
-
-    path = CONFIG_DIR / f"{name}.toml"
-    if not path.exists():
-        raise AttributeError(f"{name}: {path} is not there (the FedDR configs ship with the "
-                             "source repository); pass the TOML file to 'fedcomp run'")
-    return load(path)
 
 
 def synthetic_verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None

@@ -6,18 +6,13 @@ Tran-Dinh, Pham, Phan, Nguyen, "FedDR", NeurIPS 2021. Configuration:
 
 from __future__ import annotations
 
-from typing import Any
-
 from ._feddr import async_verdict as verdict
-from ._feddr import load_config
+from ._toml import toml_config
 
 NAME = "feddr_async"
 
 
-def __getattr__(name: str) -> Any:
-    if name == "CONFIG":
-        return load_config(NAME)
-    raise AttributeError(name)
+__getattr__ = toml_config(NAME)
 
 
 __all__ = ["NAME", "verdict"]

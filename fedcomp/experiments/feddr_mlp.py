@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._feddr import load_config
+from ._toml import toml_config
 
 NAME = "feddr_mlp"
 BASELINES = ("fedavg", "fedprox", "fedpd")
@@ -36,10 +36,7 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
     return "not reproduced", rule
 
 
-def __getattr__(name: str) -> Any:
-    if name == "CONFIG":
-        return load_config(NAME)
-    raise AttributeError(name)
+__getattr__ = toml_config(NAME)
 
 
 __all__ = ["NAME", "verdict"]

@@ -7,18 +7,13 @@ Nonconvex Federated Composite Optimization", NeurIPS 2021. Configuration:
 
 from __future__ import annotations
 
-from typing import Any
-
-from ._feddr import load_config
 from ._feddr import synthetic_verdict as verdict
+from ._toml import toml_config
 
 NAME = "feddr_synthetic"
 
 
-def __getattr__(name: str) -> Any:
-    if name == "CONFIG":
-        return load_config(NAME)
-    raise AttributeError(name)
+__getattr__ = toml_config(NAME)
 
 
 __all__ = ["NAME", "verdict"]

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from ._toml import toml_config
+
 CLAIM = ("TABLE I: on ResNet-18 one l1 / MCP / SCAD proximal mapping costs 1.38x / 2.57x / "
          "4.47x a forward-backward pass (MNIST), so K local proxes per round are a client-side "
          "bottleneck.")
@@ -134,11 +136,6 @@ NAME = "prox_cost"
 KIND = "timing"
 
 
-def __getattr__(name: str) -> Any:
-    if name == "CONFIG":  # ``fedcomp run prox_cost``: the TOML of the source checkout
-        from ._feddr import load_config
-
-        return load_config(NAME)
-    raise AttributeError(name)
+__getattr__ = toml_config(NAME)  # ``fedcomp run prox_cost``: configs/prox_cost.toml
 
 __all__ = ["CLAIM", "KIND", "NAME", "run", "time_network", "verdict"]
