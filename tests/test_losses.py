@@ -108,7 +108,8 @@ def test_cases_cover_the_registry():
 def test_make_loss_builds_and_names_the_fix():
     assert make_loss("softmax", l2=0.5) == Softmax(l2=0.5)
     assert make_loss("trace_regression") == TraceRegression()
-    with pytest.raises(ValueError, match="valid: least_squares, logistic, softmax, torch_model, trace_reg"):
+    valid = "valid: least_squares, logistic, softmax, torch_model, trace_reg"
+    with pytest.raises(ValueError, match=valid):
         make_loss("hinge")
     with pytest.raises(ValueError, match="unknown parameter.*lam.*accepted: l2"):
         make_loss("logistic", lam=1.0)
