@@ -243,8 +243,8 @@ class LocalClients:
         self.algorithm, self.problem, self.counters, self.settings = (
             algorithm, problem, counters, settings)
         self.on_disk = settings.state_dir is not None
-        self.client_states = (states_to_disk(client_states, settings.state_dir)
-                              if self.on_disk else client_states)
+        self.client_states, self.maps = ((states_to_disk(client_states, settings.state_dir))
+                                         if self.on_disk else (client_states, []))
 
     def run_round(self, round_: int, message: Any, participants: np.ndarray) -> Any:
         problem, s = self.problem, self.settings
@@ -264,6 +264,7 @@ class LocalClients:
                 # each client's state is read only by its own block, so writing a block back
                 # before the next one runs gives the same result as scattering at the end
                 _write_rows(self.client_states, block, states)
+                _release(self.maps)
             else:
                 new_states.append(states)
         if not self.on_disk:
@@ -271,7 +272,7 @@ class LocalClients:
         return _concat(uploads)
 
 
-def states_to_disk(states: Any, state_dir: Any) -> Any:
+def states_to_disk(states: Any, state_dir: Any) -> tuple[Any, list[Any]]:
     """The stacked client states as memory-mapped ``.npy`` files in ``state_dir``.
 
     Parameters
@@ -284,32 +285,53 @@ def states_to_disk(states: Any, state_dir: Any) -> Any:
 
     Returns
     -------
-    NamedTuple of numpy.memmap
-        The same fields, backed by the files: the operating system pages rows in and out,
-        so the resident memory is bounded by the blocks touched, not by ``n_clients``.
+    states : NamedTuple of ndarray
+        The same fields, as views of the files' memory maps.
+    maps : list of mmap.mmap
+        The maps, for :func:`_release` to drop their pages from the resident memory.
     """
+    import mmap
     from pathlib import Path
 
     from numpy.lib.format import open_memmap
 
     if len(states) == 0:
-        return states
+        return states, []
     if not all(isinstance(f, np.ndarray) for f in states):
         raise ValueError("client_state='disk' needs NumPy client states; use the numpy backend "
                          "or client_state='memory'")
     folder = Path(state_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    out = []
+    fields, maps = [], []
     for name, field in zip(states._fields, states, strict=True):
-        mapped = open_memmap(folder / f"{name}.npy", mode="w+", dtype=field.dtype,
-                             shape=field.shape)
-        mapped[...] = field
-        out.append(mapped)
-    return type(states)(*out)
+        path = folder / f"{name}.npy"
+        header = open_memmap(path, mode="w+", dtype=field.dtype, shape=field.shape)
+        offset = header.offset
+        del header
+        # our own map (not np.memmap's private one), so that _release can madvise it
+        with path.open("r+b") as fh:
+            mapped = mmap.mmap(fh.fileno(), 0)
+        view = np.ndarray(field.shape, dtype=field.dtype, buffer=mapped, offset=offset)
+        view[...] = field
+        fields.append(view)
+        maps.append(mapped)
+    _release(maps)
+    return type(states)(*fields), maps
+
+
+def _release(maps: list[Any]) -> None:
+    """Write the maps' dirty pages to their files and drop them from the resident memory
+    (the data stay in the files and the page cache; the next access reads them back)."""
+    import mmap
+
+    for mapped in maps:
+        mapped.flush()
+        if hasattr(mapped, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+            mapped.madvise(mmap.MADV_DONTNEED)
 
 
 def _write_rows(full: Any, clients: slice | np.ndarray, rows: Any) -> None:
-    """Write a block's new states into the (memory-mapped) stacked states, in place."""
+    """Write a block's new states into the (file-backed) stacked states, in place."""
     for f, r in zip(full, rows, strict=True):
         f[clients, ...] = to_numpy(r)
 
@@ -383,8 +405,8 @@ def simulate(
         ``sim_time`` column, a round lasting as long as its slowest participant.
     client_state : {"memory", "disk"}, default "memory"
         Where the stacked client states live. ``"disk"`` keeps them in memory-mapped
-        ``.npy`` files under ``state_dir`` and moves one block of clients at a time into
-        memory, for client states that do not fit in RAM (NumPy backend; same iterates,
+        ``.npy`` files under ``state_dir``, reads one block of clients at a time and drops
+        its pages from memory after writing it back, for client states that do not fit in RAM (NumPy backend; same iterates,
         bit for bit; peak memory then grows with ``client_block``, not ``n_clients``).
     state_dir : path, optional
         Directory of the state files for ``client_state="disk"`` (default: a fresh
@@ -493,7 +515,7 @@ def simulate(
         if (r + 1) % eval_every == 0 or r + 1 == rounds:
             record(r + 1)
         bar.update(r + 1)
-    if scratch is not None:  # the returned memmaps stay readable (POSIX unlinks lazily)
+    if scratch is not None:  # the returned maps stay readable (POSIX unlinks lazily)
         scratch.cleanup()
     return RunResult(algorithm.output(server_state), history, server_state,
                      getattr(run_clients, "client_states", None), counters)
