@@ -7,7 +7,8 @@ instance and checked to compute the same iterate:
 
 * ``loop``: the per-client reference loop (one client at a time, plain NumPy; the baseline
   every ratio is against);
-* ``numpy``: :func:`fedcomp.simulate` on NumPy, ``client_block="auto"``;
+* ``numpy``: :func:`fedcomp.simulate` on NumPy, ``client_block="auto"`` (and ``numpy-all``:
+  ``client_block="all"``, one block of every client);
 * ``torch``: :func:`fedcomp.simulate` on torch CPU (float64), ``client_block="auto"``;
 * ``jax``: the same round written here as ``jax.jit`` of a ``vmap`` over clients (when jax is
   installed; compile time excluded and reported separately);
@@ -233,7 +234,8 @@ def engine_rows(n_clients: int, n_features: int, rounds: int, repeats: int,
     rounds, repeats : int
         Timed rounds per run; best of ``repeats`` runs (the loop: one run).
     engines : sequence of str
-        Among ``loop`` (always run: the baseline), ``numpy``, ``torch``, ``jax``, ``flower``.
+        Among ``loop`` (always run: the baseline), ``numpy`` (also gives ``numpy-all``),
+        ``torch``, ``jax``, ``flower``.
     flower_rounds : int
         Rounds of the (slow) Flower run.
 
@@ -265,6 +267,10 @@ def engine_rows(n_clients: int, n_features: int, rounds: int, repeats: int,
         from fedcomp.runtime import auto_block_size
 
         add("numpy", seconds, x, f"auto block = {auto_block_size(problem)} clients")
+        seconds = simulator_round(problem, rounds, repeats, client_block="all")
+        x = simulate(_algorithm(), problem, rounds, metrics=[], progress=False,
+                     client_block="all").x
+        add("numpy-all", seconds, x, "one block of all clients")
     if "torch" in engines and has("torch"):
         tproblem = build(config(n_clients, n_features, rounds, backend="torch-float64"))
         seconds = simulator_round(tproblem, rounds, repeats)
@@ -315,36 +321,58 @@ def scaling_rows(rounds: int, repeats: int, clients: Sequence[int] = SCALING_CLI
 
 
 _RSS_SCRIPT = """
-import json, resource, sys, time
-from benchmarks.run import streaming_problem, _algorithm
+import json, sys, time
+from benchmarks.run import streaming_problem, _algorithm, peak_rss_mb
 from fedcomp import simulate
-n, d, rounds, mode = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+n, d, rounds, mode, batch = (int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4],
+                             int(sys.argv[5]))
 problem = streaming_problem(n, d)
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+base = peak_rss_mb()
 tic = time.perf_counter()
 simulate(_algorithm(), problem, rounds, metrics=[], eval_every=rounds, progress=False,
-         batch_size=10, client_state=mode)
+         batch_size=batch, client_state=mode)
 seconds = (time.perf_counter() - tic) / rounds
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"baseline_mb": base / 1024, "peak_mb": peak / 1024,
-                  "delta_mb": (peak - base) / 1024, "ms": seconds * 1e3}))
+peak = peak_rss_mb()
+print(json.dumps({"baseline_mb": base, "peak_mb": peak, "delta_mb": peak - base,
+                  "ms": seconds * 1e3}))
 """
 
 
-def peak_rss(n_clients: int, n_features: int, rounds: int, client_state: str
-             ) -> dict[str, Any]:
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process in MB.
+
+    ``VmHWM`` of ``/proc/self/status`` where it exists: ``getrusage``'s ``ru_maxrss`` also
+    counts the parent's peak when a large process started this one (Linux keeps it across
+    ``fork`` + ``exec``), which would hide what the rounds add.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    scale = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB on Linux
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20
+
+
+def peak_rss(n_clients: int, n_features: int, rounds: int, client_state: str,
+             batch_size: int = 10) -> dict[str, Any]:
     """Peak RSS of ZA1 rounds in a fresh subprocess, above the after-set-up baseline.
 
-    The baseline is ``ru_maxrss`` after the imports and the (streaming) problem are built;
-    ``delta_mb`` is what the rounds add: the client states (3 arrays of n x d float64 for
-    ZA1) unless ``client_state="disk"``, plus the stacked uploads and one block's temporaries.
+    The baseline is the peak after the imports and the (streaming) problem are built;
+    ``delta_mb`` is what the rounds add: the client states (2 arrays of n x d float64 for
+    ZA1, plus n flags) unless ``client_state="disk"``, plus the stacked uploads and one
+    block's temporaries.
     """
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(root), os.environ.get("PYTHONPATH", "")])}
     out = subprocess.run([sys.executable, "-c", _RSS_SCRIPT, str(n_clients), str(n_features),
-                          str(rounds), client_state], capture_output=True, text=True,
-                         env=env, check=True)
+                          str(rounds), client_state, str(batch_size)], capture_output=True,
+                         text=True, env=env, check=True)
     return {"n_clients": n_clients, "d": n_features, "client_state": client_state,
             **json.loads(out.stdout.strip().splitlines()[-1])}
 
@@ -494,10 +522,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         table = memory_table(mem)
         print(table, flush=True)
         sections += ["### Peak memory: client state in memory vs on disk",
-                     f"ZA1 at {n} clients x d = {d} (3 state arrays of {n * d * 8 / 1e6:.0f} MB), "
+                     f"ZA1 at {n} clients x d = {d} (2 state arrays of {n * d * 8 / 1e6:.0f} MB), "
                      "streaming samples, minibatches of 10, 2 rounds, each in a fresh "
-                     "subprocess: `ru_maxrss` after the rounds minus `ru_maxrss` after imports "
-                     "and problem set-up. `disk` is `simulate(client_state=\"disk\")`: the "
+                     "subprocess: peak RSS (`VmHWM`, as `ru_maxrss` but not inherited from the "
+                     "parent) after the rounds minus the peak after imports and problem "
+                     "set-up. `disk` is `simulate(client_state=\"disk\")`: the "
                      "states live in memory-mapped `.npy` files, one block in memory at a "
                      "time (the stacked uploads, n x d, still are in memory).", table]
     if args.write:

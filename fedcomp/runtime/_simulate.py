@@ -406,8 +406,9 @@ def simulate(
     client_state : {"memory", "disk"}, default "memory"
         Where the stacked client states live. ``"disk"`` keeps them in memory-mapped
         ``.npy`` files under ``state_dir``, reads one block of clients at a time and drops
-        its pages from memory after writing it back, for client states that do not fit in RAM (NumPy backend; same iterates,
-        bit for bit; peak memory then grows with ``client_block``, not ``n_clients``).
+        its pages from memory after writing it back, for client states that do not fit in
+        RAM (NumPy backend; same iterates, bit for bit; the states' share of the peak memory
+        then grows with ``client_block``, not ``n_clients``).
     state_dir : path, optional
         Directory of the state files for ``client_state="disk"`` (default: a fresh
         temporary directory, removed after the run).
