@@ -9,7 +9,8 @@ instance and checked to compute the same iterate:
   every ratio is against);
 * ``numpy``: :func:`fedcomp.simulate` on NumPy, ``client_block="auto"`` (and ``numpy-all``:
   ``client_block="all"``, one block of every client);
-* ``torch``: :func:`fedcomp.simulate` on torch CPU (float64), ``client_block="auto"``;
+* ``torch``: :func:`fedcomp.simulate` on torch CPU (float64), ``client_block="auto"``, with
+  torch's default threads and (``torch-1thread``) with one;
 * ``jax``: the same round written here as ``jax.jit`` of a ``vmap`` over clients (when jax is
   installed; compile time excluded and reported separately);
 * ``flower``: fedcomp's Flower adapter on Flower's simulation engine (when flwr is
@@ -141,6 +142,15 @@ def loop_za1(problem: Any, rounds: int) -> np.ndarray:
         x_bar = post + (z_hat_avg - post)
         prev_post, prev_mean = post, grad_mean
     return prox(x_bar, big_step)
+
+
+def torch_threads(n: int | None = None) -> int:
+    """Torch's intra-op thread count (set it to ``n`` first when given)."""
+    import torch
+
+    if n is not None:
+        torch.set_num_threads(n)
+    return int(torch.get_num_threads())
 
 
 def has(module: str) -> bool:
@@ -275,7 +285,15 @@ def engine_rows(n_clients: int, n_features: int, rounds: int, repeats: int,
         tproblem = build(config(n_clients, n_features, rounds, backend="torch-float64"))
         seconds = simulator_round(tproblem, rounds, repeats)
         x = simulate(_algorithm(), tproblem, rounds, metrics=[], progress=False).x
-        add("torch", seconds, x.numpy(), "CPU, float64")
+        threads = torch_threads()
+        add("torch", seconds, x.numpy(), f"CPU, float64, {threads} threads")
+        if threads > 1:  # small ops on a busy machine: threads can cost more than they give
+            torch_threads(1)
+            try:
+                seconds = simulator_round(tproblem, rounds, repeats)
+            finally:
+                torch_threads(threads)
+            add("torch-1thread", seconds, x.numpy(), "CPU, float64, 1 thread")
     if "jax" in engines and has("jax"):
         run = jax_za1(problem)
         tic = time.perf_counter()
