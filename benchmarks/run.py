@@ -84,9 +84,10 @@ def _algorithm() -> Any:
                                                  if k != "name"})
 
 
-def best_of(run: Callable[[], Any], repeats: int) -> float:
+def best_of(run: Callable[[], Any], repeats: int, warm_up: bool = True) -> float:
     """Smallest wall time of ``repeats`` calls of ``run`` (after one warm-up call)."""
-    run()
+    if warm_up:
+        run()
     best = np.inf
     for _ in range(repeats):
         tic = time.perf_counter()
@@ -242,7 +243,7 @@ def engine_rows(n_clients: int, n_features: int, rounds: int, repeats: int,
     n_clients, n_features : int
         The size.
     rounds, repeats : int
-        Timed rounds per run; best of ``repeats`` runs (the loop: one run).
+        Timed rounds per run; best of ``repeats`` runs (after a warm-up run).
     engines : sequence of str
         Among ``loop`` (always run: the baseline), ``numpy`` (also gives ``numpy-all``),
         ``torch``, ``jax``, ``flower``.
@@ -260,9 +261,8 @@ def engine_rows(n_clients: int, n_features: int, rounds: int, repeats: int,
     cfg = config(n_clients, n_features, rounds)
     problem = build(cfg)
     size = f"{n_clients}x{n_features}"
-    tic = time.perf_counter()
-    x_loop = loop_za1(problem, rounds)
-    loop_s = (time.perf_counter() - tic) / rounds
+    x_loop = loop_za1(problem, rounds)  # also the warm-up
+    loop_s = best_of(lambda: loop_za1(problem, rounds), repeats, warm_up=False) / rounds
     rows = [dict(size=size, engine="loop", ms=loop_s * 1e3, ratio=1.0, max_diff=0.0, note="")]
 
     def add(engine: str, seconds: float, x: Any, note: str = "") -> None:
