@@ -307,14 +307,20 @@ def engine_rows(n_clients: int, n_features: int, rounds: int, repeats: int,
     return rows
 
 
-def streaming_problem(n_clients: int, n_features: int) -> Any:
-    """Sparse logistic regression with fresh streaming samples (no data held in memory)."""
+def streaming_problem(n_clients: int, n_features: int,
+                      generator: str = "liang_sparse_logistic") -> Any:
+    """Sparse logistic regression with fresh streaming samples (no data held in memory).
+
+    ``generator="liang_sparse_linear"`` gives sparse least squares instead, which builds
+    faster (no optimum-scale root to find): the same state sizes, for memory tests.
+    """
     return build({
         "name": "bench-stream", "rounds": 1, "reference": False, "streaming": True,
-        "data": {"generator": "liang_sparse_logistic", "n_clients": n_clients,
+        "problem": ({"loss": "logistic", "l2": 0.01} if "logistic" in generator
+                    else {"loss": "least_squares"}),
+        "data": {"generator": generator, "n_clients": n_clients,
                  "samples_per_client": 1, "n_features": n_features,
                  "sparsity": min(16, n_features // 2)},
-        "problem": {"loss": "logistic", "l2": 0.01},
         "regularizer": {"name": "l1", "alpha": 1e-4},
         "algorithms": [dict(ALGORITHM)],
     })
@@ -342,9 +348,9 @@ _RSS_SCRIPT = """
 import json, sys, time
 from benchmarks.run import streaming_problem, _algorithm, peak_rss_mb
 from fedcomp import simulate
-n, d, rounds, mode, batch = (int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4],
-                             int(sys.argv[5]))
-problem = streaming_problem(n, d)
+n, d, rounds, mode, batch, generator = (int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]),
+                                        sys.argv[4], int(sys.argv[5]), sys.argv[6])
+problem = streaming_problem(n, d, generator)
 base = peak_rss_mb()
 tic = time.perf_counter()
 simulate(_algorithm(), problem, rounds, metrics=[], eval_every=rounds, progress=False,
@@ -377,7 +383,8 @@ def peak_rss_mb() -> float:
 
 
 def peak_rss(n_clients: int, n_features: int, rounds: int, client_state: str,
-             batch_size: int = 10) -> dict[str, Any]:
+             batch_size: int = 10, generator: str = "liang_sparse_logistic"
+             ) -> dict[str, Any]:
     """Peak RSS of ZA1 rounds in a fresh subprocess, above the after-set-up baseline.
 
     The baseline is the peak after the imports and the (streaming) problem are built;
@@ -389,7 +396,8 @@ def peak_rss(n_clients: int, n_features: int, rounds: int, client_state: str,
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(root), os.environ.get("PYTHONPATH", "")])}
     out = subprocess.run([sys.executable, "-c", _RSS_SCRIPT, str(n_clients), str(n_features),
-                          str(rounds), client_state, str(batch_size)], capture_output=True,
+                          str(rounds), client_state, str(batch_size), generator],
+                         capture_output=True,
                          text=True, env=env, check=True)
     return {"n_clients": n_clients, "d": n_features, "client_state": client_state,
             **json.loads(out.stdout.strip().splitlines()[-1])}
