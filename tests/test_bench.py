@@ -102,3 +102,12 @@ def test_disk_states_use_less_memory():
     memory, disk = (bench.peak_rss(2000, 2000, 1, mode, batch_size=1,
                                    generator="liang_sparse_linear") for mode in ("memory", "disk"))
     assert disk["delta_mb"] < memory["delta_mb"] - 32
+
+
+def test_cli_bench_quick(capsys):
+    from fedcomp.cli import main
+
+    assert main(["bench", "--quick", "--no-scaling", "--no-memory", "--engines",
+                 "loop,numpy"]) == 0
+    out = capsys.readouterr().out
+    assert "| 8x10 | loop |" in out and "| 8x10 | numpy |" in out
