@@ -556,7 +556,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                      "states live in memory-mapped `.npy` files, one block in memory at a "
                      "time (the stacked uploads, n x d, still are in memory).", table]
     if args.write:
-        write_section(args.write, "## Generated: `fedcomp bench`\n\n" + "\n\n".join(sections))
+        write_section(args.write, "### Generated run\n\n" + "\n\n".join(sections))
         print(f"wrote {args.write}")
     return 0
 
