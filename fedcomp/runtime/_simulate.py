@@ -243,7 +243,7 @@ class LocalClients:
         self.algorithm, self.problem, self.counters, self.settings = (
             algorithm, problem, counters, settings)
         self.on_disk = settings.state_dir is not None
-        self.client_states, self.maps = ((states_to_disk(client_states, settings.state_dir))
+        self.client_states, self.maps = (states_to_disk(client_states, settings.state_dir)
                                          if self.on_disk else (client_states, []))
 
     def run_round(self, round_: int, message: Any, participants: np.ndarray) -> Any:
@@ -478,6 +478,9 @@ def simulate(
     sim_time = 0.0
     if client_state not in ("memory", "disk"):
         raise ValueError(f"client_state must be 'memory' or 'disk' (got {client_state!r})")
+    if client_state == "disk" and clients is not None:
+        raise ValueError("client_state='disk' applies to the in-process simulator; a custom "
+                         "executor (clients=...) keeps its own client state")
     scratch = None
     if client_state == "disk" and state_dir is None:
         import tempfile
