@@ -156,7 +156,7 @@ def test_figures_shade_the_seed_spread_and_label_units(report_dir):
     assert ax.get_xlabel() == "floats communicated (up + down)"
     assert ax.get_yscale() == "log" and "x*" in ax.get_ylabel()
     lines = {line.get_label(): line.get_color() for line in ax.get_lines()}
-    assert lines["za1_full"] == color_of("za1")
+    assert lines["za1"] == color_of("za1")  # panels are per mode: labelled by method
 
 
 def rep_figure(path, x_axis):
