@@ -17,9 +17,11 @@ from typing import Any
 import numpy as np
 
 #: One color per method, fixed for every figure of every experiment (and the report):
-#: the seed-000 methods keep their first colors; the other registered algorithms follow
+#: each paper's methods have fixed strong colors; the other registered algorithms follow
 #: in registry order on the remaining distinct colors (tab20's, dark shades first).
-COLORS = {"za1": "#d62728", "fedmid": "#1f77b4", "fedda": "#2ca02c", "fedavg": "#7f7f7f"}
+COLORS = {"za1": "#d62728", "fedmid": "#1f77b4", "fedda": "#2ca02c", "fedavg": "#7f7f7f",
+          "fedcanon": "#17becf", "feddr": "#8c564b", "fast_fedda": "#ff7f0e",
+          "c_fedda": "#9467bd", "mc_fedda": "#e377c2", "fedprox": "#bcbd22"}
 _PALETTE = ["#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#aec7e8",
             "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d",
             "#9edae5", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173"]
@@ -30,7 +32,8 @@ def _registry_colors() -> dict[str, str]:
     from .algorithms import ALGORITHMS, DECENTRALIZED
 
     names = [n for n in [*ALGORITHMS, *DECENTRALIZED] if n not in COLORS]
-    return {**COLORS, **dict(zip(names, _PALETTE, strict=False))}
+    free = [c for c in _PALETTE if c not in COLORS.values()]
+    return {**COLORS, **dict(zip(names, free, strict=False))}
 
 
 def color_of(method: str) -> str:
