@@ -127,6 +127,8 @@ def test_interrupted_run_resumes_to_the_same_results(tmp_path, monkeypatch):
     assert len((cut / "runs.jsonl").read_text().splitlines()) == 2
     assert {r["seed"] for r in rows_of(cut)} == {"0"}  # whole finished runs only
     monkeypatch.setattr(_runner, "_run_one", original)
+    with (cut / "results.csv").open("a") as f:  # what a hard crash (kill -9) leaves behind
+        f.write("fedavg,fedavg,full,1,0" + "," * 10 + "\n")
     with pytest.raises(ValueError, match="already exists"):
         run(cut)
     summary = run(cut, resume=True)

@@ -3,12 +3,15 @@
 Output directory contract (other tools rely on it):
 
 * ``results.csv`` — one row per evaluation, appended as the run goes (a crash loses nothing
-  already written), columns :data:`RESULT_COLUMNS` plus any extra metrics;
+  already written; with worker processes, when each run ends), columns
+  :data:`RESULT_COLUMNS` plus the variant, the swept keys and any extra metrics;
+* ``runs.jsonl`` — one line per finished run (its key and summary row): what ``--resume``
+  skips; ``parts/`` holds the rows of runs in progress in worker processes;
 * ``config.json`` — the resolved configuration, package versions, seeds, the problem's
   fingerprint and the reference solution's accuracy;
 * ``models/<algorithm>_seed<k>.npy`` — final models (``<algorithm>`` is the run label:
-  the algorithm name, suffixed by the gradient mode when a config has several, and by the
-  variant when it has variants);
+  the algorithm name, suffixed by the gradient mode when a config has several, by the
+  variant when it has variants, and by ``_<param><value>`` per swept key);
 * ``summary.md`` — the table printed at the end;
 * ``plot.png`` — log optimality (or objective) vs rounds, one panel per gradient mode,
   and ``plot_<metric>.png`` for every metric of the config, when matplotlib is installed.
@@ -127,10 +130,11 @@ def run_experiment(config: dict[str, Any], out_dir: str | Path, *, seeds: list[i
 
     Notes
     -----
-    Each run logs its rows to ``parts/<run>.csv`` as they are produced; when the run ends the
-    rows move to ``results.csv`` and a line with its summary row is appended to ``runs.jsonl``
-    (that line marks it finished). So a crash or Ctrl-C leaves ``results.csv`` with whole runs
-    only, and ``--resume`` knows what is left.
+    In this process (``jobs=1``) rows are appended to ``results.csv`` as they are produced;
+    a worker's go to ``parts/<n>.csv`` and move to ``results.csv`` when its run ends. A
+    finished run appends a line with its summary row to ``runs.jsonl`` (that line marks it
+    finished). Ctrl-C leaves ``results.csv`` with whole runs only; after a hard crash the
+    partial rows of unfinished runs stay until ``--resume`` drops them and reruns those runs.
     """
     stream = stream or sys.stdout
     if config.get("kind") == "timing":  # a measurement, not a training run (prox_cost)
@@ -165,8 +169,12 @@ def run_experiment(config: dict[str, Any], out_dir: str | Path, *, seeds: list[i
     todo = [run for run in plan if run_key(run["tags"], key_columns) not in finished]
     (out / "config.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
     overall = _Overall(progress, len(plan), len(plan) - len(todo))
-    results = _execute_all(todo, out, columns, key_columns, meta, jobs, progress, clients,
-                           overall)
+    try:
+        results = _execute_all(todo, out, columns, key_columns, meta, jobs, progress, clients,
+                               overall)
+    except KeyboardInterrupt:  # leave whole runs only (a crash's are dropped by --resume)
+        _keep_finished_rows(out / "results.csv", _finished_runs(out), key_columns)
+        raise
     finished.update(results)
     summary = [finished[run_key(run["tags"], key_columns)] for run in plan]
     _PREPARED.clear()
@@ -199,6 +207,11 @@ def _start_directory(out: Path, meta: dict[str, Any], resume: bool
                              f"{'; '.join(differences[:8])}. Use the same config, --set and "
                              "--sweep (seeds may differ), or another --out")
         meta["settings"] = before.get("settings", {})
+    return _finished_runs(out)
+
+
+def _finished_runs(out: Path) -> dict[str, dict[str, Any]]:
+    """The summary rows of the runs recorded in ``out/runs.jsonl``, by run key."""
     finished: dict[str, dict[str, Any]] = {}
     if (out / "runs.jsonl").exists():
         for line in (out / "runs.jsonl").read_text().splitlines():
@@ -340,9 +353,8 @@ def _execute_all(todo: list[dict[str, Any]], out: Path, columns: list[str],
         overall.finished(run, row)
 
     if jobs == 1 or len(todo) <= 1:
-        for index, run in enumerate(todo):
-            record(index, _execute(run, out / "parts" / f"{index}.csv", columns, progress,
-                                   clients))
+        for index, run in enumerate(todo):  # in this process: rows go to results.csv directly
+            record(index, _execute(run, out / "results.csv", columns, progress, clients))
         return results
     workers = min(jobs, len(todo))
     threads = max(1, (os.cpu_count() or 1) // workers)
@@ -366,13 +378,14 @@ def _finish(out: Path, index: int, run: dict[str, Any], key: str, row: dict[str,
             columns: list[str], meta: dict[str, Any]) -> None:
     """Move a finished run's rows into ``results.csv``, save its model, mark it finished."""
     part = out / "parts" / f"{index}.csv"
-    lines = part.read_text().splitlines(keepends=True)[1:] if part.exists() else []
-    results = out / "results.csv"
-    new = not (results.exists() and results.stat().st_size > 0)
-    with results.open("a", newline="") as f:
-        if new:
-            csv.writer(f).writerow(columns)
-        f.writelines(lines)
+    if part.exists():  # a worker's rows (in-process runs log to results.csv directly)
+        lines = part.read_text().splitlines(keepends=True)[1:]
+        results = out / "results.csv"
+        new = not (results.exists() and results.stat().st_size > 0)
+        with results.open("a", newline="") as f:
+            if new:
+                csv.writer(f).writerow(columns)
+            f.writelines(lines)
     x = row.get("_x")
     if row["status"] == "ok" and x is not None:
         np.save(out / "models" / f"{run['model']}_seed{run['tags']['seed']}.npy", x)
