@@ -174,6 +174,7 @@ def run_experiment(config: dict[str, Any], out_dir: str | Path, *, seeds: list[i
                                overall)
     except KeyboardInterrupt:  # leave whole runs only (a crash's are dropped by --resume)
         _keep_finished_rows(out / "results.csv", _finished_runs(out), key_columns)
+        shutil.rmtree(out / "parts", ignore_errors=True)
         raise
     finished.update(results)
     summary = [finished[run_key(run["tags"], key_columns)] for run in plan]
@@ -428,8 +429,9 @@ class _Overall:
         rate = (self.done - self.skipped) / max(elapsed, 1e-9)
         eta = (self.total - self.done) / rate
         tags = run["tags"]
-        what = " ".join(f"{k}={_format(v)}" for k, v in tags.items()
-                        if k not in ("method", "batch_size"))
+        what = " ".join([tags["algorithm"], *([tags["variant"]] if "variant" in tags else []),
+                         f"seed {tags['seed']}", *(f"{k}={_cell(v)}" for k, v in tags.items()
+                         if k not in ("algorithm", "method", "batch_size", "seed", "variant"))])
         status = "" if row["status"] == "ok" else " DIVERGED"
         print(f"[{self.done}/{self.total}] {what}{status}  elapsed {_duration(elapsed)}  "
               f"ETA {_duration(eta)}", file=sys.stderr, flush=True)
