@@ -11,6 +11,14 @@ participating) on an MLP and on the CNN of FedCanon, for 10, 30 and 100 clients:
 Both run in float32 on the CPU in this process, on the same data and minibatch indices.
 Target (issue 6): vmap ≥ 5× faster than the loop at 100 clients.
 
+Roofline: the floating-point work of one client's local
+step (forward + backward, counted by ``torch.utils.flop_counter``), the rate each path
+achieves, and the machine's float32 matrix-multiply rate measured in the same process
+(a 2048² ``sgemm``). A batched round does the same arithmetic as the loop, so its
+speed-up is at most ``sgemm rate / loop rate``: where the loop already runs near the
+machine's peak (compute-bound: FedCanon's CNN), no batching can reach a large factor;
+where it is dominated by per-client Python and dispatch overhead (the MLP), vmap can.
+
     python benchmarks/torch_round.py [--clients 10,30,100] [--rounds 3] [--input 8]
 """
 
@@ -78,6 +86,32 @@ def loop_round(problem: fedcomp.Problem, rounds: int) -> float:
     return (time.perf_counter() - tic) / rounds
 
 
+def step_flops(problem: fedcomp.Problem) -> float:
+    """Floating-point operations of one client's local step (forward + backward)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    loss: TorchModel = problem.loss  # type: ignore[assignment]
+    net = loss.network()
+    index = minibatch_indices(0, 0, np.array([0]), problem.data.counts[[0]], 0, BATCH)
+    batch = problem.data.minibatch(np.array([0]), index)
+    with FlopCounterMode(display=False) as counter:
+        out = net(batch.features[0])
+        torch.nn.functional.cross_entropy(out, batch.targets[0]).backward()
+    return float(counter.get_total_flops())
+
+
+def matmul_rate(size: int = 2048, repeats: int = 5) -> float:
+    """The CPU's float32 matrix-multiply rate (FLOP/s) in this process: the roofline."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    a @ b  # warm-up
+    best = float("inf")
+    for _ in range(repeats):
+        tic = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - tic)
+    return 2 * size**3 / best
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", default="10,30,100")
@@ -90,8 +124,11 @@ def main() -> None:
     print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"{platform.processor() or platform.machine()}; FedMiD, K={LOCAL_STEPS}, b={BATCH}, "
           f"input 1x{args.input}x{args.input}")
-    print("| model | clients | parameters | vmap ms/round | loop ms/round | speed-up |")
-    print("|---|---:|---:|---:|---:|---:|")
+    peak = matmul_rate()
+    print(f"# float32 matmul rate (2048² sgemm): {peak / 1e9:.0f} GFLOP/s")
+    print("| model | clients | parameters | vmap ms/round | loop ms/round | speed-up "
+          "| loop GFLOP/s | vmap GFLOP/s | bound (peak/loop) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     rows = []
     for model in args.models.split(","):
         for n in (int(c) for c in args.clients.split(",")):
@@ -100,11 +137,15 @@ def main() -> None:
             loop_round(problem, 1)
             t_vmap = min(vmap_round(problem, args.rounds) for _ in range(args.repeats))
             t_loop = min(loop_round(problem, args.rounds) for _ in range(args.repeats))
+            work = step_flops(problem) * LOCAL_STEPS * n  # FLOP per round (gradients only)
             row = {"model": model, "clients": n, "parameters": problem.param_shape[0],
-                   "vmap_ms": 1e3 * t_vmap, "loop_ms": 1e3 * t_loop, "speedup": t_loop / t_vmap}
+                   "vmap_ms": 1e3 * t_vmap, "loop_ms": 1e3 * t_loop, "speedup": t_loop / t_vmap,
+                   "loop_gflops": work / t_loop / 1e9, "vmap_gflops": work / t_vmap / 1e9,
+                   "bound": peak * t_loop / work}
             rows.append(row)
             print(f"| {model} | {n} | {row['parameters']} | {row['vmap_ms']:.1f} | "
-                  f"{row['loop_ms']:.1f} | {row['speedup']:.1f}x |", flush=True)
+                  f"{row['loop_ms']:.1f} | {row['speedup']:.1f}x | {row['loop_gflops']:.1f} | "
+                  f"{row['vmap_gflops']:.1f} | {row['bound']:.1f}x |", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

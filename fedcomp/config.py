@@ -76,7 +76,7 @@ import numpy as np
 TOP_LEVEL_KEYS = {"name", "description", "rounds", "eval_every", "seeds", "batch_size",
                   "clients_per_round", "client_block", "metrics", "data", "problem",
                   "regularizer", "algorithms", "reference", "claim", "variants", "topology",
-                  "streaming", "compute_times", "backend"}
+                  "streaming", "compute_times", "backend", "quick"}
 
 #: What a ``[[variants]]`` entry may override.
 VARIANT_KEYS = {"data", "problem", "regularizer", "algorithms", "rounds", "eval_every",
@@ -173,6 +173,32 @@ def apply_override(config: dict[str, Any], assignment: str) -> dict[str, Any]:
     return config
 
 
+def quick_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The reduced-size version of ``config``: its ``[quick]`` overrides applied.
+
+    A configuration declares how it shrinks for a fast run (``fedcomp report --quick``)
+    in a table ``[quick]`` with ``set``, a list of ``--set`` assignments applied in order;
+    a configuration without one is returned unchanged. The ``[quick]`` table itself is
+    dropped (a normal run ignores it).
+
+    Examples
+    --------
+    >>> cfg = {"rounds": 500, "quick": {"set": ["rounds=50", "seeds=[0, 1]"]}}
+    >>> quick_config(cfg)
+    {'rounds': 50, 'seeds': [0, 1]}
+    """
+    quick = config.get("quick") or {}
+    if not isinstance(quick, dict) or set(quick) - {"set"}:
+        raise ConfigError(f"quick must be a table {{set = [\"key=value\", ...]}} (got {quick!r})")
+    assignments = quick.get("set", [])
+    if not isinstance(assignments, list) or not all(isinstance(a, str) for a in assignments):
+        raise ConfigError(f"quick.set must be a list of 'key=value' strings (got {assignments!r})")
+    config = {k: v for k, v in config.items() if k != "quick"}
+    for assignment in assignments:
+        config = apply_override(config, assignment)
+    return config
+
+
 def parse_seeds(text: str) -> list[int]:
     """``"0:3"`` → [0, 1, 2]; ``"4"`` → [4]; ``"1,5,7"`` → [1, 5, 7]."""
     try:
@@ -229,6 +255,7 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
 
     cfg = {**copy.deepcopy(DEFAULTS), **copy.deepcopy(config)}
     _check_keys(cfg, TOP_LEVEL_KEYS, "config")
+    cfg.pop("quick", None)  # how the config shrinks for --quick (see quick_config)
     for key in ("name", "rounds", "data", "problem", "regularizer", "algorithms"):
         if key not in cfg:
             raise ConfigError(f"config: missing required key {key!r}")

@@ -16,16 +16,29 @@ from typing import Any
 
 import numpy as np
 
-#: One color per method, used consistently across every figure.
+#: One color per method, fixed for every figure of every experiment (and the report):
+#: the seed-000 methods keep their first colors; the other registered algorithms follow
+#: in registry order on the remaining distinct colors (tab20's, dark shades first).
 COLORS = {"za1": "#d62728", "fedmid": "#1f77b4", "fedda": "#2ca02c", "fedavg": "#7f7f7f"}
-_FALLBACK = ["#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#ff7f0e"]
+_PALETTE = ["#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#aec7e8",
+            "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d",
+            "#9edae5", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173"]
+_FALLBACK = _PALETTE[:6]  # colors of the settings of a sweep (one method, several labels)
+
+
+def _registry_colors() -> dict[str, str]:
+    from .algorithms import ALGORITHMS, DECENTRALIZED
+
+    names = [n for n in [*ALGORITHMS, *DECENTRALIZED] if n not in COLORS]
+    return {**COLORS, **dict(zip(names, _PALETTE, strict=False))}
 
 
 def color_of(method: str) -> str:
-    """The color of a method (stable across figures)."""
-    if method in COLORS:
-        return COLORS[method]
-    return _FALLBACK[sum(map(ord, method)) % len(_FALLBACK)]
+    """The color of a method: the same in every figure (a registered algorithm has its own)."""
+    colors = _registry_colors()
+    if method in colors:
+        return colors[method]
+    return _PALETTE[sum(map(ord, method)) % len(_PALETTE)]
 
 
 def read_results(path: str | Path) -> list[dict[str, Any]]:
@@ -60,6 +73,29 @@ LINEAR_METRICS = ("support_f1", "rank", "nnz", "accuracy", "support_precision",
                   "support_recall", "train_accuracy", "test_accuracy", "sparsity")
 
 
+#: Axis labels with units (x: what is spent; y: what the metric measures).
+X_LABELS = {"round": "communication rounds", "wall_s": "wall time (s)",
+            "floats": "floats communicated (up + down)", "floats_up": "floats uploaded",
+            "sim_time": "simulated time (s)"}
+Y_LABELS = {"optimality": "optimality ||x - x*|| / ||x*||",
+            "objective": "objective F(x)", "suboptimality": "F(x) - F(x*)",
+            "prox_grad_norm": "prox-gradient norm", "l2_error": "l2 error ||x - x_true||",
+            "l1_error": "l1 error ||x - x_true||_1", "test_accuracy": "test accuracy (fraction)",
+            "train_accuracy": "training accuracy (fraction)", "test_loss": "test loss",
+            "training_loss": "training loss f(x)", "sparsity": "sparsity (fraction of zeros)",
+            "nnz": "nonzero entries", "support_f1": "support F1", "rank": "rank",
+            "operator_error": "spectral error ||X - X_true||_2", "lq_error": "||x - x_true||_q^2",
+            "population_gap": "population gap f(x) - f(w*)",
+            "consensus_error": "consensus error"}
+
+
+def x_value(row: dict[str, Any], x_axis: str) -> float:
+    """A row's position on ``x_axis``; ``floats`` is floats sent up plus floats sent down."""
+    if x_axis == "floats":
+        return float(row["floats_up"]) + float(row["floats_down"])
+    return float(row[x_axis])
+
+
 def plot_results(results: str | Path, out: str | Path, metric: str = "optimality",
                  x_axis: str = "round", title: str = "", fallback: bool = True) -> Path:
     """Plot ``metric`` against ``x_axis``, one panel per (variant, gradient mode).
@@ -92,8 +128,13 @@ def results_figure(results: str | Path, metric: str = "optimality", x_axis: str 
     if fallback:
         metric = choose_metric(rows, metric)
     panels = sorted({_panel(r) for r in rows}, key=lambda p: (p[0], p[1] != "full", p[1]))
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4), squeeze=False)
-    for ax, panel in zip(axes[0], panels, strict=True):
+    # at most three panels a row: experiments with many variants wrap instead of stretching
+    ncols = min(3, len(panels))
+    nrows = math.ceil(len(panels) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 4 * nrows), squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    for ax, panel in zip(axes.flat, panels, strict=False):
         curves: dict[str, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
         methods: dict[str, str] = {}
         for r in rows:
@@ -101,7 +142,7 @@ def results_figure(results: str | Path, metric: str = "optimality", x_axis: str 
                 continue
             label = str(r["algorithm"])
             methods[label] = str(r.get("method", label))
-            curves[label][r[x_axis]].append(r[metric])
+            curves[label][x_value(r, x_axis)].append(r[metric])
         modes_differ = len({p[1] for p in panels}) > 1
         # a sweep (one method, several labels) needs a color per label, not per method
         sweep = len(set(methods.values())) < len(methods)
@@ -115,10 +156,10 @@ def results_figure(results: str | Path, metric: str = "optimality", x_axis: str 
             if any(len(v) > 1 for v in ys):
                 ax.fill_between(xs, lo, hi, color=color, alpha=0.2, linewidth=0)
         ax.set_yscale("linear" if metric in LINEAR_METRICS else "log")
-        ax.set_xlabel({"round": "communication rounds", "wall_s": "wall time (s)",
-                       "floats_up": "floats uploaded",
-                       "sim_time": "simulated time"}.get(x_axis, x_axis))
-        ax.set_ylabel({"optimality": "optimality  ||x - x*|| / ||x*||"}.get(metric, metric))
+        if x_axis != "round":
+            ax.set_xscale("log" if x_axis == "floats" else "linear")
+        ax.set_xlabel(X_LABELS.get(x_axis, x_axis))
+        ax.set_ylabel(Y_LABELS.get(metric, metric))
         variant, mode = panel
         # not `title`: that is the figure's, set below as its suptitle
         mode_title = "full gradients" if mode == "full" else f"minibatch {mode}"

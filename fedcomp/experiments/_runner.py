@@ -13,6 +13,8 @@ Output directory contract (other tools rely on it):
   the algorithm name, suffixed by the gradient mode when a config has several, by the
   variant when it has variants, and by ``_<param><value>`` per swept key);
 * ``summary.md`` — the table printed at the end;
+* ``summary.json`` — the final row of every run (what the table and the verdict are
+  computed from), written last: its presence marks a finished experiment;
 * ``plot.png`` — log optimality (or objective) vs rounds, one panel per gradient mode,
   and ``plot_<metric>.png`` for every metric of the config, when matplotlib is installed.
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import platform
 import shutil
@@ -458,6 +461,7 @@ def _write_summary(cfg: dict[str, Any], out: Path, summary: list[dict[str, Any]]
     if verdict:
         text += f"\nClaim: {cfg['claim']}\n\n{verdict}\n"
     (out / "summary.md").write_text(text)
+    write_summary(out, summary)
     print(table, file=stream)
     if verdict:
         print(verdict, file=stream)
@@ -491,7 +495,27 @@ def _run_timing(config: dict[str, Any], out_dir: str | Path, stream: TextIO,
         raise ValueError(f"{config['name']} is a timing experiment: it runs in this process, "
                          "not through a Flower executor")
     rows = TIMINGS[config["name"]].run(config, out_dir, stream)
-    return [{**row, "status": "ok"} for row in rows]
+    summary = [{**row, "status": "ok"} for row in rows]
+    write_summary(Path(out_dir), summary)
+    return summary
+
+
+def write_summary(out: Path, summary: list[dict[str, Any]]) -> Path:
+    """Write ``summary.json``: the final rows of the runs (NaN as ``null``)."""
+    def clean(value: Any) -> Any:
+        value = to_jsonable(value)
+        return None if isinstance(value, float) and value != value else value
+
+    rows = [{k: clean(v) for k, v in row.items() if not k.startswith("_")} for row in summary]
+    path = out / "summary.json"
+    path.write_text(json.dumps(rows, indent=1, default=str) + "\n")
+    return path
+
+
+def read_summary(out: str | Path) -> list[dict[str, Any]]:
+    """The rows :func:`write_summary` wrote (``null`` back to NaN)."""
+    rows = json.loads((Path(out) / "summary.json").read_text())
+    return [{k: (math.nan if v is None else v) for k, v in row.items()} for row in rows]
 
 
 def async_entries(setting: dict[str, Any]) -> list[dict[str, Any]]:

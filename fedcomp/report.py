@@ -1,0 +1,442 @@
+"""The reproduction report: every experiment config run and assembled into one page.
+
+``fedcomp report [--quick] --out DIR`` runs each ``configs/*.toml`` (the reduced sizes of
+its ``[quick]`` table with ``--quick``) into ``DIR/<name>/`` and writes ``DIR/index.html``
+and ``DIR/report.md``. Per paper, and per experiment of that paper:
+
+* the claim being tested (the config's ``claim``: one sentence naming the paper's figure
+  or table);
+* our figures — the main metric against communication rounds, floats communicated and
+  wall time, the median over seeds with the min–max seed spread shaded, one color per
+  algorithm throughout the report (:func:`fedcomp.plotting.color_of`);
+* a table of final metrics, mean ± standard deviation over seeds;
+* the verdict — reproduced / partly / not reproduced — computed from those final numbers
+  by the experiment module's ``verdict`` rule, printed next to it.
+
+Resumable: an experiment whose ``summary.json`` exists for the same configuration is not
+rerun (its table, figures and verdict are rebuilt from the files). A failing experiment
+is recorded in the report with its error and the others still run.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from .config import load, quick_config, resolve, to_jsonable
+from .experiments._toml import CONFIG_DIR
+
+#: The source papers (``shared/papers/``), in the report's order.
+PAPERS = {
+    "seed000": "Zhang, Hu, Johansson — Composite Federated Learning with Heterogeneous Data "
+               "(ICASSP 2024)",
+    "seed001": "Bao, Crawshaw, Luo, Liu — Fast Composite Optimization and Statistical Recovery "
+               "in Federated Learning (ICML 2022)",
+    "seed002": "Zhou, Zhong, Shi, Wen, Yu — FedCanon: Non-Convex Composite Federated Learning "
+               "with Efficient Proximal Operation",
+    "seed003": "Tran-Dinh, Pham, Phan, Nguyen — FedDR: Randomized Douglas-Rachford Splitting "
+               "Algorithms for Nonconvex Federated Composite Optimization (NeurIPS 2021)",
+    "seed004": "Liang, Peng, Zhang — Gradient Tracking for High Dimensional Federated "
+               "Optimization",
+}
+
+#: Experiment name prefix → paper.
+_PAPER_OF_PREFIX = {"seed000": "seed000", "bao2022": "seed001", "fedcanon": "seed002",
+                    "prox_cost": "seed002", "feddr": "seed003", "liang2024": "seed004"}
+
+#: Figures per experiment: (file stem, x axis).
+X_AXES = (("rounds", "round"), ("floats", "floats"), ("time", "wall_s"))
+
+#: Metrics shown in the final table besides the configured ones (cost counters).
+COST_COLUMNS = ("floats_up", "wall_s")
+
+
+def paper_of(name: str) -> str:
+    """The paper key (``seed00k``) an experiment belongs to, by its name."""
+    for prefix, paper in _PAPER_OF_PREFIX.items():
+        if name.startswith(prefix):
+            return paper
+    return "other"
+
+
+def experiment_configs(config_dir: str | Path = CONFIG_DIR, only: list[str] | None = None
+                       ) -> list[tuple[str, dict[str, Any]]]:
+    """``(name, config)`` of every ``*.toml`` in ``config_dir``, in paper order.
+
+    ``only`` keeps the named experiments (an unknown name raises, listing the valid ones).
+    """
+    configs = {path.stem: load(path) for path in sorted(Path(config_dir).glob("*.toml"))}
+    if only:
+        unknown = sorted(set(only) - set(configs))
+        if unknown:
+            raise ValueError(f"unknown experiment(s) {unknown}; valid: {sorted(configs)}")
+        configs = {name: cfg for name, cfg in configs.items() if name in only}
+    order = list(PAPERS)
+    return sorted(configs.items(), key=lambda item: (
+        order.index(paper_of(item[0])) if paper_of(item[0]) in order else len(order), item[0]))
+
+
+@dataclass
+class ExperimentResult:
+    """One experiment's outcome in the report."""
+
+    name: str
+    config: dict[str, Any]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+    reused: bool = False
+    error: str = ""
+    verdict: str = ""
+    rule: str = ""
+    figures: list[str] = field(default_factory=list)
+
+
+def run_or_reuse(name: str, config: dict[str, Any], out: Path, stream: TextIO,
+                 run: Callable[..., Any] | None = None) -> ExperimentResult:
+    """Run one experiment into ``out`` unless a finished run of the same config is there.
+
+    A finished run is a ``summary.json`` beside a ``report.json`` recording the same
+    configuration; anything else in ``out`` is an interrupted or different run and is
+    rerun. Exceptions are caught and recorded (``error``), so one failure loses nothing
+    else.
+    """
+    from .experiments._runner import read_summary, run_experiment
+
+    run = run or run_experiment
+    result = ExperimentResult(name, config)
+    marker = out / "report.json"
+    wanted = json.loads(json.dumps(to_jsonable(config), default=str))
+    if marker.exists() and (out / "summary.json").exists():
+        done = json.loads(marker.read_text())
+        if done.get("config") == wanted:
+            result.rows, result.seconds, result.reused = read_summary(out), done["seconds"], True
+            return result
+    marker.unlink(missing_ok=True)
+    for stale in ("results.csv", "runs.jsonl"):  # an interrupted or different run: rerun
+        (out / stale).unlink(missing_ok=True)
+    tic = time.perf_counter()
+    try:
+        run(config, out, progress=False, stream=stream)
+        result.rows = read_summary(out)
+    except Exception as exc:  # noqa: BLE001 — recorded in the report, the others go on
+        result.error = f"{type(exc).__name__}: {exc}"
+        (out / "error.txt").write_text(traceback.format_exc())
+    result.seconds = time.perf_counter() - tic
+    if not result.error:
+        marker.write_text(json.dumps({"config": wanted, "seconds": result.seconds}, indent=1))
+    return result
+
+
+def judge(result: ExperimentResult) -> tuple[str, str]:
+    """``(verdict, rule)`` of an experiment from its final rows (the module's rule)."""
+    from .experiments import EXPERIMENTS, TIMINGS
+    from .experiments._runner import final_metrics
+
+    module = EXPERIMENTS.get(result.config.get("name", result.name))
+    if result.error:
+        return "not run (error)", ""
+    if module is None or not hasattr(module, "verdict"):
+        return "not assessed (no verdict rule)", ""
+    if result.config.get("name") in TIMINGS:
+        return module.verdict(result.rows)
+    return module.verdict(final_metrics(result.rows), resolve(result.config))
+
+
+def verdict_class(verdict: str) -> str:
+    """``reproduced`` / ``partly`` / ``not-reproduced`` / ``other`` (for styling and counts)."""
+    for word in ("reproduced", "partly", "not reproduced"):
+        if verdict.startswith(word):
+            return word.replace(" ", "-")
+    return "other"
+
+
+def _run_key(row: dict[str, Any]) -> tuple[str, str]:
+    algorithm = str(row.get("algorithm", row.get("network", "?")))
+    variant = row.get("variant")
+    return algorithm, "" if variant is None or variant != variant else str(variant)
+
+
+def table_columns(result: ExperimentResult) -> list[str]:
+    """The numeric columns of the final-metrics table."""
+    if result.config.get("kind") == "timing":
+        return [k for k in result.rows[0] if k not in ("network", "status")]
+    metrics = [m for m in resolve(result.config)["metrics"] if m != "support"]
+    return [*metrics, *COST_COLUMNS]
+
+
+def mean_std_table(result: ExperimentResult) -> tuple[list[str], list[list[str]]]:
+    """Header and rows: per run (algorithm, variant), each metric's mean ± std over seeds.
+
+    Diverged runs are counted in a last column and left out of the statistics.
+    """
+    columns = table_columns(result) if result.rows else []
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in result.rows:
+        groups.setdefault(_run_key(row), []).append(row)
+    variants = any(key[1] for key in groups)
+    header = ["algorithm", *(["variant"] if variants else []), "seeds", *columns, "diverged"]
+    body = []
+    for (algorithm, variant), rows in groups.items():
+        ok = [r for r in rows if r.get("status", "ok") == "ok"]
+        cells = [algorithm, *([variant] if variants else []), str(len(rows))]
+        for column in columns:
+            values = np.array([float(r[column]) for r in ok
+                               if isinstance(r.get(column), int | float)], dtype=float)
+            cells.append(format_mean_std(values))
+        cells.append(str(len(rows) - len(ok)))
+        body.append(cells)
+    return header, body
+
+
+def format_mean_std(values: np.ndarray) -> str:
+    """``mean ± std`` (population std over seeds; just the value for one seed; "—" if none)."""
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return "—"
+    mean = float(values.mean())
+    if values.size == 1:
+        return _number(mean)
+    return f"{_number(mean)} ± {_number(float(values.std()))}"
+
+
+def _number(value: float) -> str:
+    if value == 0 or (abs(value) >= 1e-2 and abs(value) < 1e5):
+        return f"{value:.4g}"
+    return f"{value:.3e}"
+
+
+def main_metric(config: dict[str, Any]) -> str:
+    """The metric of an experiment's figures: optimality when there is an x*, else its first."""
+    metrics = resolve(config)["metrics"]
+    return "optimality" if "optimality" in metrics else metrics[0]
+
+
+def draw_figures(result: ExperimentResult, out: Path) -> list[str]:
+    """Write the experiment's figures into ``out``; their file names."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from .plotting import plot_results, read_results
+
+    if result.error or result.config.get("kind") == "timing":
+        return draw_timing_figure(result, out) if not result.error else []
+    rows = read_results(out / "results.csv")
+    names = []
+    metric = main_metric(result.config)
+    for stem, x_axis in X_AXES:
+        if x_axis == "floats" and not any(r.get("floats_up", 0) for r in rows):
+            continue  # nothing communicated (e.g. all gossip counters zero)
+        name = f"fig_{metric}_{stem}.png"
+        plot_results(out / "results.csv", out / name, metric=metric, x_axis=x_axis,
+                     title=f"{result.name}: {metric}")
+        names.append(name)
+    for extra in ("test_accuracy", "l2_error", "support_f1", "prox_grad_norm"):
+        if extra != metric and extra in resolve(result.config)["metrics"]:
+            name = f"fig_{extra}_rounds.png"
+            plot_results(out / "results.csv", out / name, metric=extra, x_axis="round",
+                         title=f"{result.name}: {extra}", fallback=False)
+            names.append(name)
+    return names
+
+
+def draw_timing_figure(result: ExperimentResult, out: Path) -> list[str]:
+    """Bars of prox time / forward-backward time per network and penalty (log scale)."""
+    import matplotlib.pyplot as plt
+
+    rows = result.rows
+    ratios = [k for k in rows[0] if k.endswith("_ratio")]
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    width = 0.8 / max(1, len(ratios))
+    for j, key in enumerate(ratios):
+        xs = np.arange(len(rows)) + j * width
+        ax.bar(xs, [float(r[key]) for r in rows], width, label=key.removesuffix("_ratio"))
+    ax.set_xticks(np.arange(len(rows)) + width * (len(ratios) - 1) / 2,
+                  [str(r["network"]) for r in rows])
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_yscale("log")
+    ax.set_ylabel("prox time / forward-backward time (ratio)")
+    ax.set_title(f"{result.name}: one prox vs one forward-backward pass")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "fig_ratios.png", dpi=110)
+    plt.close(fig)
+    return ["fig_ratios.png"]
+
+
+def run_report(out_dir: str | Path, *, quick: bool = False, only: list[str] | None = None,
+               seeds: list[int] | None = None, config_dir: str | Path = CONFIG_DIR,
+               configs: list[tuple[str, dict[str, Any]]] | None = None,
+               stream: TextIO | None = None) -> list[ExperimentResult]:
+    """Run (or reuse) every experiment and write ``index.html`` and ``report.md``.
+
+    Parameters
+    ----------
+    out_dir : path
+        The report directory; experiment ``NAME`` runs into ``out_dir/NAME``.
+    quick : bool
+        Apply each config's ``[quick]`` reductions (:func:`fedcomp.config.quick_config`).
+    only : list of str, optional
+        Experiment names to include (default: every config).
+    seeds : list of int, optional
+        Overrides every config's seeds.
+    config_dir : path
+        Where the ``*.toml`` configs are (default: the repository's ``configs/``).
+    configs : list of (name, config), optional
+        The experiments themselves instead of ``config_dir``'s files.
+    stream : text stream, optional
+        Progress and the experiments' tables (default: stderr).
+
+    Returns
+    -------
+    list of ExperimentResult
+    """
+    stream = stream or sys.stderr
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    selected = configs if configs is not None else experiment_configs(config_dir, only)
+    results: list[ExperimentResult] = []
+    started = time.perf_counter()
+    for index, (name, raw) in enumerate(selected):
+        config = quick_config(raw) if quick else {k: v for k, v in raw.items() if k != "quick"}
+        if seeds is not None:
+            config["seeds"] = list(seeds)
+        elapsed = time.perf_counter() - started
+        done = sum(not r.reused for r in results)
+        eta = f", ETA {elapsed / done * (len(selected) - index):.0f}s" if done else ""
+        print(f"[{index + 1}/{len(selected)}] {name} (elapsed {elapsed:.0f}s{eta})",
+              file=stream, flush=True)
+        (out / name).mkdir(exist_ok=True)
+        with open(out / name / "log.txt", "w") as log:
+            result = run_or_reuse(name, config, out / name, log)
+        if not result.error:
+            try:
+                result.verdict, result.rule = judge(result)
+                result.figures = draw_figures(result, out / name)
+            except Exception as exc:  # noqa: BLE001 — a broken rule or figure is reported
+                result.error = f"{type(exc).__name__}: {exc}"
+        if result.error:
+            result.verdict = "not run (error)"
+        state = "reused" if result.reused else f"{result.seconds:.0f}s"
+        print(f"    {state}: {result.error or result.verdict}", file=stream, flush=True)
+        results.append(result)
+        write_report(out, results, quick, time.perf_counter() - started)  # after each one
+    return results
+
+
+def _claim(config: dict[str, Any]) -> str:
+    return str(config.get("claim") or config.get("description") or "")
+
+
+def write_report(out: Path, results: list[ExperimentResult], quick: bool,
+                 seconds: float) -> None:
+    """Write ``index.html`` and ``report.md`` for ``results``."""
+    (out / "report.md").write_text(markdown_report(results, quick, seconds))
+    (out / "index.html").write_text(html_report(results, quick, seconds))
+
+
+def _by_paper(results: list[ExperimentResult]) -> dict[str, list[ExperimentResult]]:
+    papers: dict[str, list[ExperimentResult]] = {}
+    for result in results:
+        papers.setdefault(paper_of(result.name), []).append(result)
+    return papers
+
+
+def _scale(quick: bool) -> str:
+    return ("reduced sizes (`--quick`: each config's [quick] overrides)" if quick
+            else "full sizes (the configs as written)")
+
+
+def markdown_report(results: list[ExperimentResult], quick: bool, seconds: float) -> str:
+    """The report as Markdown (images linked relative to the report directory)."""
+    lines = ["# fedcomp reproduction report", "",
+             f"{len(results)} experiments at {_scale(quick)}; {seconds:.0f} s in all.", "",
+             "| experiment | paper | verdict | time (s) |", "|---|---|---|---:|"]
+    for r in results:
+        lines.append(f"| [{r.name}](#{r.name}) | {paper_of(r.name)} | {r.verdict} | "
+                     f"{r.seconds:.0f}{' (reused)' if r.reused else ''} |")
+    for paper, group in _by_paper(results).items():
+        lines += ["", f"## {paper}: {PAPERS.get(paper, 'other experiments')}"]
+        for r in group:
+            lines += ["", f"### {r.name}", "", f"**Claim.** {_claim(r.config)}", ""]
+            if r.error:
+                lines += [f"**Error.** `{r.error}` (traceback in `{r.name}/error.txt`)"]
+                continue
+            lines += [f"**Verdict: {r.verdict}.** Rule: {r.rule}", ""]
+            lines += [f"![{r.name} {fig}]({r.name}/{fig})" for fig in r.figures]
+            header, body = mean_std_table(r)
+            lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+            lines += ["| " + " | ".join(row) + " |" for row in body]
+    return "\n".join(lines) + "\n"
+
+
+_CSS = """
+body { font-family: sans-serif; max-width: 1200px; margin: 2em auto; padding: 0 1em;
+       color: #222; }
+table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.85em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+.figures img { max-width: 100%; margin: 0.3em 0; display: block; }
+.claim { background: #f5f5f5; padding: 0.5em 0.8em; border-left: 4px solid #888; }
+.verdict { font-weight: bold; }
+.reproduced { color: #1a7f37; } .partly { color: #9a6700; }
+.not-reproduced, .error { color: #cf222e; } .other { color: #555; }
+.rule { color: #555; font-size: 0.9em; }
+"""
+
+
+def _html_table(header: list[str], body: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    rows = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+                   for row in body)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+
+
+def html_report(results: list[ExperimentResult], quick: bool, seconds: float) -> str:
+    """The report as one self-contained HTML page (no scripts, no external resources)."""
+    esc = html.escape
+    summary = _html_table(["experiment", "paper", "verdict", "time (s)"], [
+        [r.name, paper_of(r.name), r.verdict,
+         f"{r.seconds:.0f}{' (reused)' if r.reused else ''}"] for r in results])
+    parts = ["<!DOCTYPE html>", "<html lang='en'><head><meta charset='utf-8'>",
+             "<title>fedcomp reproduction report</title>", f"<style>{_CSS}</style></head><body>",
+             "<h1>fedcomp reproduction report</h1>",
+             f"<p>{len(results)} experiments at {esc(_scale(quick))}; {seconds:.0f} s in all. "
+             "Figures: median over seeds, min–max spread shaded; one color per algorithm "
+             "throughout.</p>", summary]
+    for paper, group in _by_paper(results).items():
+        parts.append(f"<h2>{esc(paper)}: {esc(PAPERS.get(paper, 'other experiments'))}</h2>")
+        for r in group:
+            parts.append(f"<h3 id='{esc(r.name)}'>{esc(r.name)}</h3>")
+            parts.append(f"<p class='claim'><b>Claim.</b> {esc(_claim(r.config))}</p>")
+            if r.error:
+                parts.append(f"<p class='error'><b>Error.</b> {esc(r.error)} (traceback in "
+                             f"{esc(r.name)}/error.txt)</p>")
+                continue
+            css = verdict_class(r.verdict)
+            parts.append(f"<p><span class='verdict {css}'>Verdict: {esc(r.verdict)}</span>"
+                         f"<br><span class='rule'>Rule: {esc(r.rule)}</span></p>")
+            figures = "".join(f"<img src='{esc(r.name)}/{esc(fig)}' alt='{esc(r.name)} "
+                              f"{esc(fig)}'>" for fig in r.figures)
+            parts.append(f"<div class='figures'>{figures}</div>")
+            parts.append(_html_table(*mean_std_table(r)))
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def exit_status(results: list[ExperimentResult]) -> int:
+    """0 when every experiment ran, 1 when any failed."""
+    return int(any(r.error for r in results))
+
+
+__all__ = ["PAPERS", "ExperimentResult", "draw_figures", "experiment_configs", "exit_status",
+           "format_mean_std", "html_report", "judge", "markdown_report", "mean_std_table",
+           "paper_of", "run_or_reuse", "run_report", "verdict_class", "write_report"]

@@ -1,0 +1,218 @@
+"""``fedcomp report``: experiments run (or reused) and assembled into index.html / report.md."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedcomp import report as rep
+from fedcomp.config import ConfigError, quick_config, resolve
+from fedcomp.experiments import EXPERIMENTS, seed000
+from fedcomp.plotting import COLORS, color_of, results_figure
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+
+
+def tiny_seed000(rounds: int = 20) -> dict:
+    """Seed 000 on 4 clients × 50 samples, two seeds, two gradient modes."""
+    cfg = copy.deepcopy(seed000.CONFIG)
+    cfg.update(rounds=rounds, eval_every=5, seeds=[0, 1], reference={"tol": 1e-10})
+    cfg["data"] = {**cfg["data"], "n_clients": 4, "samples_per_client": 50}
+    cfg["algorithms"] = [a for a in cfg["algorithms"] if a["name"] in ("za1", "fedmid", "fedda")]
+    return cfg
+
+
+def broken() -> dict:
+    """A config that passes to the runner and fails there (an unknown loss)."""
+    cfg = tiny_seed000()
+    cfg["name"] = "broken"
+    cfg["problem"] = {"loss": "hinge"}
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def report_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    results = rep.run_report(out, configs=[("seed000", tiny_seed000()), ("broken", broken())],
+                             stream=io.StringIO())
+    return out, results
+
+
+@pytest.mark.parametrize("path", sorted(CONFIG_DIR.glob("*.toml")), ids=lambda p: p.stem)
+def test_every_config_has_valid_quick_settings(path):
+    from fedcomp.config import load
+
+    raw = load(path)
+    assert raw.get("quick", {}).get("set"), f"{path.name} has no [quick] table"
+    quick = quick_config(raw)
+    assert "quick" not in quick
+    if quick.get("kind") != "timing":
+        resolved = resolve(quick)
+        # the quick run is smaller: never more rounds than the full one
+        assert resolved["rounds"] <= resolve(raw)["rounds"]
+
+
+def test_quick_table_errors_name_the_fix():
+    with pytest.raises(ConfigError, match="quick.set must be a list"):
+        quick_config({"quick": {"set": "rounds=5"}})
+    with pytest.raises(ConfigError, match="quick must be a table"):
+        quick_config({"quick": {"rounds": 5}})
+
+
+def test_report_files_verdict_and_tables(report_dir):
+    out, results = report_dir
+    assert (out / "index.html").exists() and (out / "report.md").exists()
+    ok, bad = results
+    assert not ok.error and ok.figures
+    for fig in ok.figures:
+        assert (out / "seed000" / fig).stat().st_size > 0
+    # the verdict is the module's rule applied to the final rows written to summary.json
+    from fedcomp.experiments._runner import final_metrics, read_summary
+
+    expected = seed000.verdict(final_metrics(read_summary(out / "seed000")))
+    assert (ok.verdict, ok.rule) == expected
+    md = (out / "report.md").read_text()
+    assert f"Verdict: {ok.verdict}." in md and expected[1] in md
+    assert seed000.CLAIM in md and rep.PAPERS["seed000"] in md
+    page = (out / "index.html").read_text()
+    assert "<img src='seed000/" in page and "Verdict: " in page
+
+
+def test_mean_and_std_come_from_the_seeds(report_dir):
+    out, results = report_dir
+    header, body = rep.mean_std_table(results[0])
+    rows = json.loads((out / "seed000" / "summary.json").read_text())
+    za1 = [r["optimality"] for r in rows if r["algorithm"] == "za1_full"]
+    assert len(za1) == 2
+    line = next(b for b in body if b[0] == "za1_full")
+    assert line[header.index("seeds")] == "2"
+    cell = line[header.index("optimality")]
+    assert cell == rep.format_mean_std(np.array(za1))
+    mean, std = (float(v) for v in cell.split(" ± "))
+    assert mean == pytest.approx(np.mean(za1), rel=1e-3)
+    assert std == pytest.approx(np.std(za1), rel=1e-3, abs=1e-300)
+
+
+def test_failed_experiment_is_reported_and_the_others_kept(report_dir):
+    out, results = report_dir
+    bad = results[1]
+    assert "hinge" in bad.error and bad.verdict == "not run (error)"
+    assert "hinge" in (out / "broken" / "error.txt").read_text()
+    assert "not run (error)" in (out / "report.md").read_text()
+    assert rep.exit_status(results) == 1
+
+
+def test_finished_experiments_are_reused_not_rerun(report_dir, tmp_path):
+    out, _ = report_dir
+    copy_dir = tmp_path / "again"
+    shutil.copytree(out, copy_dir)
+    before = (copy_dir / "seed000" / "results.csv").stat().st_mtime_ns
+    results = rep.run_report(copy_dir, configs=[("seed000", tiny_seed000())],
+                             stream=io.StringIO())
+    assert results[0].reused
+    assert (copy_dir / "seed000" / "results.csv").stat().st_mtime_ns == before
+    # a different config is not "the same results": it runs again
+    results = rep.run_report(copy_dir, configs=[("seed000", tiny_seed000(rounds=10))],
+                             stream=io.StringIO())
+    assert not results[0].reused
+    assert (copy_dir / "seed000" / "results.csv").stat().st_mtime_ns != before
+
+
+def test_experiments_are_grouped_by_paper_in_order():
+    names = [name for name, _ in rep.experiment_configs()]
+    assert names[0] == "seed000" and set(names) == {p.stem for p in CONFIG_DIR.glob("*.toml")}
+    papers = [rep.paper_of(n) for n in names]
+    assert papers == sorted(papers)  # seed000, seed001, ... each paper's experiments together
+    assert set(papers) <= set(rep.PAPERS)
+    assert set(names) <= set(EXPERIMENTS)  # every config has a module with its verdict rule
+    with pytest.raises(ValueError, match="unknown experiment.*valid: .*seed000"):
+        rep.experiment_configs(only=["seed999"])
+
+
+def test_each_algorithm_has_one_color_everywhere():
+    from fedcomp.algorithms import ALGORITHMS, DECENTRALIZED
+
+    names = [*ALGORITHMS, *DECENTRALIZED]
+    colors = [color_of(n) for n in names]
+    assert len(set(colors)) == len(names)  # distinct
+    assert all(color_of(n) == COLORS[n] for n in COLORS)  # the seed-000 colors are kept
+
+
+def test_figures_shade_the_seed_spread_and_label_units(report_dir):
+    from matplotlib.collections import PolyCollection
+
+    out, _ = report_dir
+    fig = rep_figure(out / "seed000" / "results.csv", "floats")
+    ax = fig.axes[0]
+    assert any(isinstance(c, PolyCollection) for c in ax.collections)  # two seeds → a band
+    assert ax.get_xlabel() == "floats communicated (up + down)"
+    assert ax.get_yscale() == "log" and "x*" in ax.get_ylabel()
+    lines = {line.get_label(): line.get_color() for line in ax.get_lines()}
+    assert lines["za1_full"] == color_of("za1")
+
+
+def rep_figure(path, x_axis):
+    import matplotlib.pyplot as plt
+
+    fig = results_figure(path, "optimality", x_axis)
+    plt.close(fig)
+    return fig
+
+
+def test_report_renders_in_headless_chromium(report_dir):
+    """Every image of index.html loads and the browser logs no error."""
+    webdriver = pytest.importorskip("selenium.webdriver")
+    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
+    if not chromium or not driver_path:
+        pytest.skip("Debian chromium and chromium-driver are not installed (.ci/run installs "
+                    "them: apt-get install chromium chromium-driver)")
+    out, _ = report_dir
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--allow-file-access-from-files"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    from selenium.webdriver.chrome.service import Service
+
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    try:
+        driver.get((out / "index.html").resolve().as_uri())
+        images = driver.execute_script(
+            "return Array.from(document.images).map("
+            "i => [i.getAttribute('src'), i.complete, i.naturalWidth]);")
+        logs = driver.get_log("browser")
+    finally:
+        driver.quit()
+    assert len(images) >= 3
+    broken_images = [src for src, complete, width in images if not complete or width == 0]
+    assert not broken_images
+    assert not [entry for entry in logs if entry["level"] == "SEVERE"], logs
+
+
+def test_cli_report_only_and_unknown_name(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "fedcomp", "report", "--out", str(tmp_path),
+                             "--only", "seed999"], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "unknown experiment(s) ['seed999']" in result.stderr and "seed000" in result.stderr
+
+
+@pytest.mark.slow
+def test_quick_report_of_every_config(tmp_path):
+    """The whole ``fedcomp report --quick``: every config runs and gets a verdict."""
+    result = subprocess.run([sys.executable, "-m", "fedcomp", "report", "--quick", "--out",
+                             str(tmp_path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    md = (tmp_path / "report.md").read_text()
+    for path in CONFIG_DIR.glob("*.toml"):
+        assert f"### {path.stem}" in md
+        assert (tmp_path / path.stem / "summary.json").exists()
+    assert "not run (error)" not in md and "not assessed" not in md
