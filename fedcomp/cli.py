@@ -1,4 +1,5 @@
-"""The ``fedcomp`` command line: ``run``, ``report``, ``list``, ``plot``, ``data``, ``flower``.
+"""The ``fedcomp`` command line: ``run``, ``report``, ``list``, ``plot``, ``data``, ``flower``,
+``bench``.
 
 ``fedcomp run`` with no configuration runs the built-in default, the seed-000 comparison
 (ZA1 vs FedMiD vs FedDA, full gradients and minibatches), prints the table and writes
@@ -302,6 +303,32 @@ def _add_flower(sub: Any) -> None:
     local.set_defaults(func=cmd_flower_local)
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Run ``benchmarks/run.py`` of the source checkout with the remaining arguments."""
+    import importlib.util
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "run.py"
+    if not script.exists():
+        raise ValueError(f"fedcomp bench needs a source checkout ({script} is missing); "
+                         "clone the repository and install it with pip install -e .")
+    spec = importlib.util.spec_from_file_location("fedcomp_bench_run", script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return int(module.main(args.bench_args))
+
+
+def _add_bench(sub: Any) -> None:
+    # prefix_chars="+": every "-..." argument goes through to benchmarks/run.py untouched
+    bench = sub.add_parser("bench", add_help=False, prefix_chars="+",
+                           help="ms per round on every engine (simulator NumPy/torch, "
+                                "per-client loop, JAX, Flower), scaling, peak memory",
+                           description="Forwards its arguments to benchmarks/run.py "
+                                       "(fedcomp bench --help lists them).")
+    bench.add_argument("bench_args", nargs=argparse.REMAINDER)
+    bench.set_defaults(func=cmd_bench)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fedcomp", description="Composite federated optimization: simulate, compare, plot.")
@@ -385,6 +412,7 @@ output and resume:
     plot.set_defaults(func=cmd_plot)
     _add_data(sub)
     _add_flower(sub)
+    _add_bench(sub)
     return parser
 
 

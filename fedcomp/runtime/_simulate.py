@@ -224,6 +224,8 @@ class ClientSettings(NamedTuple):
     block_size: int
     #: the counted client prox (``ClientContext.prox``)
     prox: Any
+    #: directory of the memory-mapped client states (``None``: states stay in memory)
+    state_dir: Any = None
 
 
 class LocalClients:
@@ -238,8 +240,11 @@ class LocalClients:
 
     def __init__(self, algorithm: FederatedAlgorithm, problem: Problem, client_states: Any,
                  counters: Counters, settings: ClientSettings) -> None:
-        self.algorithm, self.problem, self.client_states = algorithm, problem, client_states
-        self.counters, self.settings = counters, settings
+        self.algorithm, self.problem, self.counters, self.settings = (
+            algorithm, problem, counters, settings)
+        self.on_disk = settings.state_dir is not None
+        self.client_states, self.maps = (states_to_disk(client_states, settings.state_dir)
+                                         if self.on_disk else (client_states, []))
 
     def run_round(self, round_: int, message: Any, participants: np.ndarray) -> Any:
         problem, s = self.problem, self.settings
@@ -250,12 +255,85 @@ class LocalClients:
             ctx = ClientContext(oracle, s.prox, round_, oracle.client_ids,
                                 asarray_like(problem.weights[oracle.client_ids], like),
                                 problem.n_clients)
-            upload, states = self.algorithm.client_update(
-                message, _gather(self.client_states, block), ctx)
+            gathered = _gather(self.client_states, block)
+            if self.on_disk:  # one block in memory at a time; nothing aliases the files
+                gathered = type(gathered)(*(np.array(f) for f in gathered))
+            upload, states = self.algorithm.client_update(message, gathered, ctx)
             uploads.append(upload)
-            new_states.append(states)
-        self.client_states = _scatter(self.client_states, participants, _concat(new_states))
+            if self.on_disk:
+                # each client's state is read only by its own block, so writing a block back
+                # before the next one runs gives the same result as scattering at the end
+                _write_rows(self.client_states, block, states)
+                _release(self.maps)
+            else:
+                new_states.append(states)
+        if not self.on_disk:
+            self.client_states = _scatter(self.client_states, participants, _concat(new_states))
         return _concat(uploads)
+
+
+def states_to_disk(states: Any, state_dir: Any) -> tuple[Any, list[Any]]:
+    """The stacked client states as memory-mapped ``.npy`` files in ``state_dir``.
+
+    Parameters
+    ----------
+    states : NamedTuple of NumPy arrays
+        Client states stacked on axis 0, as ``algorithm.init`` returns them.
+    state_dir : path
+        Directory for one ``<field>.npy`` per state field (created if missing;
+        existing files of the same names are overwritten).
+
+    Returns
+    -------
+    states : NamedTuple of ndarray
+        The same fields, as views of the files' memory maps.
+    maps : list of mmap.mmap
+        The maps, for :func:`_release` to drop their pages from the resident memory.
+    """
+    import mmap
+    from pathlib import Path
+
+    from numpy.lib.format import open_memmap
+
+    if len(states) == 0:
+        return states, []
+    if not all(isinstance(f, np.ndarray) for f in states):
+        raise ValueError("client_state='disk' needs NumPy client states; use the numpy backend "
+                         "or client_state='memory'")
+    folder = Path(state_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    fields, maps = [], []
+    for name, field in zip(states._fields, states, strict=True):
+        path = folder / f"{name}.npy"
+        header = open_memmap(path, mode="w+", dtype=field.dtype, shape=field.shape)
+        offset = header.offset
+        del header
+        # our own map (not np.memmap's private one), so that _release can madvise it
+        with path.open("r+b") as fh:
+            mapped = mmap.mmap(fh.fileno(), 0)
+        view = np.ndarray(field.shape, dtype=field.dtype, buffer=mapped, offset=offset)
+        view[...] = field
+        fields.append(view)
+        maps.append(mapped)
+    _release(maps)
+    return type(states)(*fields), maps
+
+
+def _release(maps: list[Any]) -> None:
+    """Write the maps' dirty pages to their files and drop them from the resident memory
+    (the data stay in the files and the page cache; the next access reads them back)."""
+    import mmap
+
+    for mapped in maps:
+        mapped.flush()
+        if hasattr(mapped, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+            mapped.madvise(mmap.MADV_DONTNEED)
+
+
+def _write_rows(full: Any, clients: slice | np.ndarray, rows: Any) -> None:
+    """Write a block's new states into the (file-backed) stacked states, in place."""
+    for f, r in zip(full, rows, strict=True):
+        f[clients, ...] = to_numpy(r)
 
 
 def simulate(
@@ -278,6 +356,8 @@ def simulate(
     clients: Any = None,
     sampling: Any = None,
     compute_times: Any = None,
+    client_state: str = "memory",
+    state_dir: Any = None,
 ) -> RunResult:
     """Run a federated algorithm on a problem in one process, clients vectorised in blocks.
 
@@ -323,6 +403,15 @@ def simulate(
     compute_times : ComputeTimes or dict, optional
         Each client's compute-time distribution (see :class:`ComputeTimes`): rows then get a
         ``sim_time`` column, a round lasting as long as its slowest participant.
+    client_state : {"memory", "disk"}, default "memory"
+        Where the stacked client states live. ``"disk"`` keeps them in memory-mapped
+        ``.npy`` files under ``state_dir``, reads one block of clients at a time and drops
+        its pages from memory after writing it back, for client states that do not fit in
+        RAM (NumPy backend; same iterates, bit for bit; the states' share of the peak memory
+        then grows with ``client_block``, not ``n_clients``).
+    state_dir : path, optional
+        Directory of the state files for ``client_state="disk"`` (default: a fresh
+        temporary directory, removed after the run).
 
     Returns
     -------
@@ -387,9 +476,21 @@ def simulate(
     like = problem.data.features
     clock = None if compute_times is None else ComputeTimes.build(compute_times, problem.n_clients)
     sim_time = 0.0
+    if client_state not in ("memory", "disk"):
+        raise ValueError(f"client_state must be 'memory' or 'disk' (got {client_state!r})")
+    if client_state == "disk" and clients is not None:
+        raise ValueError("client_state='disk' applies to the in-process simulator; a custom "
+                         "executor (clients=...) keeps its own client state")
+    scratch = None
+    if client_state == "disk" and state_dir is None:
+        import tempfile
+
+        scratch = tempfile.TemporaryDirectory(prefix="fedcomp-states-")
+        state_dir = scratch.name
     run_clients = (LocalClients if clients is None else clients)(
         algorithm, problem, client_states, counters,
-        ClientSettings(seed, batch_size, block_size, client_prox))
+        ClientSettings(seed, batch_size, block_size, client_prox,
+                       state_dir if client_state == "disk" else None))
 
     def step(r: int, participants: np.ndarray) -> None:
         nonlocal server_state, sim_time
@@ -418,6 +519,8 @@ def simulate(
         if (r + 1) % eval_every == 0 or r + 1 == rounds:
             record(r + 1)
         bar.update(r + 1)
+    if scratch is not None:  # the returned maps stay readable (POSIX unlinks lazily)
+        scratch.cleanup()
     return RunResult(algorithm.output(server_state), history, server_state,
                      getattr(run_clients, "client_states", None), counters)
 

@@ -1,0 +1,113 @@
+"""The benchmark's functions at tiny sizes, and ``simulate(client_state="disk")``.
+
+No timing assertions: performance claims live in ``docs/BENCHMARKS.md``, not in tests.
+"""
+
+import importlib.util
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedcomp import simulate
+from fedcomp.algorithms import make_algorithm
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_run", ROOT / "benchmarks" / "run.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _bench()
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return bench.build(bench.config(8, 10, rounds=3))
+
+
+def test_engine_rows_tiny():
+    rows = bench.engine_rows(6, 5, rounds=2, repeats=1, engines=["loop", "numpy", "torch"])
+    engines = [r["engine"] for r in rows]
+    assert engines[:2] == ["loop", "numpy"]
+    assert all(r["size"] == "6x5" for r in rows)
+    for r in rows:
+        assert math.isfinite(r["ms"]) and r["ms"] > 0
+        assert math.isfinite(r["ratio"]) and r["ratio"] > 0
+        assert r["max_diff"] < 1e-10  # every engine computes the loop's iterate
+    table = bench.engine_table(rows)
+    assert table.count("\n") == len(rows) + 1 and "| 6x5 | numpy |" in table
+
+
+def test_scaling_rows_tiny():
+    rows = bench.scaling_rows(1, 1, clients=(4, 8), features=(6,), fixed_d=6, fixed_clients=4)
+    assert [(r["axis"], r["n_clients"], r["d"]) for r in rows] == [
+        ("clients", 4, 6), ("clients", 8, 6), ("d", 4, 6)]
+    assert all(r["ms"] > 0 and math.isfinite(r["us_per_client"]) for r in rows)
+
+
+def test_write_section_replaces_between_markers(tmp_path):
+    doc = tmp_path / "B.md"
+    doc.write_text("# Bench\n\nkept\n")
+    bench.write_section(doc, "first")
+    bench.write_section(doc, "second")
+    text = doc.read_text()
+    assert text.startswith("# Bench\n\nkept\n") and "second" in text and "first" not in text
+    assert text.count(bench.MARK_START) == 1
+
+
+def test_parse_sizes():
+    assert bench.parse_sizes("30x60, 100X1024") == [(30, 60), (100, 1024)]
+
+
+def test_jax_round_equals_simulator(tiny):
+    pytest.importorskip("jax")
+    x_jax = bench.jax_za1(tiny)(3)
+    x_sim = simulate(bench._algorithm(), tiny, 3, metrics=[], progress=False).x
+    np.testing.assert_allclose(x_jax, x_sim, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("name, params, per_round", [
+    ("za1", dict(client_lr=0.1, local_steps=3), None),
+    ("scaffold", dict(client_lr=0.1, local_steps=3), 5),  # non-contiguous blocks
+])
+def test_disk_states_equal_memory_states(tiny, tmp_path, name, params, per_round):
+    def run(**kw):
+        return simulate(make_algorithm(name, **params), tiny, 4, client_block=3, metrics=[],
+                        clients_per_round=per_round, progress=False, **kw)
+
+    memory = run()
+    disk = run(client_state="disk", state_dir=tmp_path)
+    assert np.array_equal(memory.x, disk.x)
+    for a, b in zip(memory.client_states, disk.client_states, strict=True):
+        assert np.array_equal(a, b)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        f"{f}.npy" for f in memory.client_states._fields)
+    scratch = run(client_state="disk")  # a temporary directory
+    assert np.array_equal(memory.x, scratch.x)
+
+
+def test_client_state_is_checked(tiny):
+    with pytest.raises(ValueError, match="client_state"):
+        simulate(bench._algorithm(), tiny, 1, client_state="ram", metrics=[])
+
+
+def test_disk_states_use_less_memory():
+    # ZA1 at 2000 clients x d = 2000: two state arrays of 32 MB each
+    memory, disk = (bench.peak_rss(2000, 2000, 1, mode, batch_size=1,
+                                   generator="liang_sparse_linear") for mode in ("memory", "disk"))
+    assert disk["delta_mb"] < memory["delta_mb"] - 32
+
+
+def test_cli_bench_quick(capsys):
+    from fedcomp.cli import main
+
+    assert main(["bench", "--quick", "--no-scaling", "--no-memory", "--engines",
+                 "loop,numpy"]) == 0
+    out = capsys.readouterr().out
+    assert "| 8x10 | loop |" in out and "| 8x10 | numpy |" in out
