@@ -9,6 +9,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -31,26 +33,67 @@ def _load_config(spec: str | None) -> dict[str, Any]:
     return load(spec)
 
 
+def default_jobs(n_tasks: int) -> int:
+    """Worker processes by default: one per (setting, seed), at most one per core."""
+    return max(1, min(n_tasks, os.cpu_count() or 1))
+
+
+def resume_command(argv: list[str]) -> str:
+    """The command line that resumes ``argv`` (a ``run``'s arguments)."""
+    args = [a for a in argv if a != "--resume"]
+    return "fedcomp " + " ".join(shlex.quote(a) for a in [*args, "--resume"])
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    from .config import apply_override, parse_seeds
-    from .experiments import run_experiment
+    from .config import apply_override, parse_seeds, resolve
+    from .experiments import expand_sweep, parse_sweep, run_experiment
 
     config = _load_config(args.config)
     for assignment in args.set or []:
         config = apply_override(config, assignment)
     seeds = parse_seeds(args.seeds) if args.seeds else None
+    sweep = [parse_sweep(s) for s in args.sweep or []]
     out = Path(args.out) if args.out else Path("runs") / (
         f"{config.get('name', 'run')}-{time.strftime('%Y%m%d-%H%M%S')}")
-    if (out / "results.csv").exists():
-        print(f"error: {out}/results.csv already exists; pass another --out or remove it",
-              file=sys.stderr)
+    if (out / "results.csv").exists() and not args.resume:
+        print(f"error: {out}/results.csv already exists; pass another --out, remove it, or "
+              "--resume to finish an interrupted run", file=sys.stderr)
         return 2
-    print(f"fedcomp {__version__}: running {config.get('name', '?')} -> {out}", file=sys.stderr)
-    summary = run_experiment(config, out, seeds=seeds, progress=not args.quiet and "auto")
+    jobs = args.jobs
+    if jobs is None:
+        n_seeds = len(seeds) if seeds is not None else len(
+            config.get("seeds", [0]) if config.get("kind") != "timing" else [0])
+        n_points = len(expand_sweep(config, sweep)) if sweep else 1
+        n_variants = max(1, len(config.get("variants") or []))
+        jobs = 1 if config.get("kind") == "timing" else default_jobs(
+            n_seeds * n_points * n_variants)
+    elif jobs < 1:
+        print(f"error: --jobs must be at least 1 (got {jobs})", file=sys.stderr)
+        return 2
+    if config.get("kind") != "timing":
+        resolve(config)  # a bad config fails before anything is written
+    print(f"fedcomp {__version__}: running {config.get('name', '?')} -> {out}"
+          f"{f' ({jobs} processes)' if jobs > 1 else ''}", file=sys.stderr)
+    try:
+        summary = run_experiment(config, out, seeds=seeds, progress=not args.quiet and "auto",
+                                 sweep=sweep, jobs=jobs, resume=args.resume)
+    except KeyboardInterrupt:
+        argv = args.argv if args.argv is not None else sys.argv[1:]
+        print(f"\ninterrupted: finished runs are kept in {out}/ (results.csv, runs.jsonl); "
+              f"resume with\n  {resume_command(argv)}", file=sys.stderr)
+        return 130
     print(f"results written to {out}/ (results.csv, config.json, models/, summary.md"
           f"{', plot.png' if (out / 'plot.png').exists() else ''})", file=sys.stderr)
     failed = [r for r in summary if r.get("status", "ok") != "ok"]
     return 1 if failed else 0
+
+
+def cmd_best(args: argparse.Namespace) -> int:
+    from .experiments import best_settings, best_table
+
+    best = best_settings(args.dir, args.metric, mode=args.mode, aggregate=args.aggregate)
+    print(best_table(best, args.metric))
+    return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -292,8 +335,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"fedcomp {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    run = sub.add_parser("run", help="run an experiment (default: the seed-000 comparison)",
-                         description="Run an experiment from a TOML config or a built-in name.")
+    run = sub.add_parser(
+        "run", help="run an experiment (default: the seed-000 comparison)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run an experiment from a TOML config or a built-in name.",
+        epilog="""\
+seeds, jobs, sweeps:
+  --seeds 0:5 runs the seeds in separate processes (default --jobs = min(seeds x settings,
+  cores); each worker gets cores/jobs BLAS/torch threads); the numbers equal a --jobs 1 run.
+  --sweep algorithm.client_lr=0.01,0.1 --sweep rounds=50,100 runs the grid (Cartesian
+  product); algorithm.PARAM sets PARAM on every algorithm that accepts it,
+  algorithms.NAME.PARAM on one. The swept keys are columns of results.csv and of the
+  summary; 'fedcomp best DIR --metric optimality' picks the best setting per algorithm.
+
+output and resume:
+  each finished run's rows are appended to DIR/results.csv and the run is recorded in
+  DIR/runs.jsonl. After a crash or Ctrl-C, the same command with --resume runs only what
+  is missing (the config and sweep must match; more seeds may be added).
+  Progress: one line per finished run (runs done/total, elapsed, ETA) on stderr, and with
+  --jobs 1 on a terminal the per-run rounds/s line; --quiet prints neither.""")
     run.add_argument("config", nargs="?", help="CONFIG.toml or a built-in experiment name "
                      "(default: seed000)")
     run.add_argument("--set", action="append", metavar="KEY=VALUE",
@@ -301,8 +361,28 @@ def build_parser() -> argparse.ArgumentParser:
                           "--set algorithms.za1.client_lr=0.5 (repeatable)")
     run.add_argument("--seeds", metavar="START:STOP", help="seeds to run, e.g. 0:3 or 1,4")
     run.add_argument("--out", metavar="DIR", help="output directory (default runs/NAME-TIME)")
-    run.add_argument("--quiet", action="store_true", help="no progress line")
+    run.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: "
+                     "min(seeds x settings, cores); 1 runs in this process)")
+    run.add_argument("--sweep", action="append", metavar="KEY=V1,V2,...",
+                     help="run a grid, e.g. --sweep algorithm.client_lr=0.01,0.03,0.1 "
+                          "(repeatable: the Cartesian product)")
+    run.add_argument("--resume", action="store_true", help="finish an interrupted run in "
+                     "--out DIR: keep finished runs, rerun the rest")
+    run.add_argument("--quiet", action="store_true", help="no progress lines")
     run.set_defaults(func=cmd_run)
+
+    best = sub.add_parser("best", help="the best swept setting per algorithm of a run directory",
+                          description="Per algorithm, the --sweep setting whose final metric "
+                                      "(median over seeds) is best; diverged settings rank "
+                                      "last.")
+    best.add_argument("dir", help="a directory written by 'fedcomp run --sweep ...'")
+    best.add_argument("--metric", default="optimality", help="a results.csv column "
+                      "(default optimality)")
+    best.add_argument("--mode", choices=["min", "max"], help="direction (default: max for "
+                      "accuracy-like metrics such as test_accuracy, support_f1; else min)")
+    best.add_argument("--aggregate", choices=["median", "mean"], default="median",
+                      help="how seeds combine (default median)")
+    best.set_defaults(func=cmd_best)
 
     report = sub.add_parser(
         "report", help="run every paper experiment and write an HTML/Markdown report",
@@ -341,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = argv
     if args.command is None:
         parser.print_help()
         return 0

@@ -121,6 +121,8 @@ def run_or_reuse(name: str, config: dict[str, Any], out: Path, stream: TextIO,
             result.rows, result.seconds, result.reused = read_summary(out), done["seconds"], True
             return result
     marker.unlink(missing_ok=True)
+    for stale in ("results.csv", "runs.jsonl"):  # an interrupted or different run: rerun
+        (out / stale).unlink(missing_ok=True)
     tic = time.perf_counter()
     try:
         run(config, out, progress=False, stream=stream)

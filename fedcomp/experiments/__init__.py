@@ -17,6 +17,7 @@ from . import (
     seed000,
 )
 from ._runner import RESULT_COLUMNS, final_metrics, run_experiment
+from ._sweep import best_settings, best_table, expand_sweep, parse_sweep
 
 EXPERIMENTS = {
     "seed000": seed000,
@@ -35,6 +36,7 @@ EXPERIMENTS |= {"feddr_async": feddr_async, "feddr_synthetic": feddr_synthetic,
 TIMINGS = {"prox_cost": prox_cost}
 EXPERIMENTS |= TIMINGS
 
-__all__ = ["EXPERIMENTS", "RESULT_COLUMNS", "TIMINGS", "final_metrics", "run_experiment", "seed000",
+__all__ = ["EXPERIMENTS", "RESULT_COLUMNS", "TIMINGS", "best_settings", "best_table",
+           "expand_sweep",           "final_metrics", "parse_sweep", "run_experiment", "seed000",
            "fedcanon_stepsizes", "fedcanon_vs_composite", "liang2024", "liang2024_linear",
            "liang2024_logistic"]
