@@ -14,8 +14,9 @@ and ``DIR/report.md``. Per paper, and per experiment of that paper:
   by the experiment module's ``verdict`` rule, printed next to it.
 
 Resumable: an experiment whose ``summary.json`` exists for the same configuration is not
-rerun (its table, figures and verdict are rebuilt from the files). A failing experiment
-is recorded in the report with its error and the others still run.
+rerun (its table, figures and verdict are rebuilt from the files), and an interrupted one
+keeps its finished runs (the runner's ``resume``). A failing experiment is recorded in
+the report with its error and the others still run.
 """
 
 from __future__ import annotations
@@ -121,11 +122,9 @@ def run_or_reuse(name: str, config: dict[str, Any], out: Path, stream: TextIO,
             result.rows, result.seconds, result.reused = read_summary(out), done["seconds"], True
             return result
     marker.unlink(missing_ok=True)
-    for stale in ("results.csv", "runs.jsonl"):  # an interrupted or different run: rerun
-        (out / stale).unlink(missing_ok=True)
     tic = time.perf_counter()
     try:
-        run(config, out, progress=False, stream=stream)
+        _run_resuming(run, config, out, stream)
         result.rows = read_summary(out)
     except Exception as exc:  # noqa: BLE001 — recorded in the report, the others go on
         result.error = f"{type(exc).__name__}: {exc}"
@@ -134,6 +133,26 @@ def run_or_reuse(name: str, config: dict[str, Any], out: Path, stream: TextIO,
     if not result.error:
         marker.write_text(json.dumps({"config": wanted, "seconds": result.seconds}, indent=1))
     return result
+
+
+def _run_resuming(run: Callable[..., Any], config: dict[str, Any], out: Path,
+                  stream: TextIO) -> None:
+    """Run ``config`` into ``out``, resuming an interrupted run of the same configuration.
+
+    The runner's ``runs.jsonl`` lists the runs that finished; ``resume=True`` keeps them and
+    reruns the others. A directory of another configuration (or of a timing experiment,
+    which has no runs to keep) is cleared and run from the start.
+    """
+    if (out / "runs.jsonl").exists() and config.get("kind") != "timing":
+        try:
+            run(config, out, progress=False, stream=stream, resume=True)
+            return
+        except ValueError as exc:
+            if "another configuration" not in str(exc):
+                raise
+    for stale in ("results.csv", "runs.jsonl", "summary.json"):
+        (out / stale).unlink(missing_ok=True)
+    run(config, out, progress=False, stream=stream)
 
 
 def judge(result: ExperimentResult) -> tuple[str, str]:

@@ -126,6 +126,27 @@ def test_finished_experiments_are_reused_not_rerun(report_dir, tmp_path):
     assert (copy_dir / "seed000" / "results.csv").stat().st_mtime_ns != before
 
 
+def test_an_interrupted_experiment_keeps_its_finished_runs(report_dir, tmp_path):
+    out, _ = report_dir
+    cut = tmp_path / "cut"
+    shutil.copytree(out, cut)
+    runs = (cut / "seed000" / "runs.jsonl").read_text().splitlines()
+    (cut / "seed000" / "runs.jsonl").write_text("\n".join(runs[:-1]) + "\n")  # last unfinished
+    (cut / "seed000" / "report.json").unlink()
+    (cut / "seed000" / "summary.json").unlink()
+    result = rep.run_report(cut, configs=[("seed000", tiny_seed000())], stream=io.StringIO())[0]
+    assert not result.reused and not result.error
+    assert len((cut / "seed000" / "runs.jsonl").read_text().splitlines()) == len(runs)
+
+    def rows(directory):
+        lines = (directory / "seed000" / "results.csv").read_text().splitlines()
+        header = lines[0].split(",")
+        keep = [i for i, c in enumerate(header) if c != "wall_s"]
+        return sorted(",".join(line.split(",")[i] for i in keep) for line in lines[1:])
+
+    assert rows(cut) == rows(out)  # no duplicated or missing rows, the same numbers
+
+
 def test_experiments_are_grouped_by_paper_in_order():
     names = [name for name, _ in rep.experiment_configs()]
     assert names[0] == "seed000" and set(names) == {p.stem for p in CONFIG_DIR.glob("*.toml")}
