@@ -97,6 +97,13 @@ smoothness = 30.0
 strong_convexity = 1.0
 local_steps = 10
 cprox = "soft_then_project"  # Bao et al.'s MATLAB CProx: the exact one costs ~2.5 s a round here
+
+# fedcomp report --quick: the reduced sizes (--set assignments, in order)
+[quick]
+set = [
+    'rounds=50',
+    'eval_every=10',
+]
 '''
 
 CONFIG: dict[str, Any] = tomllib.loads(TOML)
