@@ -34,6 +34,7 @@ algorithms with their hyperparameters, and the run settings::
     sparsity = 16                      # also evaluate top-s sparsified models
 
     streaming = true                   # fresh samples per minibatch (generators with a sampler)
+    client_state = "disk"              # client states memory-mapped on disk, one block in RAM
 
     [[variants]]                       # optional: several settings in one experiment
     label = "strong-heterogeneity"
@@ -76,12 +77,12 @@ import numpy as np
 TOP_LEVEL_KEYS = {"name", "description", "rounds", "eval_every", "seeds", "batch_size",
                   "clients_per_round", "client_block", "metrics", "data", "problem",
                   "regularizer", "algorithms", "reference", "claim", "variants", "topology",
-                  "streaming", "compute_times", "backend", "quick"}
+                  "streaming", "compute_times", "backend", "client_state", "quick"}
 
 #: What a ``[[variants]]`` entry may override.
 VARIANT_KEYS = {"data", "problem", "regularizer", "algorithms", "rounds", "eval_every",
                 "batch_size", "clients_per_round", "client_block", "topology", "streaming",
-                "compute_times"}
+                "compute_times", "client_state"}
 
 #: Keys of the ``[topology]`` table that configure evaluation, not the graph.
 TOPOLOGY_EVAL_KEYS = {"evaluate_on", "node", "sparsity"}
@@ -101,7 +102,12 @@ DEFAULTS: dict[str, Any] = {
     "streaming": False,
     "compute_times": None,
     "backend": "auto",
+    "client_state": "memory",
 }
+
+#: ``client_state`` values: stacked client states in RAM, or memory-mapped ``.npy`` files
+#: (for populations whose state does not fit in memory; see ``fedcomp.simulate``).
+CLIENT_STATES = ("memory", "disk")
 
 #: ``backend`` values: where the data and models live (``auto``: torch float32 for
 #: ``torch_model`` losses, NumPy float64 otherwise).
@@ -263,6 +269,10 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
         cfg["reference"] = False  # a network has no centralized x* to compare against
     if cfg["backend"] not in BACKENDS:
         raise ConfigError(f"backend: unknown backend {cfg['backend']!r}; valid: {list(BACKENDS)}")
+    if cfg["client_state"] not in CLIENT_STATES:
+        raise ConfigError(f"client_state: unknown value {cfg['client_state']!r}; valid: "
+                          f"{list(CLIENT_STATES)} ('disk' keeps client states in memory-mapped "
+                          "files)")
     cfg["reference"] = _reference_settings(cfg["reference"])
     _check_setting(cfg)
     _check_variants(cfg)
@@ -433,6 +443,29 @@ def _check_setting(cfg: dict[str, Any]) -> None:
     if len(set(labels)) != len(labels):
         raise ConfigError(f"algorithms: labels must be unique (got {labels}); give repeated "
                           "algorithms a distinct 'label'")
+    _check_client_state(cfg)
+
+
+def _check_client_state(cfg: dict[str, Any]) -> None:
+    """``client_state = "disk"`` (memory-mapped NumPy states) fits NumPy, synchronous runs only."""
+    from .algorithms import ALGORITHMS, DECENTRALIZED
+
+    if cfg.get("client_state", "memory") != "disk":
+        return
+    if cfg["problem"].get("loss") == "torch_model" or cfg["backend"] in ("torch", "torch-float64",
+                                                                          "cuda"):
+        raise ConfigError("client_state = 'disk' keeps NumPy client states in memory-mapped "
+                          "files: use backend = 'numpy' (not torch or a network), or "
+                          "client_state = 'memory'")
+    for entry in cfg["algorithms"]:
+        name = entry.get("name")
+        params = {k: v for k, v in entry.items() if k not in ("name", "label",
+                                                              "clients_per_round")}
+        if name in DECENTRALIZED or (name in ALGORITHMS
+                                     and ALGORITHMS[name](**params).execution == "async"):
+            raise ConfigError(f"client_state = 'disk' applies to synchronous rounds of the "
+                              f"simulator; algorithms ({name}) runs on another engine "
+                              "(decentralized or asynchronous): use client_state = 'memory'")
 
 
 def _check_topology(table: Any) -> None:

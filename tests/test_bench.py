@@ -4,6 +4,7 @@ No timing assertions: performance claims live in ``docs/BENCHMARKS.md``, not in 
 """
 
 import importlib.util
+import io
 import math
 from pathlib import Path
 
@@ -12,6 +13,8 @@ import pytest
 
 from fedcomp import simulate
 from fedcomp.algorithms import make_algorithm
+from fedcomp.config import ConfigError, resolve
+from fedcomp.experiments import run_experiment
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -95,6 +98,28 @@ def test_disk_states_equal_memory_states(tiny, tmp_path, name, params, per_round
 def test_client_state_is_checked(tiny):
     with pytest.raises(ValueError, match="client_state"):
         simulate(bench._algorithm(), tiny, 1, client_state="ram", metrics=[])
+
+
+def test_config_client_state_disk_gives_the_same_results(tmp_path):
+    from tests.test_sweeps import rows_of, tiny_config
+
+    for label, state in (("memory", "memory"), ("disk", "disk")):
+        cfg = {**tiny_config(), "client_state": state}
+        run_experiment(cfg, tmp_path / label, stream=io.StringIO(), progress=False)
+    assert rows_of(tmp_path / "memory") == rows_of(tmp_path / "disk")
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"client_state": "ram"}, "client_state: unknown value 'ram'"),
+    ({"backend": "torch"}, "use backend = 'numpy'"),
+    ({"algorithms": [{"name": "async_feddr"}]}, r"algorithms \(async_feddr\)"),
+])
+def test_config_client_state_is_checked(change, message):
+    from tests.test_sweeps import tiny_config
+
+    cfg = {**tiny_config(), "client_state": "disk", **change}
+    with pytest.raises(ConfigError, match=message):
+        resolve(cfg)
 
 
 def test_disk_states_use_less_memory():

@@ -620,7 +620,7 @@ def _run_one(setting: dict[str, Any], problem: Any, reference: Any, entry: dict[
                            eval_every=setting["eval_every"], metrics=setting["metrics"],
                            reference=reference, logger=logger, seed=tags["seed"],
                            progress=progress, tags=tags, compute_times=setting["compute_times"],
-                           clients=clients)
+                           clients=clients, client_state=setting["client_state"])
     except NonFiniteError as exc:
         row["status"] = f"diverged: {exc}"
         print(f"warning: {exc}", file=sys.stderr)
