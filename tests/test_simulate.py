@@ -191,9 +191,20 @@ def test_bad_run_arguments_raise(kwargs, match):
         simulate(fedavg(), p, **kwargs)
 
 
-def test_auto_block_size_fits_cache():
+def test_auto_block_size_targets_a_few_megabytes(monkeypatch):
+    from fedcomp.runtime import _simulate
+
     p = make_problem("logistic", n_clients=7)
-    assert 1 <= auto_block_size(p) <= 7
+    per_client = p.data.max_samples * p.data.feature_shape[0] * 8
+    assert auto_block_size(p) == 7  # small clients: one block
+    monkeypatch.setattr(_simulate, "BLOCK_BYTES", 3 * per_client)
+    assert auto_block_size(p) == 3
+    assert auto_block_size(p, batch_size=1) == 7  # a minibatch is the working set
+    monkeypatch.setattr(_simulate, "BLOCK_BYTES", per_client // 2)
+    assert auto_block_size(p) == 1
+    monkeypatch.setattr(_simulate, "BLOCK_BYTES", 1 << 30)
+    monkeypatch.setattr(_simulate, "_cache_bytes", lambda: 8 * per_client)
+    assert auto_block_size(p) == 2  # a quarter of the last-level cache
 
 
 def test_progress_line_on_request(capsys):

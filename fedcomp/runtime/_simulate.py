@@ -14,6 +14,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -52,30 +53,46 @@ class RunResult(NamedTuple):
     counters: Counters
 
 
+#: Target bytes of client data in one block (see :func:`auto_block_size`).
+BLOCK_BYTES = 4 << 20
+
+
 def _cache_bytes() -> int:
-    """Size of the per-core L2 cache (sysfs on Linux, sysconf elsewhere; 1 MiB if unknown)."""
-    try:
-        text = open("/sys/devices/system/cpu/cpu0/cache/index2/size").read().strip()
-        units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-        return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        size = os.sysconf("SC_LEVEL2_CACHE_SIZE")
-        if size and size > 0:
-            return int(size)
-    except (ValueError, OSError, AttributeError):
-        pass
-    return 1 << 20
+    """Size of the last-level cache (sysfs on Linux, sysconf elsewhere; 8 MiB if unknown)."""
+    folder = Path("/sys/devices/system/cpu/cpu0/cache")
+    sizes = []
+    for index in sorted(folder.glob("index*")):
+        try:
+            text = (index / "size").read_text().strip()
+            units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+            sizes.append(int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text))
+        except (OSError, ValueError, IndexError):
+            continue
+    if sizes:
+        return max(sizes)
+    for name in ("SC_LEVEL3_CACHE_SIZE", "SC_LEVEL2_CACHE_SIZE"):
+        try:
+            size = os.sysconf(name)
+            if size and size > 0:
+                return int(size)
+        except (ValueError, OSError, AttributeError):
+            pass
+    return 8 << 20
 
 
 def auto_block_size(problem: Problem, batch_size: int | None = None) -> int:
-    """Clients per block: all of them on a GPU; on CPU as many as fit the L2 cache.
+    """Clients per block: all of them on a GPU; on CPU about 4 MiB of client data.
 
     Each block runs *all* its local steps before the next block starts, so the block's
     data stay in cache across the ``K`` local gradient passes instead of streaming from
-    memory ``2K`` times. The target is half the per-core L2 cache; with minibatches the
-    working set is one minibatch per client, so blocks are much larger.
+    memory ``2K`` times. Two costs bound the block: every batched call has a fixed
+    dispatch cost (tens of microseconds of Python and array-library overhead), which a
+    block of one small client cannot amortize — at 100 clients x 20 x 1024 a block of one
+    client is 3-4x slower than a block of 32 — while a block larger than the
+    last-level cache streams from memory (all 30 of seed 000's 960 KB clients in one
+    block: 1.6x slower than blocks of 3). The target, :data:`BLOCK_BYTES` (4 MiB) or a
+    quarter of the last-level cache if that is smaller, sits between the two (measured in
+    ``docs/BENCHMARKS.md``). With minibatches the working set is one minibatch per client.
     """
     feats = problem.data.features
     device = str(getattr(feats, "device", "cpu"))
@@ -86,8 +103,8 @@ def auto_block_size(problem: Problem, batch_size: int | None = None) -> int:
         batch_size, problem.data.max_samples)
     per_client = samples * math.prod(problem.data.feature_shape) * \
         to_numpy(feats[:1, :1, ...]).dtype.itemsize
-    # half the L2: the block's data plus its temporaries and the BLAS working set
-    return int(max(1, min(problem.n_clients, (_cache_bytes() // 2) // max(per_client, 1))))
+    target = min(BLOCK_BYTES, _cache_bytes() // 4)
+    return int(max(1, min(problem.n_clients, target // max(per_client, 1))))
 
 
 def resolve_block_size(client_block: Any, problem: Problem, batch_size: int | None = None
@@ -291,7 +308,6 @@ def states_to_disk(states: Any, state_dir: Any) -> tuple[Any, list[Any]]:
         The maps, for :func:`_release` to drop their pages from the resident memory.
     """
     import mmap
-    from pathlib import Path
 
     from numpy.lib.format import open_memmap
 
