@@ -116,3 +116,18 @@ def test_builtin_experiment_equals_the_config_file(name):
     text = (CONFIGS / f"{name}.toml").read_text()
     assert EXPERIMENTS[name].TOML == text
     assert resolve(tomllib.loads(text)) == resolve(EXPERIMENTS[name].CONFIG)
+
+
+@pytest.mark.parametrize("dfedda_gt, expected", [
+    (10.64, "reproduced"),       # the quick linear run: 7.7 % below DFedDA
+    (0.9961 / 0.9977 * 11.53, "partly"),  # the quick logistic run's 0.16 % gap: a tie
+    (12.0, "partly"),
+])
+def test_verdict_needs_a_margin_below_every_baseline(dfedda_gt, expected):
+    finals = {(label, "b10"): {"l1_error": v} for label, v in [
+        ("dfedmid", 26.87), ("dfedda", 11.53), ("fast_fedda", 33.35), ("c_fedda", 18.27),
+        ("dfedda_gt", dfedda_gt), ("drefedda_gt", 7.856), ("mrefedda_gt", 5.314)]}
+    verdict, rule = EXPERIMENTS["liang2024_linear"].verdict(finals)
+    assert verdict == expected and "2% below" in rule
+    finals = {key: {"l1_error": 1.0} for key in finals}
+    assert EXPERIMENTS["liang2024_logistic"].verdict(finals)[0] == "not reproduced"

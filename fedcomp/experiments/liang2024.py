@@ -16,6 +16,10 @@ from typing import Any
 
 CLAIM = "the GT methods (DFedDA-GT, DReFedDA-GT, MReFedDA-GT) lead in l1 error"
 
+#: "Below" means lower by at least this fraction; a smaller gap is a tie (the quick-size
+#: logistic run had DFedDA-GT 0.9961 vs DFedDA 0.9977, a 0.16 % "win").
+MARGIN = 0.02
+
 #: Run labels of the two groups in the configurations.
 GT_METHODS = ("dfedda_gt", "drefedda_gt", "mrefedda_gt")
 BASELINES = ("dfedmid", "dfedda", "fast_fedda", "c_fedda")
@@ -25,9 +29,9 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
             ) -> tuple[str, str]:
     """Reproduced / partly / not reproduced, from the final ℓ1 error per run label.
 
-    Reproduced when every GT method ends with a lower ``l1_error`` than every baseline;
-    partly when the best GT method beats the best baseline; diverged runs count as
-    infinitely bad.
+    Reproduced when every GT method ends with an ``l1_error`` at least :data:`MARGIN` (2 %)
+    below every baseline's; partly when the best GT method is that far below the best
+    baseline; diverged runs count as infinitely bad.
     """
     def best(labels: tuple[str, ...]) -> list[float]:
         out = []
@@ -39,7 +43,8 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
         return out
 
     gt, base = best(GT_METHODS), best(BASELINES)
-    rule = "l1 error: every GT method below every baseline (partly: the best GT below the best)"
-    if max(gt) < min(base):
+    rule = (f"l1 error: every GT method at least {MARGIN:.0%} below every baseline (partly: "
+            "the best GT that far below the best)")
+    if max(gt) < (1 - MARGIN) * min(base):
         return "reproduced", rule
-    return ("partly" if min(gt) < min(base) else "not reproduced"), rule
+    return ("partly" if min(gt) < (1 - MARGIN) * min(base) else "not reproduced"), rule
