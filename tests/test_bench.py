@@ -136,3 +136,15 @@ def test_cli_bench_quick(capsys):
                  "loop,numpy"]) == 0
     out = capsys.readouterr().out
     assert "| 8x10 | loop |" in out and "| 8x10 | numpy |" in out
+
+
+def test_conv_batching_ways_run_tiny():
+    pytest.importorskip("torch")
+    spec = importlib.util.spec_from_file_location("conv_batching",
+                                                  ROOT / "benchmarks" / "conv_batching.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    ways = module.variants(2)
+    assert set(ways) == {"grouped", "grouped, channels-last", "im2col", "bmm only", "loop"}
+    for run in ways.values():
+        assert module.best_ms(run, repeats=1) > 0
