@@ -135,7 +135,7 @@ def _fista(problem: Problem, x: np.ndarray, tol: float, max_iter: int
            ) -> tuple[np.ndarray, float, int]:
     lipschitz = max(problem.smoothness() / 16.0, 1e-12)  # backtracking raises it as needed
     y, t = x.copy(), 1.0
-    norm = np.inf
+    norm, half_norm = np.inf, np.nan
     for it in range(1, max_iter + 1):
         g_y = to_numpy(problem.smooth_grad(y))
         x_new, lipschitz = _backtrack(problem, y, problem.smooth_value(y), g_y, lipschitz)
@@ -149,15 +149,16 @@ def _fista(problem: Problem, x: np.ndarray, tol: float, max_iter: int
             y = x_new + ((t - 1.0) / t_new) * (x_new - x)
             t = t_new
         x = x_new
-    raise RuntimeError(f"reference solver: prox-gradient norm {norm:.3e} > tol={tol:.1e} after "
-                       f"{max_iter} iterations; raise max_iter or loosen tol")
+        if it == max_iter // 2:
+            half_norm = float(np.linalg.norm(x))
+    raise RuntimeError(_not_converged(norm, tol, max_iter, half_norm, x))
 
 
 def _proximal_gradient(problem: Problem, x: np.ndarray, tol: float, max_iter: int
                        ) -> tuple[np.ndarray, float, int]:
     lipschitz = max(problem.smoothness() / 16.0, 1e-12)
     rho = problem.regularizer.weak_convexity
-    norm = np.inf
+    norm, half_norm = np.inf, np.nan
     for it in range(1, max_iter + 1):
         # the prox of a ρ-weakly convex g needs step < 1/ρ
         lipschitz = max(lipschitz, 1.01 * rho)
@@ -166,5 +167,25 @@ def _proximal_gradient(problem: Problem, x: np.ndarray, tol: float, max_iter: in
         norm = _mapping_norm(problem, x, to_numpy(problem.smooth_grad(x)), lipschitz)
         if norm <= tol:
             return x, norm, it
-    raise RuntimeError(f"reference solver: prox-gradient norm {norm:.3e} > tol={tol:.1e} after "
-                       f"{max_iter} iterations; raise max_iter or loosen tol")
+        if it == max_iter // 2:
+            half_norm = float(np.linalg.norm(x))
+    raise RuntimeError(_not_converged(norm, tol, max_iter, half_norm, x))
+
+
+def _not_converged(norm: float, tol: float, max_iter: int, half_norm: float, x: np.ndarray
+                   ) -> str:
+    """The solver's failure message; it names an unbounded minimizing sequence when ‖x‖ grows.
+
+    A logistic loss on separable data with no penalty, or with a bounded one (MCP and SCAD
+    are constant beyond γα), has no minimizer: the objective keeps decreasing as ‖x‖ → ∞
+    and the prox-gradient norm decays like 1/k without reaching a tight tolerance.
+    """
+    message = (f"reference solver: prox-gradient norm {norm:.3e} > tol={tol:.1e} after "
+               f"{max_iter} iterations; raise max_iter or loosen tol")
+    final_norm = float(np.linalg.norm(x))
+    if half_norm == half_norm and final_norm > 1.01 * half_norm:
+        message += (f". ‖x‖ still grows ({half_norm:.4g} at iteration {max_iter // 2}, "
+                    f"{final_norm:.4g} now): the objective may have no minimizer (separable "
+                    "data with no penalty or a bounded one such as MCP or SCAD) — add an l2 "
+                    "term to the loss (problem.l2) or set reference = false")
+    return message

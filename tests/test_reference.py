@@ -120,3 +120,23 @@ def test_float32_problem_is_solved_in_float64():
     p32 = Problem(p.loss, p.regularizer, p.data.to(np.zeros(0, np.float32)), weighting="samples")
     ref = solve_reference(p32, use_cache=False)
     assert ref.x.dtype == np.float64 and ref.prox_grad_norm <= 1e-10
+
+
+def _breast_cancer_mcp(l2: float) -> Problem:
+    from fedcomp.config import build_problem, resolve
+
+    return build_problem(resolve({
+        "name": "no-minimizer", "rounds": 1, "algorithms": [{"name": "fedmid"}],
+        "data": {"generator": "breast_cancer", "n_clients": 4, "unit_norm": True},
+        "problem": {"loss": "logistic", "l2": l2},
+        "regularizer": {"name": "mcp", "alpha": 0.01, "gamma": 3.0}}))
+
+
+def test_failure_names_a_minimizer_at_infinity():
+    # nearly separable data, MCP constant beyond gamma*alpha: the objective decreases
+    # forever as ||x|| grows, so a tight tolerance is never reached
+    with pytest.raises(RuntimeError, match=r"x‖ still grows .* add an l2 term"):
+        solve_reference(_breast_cancer_mcp(0.0), tol=1e-9, max_iter=2000, use_cache=False)
+    # the fix the message names: with a ridge term there is a minimizer
+    ref = solve_reference(_breast_cancer_mcp(0.01), tol=1e-8, use_cache=False)
+    assert ref.prox_grad_norm <= 1e-8
