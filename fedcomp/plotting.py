@@ -99,13 +99,35 @@ def x_value(row: dict[str, Any], x_axis: str) -> float:
     return float(row[x_axis])
 
 
+def seed_band(rows: list[dict[str, Any]], metric: str, x_axis: str
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """One curve's ``(x, median, min, max, seeds)`` over seeds, evaluation by evaluation.
+
+    Seeds are aligned by round (the evaluation they belong to), not by x value: on the
+    wall-time axis every seed has its own times, and grouping by x would draw a curve that
+    zig-zags from one seed to the next. The x of an evaluation is the median of the
+    seeds' x values there.
+    """
+    by_round: dict[float, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
+    for r in rows:
+        key = float(r["round"]) if "round" in r else x_value(r, x_axis)
+        by_round[key][0].append(x_value(r, x_axis))
+        by_round[key][1].append(float(r[metric]))
+    evaluations = [by_round[k] for k in sorted(by_round)]
+    xs = np.array([np.median(x) for x, _ in evaluations])
+    ys = [np.array(y) for _, y in evaluations]
+    seeds = max(len(y) for y in ys)
+    return (xs, np.array([np.median(y) for y in ys]), np.array([y.min() for y in ys]),
+            np.array([y.max() for y in ys]), seeds)
+
+
 def plot_results(results: str | Path, out: str | Path, metric: str = "optimality",
                  x_axis: str = "round", title: str = "", fallback: bool = True) -> Path:
     """Plot ``metric`` against ``x_axis``, one panel per (variant, gradient mode).
 
-    Curves are the mean over seeds with the min–max spread shaded; the y axis is
-    logarithmic except for :data:`LINEAR_METRICS`. With ``fallback`` a metric without
-    finite values is replaced by ``objective``. ``title`` is the figure's title; each
+    Curves are the median over seeds with the min–max spread shaded (:func:`seed_band`);
+    the y axis is logarithmic except for :data:`LINEAR_METRICS`. With ``fallback`` a metric
+    without finite values is replaced by ``objective``. ``title`` is the figure's title; each
     panel is titled by its gradient mode. The figure is :func:`results_figure`'s.
     """
     import matplotlib.pyplot as plt
@@ -138,25 +160,22 @@ def results_figure(results: str | Path, metric: str = "optimality", x_axis: str 
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
     for ax, panel in zip(axes.flat, panels, strict=False):
-        curves: dict[str, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
+        curves: dict[str, list[dict[str, Any]]] = defaultdict(list)
         methods: dict[str, str] = {}
         for r in rows:
             if _panel(r) != panel:
                 continue
             label = str(r["algorithm"])
             methods[label] = str(r.get("method", label))
-            curves[label][x_value(r, x_axis)].append(r[metric])
+            curves[label].append(r)
         modes_differ = len({p[1] for p in panels}) > 1
         # a sweep (one method, several labels) needs a color per label, not per method
         sweep = len(set(methods.values())) < len(methods)
-        for index, (label, points) in enumerate(curves.items()):
-            xs = np.array(sorted(points))
-            ys = [np.array(points[x], dtype=float) for x in xs]
-            mean = np.array([v.mean() for v in ys])
-            lo, hi = np.array([v.min() for v in ys]), np.array([v.max() for v in ys])
+        for index, (label, label_rows) in enumerate(curves.items()):
+            xs, mid, lo, hi, seeds = seed_band(label_rows, metric, x_axis)
             color = _FALLBACK[index % len(_FALLBACK)] if sweep else color_of(methods[label])
-            ax.plot(xs, mean, color=color, label=methods[label] if modes_differ else label)
-            if any(len(v) > 1 for v in ys):
+            ax.plot(xs, mid, color=color, label=methods[label] if modes_differ else label)
+            if seeds > 1:
                 ax.fill_between(xs, lo, hi, color=color, alpha=0.2, linewidth=0)
         ax.set_yscale("linear" if metric in LINEAR_METRICS else "log")
         if x_axis != "round":

@@ -180,6 +180,22 @@ def test_figures_shade_the_seed_spread_and_label_units(report_dir):
     assert lines["za1"] == color_of("za1")  # panels are per mode: labelled by method
 
 
+def test_wall_time_curves_align_seeds_by_round():
+    from fedcomp.plotting import seed_band
+
+    # two seeds, error halving each round, with different wall times
+    rows = [{"round": r, "wall_s": r * speed, "optimality": 0.5 ** r, "seed": seed}
+            for seed, speed in ((0, 1.0), (1, 1.5)) for r in range(5)]
+    xs, mid, lo, hi, seeds = seed_band(rows, "optimality", "wall_s")
+    assert seeds == 2
+    np.testing.assert_allclose(xs, 1.25 * np.arange(5))  # the seeds' median time per round
+    np.testing.assert_allclose(mid, 0.5 ** np.arange(5))  # monotone: no seed-to-seed zig-zag
+    np.testing.assert_allclose(lo, hi)
+    rows[-1]["optimality"] = 1.0  # one seed's last evaluation differs: median and band
+    _, mid, lo, hi, _ = seed_band(rows, "optimality", "wall_s")
+    assert (lo[-1], hi[-1], mid[-1]) == (0.5 ** 4, 1.0, (1.0 + 0.5 ** 4) / 2)
+
+
 def rep_figure(path, x_axis):
     import matplotlib.pyplot as plt
 
