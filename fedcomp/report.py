@@ -7,7 +7,8 @@ and ``DIR/report.md``. Per paper, and per experiment of that paper:
 * the claim being tested (the config's ``claim``: one sentence naming the paper's figure
   or table);
 * our figures — the main metric against communication rounds, floats communicated and
-  wall time, the median over seeds with the min–max seed spread shaded, one color per
+  wall time (first against simulated time, with the objective, when the runs have an event
+  clock: ``compute_times``), the median over seeds with the min–max seed spread shaded, one color per
   algorithm throughout the report (:func:`fedcomp.plotting.color_of`);
 * a table of final metrics, mean ± standard deviation over seeds;
 * the verdict — reproduced / partly / not reproduced — computed from those final numbers
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import sys
 import time
 import traceback
@@ -258,6 +260,15 @@ def draw_figures(result: ExperimentResult, out: Path) -> list[str]:
         plot_results(out / "results.csv", out / name, metric=metric, x_axis=x_axis,
                      title=f"{result.name}: {metric}")
         names.append(name)
+    if _has_simulated_time(rows):  # an event-clock experiment: its claim is per simulated time
+        simulated = []
+        for key in dict.fromkeys([metric, "objective"]):
+            if key in resolve(result.config)["metrics"] or key == metric:
+                name = f"fig_{key}_simtime.png"
+                plot_results(out / "results.csv", out / name, metric=key, x_axis="sim_time",
+                             title=f"{result.name}: {key}", fallback=False)
+                simulated.append(name)
+        names = [*simulated, *names]
     for extra in ("test_accuracy", "l2_error", "support_f1", "prox_grad_norm"):
         if extra != metric and extra in resolve(result.config)["metrics"]:
             name = f"fig_{extra}_rounds.png"
@@ -265,6 +276,12 @@ def draw_figures(result: ExperimentResult, out: Path) -> list[str]:
                          title=f"{result.name}: {extra}", fallback=False)
             names.append(name)
     return names
+
+
+def _has_simulated_time(rows: list[dict[str, Any]]) -> bool:
+    """Whether the runs carry a simulated clock (``compute_times``): a finite ``sim_time``."""
+    return any(isinstance(r.get("sim_time"), float) and math.isfinite(r["sim_time"])
+               for r in rows)
 
 
 def draw_timing_figure(result: ExperimentResult, out: Path) -> list[str]:

@@ -253,3 +253,17 @@ def test_quick_report_of_every_config(tmp_path):
         assert f"### {path.stem}" in md
         assert (tmp_path / path.stem / "summary.json").exists()
     assert "not run (error)" not in md and "not assessed" not in md
+
+
+def test_event_clock_experiments_get_simulated_time_figures(tmp_path):
+    from tests.test_feddr_configs import small
+
+    cfg = small("feddr_async.toml", samples_per_client=12)
+    (result,) = rep.run_report(tmp_path, configs=[("feddr_async", cfg)], stream=io.StringIO())
+    assert result.figures[:2] == ["fig_optimality_simtime.png", "fig_objective_simtime.png"]
+    assert all((tmp_path / "feddr_async" / name).exists() for name in result.figures)
+    page = (tmp_path / "index.html").read_text()
+    assert page.index("fig_optimality_simtime.png") < page.index("fig_optimality_rounds.png")
+    no_clock = [r for r in rep.run_report(tmp_path / "sync", configs=[("seed000", tiny_seed000())],
+                                          stream=io.StringIO())]
+    assert not any("simtime" in name for name in no_clock[0].figures)
