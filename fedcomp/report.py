@@ -7,9 +7,10 @@ and ``DIR/report.md``. Per paper, and per experiment of that paper:
 * the claim being tested (the config's ``claim``: one sentence naming the paper's figure
   or table);
 * our figures — the main metric against communication rounds, floats communicated and
-  wall time (first against simulated time, with the objective, when the runs have an event
-  clock: ``compute_times``), the median over seeds with the min–max seed spread shaded, one color per
-  algorithm throughout the report (:func:`fedcomp.plotting.color_of`);
+  wall time (first against simulated time, with the objective, when the runs have an
+  event clock: ``compute_times``), the median over seeds with the min–max seed spread
+  shaded, one color per algorithm throughout the report
+  (:func:`fedcomp.plotting.color_of`);
 * a table of final metrics, mean ± standard deviation over seeds;
 * the verdict — reproduced / partly / not reproduced — computed from those final numbers
   by the experiment module's ``verdict`` rule, printed next to it.
@@ -284,8 +285,40 @@ def _has_simulated_time(rows: list[dict[str, Any]]) -> bool:
                for r in rows)
 
 
+def _mark_paper_ratios(ax: Any, result: ExperimentResult, rows: list[dict[str, Any]],
+                       ratios: list[str], width: float) -> None:
+    """The paper's ratios (the module's ``PAPER_RATIOS``, ResNet-18) as black bars' tops."""
+    from .experiments import EXPERIMENTS
+
+    paper = getattr(EXPERIMENTS.get(result.name), "PAPER_RATIOS", None)
+    networks = [str(r["network"]) for r in rows]
+    if not paper or "resnet18" not in networks:
+        return
+    at = networks.index("resnet18")
+    for j, key in enumerate(ratios):
+        name = key.removesuffix("_ratio")
+        if name in paper:
+            ax.plot([at + j * width], [paper[name]], marker="_", markersize=22,
+                    markeredgewidth=2.5, color="black", linestyle="none",
+                    label="paper, ResNet-18" if j == 0 else None)
+
+
 def draw_timing_figure(result: ExperimentResult, out: Path) -> list[str]:
-    """Bars of prox time / forward-backward time per network and penalty (log scale)."""
+    """Write :func:`timing_figure` as ``fig_ratios.png``; its file name."""
+    import matplotlib.pyplot as plt
+
+    fig = timing_figure(result)
+    fig.savefig(out / "fig_ratios.png", dpi=110)
+    plt.close(fig)
+    return ["fig_ratios.png"]
+
+
+def timing_figure(result: ExperimentResult) -> Any:
+    """Bars of prox time / forward-backward time per network and penalty (log scale), with
+    the paper's ratios marked where the module gives them."""
+    import matplotlib
+
+    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = result.rows
@@ -297,15 +330,14 @@ def draw_timing_figure(result: ExperimentResult, out: Path) -> list[str]:
         ax.bar(xs, [float(r[key]) for r in rows], width, label=key.removesuffix("_ratio"))
     ax.set_xticks(np.arange(len(rows)) + width * (len(ratios) - 1) / 2,
                   [str(r["network"]) for r in rows])
+    _mark_paper_ratios(ax, result, rows, ratios, width)
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_yscale("log")
     ax.set_ylabel("prox time / forward-backward time (ratio)")
     ax.set_title(f"{result.name}: one prox vs one forward-backward pass")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(out / "fig_ratios.png", dpi=110)
-    plt.close(fig)
-    return ["fig_ratios.png"]
+    return fig
 
 
 def run_report(out_dir: str | Path, *, quick: bool = False, only: list[str] | None = None,

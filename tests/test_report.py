@@ -267,3 +267,16 @@ def test_event_clock_experiments_get_simulated_time_figures(tmp_path):
     no_clock = [r for r in rep.run_report(tmp_path / "sync", configs=[("seed000", tiny_seed000())],
                                           stream=io.StringIO())]
     assert not any("simtime" in name for name in no_clock[0].figures)
+
+
+def test_timing_figure_marks_the_papers_ratios():
+    import matplotlib.pyplot as plt
+
+    rows = [{"network": net, "l1_ratio": 0.05, "mcp_ratio": 0.1, "scad_ratio": 0.2}
+            for net in ("mlp", "cnn", "resnet18")]
+    fig = rep.timing_figure(rep.ExperimentResult("prox_cost", {}, rows))
+    plt.close(fig)
+    marks = [line for line in fig.axes[0].get_lines() if line.get_marker() == "_"]
+    assert [float(m.get_ydata()[0]) for m in marks] == [1.383, 2.568, 4.473]
+    assert all(2 <= m.get_xdata()[0] < 3 for m in marks)  # on the resnet18 group
+    assert "paper, ResNet-18" in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
