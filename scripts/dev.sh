@@ -30,7 +30,7 @@ case "${1:-test}" in
     demo) setup; "$VENV/bin/fedcomp" run "${@:2}" ;;
     test) setup; "$PY" -m pytest "${@:2}" ;;
     test-fast) setup; "$PY" -m pytest -m "not slow" "${@:2}" ;;
-    lint) setup; "$VENV/bin/ruff" check fedcomp tests benchmarks; "$VENV/bin/mypy" fedcomp ;;
+    lint) setup; "$VENV/bin/ruff" check fedcomp tests benchmarks examples; "$VENV/bin/mypy" fedcomp ;;
     bench) setup; "$PY" benchmarks/round_time.py "${@:2}" ;;
     *) echo "usage: scripts/dev.sh setup|demo|test|test-fast|lint|bench" >&2; exit 2 ;;
 esac

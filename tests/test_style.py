@@ -21,7 +21,8 @@ def tool(name: str) -> str:
 
 
 def test_ruff_is_clean():
-    res = subprocess.run([tool("ruff"), "check", "fedcomp", "tests", "benchmarks"], cwd=ROOT,
+    res = subprocess.run([tool("ruff"), "check", "fedcomp", "tests", "benchmarks",
+                          "examples"], cwd=ROOT,
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
 
