@@ -73,7 +73,9 @@ TIME_TOL = 0.10
 
 
 def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None,
-            times: dict[str, dict[str, float]] | None = None) -> tuple[str, str]:
+            times: dict[str, dict[str, float]] | None = None,
+            accuracy: str = "train_accuracy", accuracy_tol: float = ACCURACY_TOL
+            ) -> tuple[str, str]:
     """Reproduced / partly / not reproduced from final training accuracy and training time.
 
     Parameters
@@ -87,6 +89,9 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None,
     times : dict, optional
         ``variant`` → ``{method: seconds}``; without it and without ``config``, the single
         runs' ``wall_s`` from ``finals``.
+    accuracy, accuracy_tol : str, float
+        The accuracy metric compared and its tolerance (``fedcanon_nn`` uses test accuracy
+        within 0.01).
 
     Returns
     -------
@@ -112,8 +117,8 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None,
         if "fedcanon" not in rows or len(rows) < 2:
             return "not reproduced", "FedCanon or every baseline missing"
         others = [m for name, m in rows.items() if name != "fedcanon"]
-        accurate &= rows["fedcanon"]["train_accuracy"] >= max(
-            m["train_accuracy"] for m in others) - ACCURACY_TOL
+        accurate &= rows["fedcanon"][accuracy] >= max(
+            m[accuracy] for m in others) - accuracy_tol
         spent = (times or {}).get(variant) or {name: m["wall_s"] for name, m in rows.items()}
         rival = min((name for name in spent if name != "fedcanon"), key=spent.__getitem__)
         ratios[variant] = spent["fedcanon"] / spent[rival]
@@ -123,7 +128,7 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None,
     timing = "faster" if faster else ("slower" if slower else "tie")
     source = (f"best of {TIME_REPEATS} runs per method" if times is not None
               else "single runs' wall_s")
-    rule = (f"every variant: FedCanon accuracy >= best other - {ACCURACY_TOL}; FedCanon "
+    rule = (f"every variant: FedCanon {accuracy} >= best other - {accuracy_tol}; FedCanon "
             f"time / fastest other's < 1/{1 + TIME_TOL:g} ({source}; within "
             f"[1/{1 + TIME_TOL:g}, {1 + TIME_TOL:g}] a tie)")
     detail = (f"accuracy part {'holds' if accurate else 'fails'}, time part {timing}: "
