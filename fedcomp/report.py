@@ -423,10 +423,20 @@ def _scale(quick: bool) -> str:
             else "full sizes (the configs as written)")
 
 
+def _time_spent(results: list[ExperimentResult], seconds: float) -> str:
+    """How long the report took, and the experiments' own time when some were reused."""
+    reused = sum(r.reused for r in results)
+    if not reused:
+        return f"{seconds:.0f} s in all."
+    return (f"{seconds:.0f} s for this report, {reused} experiments reused from earlier runs; "
+            f"the experiments took {sum(r.seconds for r in results):.0f} s when they ran.")
+
+
 def markdown_report(results: list[ExperimentResult], quick: bool, seconds: float) -> str:
     """The report as Markdown (images linked relative to the report directory)."""
     lines = ["# fedcomp reproduction report", "",
-             f"{len(results)} experiments at {_scale(quick)}; {seconds:.0f} s in all.", "",
+             f"{len(results)} experiments at {_scale(quick)}; {_time_spent(results, seconds)}",
+             "",
              "| experiment | paper | verdict | time (s) |", "|---|---|---|---:|"]
     for r in results:
         lines.append(f"| [{r.name}](#{r.name}) | {paper_of(r.name)} | {r.verdict} | "
@@ -477,7 +487,8 @@ def html_report(results: list[ExperimentResult], quick: bool, seconds: float) ->
     parts = ["<!DOCTYPE html>", "<html lang='en'><head><meta charset='utf-8'>",
              "<title>fedcomp reproduction report</title>", f"<style>{_CSS}</style></head><body>",
              "<h1>fedcomp reproduction report</h1>",
-             f"<p>{len(results)} experiments at {esc(_scale(quick))}; {seconds:.0f} s in all. "
+             f"<p>{len(results)} experiments at {esc(_scale(quick))}; "
+             f"{esc(_time_spent(results, seconds))} "
              "Figures: median over seeds, min–max spread shaded; one color per algorithm "
              "throughout.</p>", summary]
     for paper, group in _by_paper(results).items():

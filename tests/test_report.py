@@ -119,6 +119,10 @@ def test_finished_experiments_are_reused_not_rerun(report_dir, tmp_path):
                              stream=io.StringIO())
     assert results[0].reused
     assert (copy_dir / "seed000" / "results.csv").stat().st_mtime_ns == before
+    spent = f"the experiments took {results[0].seconds:.0f} s when they ran"
+    assert "1 experiments reused" in (copy_dir / "report.md").read_text()
+    assert spent in (copy_dir / "report.md").read_text()
+    assert spent in (copy_dir / "index.html").read_text()
     # a different config is not "the same results": it runs again
     results = rep.run_report(copy_dir, configs=[("seed000", tiny_seed000(rounds=10))],
                              stream=io.StringIO())
@@ -280,3 +284,18 @@ def test_timing_figure_marks_the_papers_ratios():
     assert [float(m.get_ydata()[0]) for m in marks] == [1.383, 2.568, 4.473]
     assert all(2 <= m.get_xdata()[0] < 3 for m in marks)  # on the resnet18 group
     assert "paper, ResNet-18" in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+
+
+def test_committed_full_report_links_resolve():
+    """docs/report/ (a full-size `fedcomp report` snapshot): every figure it shows exists."""
+    import re
+
+    folder = Path(__file__).resolve().parents[1] / "docs" / "report"
+    markdown = (folder / "report.md").read_text()
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", markdown)
+    assert len(images) >= 13  # at least one figure per experiment
+    assert all((folder / image).is_file() for image in images)
+    page = (folder / "index.html").read_text()
+    sources = re.findall(r"<img[^>]* src=['\"]([^'\"]+)['\"]", page)
+    assert sorted(sources) == sorted(images)
+    assert all((folder / src).is_file() for src in sources)
