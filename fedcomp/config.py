@@ -448,7 +448,8 @@ def _check_setting(cfg: dict[str, Any]) -> None:
 
 def _check_client_state(cfg: dict[str, Any]) -> None:
     """``client_state = "disk"`` (memory-mapped NumPy states) fits NumPy, synchronous runs only."""
-    from .algorithms import ALGORITHMS, DECENTRALIZED
+    from .algorithms import DECENTRALIZED
+    from .experiments._runner import async_entries
 
     if cfg.get("client_state", "memory") != "disk":
         return
@@ -457,15 +458,13 @@ def _check_client_state(cfg: dict[str, Any]) -> None:
         raise ConfigError("client_state = 'disk' keeps NumPy client states in memory-mapped "
                           "files: use backend = 'numpy' (not torch or a network), or "
                           "client_state = 'memory'")
-    for entry in cfg["algorithms"]:
-        name = entry.get("name")
-        params = {k: v for k, v in entry.items() if k not in ("name", "label",
-                                                              "clients_per_round")}
-        if name in DECENTRALIZED or (name in ALGORITHMS
-                                     and ALGORITHMS[name](**params).execution == "async"):
-            raise ConfigError(f"client_state = 'disk' applies to synchronous rounds of the "
-                              f"simulator; algorithms ({name}) runs on another engine "
-                              "(decentralized or asynchronous): use client_state = 'memory'")
+    other_engines = [entry["name"] for entry in cfg["algorithms"]
+                     if entry["name"] in DECENTRALIZED]
+    other_engines += [entry["name"] for entry in async_entries(cfg)]
+    if other_engines:
+        raise ConfigError(f"client_state = 'disk' applies to synchronous rounds of the "
+                          f"simulator; algorithms ({other_engines[0]}) runs on another engine "
+                          "(decentralized or asynchronous): use client_state = 'memory'")
 
 
 def _check_topology(table: Any) -> None:
