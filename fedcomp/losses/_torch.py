@@ -300,7 +300,7 @@ class TorchModel:
         """
         entries = self.layout().entries
         pieces = flat.split([e.size for e in entries], dim=-1)
-        return {e.name: p.reshape(e.shape) for e, p in zip(entries, pieces)}
+        return {e.name: p.reshape(e.shape) for e, p in zip(entries, pieces, strict=True)}
 
     def _one_client(self, flat: Any, features: Any, targets: Any, weights: Any) -> Any:
         """``f_i`` of one client: weighted cross-entropy (+ ridge), a scalar tensor."""
