@@ -40,6 +40,14 @@ from fedcomp.regularizers import L1, Masked
 
 LOCAL_STEPS, BATCH, LR, ALPHA = 5, 20, 0.05, 1e-4
 
+#: ``--models`` names: (TorchModel network, options). ``cnn`` is the classic 32/64-channel
+#: 5×5 network; ``cnn_digits`` the smaller one ``configs/fedcanon_nn.toml`` trains on digits.
+NETWORKS = {
+    "mlp": ("mlp", {"hidden": [128]}),
+    "cnn": ("cnn", {"channels": [32, 64]}),
+    "cnn_digits": ("cnn", {"channels": [16, 32], "kernel_size": 3}),
+}
+
 
 def make_problem(model: str, n_clients: int, side: int, samples: int = 60) -> fedcomp.Problem:
     """Random images ``(1, side, side)`` with 10 classes, ``samples`` per client, float32."""
@@ -48,8 +56,8 @@ def make_problem(model: str, n_clients: int, side: int, samples: int = 60) -> fe
     targs = rng.integers(0, 10, (n_clients, samples))
     data = ClientData(torch.from_numpy(feats), torch.from_numpy(targs),
                       np.full(n_clients, samples))
-    options = {"hidden": [128]} if model == "mlp" else {"channels": [32, 64]}
-    loss = TorchModel(model, input_shape=(1, side, side), n_classes=10, options=options)
+    name, options = NETWORKS[model]
+    loss = TorchModel(name, input_shape=(1, side, side), n_classes=10, options=options)
     return fedcomp.Problem(loss, Masked(L1(ALPHA), loss.layout().weight_mask()), data)
 
 
@@ -118,9 +126,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--input", type=int, default=8, help="image side (8: digits, 28: MNIST)")
-    parser.add_argument("--models", default="mlp,cnn")
+    parser.add_argument("--models", default="mlp,cnn,cnn_digits",
+                        help=f"comma-separated, of {', '.join(NETWORKS)}")
     parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument("--default-malloc", action="store_true",
+                        help="leave glibc's malloc thresholds as they are (fedcomp's command "
+                             "line calls fedcomp.runtime.reuse_freed_memory; this measures "
+                             "without it)")
     args = parser.parse_args()
+    unknown = sorted(set(args.models.split(",")) - set(NETWORKS))
+    if unknown:
+        parser.error(f"--models: unknown {', '.join(unknown)}; choose from {', '.join(NETWORKS)}")
+    tuned = False if args.default_malloc else fedcomp.runtime.reuse_freed_memory()
+    print(f"# malloc keeps freed buffers for reuse: {tuned}")
     print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"{platform.processor() or platform.machine()}; FedMiD, K={LOCAL_STEPS}, b={BATCH}, "
           f"input 1x{args.input}x{args.input}")

@@ -425,6 +425,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    from .runtime import reuse_freed_memory
+
+    reuse_freed_memory()  # batched network rounds free and re-request MBs per operation
     try:
         return int(args.func(args))
     except (ConfigError, ValueError) as exc:

@@ -326,7 +326,11 @@ def _execute(run: dict[str, Any], part: Path, columns: list[str], progress: Any,
 
 
 def _init_worker(threads: int) -> None:
-    """Limit a worker's BLAS / OpenMP / torch threads (workers × threads ≤ cores)."""
+    """Limit a worker's BLAS / OpenMP / torch threads (workers × threads ≤ cores); let its
+    malloc keep freed buffers for reuse, as the command line does (:func:`reuse_freed_memory`)."""
+    from ..runtime import reuse_freed_memory
+
+    reuse_freed_memory()
     for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[name] = str(threads)
     try:
