@@ -83,7 +83,7 @@ def _batch(input_shape, n_classes, clients=3, samples=5, seed=0, dtype=np.float6
 
 
 @pytest.mark.parametrize(("name", "shape", "options"), NETWORKS, ids=[n[0] for n in NETWORKS])
-def test_vmapped_gradients_equal_per_client_backward(name, shape, options):
+def test_batched_gradients_equal_per_client_backward(name, shape, options):
     loss = TorchModel(name, input_shape=shape, n_classes=4, options=options, l2=0.01)
     batch = _batch(shape, 4)
     rng = np.random.default_rng(1)
@@ -97,6 +97,76 @@ def test_vmapped_gradients_equal_per_client_backward(name, shape, options):
     h = 1e-6
     fd = (loss.value(x + h * d, batch) - loss.value(x - h * d, batch)) / (2 * h)
     np.testing.assert_allclose(fd, np.sum(got * d, axis=1), rtol=1e-5, atol=1e-8)
+
+
+def tanh_mlp(input_shape, n_classes):
+    """A network the hand-batched forward does not implement (Tanh): vmap must run it."""
+    return torch.nn.Sequential(torch.nn.Linear(input_shape[0], 5), torch.nn.Tanh(),
+                               torch.nn.Linear(5, n_classes))
+
+
+BLOCK_CASES = [
+    ("mlp", (7,), {"hidden": [5, 6, 4]}),
+    ("cnn", (1, 8, 8), {"channels": [3, 4], "kernel_size": 5}),
+    ("cnn", (2, 9, 11), {"channels": [3, 2], "kernel_size": 3}),  # odd sides: pooling floors
+    ("cnn", (3, 12, 12), {"channels": [2, 3], "kernel_size": 4}),  # even kernel
+]
+
+
+@pytest.mark.parametrize(("name", "shape", "options"), BLOCK_CASES,
+                         ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in BLOCK_CASES])
+def test_hand_batched_forward_equals_vmap(name, shape, options):
+    """fedcomp's mlp and cnn run the hand-batched block forward; it must give the vmap
+    path's losses and gradients (float64: to rounding)."""
+    loss = TorchModel(name, input_shape=shape, n_classes=4, options=options, l2=0.02)
+    batch = _batch(shape, 4, clients=4, samples=6)
+    rng = np.random.default_rng(2)
+    x = torch.as_tensor(loss.initial_model()[None] + 0.1 * rng.standard_normal(
+        (4, loss.layout().size)))
+    args = [torch.as_tensor(a) for a in batch]
+    args[1] = args[1].long()
+    x_req = x.clone().requires_grad_(True)
+    block = loss._block_losses(x_req, *args)
+    assert loss._cache["plan"] is not None  # this network took the hand-batched path
+    x_vmap = x.clone().requires_grad_(True)
+    reference = loss._batched()(x_vmap, *args)
+    torch.testing.assert_close(block, reference, rtol=1e-12, atol=1e-12)
+    (g_block,) = torch.autograd.grad(block.sum(), x_req)
+    (g_vmap,) = torch.autograd.grad(reference.sum(), x_vmap)
+    torch.testing.assert_close(g_block, g_vmap, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(loss.grad(x.numpy(), batch), autograd_grads(loss, x.numpy(), batch),
+                               rtol=1e-9, atol=1e-12)
+
+
+def test_block_plan_refuses_what_it_does_not_implement():
+    from torch import nn
+
+    from fedcomp.losses._block_forward import block_plan
+
+    image = (2, 6, 6)
+    refused = {
+        "tanh": (tanh_mlp((7,), 3), (7,)),
+        "grouped conv": (nn.Sequential(nn.Conv2d(2, 4, 3, groups=2), nn.Flatten(),
+                                       nn.Linear(64, 3)), image),
+        "linear on images": (nn.Sequential(nn.Conv2d(2, 4, 3), nn.Linear(4, 3)), image),
+        "pooling a vector": (nn.Sequential(nn.MaxPool2d(2), nn.Linear(7, 3)), (7,)),
+        "string padding": (nn.Sequential(nn.Conv2d(2, 4, 3, padding="same"), nn.Flatten(),
+                                         nn.Linear(144, 3)), image),
+        "resnet18": (TorchModel("resnet18", input_shape=(3, 8, 8), n_classes=3,
+                                options={"width": 4, "norm_groups": 2}).network(), (3, 8, 8)),
+    }
+    for what, (net, shape) in refused.items():
+        assert block_plan(net, shape) is None, what
+    assert block_plan(nn.Sequential(nn.Flatten(), nn.Linear(72, 3)), image) is not None
+
+
+def test_network_outside_the_block_plan_runs_through_vmap():
+    loss = TorchModel(tanh_mlp, input_shape=(7,), n_classes=3)
+    batch = _batch((7,), 3)
+    x = np.stack([loss.initial_model()] * 3) + 0.05
+    np.testing.assert_allclose(loss.grad(x, batch), autograd_grads(loss, x, batch),
+                               rtol=1e-9, atol=1e-12)
+    assert loss._cache["plan"] is None
 
 
 def test_float32_tensors_stay_float32_and_agree_with_float64():
