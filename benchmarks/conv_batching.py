@@ -5,7 +5,8 @@ channels, 5×5 kernels, padding 2, on the 4×4 maps left of 8×8 digits after th
 block, 20 images per client, each client with its own kernel. One forward and one
 backward (input and kernel gradients) of all clients:
 
-* **grouped**: one grouped convolution over the stacked clients (what ``vmap`` produces);
+* **grouped**: one grouped convolution over the stacked clients (what ``vmap`` produces,
+  and ``TorchModel``'s hand-batched forward with the bias fused in);
 * **grouped, channels-last**: the same in NHWC layout;
 * **im2col**: ``unfold`` + one batched matrix product per client (``bmm``) + ``fold`` in
   the backward pass;
@@ -26,6 +27,8 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+
+import fedcomp
 
 IMAGES, CHANNELS_IN, SIDE, CHANNELS_OUT, KERNEL = 20, 32, 4, 64, 5
 
@@ -77,6 +80,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=100)
     args = parser.parse_args()
+    fedcomp.runtime.reuse_freed_memory()  # as fedcomp's command line runs
     flop = 3 * 2 * args.clients * IMAGES * SIDE**2 * CHANNELS_IN * KERNEL**2 * CHANNELS_OUT
     print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads; {args.clients} "
           f"clients x {IMAGES} images, {CHANNELS_IN}->{CHANNELS_OUT} channels, "
