@@ -107,6 +107,7 @@ def tanh_mlp(input_shape, n_classes):
 
 BLOCK_CASES = [
     ("mlp", (7,), {"hidden": [5, 6, 4]}),
+    ("mlp", (2, 3, 5), {"hidden": [4]}),  # images flattened by the first layer
     ("cnn", (1, 8, 8), {"channels": [3, 4], "kernel_size": 5}),
     ("cnn", (2, 9, 11), {"channels": [3, 2], "kernel_size": 3}),  # odd sides: pooling floors
     ("cnn", (3, 12, 12), {"channels": [2, 3], "kernel_size": 4}),  # even kernel
