@@ -139,6 +139,22 @@ def test_hand_batched_forward_equals_vmap(name, shape, options):
                                rtol=1e-9, atol=1e-12)
 
 
+def bias_free_cnn(input_shape, n_classes):
+    c, h, w = input_shape
+    nn = torch.nn
+    return nn.Sequential(nn.Conv2d(c, 3, 3, padding=1, bias=False), nn.ReLU(), nn.Flatten(),
+                         nn.Linear(3 * h * w, n_classes, bias=False))
+
+
+def test_block_forward_without_biases_matches_backward():
+    loss = TorchModel(bias_free_cnn, input_shape=(2, 5, 5), n_classes=3)
+    batch = _batch((2, 5, 5), 3)
+    x = np.stack([loss.initial_model()] * 3) + np.random.default_rng(3).normal(0, 0.1, (3, 1))
+    np.testing.assert_allclose(loss.grad(x, batch), autograd_grads(loss, x, batch),
+                               rtol=1e-9, atol=1e-12)
+    assert loss._cache["plan"] is not None
+
+
 def test_block_plan_refuses_what_it_does_not_implement():
     from torch import nn
 

@@ -77,8 +77,9 @@ def block_logits(plan: tuple[Any, ...], params: dict[str, Any], features: Any) -
     else:
         h, images = features, False
     for index, layer in enumerate(plan):
-        weight, bias = params.get(f"{index}.weight"), params.get(f"{index}.bias")
+        bias = params.get(f"{index}.bias")  # Conv2d / Linear built with bias=False have none
         if isinstance(layer, nn.Conv2d):
+            weight = params[f"{index}.weight"]
             h = F.conv2d(h, weight.reshape(-1, *weight.shape[2:]),
                          None if bias is None else bias.reshape(-1), layer.stride,
                          layer.padding, layer.dilation, groups=n_clients)
@@ -92,6 +93,7 @@ def block_logits(plan: tuple[Any, ...], params: dict[str, Any], features: Any) -
                 h = h.reshape(n_samples, n_clients, -1).transpose(0, 1)
                 images = False
         else:  # Linear: x W^T + b per client
+            weight = params[f"{index}.weight"]
             if bias is None:
                 h = torch.bmm(h, weight.transpose(1, 2))
             else:
