@@ -3,8 +3,8 @@
 scikit-learn's bundled 8×8 digits (no download) split among 10 clients with Dirichlet(0.5)
 label skew; a 64-64-10 MLP whose weight matrices (not biases) carry the nonconvex SCAD
 penalty. Per-client gradients of a whole block come from one batched forward and backward
-pass (no loop over clients); the algorithms are the same code as on NumPy. Prints test accuracy and the fraction of zero
-weights.
+pass (no loop over clients); the algorithms are the same code as on NumPy. Prints test
+accuracy and the fraction of zero weights.
 
     python examples/sparse_mlp_digits.py [--rounds 30]
 """
