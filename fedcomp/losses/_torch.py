@@ -27,6 +27,7 @@ import numpy as np
 from .._array import Array
 from ..data._client_data import Batch
 from ._base import check_l2
+from ._block_forward import block_logits, block_plan
 
 
 class ParamEntry(NamedTuple):
@@ -309,13 +310,20 @@ class TorchModel:
 
     def _one_client(self, flat: Any, features: Any, targets: Any, weights: Any) -> Any:
         """``f_i`` of one client: weighted cross-entropy (+ ridge), a scalar tensor."""
-        import torch
         from torch.func import functional_call
 
         logits = functional_call(self.network(), self._unflatten(flat), (features,))
-        per_sample = torch.nn.functional.cross_entropy(logits, targets, reduction="none")
-        loss = torch.sum(weights * per_sample)
-        return loss + 0.5 * self.l2 * torch.sum(flat * flat) if self.l2 else loss
+        return self._loss_of_logits(logits, targets, weights, flat)
+
+    def _loss_of_logits(self, logits: Any, targets: Any, weights: Any, flat: Any) -> Any:
+        """``Σ_j w_j CE(logits_j, y_j) + (l2/2)‖x‖²`` over the trailing sample axis: a scalar
+        for one client (``logits (N, K)``), ``(B,)`` for a block (``(B, N, K)``)."""
+        import torch
+
+        per_sample = torch.nn.functional.cross_entropy(
+            logits.flatten(0, -2), targets.flatten(), reduction="none").reshape(targets.shape)
+        loss = torch.sum(weights * per_sample, dim=-1)
+        return loss + 0.5 * self.l2 * torch.sum(flat * flat, dim=-1) if self.l2 else loss
 
     def _batched(self) -> Any:
         """``vmap`` of :meth:`_one_client` over the client axis (built once)."""
@@ -330,22 +338,13 @@ class TorchModel:
         """``(f_1, …, f_B)`` of a block: the hand-batched forward of
         :mod:`fedcomp.losses._block_forward` where the network allows it (fedcomp's mlp and
         cnn; faster than ``vmap``, same arithmetic), ``vmap`` of :meth:`_one_client` else."""
-        import torch
-
         if "plan" not in self._cache:
-            from ._block_forward import block_plan
-
             self._cache["plan"] = block_plan(self.network(), self.input_shape)
         plan = self._cache["plan"]
         if plan is None:
             return self._batched()(flat, features, targets, weights)
-        from ._block_forward import block_logits
-
         logits = block_logits(plan, self._unflatten(flat), features)
-        per_sample = torch.nn.functional.cross_entropy(
-            logits.flatten(0, 1), targets.flatten(), reduction="none").reshape(targets.shape)
-        loss = torch.sum(weights * per_sample, dim=1)
-        return loss + 0.5 * self.l2 * torch.sum(flat * flat, dim=1) if self.l2 else loss
+        return self._loss_of_logits(logits, targets, weights, flat)
 
     def _apply(self, which: str, x: Array, batch: Batch) -> Array:
         import torch
