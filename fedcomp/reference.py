@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
@@ -106,10 +107,13 @@ def solve_reference(problem: Problem, tol: float = 1e-10, max_iter: int = 100_00
     ref = Reference(x, p64.objective(x), norm, iterations)
     if use_cache:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp.npz")
-        np.savez(tmp, x=ref.x, objective=ref.objective, prox_grad_norm=ref.prox_grad_norm,
-                 iterations=ref.iterations)
-        os.replace(tmp, path)
+        # a temporary file of this writer's own: parallel runs (--jobs) solving the same
+        # problem used to share one temporary name, and the second rename found it gone
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=path.stem + ".",
+                                         suffix=".tmp.npz", delete=False) as tmp:
+            np.savez(tmp, x=ref.x, objective=ref.objective, prox_grad_norm=ref.prox_grad_norm,
+                     iterations=ref.iterations)
+        os.replace(tmp.name, path)
     return ref
 
 

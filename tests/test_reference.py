@@ -115,6 +115,26 @@ def test_cache_round_trip(tmp_path, monkeypatch):
     assert len(list(cache_dir().glob("*.npz"))) == 2
 
 
+def _solve_cached(strength: float) -> float:
+    return solve_reference(problem_of(LeastSquares(), L1(strength), "real")).objective
+
+
+def test_parallel_writers_of_one_cache_entry_do_not_collide(tmp_path, monkeypatch):
+    """`fedcomp run --jobs N` workers solve the same reference at once: each writes its own
+    temporary file and renames it (they shared one name, and a rename found it gone)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    monkeypatch.setenv("FEDCOMP_CACHE_DIR", str(tmp_path))
+    context = multiprocessing.get_context("fork" if "fork" in
+                                          multiprocessing.get_all_start_methods() else "spawn")
+    with ProcessPoolExecutor(4, mp_context=context) as pool:
+        objectives = list(pool.map(_solve_cached, [0.01] * 8))
+    assert len(set(objectives)) == 1
+    fingerprint = problem_of(LeastSquares(), L1(0.01), "real").fingerprint()
+    assert [f.name for f in cache_dir().iterdir()] == [f"{fingerprint}.npz"]  # no leftovers
+
+
 def test_float32_problem_is_solved_in_float64():
     p = problem_of(LeastSquares(), L1(0.01), "real")
     p32 = Problem(p.loss, p.regularizer, p.data.to(np.zeros(0, np.float32)), weighting="samples")
