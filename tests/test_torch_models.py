@@ -177,6 +177,87 @@ def test_block_plan_refuses_what_it_does_not_implement():
     assert block_plan(nn.Sequential(nn.Flatten(), nn.Linear(72, 3)), image) is not None
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("shape", [(3, 5, 6, 10), (2, 40, 8, 8), (1, 1, 2, 2)])
+def test_max_pool_2x2_equals_aten_pooling_with_ties(shape, dtype):
+    """Small-integer maps tie in most windows: the values and, exactly, where each window's
+    gradient goes (its first maximum in row-major order) must be ATen's."""
+    from fedcomp.losses._block_forward import max_pool_2x2
+
+    gen = torch.Generator().manual_seed(sum(shape))
+    h = torch.randint(-2, 3, shape, generator=gen).to(dtype)
+    grad_out = torch.randn(shape[0], shape[1], shape[2] // 2, shape[3] // 2, generator=gen,
+                           dtype=dtype)
+    ours, aten = h.clone().requires_grad_(True), h.clone().requires_grad_(True)
+    out = max_pool_2x2(ours)
+    expected = torch.nn.functional.max_pool2d(aten, 2)
+    assert torch.equal(out, expected)
+    (g_ours,) = torch.autograd.grad(out, ours, grad_out)
+    (g_aten,) = torch.autograd.grad(expected, aten, grad_out)
+    assert torch.equal(g_ours, g_aten)
+    with torch.no_grad():  # no gradient wanted: values only
+        assert torch.equal(max_pool_2x2(h), expected.detach())
+
+
+def test_max_pool_2x2_propagates_nan():
+    from fedcomp.losses._block_forward import max_pool_2x2
+
+    h = torch.zeros(1, 1, 4, 4)
+    h[0, 0, 0, 1] = float("nan")
+    h[0, 0, 3, 2] = float("nan")
+    out = max_pool_2x2(h)
+    assert torch.equal(out.isnan(), torch.nn.functional.max_pool2d(h, 2).isnan())
+
+
+def test_block_forward_routes_tied_maxima_like_the_network():
+    """Integer weights on integer images make convolution outputs tie inside pooling
+    windows (at positive values, on different input patches): the block path pools before
+    ReLU with its own 2×2 pooling, the vmap path runs the network as written, and the
+    gradients must still agree — a tie sent to another position changes the kernels'
+    gradients by O(1)."""
+    shape = (1, 8, 8)
+    loss = TorchModel("cnn", input_shape=shape, n_classes=3,
+                      options={"channels": [3, 4], "kernel_size": 3})
+    rng = np.random.default_rng(5)
+    x = rng.integers(-1, 2, (2, loss.layout().size)).astype(np.float64)
+    for entry in loss.layout().entries:
+        if entry.name.startswith("7."):  # the classifier: small, so the softmax is not flat
+            x[:, entry.offset:entry.offset + entry.size] *= 0.05
+    feats = rng.integers(0, 3, (2, 6, *shape)).astype(np.float64)
+    batch = Batch(feats, rng.integers(0, 3, (2, 6)), np.full((2, 6), 1 / 6))
+    net = loss.network()
+    torch.nn.utils.vector_to_parameters(torch.as_tensor(x[0]), net.parameters())
+    with torch.no_grad():
+        pooled_input = net[:2](torch.as_tensor(feats[0]))  # conv1 + ReLU, before pooling
+    windows = pooled_input.unfold(2, 2, 2).unfold(3, 2, 2).flatten(-2)
+    top = windows.max(-1, keepdim=True).values
+    ties = ((windows == top).sum(-1) > 1) & (top[..., 0] > 0)
+    assert ties.sum() > 20  # the case this test is about does occur
+    args = [torch.as_tensor(a) for a in batch]
+    x_block = torch.as_tensor(x).requires_grad_(True)
+    x_vmap = torch.as_tensor(x).requires_grad_(True)
+    (g_block,) = torch.autograd.grad(loss._block_losses(x_block, *args).sum(), x_block)
+    (g_vmap,) = torch.autograd.grad(loss._batched()(x_vmap, *args).sum(), x_vmap)
+    assert loss._cache["plan"] is not None
+    torch.testing.assert_close(g_block, g_vmap, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(g_block.numpy(), autograd_grads(loss, x, batch), rtol=1e-9,
+                               atol=1e-12)
+
+
+def test_relu_before_pooling_runs_after_it():
+    from torch import nn
+
+    from fedcomp.losses._block_forward import execution_order
+
+    net = TorchModel("cnn", input_shape=(1, 8, 8), n_classes=3,
+                     options={"channels": [2, 2]}).network()
+    order = [type(layer).__name__ for _, layer in execution_order(tuple(net))]
+    assert order == ["Conv2d", "MaxPool2d", "ReLU", "Conv2d", "MaxPool2d", "ReLU", "Flatten",
+                     "Linear"]
+    plain = (nn.ReLU(), nn.Flatten(), nn.Linear(3, 3))
+    assert [i for i, _ in execution_order(plain)] == [0, 1, 2]
+
+
 def test_network_outside_the_block_plan_runs_through_vmap():
     loss = TorchModel(tanh_mlp, input_shape=(7,), n_classes=3)
     batch = _batch((7,), 3)
