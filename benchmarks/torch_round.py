@@ -101,6 +101,18 @@ def loop_round(problem: fedcomp.Problem, rounds: int) -> float:
     return (time.perf_counter() - tic) / rounds
 
 
+def best_of_interleaved(problem: fedcomp.Problem, rounds: int, repeats: int
+                        ) -> tuple[float, float]:
+    """Best seconds per round of each path, the repeats alternating vmap and loop: when
+    the machine slows down or speeds up during a run (this box drifts by up to 30 %), both
+    paths see it alike and their ratio stays honest."""
+    t_vmap = t_loop = float("inf")
+    for _ in range(repeats):
+        t_vmap = min(t_vmap, vmap_round(problem, rounds))
+        t_loop = min(t_loop, loop_round(problem, rounds))
+    return t_vmap, t_loop
+
+
 def step_flops(problem: fedcomp.Problem) -> float:
     """Floating-point operations of one client's local step (forward + backward)."""
     from torch.utils.flop_counter import FlopCounterMode
@@ -160,8 +172,7 @@ def main() -> None:
             problem = make_problem(model, n, args.input)
             vmap_round(problem, 1)  # warm-up (first vmap call traces the network)
             loop_round(problem, 1)
-            t_vmap = min(vmap_round(problem, args.rounds) for _ in range(args.repeats))
-            t_loop = min(loop_round(problem, args.rounds) for _ in range(args.repeats))
+            t_vmap, t_loop = best_of_interleaved(problem, args.rounds, args.repeats)
             work = step_flops(problem) * LOCAL_STEPS * n  # FLOP per round (gradients only)
             row = {"model": model, "clients": n, "parameters": problem.param_shape[0],
                    "vmap_ms": 1e3 * t_vmap, "loop_ms": 1e3 * t_loop, "speedup": t_loop / t_vmap,

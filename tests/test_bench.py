@@ -5,7 +5,10 @@ No timing assertions: performance claims live in ``docs/BENCHMARKS.md``, not in 
 
 import importlib.util
 import io
+import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -148,3 +151,19 @@ def test_conv_batching_ways_run_tiny():
     assert set(ways) == {"grouped", "grouped, channels-last", "im2col", "bmm only", "loop"}
     for run in ways.values():
         assert module.best_ms(run, repeats=1) > 0
+
+
+def test_torch_round_benchmark_runs_tiny(tmp_path):
+    """``benchmarks/torch_round.py`` end to end on 2 clients (its own process: it changes
+    malloc's settings), rows written as JSON."""
+    pytest.importorskip("torch")
+    out = tmp_path / "rows.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "torch_round.py"), "--clients", "2",
+         "--rounds", "1", "--repeats", "1", "--models", "mlp,cnn_digits", "--json", str(out)],
+        capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(out.read_text())
+    assert [(r["model"], r["clients"]) for r in rows] == [("mlp", 2), ("cnn_digits", 2)]
+    assert all(r["vmap_ms"] > 0 and r["loop_ms"] > 0 and r["bound"] > 0 for r in rows)
+    assert "| cnn_digits | 2 |" in done.stdout
