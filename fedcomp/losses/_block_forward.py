@@ -150,7 +150,8 @@ def _is_plain_2x2(layer: Any) -> bool:
 def max_pool_2x2(h: Any) -> Any:
     """``F.max_pool2d(h, 2)`` of ``(N, C, H, W)`` maps with even H and W, same values and
     same gradients (ties go to the window's first maximum in row-major order, as ATen's
-    kernel sends them; NaN propagates).
+    kernel sends them; NaN propagates, though which NaN of a window receives the gradient
+    may differ).
 
     The window maximum is two elementwise maxima — over the column pairs, then over the row
     pairs — on strided views, and the backward scatters into the winners' positions,
