@@ -42,9 +42,10 @@ from typing import Any
 SUPPORTED = ("Conv2d", "ReLU", "MaxPool2d", "Flatten", "Linear")
 
 
-def block_plan(net: Any, input_shape: tuple[int, ...]) -> tuple[Any, ...] | None:
-    """The layers of ``net`` if :func:`block_logits` reproduces it on samples of
-    ``input_shape``, otherwise ``None``.
+def block_plan(net: Any, input_shape: tuple[int, ...]) -> tuple[tuple[int, Any], ...] | None:
+    """``(index, layer)`` of ``net``'s layers in the order :func:`block_logits` runs them
+    (:func:`execution_order`) if it reproduces ``net`` on samples of ``input_shape``,
+    otherwise ``None``.
 
     That is an ``nn.Sequential`` of exactly the :data:`SUPPORTED` types, convolutions
     ungrouped with numeric zero padding, pooling and convolutions on images ``(C, H, W)``,
@@ -71,14 +72,16 @@ def block_plan(net: Any, input_shape: tuple[int, ...]) -> tuple[Any, ...] | None
             images = False
         elif isinstance(layer, nn.Linear) and images:
             return None
-    return tuple(net)
+    return tuple(execution_order(tuple(net)))
 
 
-def block_logits(plan: tuple[Any, ...], params: dict[str, Any], features: Any) -> Any:
+def block_logits(plan: tuple[tuple[int, Any], ...], params: dict[str, Any], features: Any
+                 ) -> Any:
     """Logits ``(B, N, classes)`` of B clients' networks on their own samples.
 
-    ``params`` maps the Sequential's parameter names (``"0.weight"``, …) to per-client
-    tensors with a leading client axis; ``features`` is ``(B, N, *sample_shape)``.
+    ``plan`` is :func:`block_plan`'s; ``params`` maps the Sequential's parameter names
+    (``"0.weight"``, …) to per-client tensors with a leading client axis; ``features`` is
+    ``(B, N, *sample_shape)``.
     """
     import torch
     import torch.nn.functional as F
@@ -90,7 +93,7 @@ def block_logits(plan: tuple[Any, ...], params: dict[str, Any], features: Any) -
         images = True
     else:
         h, images = features, False
-    for index, layer in execution_order(plan):
+    for index, layer in plan:
         bias = params.get(f"{index}.bias")  # Conv2d / Linear built with bias=False have none
         if isinstance(layer, nn.Conv2d):
             weight = params[f"{index}.weight"]
@@ -118,8 +121,8 @@ def block_logits(plan: tuple[Any, ...], params: dict[str, Any], features: Any) -
     return h
 
 
-def execution_order(plan: tuple[Any, ...]) -> list[tuple[int, Any]]:
-    """``(index, layer)`` of ``plan`` in the order :func:`block_logits` runs them: each
+def execution_order(layers: tuple[Any, ...]) -> list[tuple[int, Any]]:
+    """``(index, layer)`` of ``layers`` in the order :func:`block_logits` runs them: each
     ``ReLU`` directly followed by a ``MaxPool2d`` swapped with it.
 
     ``relu(maxpool(h)) = maxpool(relu(h))`` exactly (max commutes with a nondecreasing
@@ -130,7 +133,7 @@ def execution_order(plan: tuple[Any, ...]) -> list[tuple[int, Any]]:
     """
     from torch import nn
 
-    order = list(enumerate(plan))
+    order = list(enumerate(layers))
     for i in range(len(order) - 1):
         if isinstance(order[i][1], nn.ReLU) and isinstance(order[i + 1][1], nn.MaxPool2d):
             order[i], order[i + 1] = order[i + 1], order[i]
@@ -181,10 +184,11 @@ def _max_pool_2x2_function() -> Any:
             if ctx.needs_input_grad[0]:
                 # Strict ">": a tie keeps the first of the pair, as ATen's scan does.
                 right_won = (right > left).view(torch.uint8).reshape(n, c, height * out_w)
-                row_starts = torch.arange(0, height * out_w, 2 * out_w, device=h.device)
-                pair_at = (bottom > top).long().mul_(out_w)  # offset of the winning row
-                pair_at.add_(row_starts.view(out_h, 1) + torch.arange(out_w, device=h.device))
-                pair_at = pair_at.view(n, c, out_h * out_w)  # column pair, in right_won
+                # column pairs of each window's top row, as indices into right_won's planes
+                top_pairs = torch.arange(height * out_w, device=h.device).view(
+                    out_h, 2, out_w)[:, 0]
+                pair_at = (bottom > top).long().mul_(out_w).add_(top_pairs)  # winning row's
+                pair_at = pair_at.view(n, c, out_h * out_w)
                 # column pair p covers the plane's positions 2p and 2p + 1 (width = 2·out_w)
                 winner = right_won.gather(2, pair_at).long().add_(pair_at).add_(pair_at)
                 ctx.save_for_backward(winner)

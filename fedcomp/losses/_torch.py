@@ -360,7 +360,7 @@ class TorchModel:
                 out = self._block_losses(x_t, feats, targs, weights)
         else:
             # Client losses are independent, so the gradient of their sum with respect to the
-            # (B, D) block is every client's own gradient: one vmapped forward and a single
+            # (B, D) block is every client's own gradient: one batched forward and a single
             # backward pass (measured faster on CPU than vmap(grad(...)), same values).
             with torch.enable_grad():
                 x_req = x_t.detach().requires_grad_(True)
