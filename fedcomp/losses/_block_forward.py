@@ -186,7 +186,7 @@ def _max_pool_2x2_function() -> Any:
                 right_won = (right > left).view(torch.uint8).reshape(n, c, height * out_w)
                 # column pairs of each window's top row, as indices into right_won's planes
                 top_pairs = torch.arange(height * out_w, device=h.device).view(
-                    out_h, 2, out_w)[:, 0]
+                    out_h, 2, out_w)[:, 0].contiguous()  # a strided one slows the add
                 pair_at = (bottom > top).long().mul_(out_w).add_(top_pairs)  # winning row's
                 pair_at = pair_at.view(n, c, out_h * out_w)
                 # column pair p covers the plane's positions 2p and 2p + 1 (width = 2·out_w)
