@@ -152,6 +152,27 @@ def test_invalid_hyperparameters_raise(name):
         make_algorithm(name, step_size=0.1)
 
 
+@pytest.mark.parametrize("name, switch", [("fedavg", "server_prox"), ("scaffold", "server_prox"),
+                                          ("scaffnew", "server_prox"), ("fedpd", "server_prox"),
+                                          ("za1", "final_prox")])
+@pytest.mark.parametrize("value", ["False", "none", 0, None])
+def test_switches_must_be_booleans(name, switch, value):
+    # "False" is what `--set ...server_prox=False` gives (TOML booleans are lowercase); taken
+    # by truthiness it would turn the server prox *on*.
+    with pytest.raises(ValueError, match=rf"{switch} must be True or False \(got {switch}="):
+        make_algorithm(name, **{switch: value})
+    assert make_algorithm(name, **{switch: np.bool_(False)}).hyperparameters[switch] is not None
+
+
+@pytest.mark.parametrize("params, hint", [
+    (dict(client_lr=np.float32(0.25)), "pass 0.25"),
+    (dict(local_steps=np.int64(5)), "pass 5"),
+])
+def test_numpy_scalar_hyperparameters_get_a_message_naming_the_fix(params, hint):
+    with pytest.raises(ValueError, match=f"NumPy scalar: {hint}"):
+        make_algorithm("za1", **params)
+
+
 def test_unknown_algorithm_lists_valid_names():
     with pytest.raises(ValueError, match="za1"):
         make_algorithm("fedsomething")

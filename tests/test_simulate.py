@@ -60,6 +60,36 @@ def test_block_size_does_not_change_results(alg, batch_size):
             np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("client_block", [1, 4, "all"])
+def test_a_sampling_schedule_is_read_as_a_set_of_clients(client_block):
+    # [0, 1, 5, 3] once became slice(0, 4): client 2 ran in client 5's place
+    p = make_problem("logistic", n_clients=7)
+    schedule = [[0, 1, 5, 3], [6, 2], [4, 0, 6, 5, 1]]
+    runs = [simulate(make_algorithm("scaffold", client_lr=0.5, local_steps=3), p, 3,
+                     sampling=lambda r, order=order: order(schedule[r]), client_block=client_block,
+                     seed=4, metrics=[])
+            for order in (sorted, list)]
+    np.testing.assert_array_equal(runs[1].x, runs[0].x)
+    for a, b in zip(runs[1].client_states, runs[0].client_states, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_full_participation_algorithm_takes_a_schedule_of_every_client():
+    p = make_problem("logistic", n_clients=5)
+    every = simulate(za1(0.5, 3), p, 3, sampling=lambda r: np.arange(5)[::-1], metrics=[])
+    np.testing.assert_array_equal(every.x, simulate(za1(0.5, 3), p, 3, metrics=[]).x)
+    with pytest.raises(ValueError, match="za1 is defined for full participation only.*got 4 of 5"):
+        simulate(za1(0.5, 3), p, 3, sampling=lambda r: np.arange(5 - r), metrics=[])
+
+
+@pytest.mark.parametrize("ids", [[0.5, 2], [1, 1], [7], [], ["a"]])
+def test_a_bad_sampling_schedule_names_the_round_and_the_ids(ids):
+    p = make_problem("logistic", n_clients=7)
+    with pytest.raises(ValueError, match=r"sampling\(0\) must return distinct integer client ids "
+                                         r"in 0\.\.6 \(got"):
+        simulate(fedavg(0.5, 3), p, 2, sampling=lambda r: ids, metrics=[])
+
+
 def test_seed_changes_minibatches_and_sampling():
     p = make_problem("logistic")
     a = simulate(fedavg(0.5, 3), p, 3, batch_size=2, clients_per_round=3, seed=0, metrics=[])
@@ -182,6 +212,8 @@ def test_divergence_stops_with_a_clear_error_and_keeps_rows():
     (dict(rounds=2, clients_per_round=100), "clients_per_round"),
     (dict(rounds=2, batch_size=0), "batch_size"),
     (dict(rounds=2, eval_every=0), "eval_every"),
+    (dict(rounds=2, seed=-1), r"seed must be a nonnegative integer \(got seed=-1\)"),
+    (dict(rounds=2, seed=1.5), "seed=1.5"),
     (dict(rounds=2, client_block="big"), "client_block"),
     (dict(rounds=2, metrics=["accuracy"]), "unknown metric"),
 ])

@@ -136,17 +136,41 @@ def average(values: Array, weights: Array) -> Array:
     return weighted_sum(values, weights)
 
 
+def _numpy_scalar_hint(value: Any) -> str:
+    """The fix for a NumPy scalar where a Python number is needed, else nothing."""
+    if isinstance(value, np.generic):
+        # Python numbers only: a NumPy float64 scalar would promote float32 models to
+        # float64 (NEP 50), and hyperparameters are written to JSON as they are given.
+        return f"; this is a NumPy scalar: pass {value.item()!r} (.item() or float()/int())"
+    return ""
+
+
 def check_positive(owner: str, **params: Any) -> None:
-    """Raise a ``ValueError`` naming the first parameter that is not > 0."""
+    """Raise a ``ValueError`` naming the first parameter that is not a Python number > 0."""
     for name, value in params.items():
-        if not (isinstance(value, int | float) and value > 0):
-            raise ValueError(f"{owner}: {name} must be a positive number (got {name}={value!r})")
+        is_number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not (is_number and value > 0):
+            raise ValueError(f"{owner}: {name} must be a positive number (got {name}={value!r})"
+                             + _numpy_scalar_hint(value))
 
 
 def check_local_steps(owner: str, local_steps: Any) -> None:
     is_int = isinstance(local_steps, int) and not isinstance(local_steps, bool)
     if not (is_int and local_steps >= 1):
-        raise ValueError(f"{owner}: local_steps must be an integer >= 1 (got {local_steps!r})")
+        raise ValueError(f"{owner}: local_steps must be an integer >= 1 (got {local_steps!r})"
+                         + _numpy_scalar_hint(local_steps))
+
+
+def check_flag(owner: str, **flags: Any) -> None:
+    """Raise a ``ValueError`` naming the first switch that is not ``True`` or ``False``.
+
+    Truthiness is not enough: the string ``"False"`` (what ``--set server_prox=False``
+    gives, TOML booleans being lowercase) is true and would turn the switch on.
+    """
+    for name, value in flags.items():
+        if not isinstance(value, bool | np.bool_):
+            raise ValueError(f"{owner}: {name} must be True or False (got {name}={value!r}); "
+                             "in a TOML config or --set write lowercase true / false")
 
 
 def check_max_delay(value: Any, owner: str) -> None:
@@ -165,9 +189,10 @@ def require_full_participation(owner: str) -> Callable[[Any, int | None], None]:
         if clients_per_round is not None and clients_per_round < problem.n_clients:
             raise ValueError(
                 f"{owner} is defined for full participation only (its correction term uses the "
-                f"server update of the previous round); got clients_per_round={clients_per_round} "
-                f"of {problem.n_clients}. Use clients_per_round=None, or an algorithm with client "
-                "sampling such as FedDR or SCAFFOLD.")
+                f"server update of the previous round); got {clients_per_round} of "
+                f"{problem.n_clients} clients per round. Use every client in every round "
+                "(clients_per_round=None, no sampling=), or an algorithm with client sampling "
+                "such as FedDR or SCAFFOLD.")
 
     return validate
 

@@ -23,6 +23,7 @@ from ._base import (
     ServerContext,
     all_of,
     average,
+    check_flag,
     check_positive,
     check_prox_steps,
     replicate,
@@ -104,6 +105,7 @@ def fedpd(eta: float = 1.0, comm_prob: float = 1.0, server_prox: bool = True,
     0.5
     """
     check_positive("fedpd", eta=eta, comm_prob=comm_prob)
+    check_flag("fedpd", server_prox=server_prox)
     if comm_prob > 1:
         raise ValueError(f"fedpd: comm_prob must be in (0, 1] (got comm_prob={comm_prob!r})")
     solver = make_solver("fedpd", local_solver, client_lr, local_steps, local_epochs, tol,

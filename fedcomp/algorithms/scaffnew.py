@@ -21,6 +21,7 @@ from ._base import (
     ServerContext,
     all_of,
     average,
+    check_flag,
     check_positive,
     check_prox_steps,
     replicate,
@@ -113,6 +114,7 @@ def scaffnew(client_lr: float = 0.1, comm_prob: float = 0.2, server_prox: bool =
     0.25
     """
     check_positive("scaffnew", client_lr=client_lr, comm_prob=comm_prob)
+    check_flag("scaffnew", server_prox=server_prox)
     if not comm_prob <= 1:
         raise ValueError(f"scaffnew: comm_prob must be in (0, 1] (got comm_prob={comm_prob!r})")
     big_step = client_lr / comm_prob  # γ/p

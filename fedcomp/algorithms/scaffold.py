@@ -17,6 +17,7 @@ from ._base import (
     FederatedAlgorithm,
     ServerContext,
     average,
+    check_flag,
     check_local_steps,
     check_positive,
     check_prox_steps,
@@ -89,6 +90,7 @@ def scaffold(client_lr: float = 0.1, local_steps: int = 5, server_lr: float = 1.
     """
     check_positive("scaffold", client_lr=client_lr, server_lr=server_lr)
     check_local_steps("scaffold", local_steps)
+    check_flag("scaffold", server_prox=server_prox)
     prox_step = server_lr * local_steps * client_lr
 
     def init(x0: Array, n_clients: int, regularizer: Any) -> tuple[ServerState, ClientState]:

@@ -23,6 +23,7 @@ from ._base import (
     ServerContext,
     all_of,
     average,
+    check_flag,
     check_local_steps,
     check_positive,
     check_prox_steps,
@@ -110,6 +111,7 @@ def za1(client_lr: float = 1.0, local_steps: int = 5, server_lr: float = 1.0,
     """
     check_positive("za1", client_lr=client_lr, server_lr=server_lr)
     check_local_steps("za1", local_steps)
+    check_flag("za1", final_prox=final_prox)
     big_step = client_lr * server_lr * local_steps  # η̃
     last_local_step = local_steps if final_prox else local_steps - 1  # largest prox_{(t+1)η g}
 

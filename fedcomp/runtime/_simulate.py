@@ -120,7 +120,8 @@ def resolve_block_size(client_block: Any, problem: Problem, batch_size: int | No
 
 
 def _blocks(participants: np.ndarray, block_size: int) -> list[slice | np.ndarray]:
-    """Split participants into blocks; contiguous runs become slices (no data copy)."""
+    """Split sorted, distinct participant ids into blocks; consecutive runs become slices
+    (no data copy)."""
     out: list[slice | np.ndarray] = []
     for start in range(0, len(participants), block_size):
         chunk = participants[start:start + block_size]
@@ -172,11 +173,21 @@ def server_context(problem: Problem, server_prox: Any, round_: int, participants
 
 
 def _sampled(sampling: Any, round_: int, n_clients: int) -> np.ndarray:
-    ids = np.asarray(sampling(round_), dtype=np.int64).reshape(-1)
-    if len(ids) == 0 or len(np.unique(ids)) != len(ids) or ids.min() < 0 or ids.max() >= n_clients:
-        raise ValueError(f"sampling({round_}) must return distinct client ids in 0..{n_clients - 1}"
-                         f" (got {ids.tolist()})")
-    return ids
+    """The client ids a user's ``sampling(round_)`` picks, checked and sorted.
+
+    Sorted because blocks are cut from sorted ids (:func:`_blocks` turns a run of
+    consecutive ids into a slice), and so that the order a schedule lists its clients in
+    never changes the results.
+    """
+    picked = np.asarray(sampling(round_)).reshape(-1)
+    integral = picked.dtype.kind in "iu" or (picked.dtype.kind == "f"
+                                              and bool(np.all(picked == np.round(picked))))
+    ids = picked.astype(np.int64) if integral else picked
+    if (not integral or len(ids) == 0 or len(np.unique(ids)) != len(ids) or ids.min() < 0
+            or ids.max() >= n_clients):
+        raise ValueError(f"sampling({round_}) must return distinct integer client ids in "
+                         f"0..{n_clients - 1} (got {picked.tolist()})")
+    return np.sort(ids)
 
 
 def check_divergence(x: Array, limit: float, algorithm: Any, tags: dict[str, Any],
@@ -453,13 +464,13 @@ def simulate(
     >>> [row["round"] for row in run.history]
     [0, 1, 2, 3]
     """
-    _check_run_args(problem, rounds, clients_per_round, batch_size, eval_every)
+    _check_run_args(problem, rounds, clients_per_round, batch_size, eval_every, seed)
     if algorithm.execution != "rounds":
         raise ValueError(f"{algorithm.name} runs on an event clock, not in rounds; use "
                          "fedcomp.runtime.simulate_async")
     algorithm = algorithm.setup(problem) or algorithm
-    # a custom sampling counts as partial participation for the algorithms' checks
-    algorithm.validate(problem, clients_per_round if sampling is None else 1)
+    # a custom sampling is checked round by round (below): it may well pick every client
+    algorithm.validate(problem, clients_per_round if sampling is None else None)
     norm_limit = _norm_limit(max_norm)
     block_size = resolve_block_size(client_block, problem, batch_size)
     x = problem.initial_model() if x0 is None else problem.as_model(x0)
@@ -526,8 +537,12 @@ def simulate(
     record(0)
     for r in range(rounds):
         tic = time.perf_counter()
-        participants = (sample_clients(seed, r, problem.n_clients, clients_per_round)
-                        if sampling is None else _sampled(sampling, r, problem.n_clients))
+        if sampling is None:
+            participants = sample_clients(seed, r, problem.n_clients, clients_per_round)
+        else:
+            participants = _sampled(sampling, r, problem.n_clients)
+            if len(participants) < problem.n_clients:
+                algorithm.validate(problem, len(participants))
         step(r, participants)
         wall += time.perf_counter() - tic
         check_divergence(algorithm.output(server_state), norm_limit, algorithm, tags,
@@ -542,10 +557,13 @@ def simulate(
 
 
 def _check_run_args(problem: Problem, rounds: Any, clients_per_round: Any, batch_size: Any,
-                    eval_every: Any) -> None:
+                    eval_every: Any, seed: Any = 0) -> None:
     def is_int(v: Any) -> bool:
         return isinstance(v, int | np.integer) and not isinstance(v, bool)
 
+    if not (is_int(seed) and seed >= 0):
+        # NumPy's client sampling takes nonnegative integers only (SeedSequence)
+        raise ValueError(f"seed must be a nonnegative integer (got seed={seed!r})")
     if not (is_int(rounds) and rounds >= 0):
         raise ValueError(f"rounds must be a nonnegative integer (got {rounds!r})")
     if clients_per_round is not None and not (is_int(clients_per_round)
