@@ -26,7 +26,8 @@ def client_weights(data: ClientData, weighting: Any = "uniform") -> np.ndarray:
     """Client weights ``π`` (summing to 1).
 
     ``"uniform"`` gives ``1/n`` (the papers' default), ``"samples"`` gives ``n_i/N`` (what
-    most official code does), an array is normalised.
+    most official code does), an array of finite nonnegative weights with a positive sum is
+    normalised.
     """
     if isinstance(weighting, str):
         if weighting == "uniform":
@@ -36,10 +37,21 @@ def client_weights(data: ClientData, weighting: Any = "uniform") -> np.ndarray:
         raise ValueError(f"unknown weighting {weighting!r}; use 'uniform', 'samples' or an array "
                          "of one positive weight per client")
     w = np.asarray(weighting, dtype=np.float64)
-    if w.shape != (data.n_clients,) or (w < 0).any() or w.sum() <= 0:
+    if w.shape != (data.n_clients,):
         raise ValueError(f"weighting must be {data.n_clients} nonnegative numbers with a positive "
-                         f"sum (got shape {w.shape})")
-    return w / w.sum()
+                         f"sum (got shape {w.shape}); pass one weight per client")
+    bad = np.flatnonzero(~np.isfinite(w) | (w < 0))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(f"weighting[{i}] = {w[i]} is not a finite nonnegative number; client "
+                         "weights must be finite and >= 0 (e.g. the clients' sample counts)")
+    # finite entries can still sum to inf (1e308 + 1e308), which would make every π_i zero
+    with np.errstate(over="ignore"):
+        total = float(w.sum())
+    if not 0 < total < np.inf:
+        raise ValueError(f"weighting sums to {total}; client weights need a positive finite sum: "
+                         "give at least one client a positive weight, or rescale them")
+    return w / total
 
 
 @dataclass(frozen=True, eq=False)

@@ -5,7 +5,9 @@ monotone proximal gradient with backtracking (weakly convex ``g``, where momentu
 guarantee), run in float64 NumPy on the pooled objective ``Σ π_i f_i + g`` until the
 prox-gradient mapping norm ``‖x − prox_{g/L}(x − ∇f(x)/L)‖·L`` is at most ``tol``
 (1e-10 by default). Results are cached under ``$FEDCOMP_CACHE_DIR`` (default
-``~/.cache/fedcomp``) keyed by :meth:`Problem.fingerprint`.
+``~/.cache/fedcomp``) keyed by :meth:`Problem.fingerprint` and, for a nonzero start, a
+digest of ``x0``; a cached ``x`` is checked (shape, and the mapping norm recomputed at it)
+before it is returned.
 
 References
 ----------
@@ -17,8 +19,11 @@ O'Donoghue, B., Candès, E. "Adaptive Restart for Accelerated Gradient Schemes."
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import tempfile
+import warnings
+import zipfile
 from pathlib import Path
 from typing import NamedTuple
 
@@ -71,7 +76,10 @@ def solve_reference(problem: Problem, tol: float = 1e-10, max_iter: int = 100_00
     x0 : array, optional
         Starting point (zeros by default).
     use_cache : bool, default True
-        Read/write the on-disk cache keyed by the problem fingerprint.
+        Read/write the on-disk cache keyed by the problem fingerprint (and ``x0`` when it is
+        nonzero). A cached entry is used only if its ``x`` has the model's shape and the
+        prox-gradient norm recomputed at it is ≤ ``tol``; an unreadable or stale entry is
+        re-solved and overwritten with a ``RuntimeWarning`` naming the file.
 
     Returns
     -------
@@ -94,16 +102,18 @@ def solve_reference(problem: Problem, tol: float = 1e-10, max_iter: int = 100_00
     >>> np.round(ref.x, 6)  # soft-thresholding of (1, 0.05) at 0.1/2 ... times 2
     array([0.8, 0. ])
     """
-    path = cache_dir() / f"{problem.fingerprint()}.npz"
-    if use_cache and path.exists():
-        cached = np.load(path)
-        if float(cached["prox_grad_norm"]) <= tol:
-            return Reference(cached["x"], float(cached["objective"]),
-                             float(cached["prox_grad_norm"]), int(cached["iterations"]))
     p64 = as_float64(problem)
     start = np.zeros(p64.param_shape) if x0 is None else np.asarray(x0, dtype=np.float64)
+    path = cache_path(problem, start)
+    if use_cache:
+        cached, defect = _read_cache(path, p64, tol)
+        if cached is not None:
+            return cached
+        if defect:
+            warnings.warn(f"reference cache entry {path} is unusable ({defect}); solving again "
+                          "and overwriting it", RuntimeWarning, stacklevel=2)
     solver = _fista if p64.regularizer.convex else _proximal_gradient
-    x, norm, iterations = solver(p64, start, tol, max_iter)
+    x, norm, iterations, lipschitz = solver(p64, start, tol, max_iter)
     ref = Reference(x, p64.objective(x), norm, iterations)
     if use_cache:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -112,9 +122,58 @@ def solve_reference(problem: Problem, tol: float = 1e-10, max_iter: int = 100_00
         with tempfile.NamedTemporaryFile(dir=path.parent, prefix=path.stem + ".",
                                          suffix=".tmp.npz", delete=False) as tmp:
             np.savez(tmp, x=ref.x, objective=ref.objective, prox_grad_norm=ref.prox_grad_norm,
-                     iterations=ref.iterations)
+                     iterations=ref.iterations, lipschitz=lipschitz)
         os.replace(tmp.name, path)
     return ref
+
+
+def cache_path(problem: Problem, start: np.ndarray) -> Path:
+    """The cache file of ``problem`` solved from ``start``.
+
+    The key is the problem's fingerprint, plus a digest of ``start`` unless it is zero (the
+    default start): for a weakly convex ``g`` (MCP, SCAD), and for a convex one without a
+    unique minimizer, different starts reach different solutions.
+    """
+    key = problem.fingerprint()
+    if np.any(start):
+        a = np.ascontiguousarray(start, dtype=np.float64)
+        digest = hashlib.sha256(str(a.shape).encode() + a.tobytes()).hexdigest()[:16]
+        key += f"-x0-{digest}"
+    return cache_dir() / f"{key}.npz"
+
+
+def _read_cache(path: Path, problem: Problem, tol: float) -> tuple[Reference | None, str]:
+    """The cached reference at ``path`` if it still solves float64 ``problem`` to ``tol``.
+
+    Returns ``(reference, "")`` on a hit, else ``(None, defect)``: ``defect`` names what is
+    wrong with a corrupt or stale entry, and is empty when there is no entry or it was only
+    solved to a looser tolerance (nothing to warn about). The stored norm is not trusted:
+    it is recomputed at the stored ``x`` and the solver's final step (one gradient, one
+    prox), and the objective is re-evaluated.
+    """
+    try:
+        with np.load(path) as cached:
+            x = np.asarray(cached["x"], dtype=np.float64)
+            stored_norm = float(cached["prox_grad_norm"])
+            iterations = int(cached["iterations"])
+            lipschitz = float(cached["lipschitz"])
+    except FileNotFoundError:
+        return None, ""
+    except KeyError as err:  # e.g. written before the solver's step was stored
+        return None, f"missing field: {err}"
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile) as err:
+        return None, f"unreadable: {type(err).__name__}: {err}"
+    if x.shape != problem.param_shape:
+        return None, f"x has shape {x.shape}, the model {problem.param_shape}"
+    if not (np.isfinite(x).all() and np.isfinite(lipschitz) and lipschitz > 0):
+        return None, f"non-finite x or step (lipschitz={lipschitz})"
+    norm = _mapping_norm(problem, x, to_numpy(problem.smooth_grad(x)), lipschitz)
+    if norm <= tol:
+        return Reference(x, problem.objective(x), norm, iterations), ""
+    if stored_norm <= tol:
+        return None, (f"it records prox-gradient norm {stored_norm:.3e}, but the norm at its x "
+                      f"is {norm:.3e} > tol={tol:.1e}")
+    return None, ""
 
 
 def _mapping_norm(problem: Problem, x: np.ndarray, grad: np.ndarray, lipschitz: float) -> float:
@@ -136,7 +195,8 @@ def _backtrack(problem: Problem, y: np.ndarray, f_y: float, g_y: np.ndarray, lip
 
 
 def _fista(problem: Problem, x: np.ndarray, tol: float, max_iter: int
-           ) -> tuple[np.ndarray, float, int]:
+           ) -> tuple[np.ndarray, float, int, float]:
+    """FISTA with backtracking and gradient restart; returns ``(x, norm, iterations, L)``."""
     lipschitz = max(problem.smoothness() / 16.0, 1e-12)  # backtracking raises it as needed
     y, t = x.copy(), 1.0
     norm, half_norm = np.inf, np.nan
@@ -145,7 +205,7 @@ def _fista(problem: Problem, x: np.ndarray, tol: float, max_iter: int
         x_new, lipschitz = _backtrack(problem, y, problem.smooth_value(y), g_y, lipschitz)
         norm = _mapping_norm(problem, x_new, to_numpy(problem.smooth_grad(x_new)), lipschitz)
         if norm <= tol:
-            return x_new, norm, it
+            return x_new, norm, it, lipschitz
         if float(np.vdot(y - x_new, x_new - x)) > 0:  # gradient restart
             t, y = 1.0, x_new
         else:
@@ -159,7 +219,8 @@ def _fista(problem: Problem, x: np.ndarray, tol: float, max_iter: int
 
 
 def _proximal_gradient(problem: Problem, x: np.ndarray, tol: float, max_iter: int
-                       ) -> tuple[np.ndarray, float, int]:
+                       ) -> tuple[np.ndarray, float, int, float]:
+    """Monotone proximal gradient with backtracking; returns ``(x, norm, iterations, L)``."""
     lipschitz = max(problem.smoothness() / 16.0, 1e-12)
     rho = problem.regularizer.weak_convexity
     norm, half_norm = np.inf, np.nan
@@ -170,7 +231,7 @@ def _proximal_gradient(problem: Problem, x: np.ndarray, tol: float, max_iter: in
         x, lipschitz = _backtrack(problem, x, problem.smooth_value(x), g_x, lipschitz)
         norm = _mapping_norm(problem, x, to_numpy(problem.smooth_grad(x)), lipschitz)
         if norm <= tol:
-            return x, norm, it
+            return x, norm, it, lipschitz
         if it == max_iter // 2:
             half_norm = float(np.linalg.norm(x))
     raise RuntimeError(_not_converged(norm, tol, max_iter, half_norm, x))

@@ -7,7 +7,7 @@ import pytest
 from conftest import heterogeneous_data, make_problem
 
 from fedcomp import Problem, fedcanon, simulate, solve_reference
-from fedcomp.data import breast_cancer
+from fedcomp.data import ClientData, breast_cancer
 from fedcomp.losses import LeastSquares, Logistic, Softmax
 from fedcomp.metrics import evaluate, prox_grad_norm, stationarity_step, support_scores
 from fedcomp.regularizers import L1, MCP, Nuclear
@@ -53,6 +53,19 @@ def test_bad_weighting_is_rejected(weighting):
         Problem(LeastSquares(), L1(0.1), data, weighting=weighting)
 
 
+@pytest.mark.parametrize(("weighting", "message"), [
+    ([1.0, np.nan], r"weighting\[1\] = nan is not a finite"),
+    ([np.inf, 1.0], r"weighting\[0\] = inf is not a finite"),
+    ([1.0, -np.inf], r"weighting\[1\] = -inf is not a finite"),
+    ([0.0, 0.0], r"weighting sums to 0.0; .* positive finite sum"),
+    ([1e308, 1e308], r"weighting sums to inf; .* rescale"),
+])
+def test_non_finite_weighting_is_rejected_by_name(weighting, message):
+    data = heterogeneous_data(n_clients=2, d=3)
+    with pytest.raises(ValueError, match=message):
+        Problem(LeastSquares(), L1(0.1), data, weighting=weighting)
+
+
 def test_regularizer_dimension_must_match_the_model():
     data = heterogeneous_data(n_clients=2, d=3)
     with pytest.raises(ValueError, match="param_ndim=2"):
@@ -90,6 +103,18 @@ def test_metrics():
                                             "support_f1": 1.0}
     nan_row = evaluate(p, x, ["optimality"])  # no reference: NaN, not an error
     assert np.isnan(nan_row["optimality"])
+
+
+def test_optimality_is_the_absolute_error_when_the_solution_is_zero():
+    # α ≥ ‖∇f(0)‖_∞ = 0.1: x* = 0, where ‖x − x*‖/‖x*‖ has no value (it gave 1e301, inf)
+    data = ClientData.from_lists([np.eye(2)], [np.array([0.1, -0.05])])
+    p = Problem(LeastSquares(), L1(1.0), data)
+    ref = solve_reference(p, use_cache=False)
+    assert not ref.x.any()
+    for x in (np.array([1e-6, 0.0]), np.array([3.0, -4.0])):
+        row = evaluate(p, x, ["optimality"], reference=ref)
+        assert row["optimality"] == pytest.approx(np.linalg.norm(x), rel=1e-12)
+    assert evaluate(p, ref.x, ["optimality"], reference=ref)["optimality"] == 0.0
 
 
 def test_prox_grad_norm_caps_the_step_for_weakly_convex_penalties():

@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 from conftest import heterogeneous_data
 
+import fedcomp.reference
 from fedcomp import Problem
+from fedcomp.data import ClientData
 from fedcomp.losses import LeastSquares, Logistic
-from fedcomp.reference import cache_dir, solve_reference
-from fedcomp.regularizers import L1, ElasticNet
+from fedcomp.reference import cache_dir, cache_path, solve_reference
+from fedcomp.regularizers import L1, MCP, ElasticNet
 
 sklearn = pytest.importorskip("sklearn")
 from sklearn.linear_model import ElasticNet as SkElasticNet  # noqa: E402
@@ -102,17 +104,89 @@ def test_nonconvex_reference_is_stationary():
     assert np.linalg.norm(mapping) < 1e-8
 
 
+def count_solves(monkeypatch) -> list[int]:
+    """Spy on the convex and weakly convex solvers: one entry per solve that ran."""
+    calls: list[int] = []
+    for name in ("_fista", "_proximal_gradient"):
+        solver = getattr(fedcomp.reference, name)
+        monkeypatch.setattr(fedcomp.reference, name,
+                            lambda *a, _solver=solver: (calls.append(1), _solver(*a))[1])
+    return calls
+
+
 def test_cache_round_trip(tmp_path, monkeypatch):
     monkeypatch.setenv("FEDCOMP_CACHE_DIR", str(tmp_path))
+    solves = count_solves(monkeypatch)
     p = problem_of(LeastSquares(), L1(0.01), "real")
     first = solve_reference(p)
     files = list(cache_dir().glob("*.npz"))
     assert len(files) == 1 and p.fingerprint() in files[0].name
     second = solve_reference(p)
+    assert len(solves) == 1  # the second call read the cache
     np.testing.assert_array_equal(first.x, second.x)
+    assert second.objective == first.objective and second.prox_grad_norm <= 1e-10
     # a different problem (other strength) is another key
     solve_reference(problem_of(LeastSquares(), L1(0.02), "real"))
+    assert len(list(cache_dir().glob("*.npz"))) == 2 and len(solves) == 2
+
+
+def mcp_two_stationary_points() -> Problem:
+    """½(0.3x − 1)² + MCP(0.5, 2): a stationary point at 0 (from x0 = 0) and at 10/3 (x0 = 5)."""
+    data = ClientData.from_lists([np.array([[0.3]])], [np.array([1.0])])
+    return Problem(LeastSquares(), MCP(alpha=0.5, gamma=2.0), data)
+
+
+def test_cache_key_includes_the_start(tmp_path, monkeypatch):
+    monkeypatch.setenv("FEDCOMP_CACHE_DIR", str(tmp_path))
+    p = mcp_two_stationary_points()
+    np.testing.assert_allclose(solve_reference(p).x, [0.0], atol=1e-12)
+    from_five = solve_reference(p, x0=np.array([5.0]))
+    np.testing.assert_allclose(from_five.x, [10.0 / 3.0], rtol=1e-9)
     assert len(list(cache_dir().glob("*.npz"))) == 2
+    # and each is read back from its own entry
+    solves = count_solves(monkeypatch)
+    np.testing.assert_allclose(solve_reference(p, x0=np.array([5.0])).x, [10.0 / 3.0], rtol=1e-9)
+    np.testing.assert_allclose(solve_reference(p, x0=np.zeros(1)).x, [0.0], atol=1e-12)
+    assert solves == []
+
+
+def _write_stale(path, kind):
+    if kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "wrong shape":
+        np.savez(path, x=np.array([5.0, -5.0, 7.0]), objective=0.0, prox_grad_norm=0.0,
+                 iterations=1, lipschitz=1.0)
+    elif kind == "not a solution":
+        np.savez(path, x=np.array([5.0, -5.0]), objective=0.0, prox_grad_norm=0.0,
+                 iterations=1, lipschitz=1.0)
+    else:  # written before the solver's step was stored
+        np.savez(path, x=np.array([0.8, 0.0]), objective=0.0, prox_grad_norm=0.0, iterations=1)
+
+
+@pytest.mark.parametrize("kind", ["empty", "wrong shape", "not a solution", "old format"])
+def test_a_stale_cache_entry_is_solved_again_and_overwritten(tmp_path, monkeypatch, kind):
+    monkeypatch.setenv("FEDCOMP_CACHE_DIR", str(tmp_path))
+    data = ClientData.from_lists([np.eye(2)], [np.array([1.0, 0.05])])
+    p = Problem(LeastSquares(), L1(0.1), data)
+    path = cache_path(p, np.zeros(2))
+    path.parent.mkdir(parents=True)
+    _write_stale(path, kind)
+    with pytest.warns(RuntimeWarning, match=f"{path.name} is unusable"):
+        ref = solve_reference(p)
+    np.testing.assert_allclose(ref.x, [0.8, 0.0], atol=1e-12)
+    assert ref.objective == pytest.approx(p.objective(np.array([0.8, 0.0])), rel=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the overwritten entry is now a clean hit
+        np.testing.assert_array_equal(solve_reference(p).x, ref.x)
+
+
+def test_an_entry_solved_to_a_looser_tol_is_refined_without_a_warning(tmp_path, monkeypatch):
+    monkeypatch.setenv("FEDCOMP_CACHE_DIR", str(tmp_path))
+    p = problem_of(LeastSquares(), L1(0.01), "real")
+    assert solve_reference(p, tol=1e-3).prox_grad_norm > 1e-10
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert solve_reference(p).prox_grad_norm <= 1e-10
 
 
 def _solve_cached(strength: float) -> float:
