@@ -3,8 +3,11 @@
 A :class:`Topology` holds a gossip matrix ``U`` (Liang, Peng, Zhang, "Gradient Tracking for
 High Dimensional Federated Optimization", 2023, Definition 1): symmetric, doubly stochastic,
 nonnegative off the diagonal. Node ``m`` receives ``Σ_j u_jm v_j`` from its neighbours, i.e.
-one gossip round maps the stacked node values ``v (n, ...)`` to ``Uᵀ v``. ``sigma2`` is the
-second largest eigenvalue in absolute value and ``1 − σ₂`` the spectral gap (Assumption 5).
+one gossip round maps the stacked node values ``v (n, ...)`` to ``Uᵀ v``. ``sigma2`` is
+``σ₂ = ‖U − 11ᵀ/n‖₂``, the largest ``|λ|`` of ``U`` other than the Perron eigenvalue 1, and
+``1 − σ₂`` the spectral gap (Assumption 5). Gossip contracts the disagreement by ``σ₂`` per
+round, so a matrix with ``σ₂ ≥ 1`` (disconnected graph, periodic or divergent weights) is
+rejected.
 
 Graphs built from edges get Metropolis–Hastings weights ``u_ij = 1/(1 + max(deg_i, deg_j))``
 on each edge and the rest on the diagonal; on the 16-node chain (the paper's default graph)
@@ -64,11 +67,53 @@ def _connected(adj: np.ndarray) -> bool:
     return bool(seen.all())
 
 
+def _sigma2(u: np.ndarray) -> float:
+    """``σ₂ = ‖U − 11ᵀ/n‖₂`` of a symmetric doubly stochastic ``U``.
+
+    ``U`` maps ``1`` to itself and ``1⊥`` to itself, so ``U − 11ᵀ/n`` has the eigenvalues of
+    ``U`` on ``1⊥`` (and 0 on ``1``): σ₂ is the largest ``|λ|`` other than the Perron
+    eigenvalue. Sorting ``|λ(U)|`` and taking the second would report 1 instead of 2 for
+    eigenvalues ``{−2, 1}``.
+    """
+    n = len(u)
+    return float(np.abs(np.linalg.eigvalsh(u - 1.0 / n)).max()) if n > 1 else 0.0
+
+
+def _no_consensus(u: np.ndarray, sigma2: float) -> str:
+    """Why a doubly stochastic ``U`` with ``σ₂ ≥ 1`` never reaches consensus, and the fix."""
+    n = len(u)
+    ev = np.linalg.eigvalsh(u - 1.0 / n)
+    head = f"mixing matrix must have sigma2 = ||U - 11^T/n||_2 < 1 (got sigma2 = {sigma2:.6g})"
+    off = u - np.diag(np.diag(u))
+    if ev.max() >= -ev.min():  # a second eigenvalue 1: the graph falls apart
+        if not _connected(off > 0):
+            return (f"{head}: the graph of its positive off-diagonal entries is disconnected, "
+                    "so gossip never mixes its components; connect them (add edges) and use "
+                    "metropolis(n, edges)")
+        return (f"{head}: its off-diagonal weights are too small to mix (spectral gap "
+                f"{1.0 - ev.max():.3g}); use metropolis(n, edges)")
+    return (f"{head}: it has the eigenvalue {ev.min():.6g} <= -1, so gossip oscillates "
+            "(periodic, e.g. a bipartite graph with zero self-weights) or diverges (negative "
+            "diagonal entries); use metropolis(n, edges) or the lazy weights (I + U)/2")
+
+
 def check_mixing(mixing: Any) -> np.ndarray:
     """Validate a gossip matrix and return it as a float64 NumPy array.
 
     Raises ``ValueError`` naming the violated property (square, symmetric, doubly
-    stochastic, nonnegative off-diagonal) and the size of the violation.
+    stochastic, nonnegative off-diagonal, ``σ₂ = ‖U − 11ᵀ/n‖₂ < 1``) and the size of the
+    violation. ``σ₂ < 1`` is what makes gossip reach consensus: it fails for a disconnected
+    graph (a second eigenvalue 1), a periodic one (eigenvalue −1, e.g. ``[[0, 1], [1, 0]]``)
+    and for negative diagonals with an eigenvalue below −1 (gossip diverges).
+
+    Examples
+    --------
+    >>> check_mixing([[0.5, 0.5], [0.5, 0.5]]).tolist()
+    [[0.5, 0.5], [0.5, 0.5]]
+    >>> check_mixing(np.eye(2))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: mixing matrix must have sigma2 = ... < 1 (got sigma2 = 1): ... disconnected, ...
     """
     u = np.asarray(mixing, dtype=np.float64)
     if u.ndim != 2 or u.shape[0] != u.shape[1] or u.shape[0] < 1:
@@ -88,6 +133,9 @@ def check_mixing(mixing: Any) -> np.ndarray:
         i, j = np.unravel_index(np.argmin(off), off.shape)
         raise ValueError(f"mixing matrix needs nonnegative off-diagonal entries (U[{i},{j}] = "
                          f"{off[i, j]:.3g})")
+    sigma2 = _sigma2(u)
+    if sigma2 >= 1.0 - MATRIX_TOL:  # the tolerance absorbs eigvalsh rounding of an exact 1
+        raise ValueError(_no_consensus(u, sigma2))
     return u
 
 
@@ -98,14 +146,16 @@ class Topology:
     Parameters
     ----------
     mixing : array, shape (n, n)
-        Symmetric, doubly stochastic, nonnegative off the diagonal (validated).
+        Symmetric, doubly stochastic, nonnegative off the diagonal, with ``σ₂ < 1``
+        (validated by :func:`check_mixing`).
     name : str, default "custom"
 
     Attributes
     ----------
     n_nodes : int
     sigma2 : float
-        Second largest eigenvalue of ``U`` in absolute value.
+        ``σ₂ = ‖U − 11ᵀ/n‖₂``: the largest ``|λ|`` of ``U`` other than the Perron
+        eigenvalue 1, in ``[0, 1)``.
     spectral_gap : float
         ``1 − σ₂``.
 
@@ -145,8 +195,7 @@ class Topology:
 
     @property
     def sigma2(self) -> float:
-        ev = np.sort(np.abs(np.linalg.eigvalsh(self.mixing)))[::-1]
-        return float(ev[1]) if len(ev) > 1 else 0.0
+        return _sigma2(self.mixing)
 
     @property
     def spectral_gap(self) -> float:
@@ -276,6 +325,10 @@ def make_topology(name: str, n_nodes: int, **params: Any) -> Topology:
             raise ValueError(f"grid: rows={rows} does not divide n_nodes={n_nodes}")
         return grid(rows, n_nodes // rows, **params)
     if name == "matrix":
+        if "mixing" not in params:
+            raise ValueError(f"topology 'matrix' needs mixing=<{n_nodes} x {n_nodes} symmetric "
+                             "doubly stochastic matrix> (in a config: [topology] mixing = "
+                             "[[...], ...]); or use a named graph such as 'chain'")
         topo = Topology(params.pop("mixing"), "matrix")
         if topo.n_nodes != n_nodes:
             raise ValueError(f"the mixing matrix has {topo.n_nodes} nodes but the problem "

@@ -262,7 +262,8 @@ def loop_dfedda(problem, mixing, rounds, lr, K, p, server_lr=1.0, tracking=True,
     """DFedDA(-GT) / DReFedDA-GT (last iterate), one node at a time (Liang et al., Alg. 1).
 
     The tracker starts at Σ_j u_jm ∇F_j(w_0) − ∇F_m(w_0) (gradients of the initialisation
-    query, keyed by round 2**40, as the runner does); node m scales its gradient by n·π_m.
+    query, keyed by round -1 (INIT_ROUND), as the runner does); node m scales its gradient by
+    n·π_m.
     """
     n, d = problem.n_clients, problem.param_shape[0]
     scale = n * problem.weights

@@ -85,6 +85,48 @@ def test_user_matrix_is_validated_with_clear_errors():
     assert make_topology("grid", 6, rows=2).n_nodes == 6
 
 
+@pytest.mark.parametrize("mixing, cause", [
+    (np.eye(4), "disconnected"),  # no edges: nothing is ever mixed
+    (np.kron(np.eye(2), np.full((2, 2), 0.5)), "disconnected"),  # two separate pairs
+    (np.array([[0.0, 1.0], [1.0, 0.0]]), "eigenvalue -1 <= -1"),  # periodic: swaps forever
+    (np.array([[-0.5, 1.5], [1.5, -0.5]]), "eigenvalue -2 <= -1"),  # gossip blows up
+], ids=["identity", "two-components", "periodic", "divergent"])
+def test_mixing_that_never_reaches_consensus_is_rejected(mixing, cause):
+    sigma2 = np.linalg.norm(mixing - 1.0 / len(mixing), 2)  # ‖U − 11ᵀ/n‖₂ ≥ 1
+    with pytest.raises(ValueError, match=f"sigma2 = {sigma2:.6g}\\).*{cause}.*metropolis"):
+        Topology(mixing)
+    with pytest.raises(ValueError, match=cause):
+        make_topology("matrix", len(mixing), mixing=mixing)
+
+
+def test_lazy_weights_fix_a_periodic_matrix():
+    swap = np.array([[0.0, 1.0], [1.0, 0.0]])
+    lazy = Topology((np.eye(2) + swap) / 2)  # the fix the error message suggests
+    assert lazy.sigma2 < 1e-15
+
+
+@pytest.mark.parametrize("topo", [chain(1), chain(2), chain(16), ring(3), grid(1, 1), grid(1, 5),
+                                  grid(3, 4), complete(1), complete(5),
+                                  erdos_renyi(20, 0.3, seed=3), random_geometric(20, 0.5, seed=1),
+                                  Topology(np.array([[0.1, 0.9], [0.9, 0.1]]))],
+                         ids=lambda t: f"{t.name}{t.n_nodes}")
+def test_sigma2_is_the_norm_of_the_disagreement_map(topo):
+    # σ₂ = ‖U − 11ᵀ/n‖₂: the largest |λ| other than the Perron 1, negative ones included
+    u = topo.mixing
+    expect = np.linalg.norm(u - 1.0 / len(u), 2) if len(u) > 1 else 0.0
+    assert topo.sigma2 == pytest.approx(expect, rel=1e-12, abs=1e-15)
+    assert topo.sigma2 < 1
+
+
+def test_matrix_topology_without_mixing_names_the_missing_key():
+    from fedcomp.config import build_topology
+
+    with pytest.raises(ValueError, match=r"'matrix' needs mixing=<3 x 3 symmetric"):
+        make_topology("matrix", 3)
+    with pytest.raises(ValueError, match=r"\[topology\] mixing ="):
+        build_topology({"topology": {"name": "matrix"}}, 3)
+
+
 # --- the mirror map ---------------------------------------------------------------------
 
 
@@ -271,6 +313,22 @@ def test_drefedda_gt_reduces_to_dfedda_gt():
     np.testing.assert_allclose(a.x, b.x, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("output", ["last", "average"])
+def test_drefedda_gt_sparsifies_both_outputs(output):
+    # Sparse(w^m_{R,0}; s) or Sparse((1/R) Σ_r w^m_{r,0}; s): s nonzeros per node either way
+    problem = make_problem("least_squares", n_clients=6, d=8)
+    kw = dict(client_lr=0.1, local_steps=3, p=4.0, radius_sq=1.0, output=output)
+    sparse_alg, dense_alg = drefedda_gt(sparsity=2, **kw), drefedda_gt(**kw)
+    sparse = np.asarray(sparse_alg.output(run_states(sparse_alg, problem, ring(6), 5)
+                                          .client_states))
+    dense = np.asarray(dense_alg.output(run_states(dense_alg, problem, ring(6), 5)
+                                        .client_states))
+    assert (np.count_nonzero(dense, axis=1) == 8).all()
+    assert (np.count_nonzero(sparse, axis=1) == 2).all()
+    # sparsity changes only the output, never the iterates
+    np.testing.assert_array_equal(sparse, top_s(dense, 2))
+
+
 def test_block_size_does_not_change_decentralized_results():
     problem, _ = linear_instance()
     for alg in (dfedda_gt(0.05, 3, p=6.0), dfedmid(0.05, 3)):
@@ -392,6 +450,46 @@ def test_decentralized_runner_reports_node_metrics_and_consensus():
     assert row["floats_up"] == (1 + 3 * 2) * 12 * chain(8).n_edges
     with pytest.raises(ValueError, match="nodes but the problem has"):
         simulate_decentralized(dfedda_gt(), problem, chain(5), 1)
+
+
+def nnz(problem, x, reference=None):
+    """Metric: number of nonzero entries of the evaluated model."""
+    return int(np.count_nonzero(np.asarray(x)))
+
+
+def test_sparse_metrics_of_the_average_are_those_of_the_top_s_average():
+    # "_sparse" is Sparse(w̄; s) for the node average, Sparse(w_i; s) for each node; the mean
+    # of the sparsified nodes would have up to n·s nonzeros
+    from fedcomp.metrics import evaluate
+
+    problem = make_problem("least_squares", n_clients=8, d=12)
+    problem = Problem(problem.loss, problem.regularizer, problem.data, ground_truth=np.zeros(12))
+    alg = dfedda(0.1, 3, p=4.0)
+    run = simulate_decentralized(alg, problem, chain(8), 3, metrics=["l1_error", nnz],
+                                 evaluate_on=("average", "node", "nodes"), sparsity=2)
+    row = run.history[-1]
+    models = np.asarray(alg.output(run.client_states))
+    avg_sparse = top_s(models.mean(axis=0)[None], 2)[0]
+    assert row["nnz"] == 12 and row["nnz_sparse"] == 2
+    assert row["l1_error_sparse"] == pytest.approx(np.abs(avg_sparse).sum(), rel=1e-12)
+    assert row["node0_nnz_sparse"] == 2 and row["nnz_sparse_max"] == 2
+    per_node = [evaluate(problem, w, ["l1_error"])["l1_error"] for w in top_s(models, 2)]
+    assert row["node0_l1_error_sparse"] == pytest.approx(per_node[0], rel=1e-12)
+    assert row["l1_error_sparse_mean"] == pytest.approx(np.mean(per_node), rel=1e-12)
+
+
+@pytest.mark.parametrize("sparsity", [0, -3, 2.5, True])
+def test_runner_rejects_a_bad_sparsity(sparsity):
+    problem = make_problem("least_squares", n_clients=6, d=8)
+    with pytest.raises(ValueError, match=f"sparsity must be a positive integer.*got {sparsity}"):
+        simulate_decentralized(dfedda_gt(0.1, 3, p=4.0), problem, ring(6), 1, sparsity=sparsity)
+
+
+@pytest.mark.parametrize("make", [dfedda, dfedda_gt, drefedda_gt, refedda_gt, fedda_gt])
+def test_infinite_p_is_rejected(make):
+    # p = ∞ is q = 1: ∇h(w) divides by q − 1 = 0 and returns NaN
+    with pytest.raises(ValueError, match=r"p must be finite \(got p=inf.*2 ln d"):
+        make(p=float("inf"))
 
 
 def test_fixed_and_streaming_data_have_the_same_shape():

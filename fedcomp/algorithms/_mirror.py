@@ -29,6 +29,10 @@ def check_p(owner: str, p: Any) -> None:
     if p is not None and not (isinstance(p, int | float) and not isinstance(p, bool) and p >= 2):
         raise ValueError(f"{owner}: p must be a number >= 2 (q = p/(p-1) in (1, 2]) or None "
                          f"for 2 ln d (got p={p!r})")
+    if p is not None and not math.isfinite(p):
+        # p = ∞ is q = 1: ∇h = ‖w‖_1 sign(w)/(q−1) divides by zero (NaN), h is not smooth
+        raise ValueError(f"{owner}: p must be finite (got p={p!r}; q = 1 makes the mirror map "
+                         f"undefined); use a large finite p such as 2 ln d (p=None) or 12")
 
 
 def resolve_p(p: float | None, dim: int) -> float:

@@ -92,8 +92,8 @@ def _family(name: str, *, client_lr: float, local_steps: int, server_lr: float,
         return NodeState(z0, z0, c, states.anchor, w_sum, states.count + 1.0)
 
     def node_models(states: NodeState) -> Array:
-        if output == "last":
-            return primal(states.z0, states.anchor, exponent(states.z0))
+        if output == "last":  # Sparse(w^m_{R,0}; s): both outputs are sparsified
+            return top_s(primal(states.z0, states.anchor, exponent(states.z0)), sparsity)
         xp = namespace(states.w_sum)
         count = xp.maximum(states.count, xp.ones_like(states.count))
         mean = states.w_sum / xp.reshape(count, (-1,) + (1,) * (states.w_sum.ndim - 1))

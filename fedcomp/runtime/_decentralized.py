@@ -7,7 +7,8 @@ so results never depend on the block size. Evaluations report each metric on the
 average (plain names), on one node (``node<i>_`` prefix; the authors' code evaluates node
 0), and as min/mean/max over nodes (``_min``/``_mean``/``_max`` suffixes), plus the
 consensus error ``(1/n) Σ_i ‖w_i − w̄‖₂²``; with ``sparsity`` every metric is also reported
-on the top-s sparsified model (``_sparse`` suffix).
+on the top-s sparsified model (``_sparse`` suffix): ``Sparse(w̄; s)`` for the node average,
+``Sparse(w_i; s)`` for the per-node variants.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 
 from .._array import Array, asarray_like, namespace, to_numpy
 from ..algorithms._decentralized import DecentralizedAlgorithm, NodeContext
-from ..algorithms._mirror import top_s
+from ..algorithms._mirror import check_sparsity, top_s
 from ..metrics import DEFAULT_METRICS, evaluate
 from ..oracle import Counters, Oracle
 from ..problem import Problem
@@ -55,12 +56,15 @@ def _node_rows(problem: Problem, models: Array, metrics: Sequence[Any], referenc
                evaluate_on: Sequence[str], node: int, sparsity: int | None) -> dict[str, Any]:
     xp = namespace(models)
     row: dict[str, Any] = {}
-    variants = [("", models)]
+    mean = xp.mean(models, axis=0)
+    # (suffix, node models, node average); "_sparse" is Sparse(·; s) of each evaluated model:
+    # the average's is the top-s of w̄, not the mean of the sparsified nodes (up to n·s nonzeros)
+    variants = [("", models, mean)]
     if sparsity is not None:
-        variants.append(("_sparse", top_s(models, sparsity)))
-    for suffix, block in variants:
+        variants.append(("_sparse", top_s(models, sparsity),
+                         top_s(xp.expand_dims(mean, axis=0), sparsity)[0, ...]))
+    for suffix, block, avg in variants:
         if "average" in evaluate_on:
-            avg = xp.mean(block, axis=0)
             row.update({k + suffix: v for k, v in
                         evaluate(problem, avg, metrics, reference).items()})
         if "node" in evaluate_on:
@@ -128,7 +132,9 @@ def simulate_decentralized(
     node : int, default 0
         The node of ``evaluate_on="node"``.
     sparsity : int, optional
-        Also evaluate the top-``s`` sparsified models (``_sparse`` suffix).
+        Also evaluate the top-``s`` sparsified models (``_sparse`` suffix): the top-``s`` of
+        the node average (at most ``s`` nonzeros, not the mean of the sparsified nodes) and
+        of each evaluated node. A positive integer.
     reference, logger, seed, progress, tags, max_norm
         As in :func:`fedcomp.runtime.simulate`.
     sparse_mixing : "auto" or bool
@@ -170,6 +176,7 @@ def simulate_decentralized(
         raise ValueError(f"evaluate_on: unknown {bad}; valid: {EVALUATE_ON}")
     if not 0 <= node < problem.n_clients:
         raise ValueError(f"node must be in 0..{problem.n_clients - 1} (got {node})")
+    check_sparsity("simulate_decentralized", sparsity)
     algorithm = algorithm.setup(problem) or algorithm
     algorithm.validate(problem, None)
     norm_limit = _norm_limit(max_norm)
