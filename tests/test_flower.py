@@ -271,6 +271,59 @@ def test_streaming_config_gives_the_simulators_iterates(task_identity, no_plots,
     assert_same_run(tmp_path / "flower", simulator_outputs(cfg, tmp_path / "sim"), tol=0.0)
 
 
+#: algorithms whose client states start as copies of x⁰ (a node starting them from zeros
+#: drifts from the simulator as soon as x⁰ ≠ 0)
+X0_COPIES = [("fedpd", {"client_lr": 0.05, "local_steps": 2}),
+             ("fedadmm", {"client_lr": 0.05, "local_steps": 2}),
+             ("fedcanon2", {"client_lr": 0.05, "local_steps": 2})]
+
+
+@pytest.mark.parametrize("algorithm, params", X0_COPIES, ids=[a for a, _ in X0_COPIES])
+def test_nodes_start_from_the_networks_seeded_parameters(task_identity, no_plots, tmp_path,
+                                                         algorithm, params):
+    """A TorchModel's x⁰ is its seeded initial parameters, not zeros: the nodes' client
+    states start from them as the simulator's do."""
+    pytest.importorskip("torch")
+    cfg = small_config(algorithm, n_clients=3, rounds=2, batch_size=8, **params)
+    cfg["data"].update({"n_classes": 4, "n_features": 10, "samples_per_client": 20})
+    cfg["problem"] = {"loss": "torch_model", "model": "mlp", "input_shape": [10],
+                      "n_classes": 4, "options": {"hidden": [5]}}
+    cfg["backend"] = "torch-float64"  # assert_same_run compares float64 models
+    assert np.abs(np.asarray(build_problem(resolve(cfg)).initial_model())).max() > 0.1
+    grid = InProcessGrid(3)
+    run_server(grid, cfg, tmp_path / "flower", num_nodes=3, node_timeout=5,
+               log=lambda line: None)
+    assert_same_run(tmp_path / "flower", simulator_outputs(cfg, tmp_path / "sim"), tol=0.0)
+
+
+@pytest.mark.parametrize("algorithm, params", X0_COPIES, ids=[a for a, _ in X0_COPIES])
+def test_nodes_start_from_the_x0_given_to_simulate(task_identity, tmp_path, algorithm, params):
+    """simulate(x0=...) with the Flower executor: the nodes get the server's init(x0)."""
+    from functools import partial
+
+    from fedcomp.flower import FlowerClients
+    from fedcomp.flower._server import connect_nodes
+    from fedcomp.runtime import simulate
+
+    cfg = resolve(small_config(algorithm, **params))
+    problem = build_problem(cfg)
+    x0 = np.random.default_rng(1).normal(size=problem.param_shape)
+    grid = InProcessGrid(3)
+    config_json = json.dumps(cfg, sort_keys=True)
+    nodes = connect_nodes(grid, config_json, problem.n_clients, 3, timeout=5)
+    clients = partial(FlowerClients, grid=grid, nodes=nodes, run="x0", rounds=3,
+                      round_timeout=5, config_json=config_json)
+
+    def run(**executor):
+        return simulate(make_algorithm(algorithm, **params), problem, 3, x0=x0, batch_size=10,
+                        seed=3, metrics=["objective"], **executor)
+
+    flower, sim = run(clients=clients), run()
+    assert sum(grid.trained.values()) >= 3
+    np.testing.assert_allclose(flower.x, sim.x, rtol=0, atol=0.0)
+    assert [r["objective"] for r in flower.history] == [r["objective"] for r in sim.history]
+
+
 def test_nodes_with_interleaved_clients_from_data_files(task_identity, tmp_path):
     """data-path nodes holding clients {0, 2} and {3, 1}: uploads are put back in order."""
     cfg = small_config("za1", n_clients=4, client_lr=0.5, local_steps=2)

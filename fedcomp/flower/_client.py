@@ -12,6 +12,9 @@ Two handlers:
     ids with their weights. It runs ``client_update`` on those clients as one block,
     keeps their new client states in ``context.state`` (and, when ``node_config`` has a
     ``checkpoint-dir``, on disk) and replies with the upload and its gradient/prox counts.
+    The first ``train`` message of a run also carries one row of the server's initial
+    client states (``init(x⁰)``, ``x⁰`` the run's starting model), from which the node
+    starts all its clients.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ CONFIG_KEY = "fedcomp"
 MESSAGE_KEY = "message"
 UPLOAD_KEY = "upload"
 COUNTS_KEY = "counts"
+INITIAL_KEY = "initial"
 
 
 def _node_options(context: Context) -> tuple[tuple[str, Any], ...]:
@@ -94,7 +98,8 @@ def _load_states(context: Context, run: str, template: Any, like: Any, round_: i
     before and after the last round the node ran — so a round whose reply was lost is
     recomputed from the same states. Rounds the node sat out (client sampling, or the
     other clients' arrivals of an asynchronous run) left its states unchanged, so any
-    earlier round's "after" states are current. A fresh start uses ``init``'s states.
+    earlier round's "after" states are current. A fresh start uses ``template``: the
+    server's initial states (:func:`_initial_states`).
     """
     key = f"{CONFIG_KEY}.state.{run}"
     if len(template) == 0:
@@ -139,6 +144,26 @@ def _store_states(context: Context, run: str, round_: int, before: Any, after: A
         os.replace(tmp, path)  # atomic: a crash never leaves a half-written checkpoint
 
 
+def _initial_states(msg: Message, template: Any, like: Any, run: str) -> Any:
+    """The node's client states before their first round: the server's row repeated.
+
+    The server sends one row of the states its ``init(x⁰, ...)`` built, ``x⁰`` being the
+    run's starting model — ``problem.initial_model()`` (a network's seeded parameters, not
+    zeros) or the ``x0`` given to ``simulate`` — which the node cannot know by itself.
+    ``init`` does not depend on which client a row belongs to, so that row, repeated,
+    is the simulator's initial state of every client the node hosts. ``template`` (the
+    node's own ``init`` output) gives the states' type and row count only.
+    """
+    if len(template) == 0:
+        return template
+    if INITIAL_KEY not in msg.content.array_records:
+        raise ValueError(f"the first train message of {run} has no initial client state "
+                         f"('{INITIAL_KEY}' record): the server runs an older fedcomp; run "
+                         "the same fedcomp version on the server and the SuperNodes")
+    row = decode(msg.content.array_records[INITIAL_KEY], like, type(template))
+    return _gather(row, np.zeros(template[0].shape[0], dtype=np.int64))
+
+
 def handle_train(msg: Message, context: Context) -> Message:
     """One round of ``client_update`` for the node's participating clients."""
     spec: dict[str, Any] = dict(msg.content.config_records[CONFIG_KEY])
@@ -162,11 +187,13 @@ def handle_train(msg: Message, context: Context) -> Message:
         raise ValueError(f"this SuperNode hosts clients {node.client_ids.tolist()}, not {missing}")
     rows = np.array([position[int(c)] for c in ids], dtype=np.int64)
 
-    # client states of all the node's clients: initialised like the simulator's (init does
-    # not depend on which clients a row belongs to), updated only for the participants
+    # client states of all the node's clients, updated only for the participants; a fresh
+    # start uses the server's initial states (see _initial_states)
     _, template = algorithm.init(problem.zeros(), len(node.client_ids), problem.regularizer)
-    states = _load_states(context, run, template, like, round_,
-                          bool(spec.get("resume", False)))
+    resume = bool(spec.get("resume", False))
+    if not resume:
+        template = _initial_states(msg, template, like, run)
+    states = _load_states(context, run, template, like, round_, resume)
     counters = Counters()
     regularizer = problem.regularizer
 

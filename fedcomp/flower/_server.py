@@ -34,8 +34,8 @@ from flwr.serverapp import Grid, ServerApp
 
 from .._array import take_rows
 from ..config import resolve, to_jsonable
-from ..runtime._simulate import _concat, _floats
-from ._client import CONFIG_KEY, COUNTS_KEY, MESSAGE_KEY, UPLOAD_KEY
+from ..runtime._simulate import _concat, _floats, _gather
+from ._client import CONFIG_KEY, COUNTS_KEY, INITIAL_KEY, MESSAGE_KEY, UPLOAD_KEY
 from ._codec import decode, encode
 
 #: run-config keys and defaults of the fedcomp Flower app
@@ -163,8 +163,10 @@ class FlowerClients:
     """Client executor for :func:`fedcomp.runtime.simulate` that runs rounds on SuperNodes.
 
     Built by :func:`functools.partial` over the Flower-specific arguments; ``simulate``
-    supplies ``(algorithm, problem, client_states, counters, settings)``. The server's
-    copy of the client states is never used: each node keeps its clients' states.
+    supplies ``(algorithm, problem, client_states, counters, settings)``. Each node keeps
+    its clients' states; the server's copy (``init(x⁰)``) only seeds them: a node's first
+    train message of the run carries one row of it, so the nodes start from the run's
+    ``x⁰`` (a network's seeded parameters, or the ``x0`` given to ``simulate``).
     """
 
     def __init__(self, algorithm: Any, problem: Any, client_states: Any, counters: Any,
@@ -177,6 +179,8 @@ class FlowerClients:
         self.settings, self.grid, self.nodes, self.run = settings, grid, nodes, run
         self.rounds, self.round_timeout, self.log = rounds, round_timeout, log
         self.config_json, self.rejoin_timeout = config_json, rejoin_timeout
+        # not "client_states": the nodes' states move on without the server's copy
+        self.initial_states = client_states
         self.trained: set[tuple[int, ...]] = set()  # partitions that ran a round of this run
         self.dead: set[int] = set()
         self.owner = {c: n for n, info in nodes.items() for c in info["client-ids"]}
@@ -197,6 +201,7 @@ class FlowerClients:
     def _train_message(self, node_id: int, ids: list[int], record: Any, round_: int
                        ) -> Message:
         s = self.settings
+        fresh = self._partition(node_id) not in self.trained
         spec = ConfigRecord({
             "run": self.run, "algorithm": self.algorithm.name,
             "hyperparameters": self.hyperparameters, "round": round_, "seed": s.seed,
@@ -204,9 +209,13 @@ class FlowerClients:
             "pi": [float(p) for p in self.problem.weights[ids]],
             "n-clients": self.problem.n_clients,
             # a node that restarts must restore these clients' states from its checkpoint
-            "resume": self._partition(node_id) in self.trained})
-        return Message(RecordDict({MESSAGE_KEY: record, CONFIG_KEY: spec}),
-                       dst_node_id=node_id, message_type=MessageType.TRAIN,
+            "resume": not fresh})
+        content = RecordDict({MESSAGE_KEY: record, CONFIG_KEY: spec})
+        if fresh and len(self.initial_states):
+            # the node's clients start from init(x⁰), whose rows are all alike: send one
+            first = np.asarray(self._partition(node_id)[:1], dtype=np.int64)
+            content[INITIAL_KEY] = encode(_gather(self.initial_states, first))
+        return Message(content, dst_node_id=node_id, message_type=MessageType.TRAIN,
                        group_id=f"{self.run}/round{round_}")
 
     def _partition(self, node_id: int) -> tuple[int, ...]:
