@@ -47,6 +47,8 @@ def metropolis(n_nodes: int, edges: Sequence[tuple[int, int]]) -> np.ndarray:
     """
     adj = np.zeros((n_nodes, n_nodes), dtype=bool)
     for i, j in edges:
+        if not (0 <= i < n_nodes and 0 <= j < n_nodes):  # a negative id would wrap around
+            raise ValueError(f"metropolis: edge ({i}, {j}) names a node outside 0..{n_nodes - 1}")
         if i != j:
             adj[i, j] = adj[j, i] = True
     deg = adj.sum(axis=1)

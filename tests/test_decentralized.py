@@ -38,6 +38,7 @@ from fedcomp.topology import (
     erdos_renyi,
     grid,
     make_topology,
+    metropolis,
     random_geometric,
     ring,
 )
@@ -588,3 +589,10 @@ def test_refedda_gt_with_client_sampling_matches_the_naive_loop(stage_rounds):
                           seed=9, batch_size=4, clients_per_round=3)
     np.testing.assert_allclose(run.x, ref, rtol=0, atol=1e-12)
     assert np.count_nonzero(ref) == 3
+
+
+@pytest.mark.parametrize("edge", [(0, -1), (0, 3), (5, 1)])
+def test_metropolis_rejects_edges_to_nodes_that_do_not_exist(edge):
+    match = rf"edge \({edge[0]}, {edge[1]}\) names a node outside 0..2"
+    with pytest.raises(ValueError, match=match):
+        metropolis(3, [(0, 1), edge])
