@@ -154,15 +154,15 @@ def heterogeneous_clock(n):
 @pytest.mark.parametrize("zero_delay", [dict(stale=False), dict(max_delay=0)],
                          ids=["stale=False", "max_delay=0"])
 def test_async_with_zero_delays_is_feddr_with_one_client_per_round(solver, zero_delay):
-    # stale=False computes every arrival from the current model; max_delay=0 drops every
-    # stale arrival, so each applied update was computed from the current model too
+    # stale=False computes every arrival from the current model; max_delay=0 lets one job
+    # run at a time, so each applied update was computed from the current model too
     p = make_problem("logistic", reg=L1(0.01), n_clients=5)
     steps, batch = 30, (None if "local_solver" in solver else 4)
     run = simulate_async(async_feddr(eta=2.0, alpha=1.2, **solver), p, steps,
                          compute_times=heterogeneous_clock(5), seed=4, batch_size=batch,
                          metrics=[], **zero_delay)
     if "max_delay" in zero_delay:
-        assert run.delays.max() == 0 and run.discarded > 0
+        assert run.delays.max() == 0 and run.waited > 0
     order = run.order
     sync = simulate(feddr(eta=2.0, alpha=1.2, **solver), p, steps, seed=4, batch_size=batch,
                     sampling=lambda r: [order[r]], metrics=[])
@@ -197,22 +197,58 @@ def test_async_staleness_bound_holds_and_still_converges():
     clock = heterogeneous_clock(6)
     free = simulate_async(async_feddr(eta=1.0, local_solver="exact"), p, 1500,
                           compute_times=clock, seed=7, metrics=[])
-    assert free.delays.max() > 2 and free.discarded == 0  # the bound below binds
+    assert free.delays.max() > 2 and free.waited == 0  # the bound below binds
     alg = async_feddr(eta=1.0, local_solver="exact", max_delay=2)
     run = simulate_async(alg, p, 1500, compute_times=clock, seed=7, reference=ref,
                          metrics=["optimality"], eval_every=500)
     assert run.delays.max() <= 2 and run.history[-1]["max_delay"] <= 2
     assert run.history[-1]["optimality"] < 1e-4
-    assert run.discarded > 0 and run.history[-1]["discarded"] == run.discarded
-    # dropped results are never uploaded; every client re-reads the model after each arrival
+    # nothing is dropped: the barrier holds clients back instead, idle on the clock
+    assert run.waited > 0 and run.history[-1]["waited"] == run.waited
+    assert np.all(np.bincount(run.order, minlength=6) > 0)
+    # every job started reads the model once; 1 to τ + 1 = 3 jobs are left at the end
     d = p.param_shape[0]
     assert run.counters.floats_up == (1500 + 6) * d  # + the warm-up round
-    assert run.counters.floats_down == (6 + 6 + 1500 + run.discarded) * d
-    # the discarded work took simulated time: the bounded run is slower in time, not steps
+    assert (6 + 1500 + 1) * d <= run.counters.floats_down <= (6 + 1500 + 3) * d
+    # the idle time: the bounded run is slower in time, not steps
     assert run.times[-1] > free.times[-1]
     again = simulate_async(alg, p, 1500, compute_times=clock, seed=7, metrics=[])
     np.testing.assert_array_equal(again.order, run.order)
     np.testing.assert_array_equal(again.x, run.x)
+
+
+@pytest.mark.parametrize("max_delay", [2, 5])
+def test_async_staleness_bound_applies_every_straggler(max_delay):
+    # the last 3 of 6 clients take twice as long as the others, who do max_delay + 1 server
+    # steps meanwhile: dropping the arrivals older than max_delay steps starved them (none
+    # applied) and the run went to the fast clients' solution (optimality 0.58); the
+    # barrier applies every client's work within the bound (Assumption 4.1 of the paper)
+    p = lasso(n_clients=6)
+    ref = solve_reference(p)
+    clock = ComputeTimes(distribution="constant", slow_fraction=0.5, slowdown=2.0)
+    run = simulate_async(async_feddr(eta=1.0, local_solver="exact", max_delay=max_delay), p,
+                         1500, compute_times=clock, seed=7, reference=ref,
+                         metrics=["optimality"], eval_every=1500)
+    assert run.delays.max() <= max_delay and run.waited > 0
+    assert np.bincount(run.order, minlength=6).min() >= 1500 // 12
+    assert run.history[-1]["optimality"] < 1e-6
+
+
+def test_async_barrier_starts_a_held_client_when_the_job_ahead_arrives():
+    # max_delay=0: one job at a time; the clients held back start in first-come order (at
+    # first by id) when the job ahead of them arrives, so with constant compute times the
+    # arrivals go round-robin and the clock is the running sum of the compute times
+    p = lasso(n_clients=3)
+    clock = ComputeTimes(mean=[1.0, 2.0, 3.0], distribution="constant")
+    run = simulate_async(async_feddr(eta=1.0, local_solver="exact", max_delay=0), p, 7,
+                         compute_times=clock, metrics=[])
+    start = run.history[0]["sim_time"]  # the warm-up round: the slowest client's time
+    assert start == 3.0
+    np.testing.assert_array_equal(run.order, [0, 1, 2, 0, 1, 2, 0])
+    np.testing.assert_allclose(run.times, start + np.cumsum([1, 2, 3, 1, 2, 3, 1]), rtol=0)
+    # one client computes, the other two wait, all the time
+    assert run.waited == pytest.approx(2 * (run.times[-1] - start), rel=1e-12)
+    assert run.history[-1]["waited"] == run.waited
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "3"])

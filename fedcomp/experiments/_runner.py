@@ -165,8 +165,8 @@ def run_experiment(config: dict[str, Any], out_dir: str | Path, *, seeds: list[i
         columns += ["sim_time"]  # simulated time (rounds wait for their slowest client)
     if any(async_entries(setting) for _, setting in settings):
         # the asynchronous runner's staleness: the largest delay applied so far and the
-        # arrivals dropped for exceeding max_delay (empty in the synchronous runs' rows)
-        columns += ["max_delay", "discarded"]
+        # clients' idle time at the max_delay barrier (empty in the synchronous runs' rows)
+        columns += ["max_delay", "waited"]
     key_columns = ["algorithm", *(["variant"] if has_variants else []), *sweep_keys, "seed"]
     _keep_finished_rows(out / "results.csv", finished, key_columns)
     todo = [run for run in plan if run_key(run["tags"], key_columns) not in finished]

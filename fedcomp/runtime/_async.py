@@ -6,16 +6,18 @@ processes arrivals in time order (ties by client id), one server update each, an
 client immediately reads the new model and starts again. An arrival's update is computed
 from the (stale) message its client read, ``d = k − k_read`` server steps ago — the delay
 model of asynchronous FedDR (Tran-Dinh, Pham, Phan, Nguyen, NeurIPS 2021, Algorithm 2).
-With a staleness bound ``τ`` (``max_delay``, the paper's Assumption 4.1: ``d ≤ τ``) an
-arrival with ``d > τ`` is not applied: its client reads the current model and recomputes.
-Everything random (compute times, minibatches) is counter-based, so the arrival order and
-the iterates are reproducible from the seed.
+With a staleness bound ``τ`` (``max_delay``, the paper's Assumption 4.1: ``d ≤ τ``) a
+barrier holds clients back instead: a client whose next job could be applied more than
+``τ`` steps after some outstanding job's read waits, idle on the clock, until enough
+arrivals have been applied. Everything random (compute times, minibatches) is
+counter-based, so the arrival order and the iterates are reproducible from the seed.
 """
 
 from __future__ import annotations
 
 import heapq
 import time
+from collections import deque
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -53,8 +55,9 @@ class AsyncRunResult(NamedTuple):
     delays : numpy int array, shape (server_steps,)
         Staleness of each arrival: server steps between its read and its processing
         (at most ``max_delay`` when a bound is set).
-    discarded : int
-        Arrivals dropped for exceeding ``max_delay`` (their clients recomputed).
+    waited : float
+        Simulated time clients spent idle at the ``max_delay`` barrier, summed over
+        clients (0 without a bound).
     """
 
     x: Array
@@ -65,7 +68,7 @@ class AsyncRunResult(NamedTuple):
     order: np.ndarray
     times: np.ndarray
     delays: np.ndarray
-    discarded: int = 0
+    waited: float = 0.0
 
 
 def simulate_async(
@@ -103,8 +106,9 @@ def simulate_async(
     x0, batch_size, eval_every, metrics, reference, logger, seed, progress, tags, max_norm
         As in :func:`~fedcomp.runtime.simulate` (``eval_every`` counts server steps).
     stale : bool, default True
-        ``False`` is the zero-delay ablation: the same arrival order, but every arrival is
-        computed from the current model (FedDR with one client per round in that order).
+        ``False`` is the zero-delay ablation: the same arrival order (with ``max_delay``,
+        the same barrier), but every arrival is computed from the current model (FedDR
+        with one client per round in that order).
     clients : class, optional
         The client executor, as in :func:`~fedcomp.runtime.simulate` (default: the
         in-process ``LocalClients``). The event clock, the queue of stale
@@ -113,11 +117,14 @@ def simulate_async(
         SuperNode hosting the client.
     max_delay : int, optional
         The staleness bound ``τ`` (default: the algorithm's ``max_delay`` hyperparameter,
-        e.g. ``async_feddr(max_delay=5)``; ``None`` = unbounded). An arrival read ``d > τ``
-        server steps ago is discarded: the client, which checks the server's step counter
-        before uploading, drops its result (the work stays counted in ``grad_evals`` and
-        the clock), reads the current model (``floats_down``) and recomputes from its
-        unchanged state. Every applied update then satisfies ``d ≤ τ``.
+        e.g. ``async_feddr(max_delay=5)``; ``None`` = unbounded), enforced by a barrier
+        on starting jobs: a client whose arrival was applied starts its next job at once
+        only if every outstanding job would still be applied at most ``τ`` steps after
+        its read should all the others arrive before it; otherwise it waits, idle in
+        simulated time, and starts (reading the model of that moment) at the arrival
+        that makes room, waiting clients in first-come order (ties by client id). Every
+        applied update satisfies ``d ≤ τ``, no computed work is dropped, and every
+        client keeps being updated; the cost is idle time (``waited``).
 
     Returns
     -------
@@ -128,12 +135,35 @@ def simulate_async(
     A warm-up round (``algorithm.warmup``) runs with every client at time 0 and lasts as
     long as the slowest of them. Rows are written at step 0 and every ``eval_every`` steps,
     with ``sim_time`` (simulated time of the last processed arrival), ``max_delay`` (the
-    largest delay applied so far) and ``discarded`` (arrivals dropped so far).
+    largest delay applied so far), ``waited`` (client idle time at the barrier so far,
+    counting clients still waiting).
 
-    Why recompute rather than make the server wait for a late client: every client is
-    always computing, so ``n`` jobs are outstanding and one is applied per step; with
-    ``τ < n − 1`` some job is necessarily older than ``τ`` steps when applied, whatever
-    order the server picks. Re-reading keeps every client busy and the bound exact.
+    The barrier. Let ``k`` be the next server step, ``m`` the number of outstanding jobs
+    and ``r`` the step the oldest of them read at. Whatever the compute times, that job is
+    applied at step ``k + m − 1`` at the latest unless a job started later overtakes it,
+    so the runner keeps ``k + m − 1 − r ≤ τ``: a new job (read at ``k``) starts only if
+    ``k + m − r ≤ τ`` with ``m`` counted before it (or if none is outstanding). A server
+    step raises ``k`` by one and lowers ``m`` by one, so the inequality survives it, and
+    every applied job has ``d ≤ k + m − 1 − r ≤ τ``. The test needs only the read steps of
+    the outstanding jobs, not their compute times, so a real server could apply it. At
+    most ``τ + 1`` jobs are outstanding, and a server step leaves ``k + m`` unchanged, so
+    jobs that read at the same step hold back new ones until all of them have arrived:
+    from the common start, ``τ ≤ n − 1`` runs the clients in waves of ``τ + 1`` that read
+    the same model (clients in first-come order, each wave waiting for its slowest
+    member), the price of a bound that holds whatever the compute times; a larger ``τ``
+    lets jobs overlap and binds only when compute times differ. No schedule keeps all
+    ``n`` clients busy under ``τ < n − 1``: with one update per step the mean delay is the
+    mean number of outstanding jobs minus one (Little's law).
+
+    Why a barrier rather than dropping an arrival older than ``τ`` and letting its client
+    recompute from the current model: Assumption 4.1 of the paper asks for ``d ≤ τ`` *and*
+    for every client to be updated with probability at least ``p̂ > 0`` in every window
+    of iterations (supplement, eq. (51) and the proof of Theorem 4.1). Dropping keeps the
+    first and breaks the second: a client whose compute time always exceeds the time the
+    others need for ``τ + 1`` server steps is never applied, and the iterates converge to
+    the solution of the other clients' problem. Under the barrier a started job is
+    applied within ``τ`` steps and waiting clients start in first-come order, so every
+    client is updated within a bounded number of steps.
 
     Examples
     --------
@@ -157,11 +187,6 @@ def simulate_async(
     if batch_size is not None and not (isinstance(batch_size, int) and batch_size >= 1):
         raise ValueError(f"batch_size must be a positive integer or None (got {batch_size!r})")
     bound = _delay_bound(max_delay, algorithm)
-    if bound is not None and clients is not None:
-        # a discarded arrival restores the client's state, which a remote executor keeps
-        # on its node: not supported there
-        raise ValueError("simulate_async: max_delay (dropping stale arrivals) runs in the "
-                         "simulator only; leave it unset for a Flower run")
     n = problem.n_clients
     clock = ComputeTimes.build(ComputeTimes() if compute_times is None else compute_times, n)
     algorithm = algorithm.setup(problem) or algorithm
@@ -175,7 +200,7 @@ def simulate_async(
     tags = dict(tags or {})
     bar = _Progress(progress, server_steps, tags.get("algorithm", algorithm.name))
     like = problem.data.features
-    wall, now, largest, discarded = 0.0, 0.0, 0, 0
+    wall, now, largest, waited = 0.0, 0.0, 0, 0.0
 
     def client_prox(v: Array, step: Any) -> Array:
         counters.prox_evals_client += int(v.shape[0])
@@ -196,9 +221,42 @@ def simulate_async(
         server_state = algorithm.server_update(
             server_state, stacked, server_context(problem, server_prox, k, participants, like))
 
+    k = 0  # server steps applied so far = the step a job started now reads at
+    # outstanding jobs: (arrival time, client id, server step it read at, the message it read)
+    queue: list[tuple[float, int, int, Any]] = []
+    reading: dict[int, int] = {}  # client -> the step its outstanding job read at
+    ready: deque[tuple[float, int]] = deque()  # (since when, client) held by the barrier
+
+    def may_start() -> bool:
+        """The barrier: a job read now keeps every outstanding job's delay within τ."""
+        if bound is None or not reading:
+            return True
+        return k + len(reading) - min(reading.values()) <= bound
+
+    def start(i: int, duration: float | None = None) -> None:
+        """Client i reads the current message at ``now`` and starts its next job."""
+        counters.floats_down += _floats(message)
+        if duration is None:
+            duration = float(clock.draw(seed, int(jobs[i]), np.array([i]), n)[0])
+        jobs[i] += 1
+        reading[i] = k
+        heapq.heappush(queue, (now + duration, i, k, message))
+
+    def admit() -> None:
+        """Start the waiting clients, first come first served, while the barrier allows."""
+        nonlocal waited
+        while ready and may_start():
+            since, i = ready.popleft()
+            waited += now - since
+            start(i)
+
+    def idle() -> float:
+        """Client idle time at the barrier so far, counting the clients still waiting."""
+        return waited + sum(now - since for since, _ in ready)
+
     def record(step: int) -> None:
         row: dict[str, Any] = {**tags, "round": step, **counters.as_dict(), "wall_s": wall,
-                               "sim_time": now, "max_delay": largest, "discarded": discarded}
+                               "sim_time": now, "max_delay": largest, "waited": idle()}
         row.update(evaluate(problem, algorithm.output(server_state), metrics, reference))
         history.append(row)
         if logger is not None:
@@ -216,46 +274,30 @@ def simulate_async(
     record(0)
 
     message = algorithm.broadcast(server_state)
-    start = clock.draw(seed, 0, np.arange(n), n) if not algorithm.warmup else \
-        clock.draw(seed, 1, np.arange(n), n)
-    # (arrival time, client id, server step it read at, the message it read)
-    queue: list[tuple[float, int, int, Any]] = []
-    for i in range(n):
-        heapq.heappush(queue, (now + float(start[i]), i, 0, message))
-        counters.floats_down += _floats(message)
-    jobs += 1
+    first = clock.draw(seed, 1 if algorithm.warmup else 0, np.arange(n), n)
+    for i in range(n):  # in client id order: the barrier may hold back the last ones
+        if may_start():
+            start(i, float(first[i]))
+        else:
+            ready.append((now, i))
 
     order = np.zeros(server_steps, dtype=np.int64)
     times = np.zeros(server_steps)
     delays = np.zeros(server_steps, dtype=np.int64)
-    def restart(i: int, read_at: int) -> None:
-        """Client i reads the current message and starts its next job."""
-        message = algorithm.broadcast(server_state)
-        counters.floats_down += _floats(message)
-        duration = float(clock.draw(seed, int(jobs[i]), np.array([i]), n)[0])
-        jobs[i] += 1
-        heapq.heappush(queue, (now + duration, i, read_at, message))
-
-    k = 0
     while k < server_steps:
         tic = time.perf_counter()
         now, i, read_at, read = heapq.heappop(queue)
-        if stale and bound is not None and k - read_at > bound:
-            # too stale: the work was done (counted), its result is dropped with the
-            # client's state unchanged, and the client recomputes from x̄^k
-            kept = run_clients.client_states
-            run_clients.run_round(k, read, np.array([i]))
-            run_clients.client_states = kept
-            discarded += 1
-            restart(i, k)
-            wall += time.perf_counter() - tic
-            continue
+        del reading[i]
         order[k], times[k], delays[k] = i, now, k - read_at
         largest = max(largest, k - read_at)
         run_step(k, read if stale else algorithm.broadcast(server_state), np.array([i]))
-        restart(i, k + 1)  # the client reads the new model at once
-        wall += time.perf_counter() - tic
         k += 1
+        message = algorithm.broadcast(server_state)
+        # the client reads the new model at once, unless the barrier holds it back (then
+        # it waits behind the clients held before it)
+        ready.append((now, i))
+        admit()
+        wall += time.perf_counter() - tic
         check_divergence(algorithm.output(server_state), norm_limit, algorithm, tags,
                          f"at server step {k}")
         if k % eval_every == 0 or k == server_steps:
@@ -263,7 +305,7 @@ def simulate_async(
         bar.update(k)
     return AsyncRunResult(algorithm.output(server_state), history, server_state,
                           getattr(run_clients, "client_states", None), counters, order, times,
-                          delays, discarded)
+                          delays, idle())
 
 
 def _delay_bound(max_delay: int | None, algorithm: FederatedAlgorithm) -> int | None:
