@@ -52,6 +52,48 @@ def test_iterates_stay_in_the_constraint_set(cprox):
             assert np.linalg.norm(w) <= rho * (1 + 1e-9)
 
 
+def softmax_problem():
+    """A (4, 3) matrix model under ``L1(param_ndim=2)``."""
+    from fedcomp.losses import Softmax
+
+    rng = np.random.default_rng(0)
+    feats = [rng.normal(size=(30, 4)) + i for i in range(3)]
+    labels = [rng.integers(0, 3, size=30).astype(float) for _ in range(3)]
+    return Problem(Softmax(), L1(0.001, param_ndim=2), ClientData.from_lists(feats, labels),
+                   n_classes=3)
+
+
+@pytest.mark.parametrize("cprox", ["exact", "soft_then_project"])
+def test_matrix_model_constraints_bound_the_whole_model(cprox):
+    """ε and ρ bound the whole (d, k) model, not each of its rows (one ε per row let
+    ‖w‖₁ reach 0.28 for ε = 0.1 and ‖w‖₂ reach 0.09 for ρ = 0.05)."""
+    p = softmax_problem()
+    eps, rho = 0.1, 0.05
+    run = simulate(c_fedda(radius=eps, local_steps=2, domain_radius=rho, cprox=cprox), p, 5,
+                   metrics=[])
+    assert run.x.shape == (4, 3)
+    for w in (run.server_state.w, run.x):
+        assert np.abs(w).sum() <= eps * (1 + 1e-9)  # w0 = 0
+        assert np.linalg.norm(w) <= rho * (1 + 1e-9)
+    assert np.linalg.norm(run.server_state.w) >= rho * (1 - 1e-9)  # the domain is active
+
+
+@pytest.mark.parametrize("cprox", ["exact", "soft_then_project"])
+def test_matrix_model_cprox_is_the_flattened_vector_cprox(cprox):
+    from fedcomp.algorithms.c_fedda import constrained_prox_solver
+
+    rng = np.random.default_rng(1)
+    b, w0 = rng.normal(size=(3, 4, 5)), rng.normal(size=(4, 5)) * 0.05
+    solve = constrained_prox_solver("l1", cprox)
+    matrices = solve(b, 1.3, 0.2, w0, 0.6, 0.7)
+    vectors = solve(b.reshape(3, 20), 1.3, 0.2, w0.reshape(20), 0.6, 0.7)
+    np.testing.assert_array_equal(matrices, vectors.reshape(3, 4, 5))
+    assert (np.abs(matrices - w0).sum(axis=(1, 2)) <= 0.6 * (1 + 1e-9)).all()
+    assert (np.linalg.norm(matrices.reshape(3, 20), axis=1) <= 0.7 * (1 + 1e-9)).all()
+    # both balls are active on the whole model, so a per-row answer would differ
+    assert np.abs(matrices - w0).sum(axis=(1, 2)).max() >= 0.6 * (1 - 1e-9)
+
+
 def test_code_cprox_is_exact_only_in_special_cases():
     """Soft-threshold-then-project is the exact CProx when the ℓ1 ball is centred at 0 (both
     are soft thresholdings) or inactive; around a warm start w0 ≠ 0 (MC-FedDA) it is not."""
@@ -102,7 +144,16 @@ def test_needs_an_l1_or_nuclear_regularizer():
     (dict(radius=0.0), "radius"), (dict(cprox="fast"), "cprox"),
     (dict(smoothness=-1.0), "smoothness"), (dict(local_steps=0), "local_steps"),
     (dict(strong_convexity=-0.1), "strong_convexity"),
+    (dict(domain_radius=-1.0), "domain_radius"), (dict(domain_radius=0.0), "domain_radius"),
+    (dict(domain_radius="big"), "domain_radius"), (dict(reg_strength=-0.5), "reg_strength"),
+    (dict(reg_strength="x"), "reg_strength"), (dict(reg_strength=True), "reg_strength"),
 ])
 def test_invalid_hyperparameters(kwargs, match):
     with pytest.raises(ValueError, match=match):
         c_fedda(**kwargs)
+
+
+def test_valid_reg_strength_and_domain_radius_are_accepted():
+    for kwargs in (dict(reg_strength=0), dict(reg_strength=0.3), dict(reg_strength=None),
+                   dict(domain_radius=None), dict(domain_radius=2)):
+        assert c_fedda(**kwargs).hyperparameters.items() >= kwargs.items()

@@ -141,3 +141,78 @@ def test_cprox_nuclear_disjoint_balls_raise():
 
     with pytest.raises(ValueError, match="does not meet"):
         cprox_nuclear(np.ones((1, 3, 3)), 1.0, 0.0, 5 * np.eye(3), 0.1, 1.0)
+
+
+def test_cprox_nuclear_disjointness_is_exact():
+    """The smallest Frobenius norm on the nuclear ball around W0 = diag(1, 0) with ε = 0.1
+    is 0.9 (shrink the singular value): a Frobenius ball of radius 0.8 misses it, though the
+    bound (‖W0‖_* − ε)/√2 = 0.64 let it through to 20000 Douglas–Rachford iterations."""
+    from fedcomp.algorithms._cprox import cprox_nuclear
+
+    with pytest.raises(ValueError, match=r"does not meet.*smallest Frobenius norm is 0\.9\b"):
+        cprox_nuclear(np.ones((1, 2, 2)), 1.0, 0.0, np.diag([1.0, 0.0]), 0.1, 0.8)
+    # just inside: feasible, solved
+    w = cprox_nuclear(np.ones((1, 2, 2)), 1.0, 0.0, np.diag([1.0, 0.0]), 0.1, 0.95)[0]
+    assert np.linalg.svd(w - np.diag([1.0, 0.0]), compute_uv=False).sum() <= 0.1 * (1 + 1e-10)
+    assert np.linalg.norm(w) <= 0.95 * (1 + 1e-12)
+
+
+def nearly_tangent_instance():
+    """A 4×4 instance from a random search whose nuclear ball (around W0) reaches the
+    Frobenius ball only through a sliver: returns the inputs and the ball's smallest
+    Frobenius norm ``m``."""
+    from fedcomp.algorithms._cprox import _project_nuclear_ball
+
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        p1, p2 = int(rng.integers(2, 5)), int(rng.integers(2, 5))
+        b = rng.normal(size=(p1, p2)) * 10 ** rng.uniform(-1, 1)
+        w0 = rng.normal(size=(p1, p2)) * 10 ** rng.uniform(-1.5, 0)
+        c, kappa, eps = 10 ** rng.uniform(-1, 1), 10 ** rng.uniform(-2, 0), 10 ** rng.uniform(
+            -1.5, 0.5)
+        if rng.random() >= 0.5:
+            rng.uniform(0.5, 1.5)
+    closest = _project_nuclear_ball(np.zeros((1, p1, p2)), w0[None], eps)[0]
+    return b, c, kappa, w0, eps, float(np.linalg.norm(closest))
+
+
+def test_cprox_nuclear_non_convergence_reports_the_gap_and_the_radii(monkeypatch):
+    from fedcomp.algorithms import _cprox
+
+    b, c, kappa, w0, eps, m = nearly_tangent_instance()
+    monkeypatch.setattr(_cprox, "_DR_MAX_ITER", 300)  # keep the test fast
+    with pytest.raises(ValueError, match=r"in 300 iterations \(gap \|\|W - Y\|\|_F = [0-9.e-]+"
+                                         r".*smallest Frobenius norm is 0\.168457.*enlarge"):
+        _cprox.cprox_nuclear(b[None], c, kappa, w0, eps, 1.01 * m)
+
+
+@pytest.mark.slow
+def test_cprox_nuclear_converges_on_nearly_tangent_balls():
+    """ρ = 1.05 m needs about 39000 Douglas–Rachford iterations (20000 were allowed)."""
+    from fedcomp.algorithms._cprox import cprox_nuclear
+
+    b, c, kappa, w0, eps, m = nearly_tangent_instance()
+    w = cprox_nuclear(b[None], c, kappa, w0, eps, 1.05 * m)[0]
+    assert np.linalg.svd(w - w0, compute_uv=False).sum() <= eps * (1 + 1e-10)
+    assert np.linalg.norm(w) <= 1.05 * m * (1 + 1e-12)
+
+
+def test_cprox_keeps_the_device_of_its_inputs():
+    """Every array CProx builds lives on the inputs' device (CUDA torch would otherwise mix
+    devices); array_api_strict's second device checks it on the CPU."""
+    xp = pytest.importorskip("array_api_strict")
+    from fedcomp.algorithms._cprox import cprox_l1, cprox_nuclear
+
+    device = xp.Device("device1")
+    rng = np.random.default_rng(0)
+    b_host, w0_host = rng.normal(size=(3, 5)) * 3, np.full(5, 0.1)
+    b, w0 = xp.asarray(b_host, device=device), xp.asarray(w0_host, device=device)
+    # the ℓ1 ball active (the nested ℓ2 bisection is too slow on array_api_strict)
+    w = cprox_l1(b, 1.0, 0.1, w0, 0.5)
+    assert w.device == device
+    expected = cprox_l1(b_host, 1.0, 0.1, w0_host, 0.5)
+    assert (np.abs(expected - w0_host).sum(axis=1) >= 0.5 * (1 - 1e-9)).all()
+    np.testing.assert_array_equal(np.asarray(w.to_device(xp.Device("CPU_DEVICE"))), expected)
+    matrices = xp.asarray(rng.normal(size=(2, 3, 3)), device=device)
+    centred = cprox_nuclear(matrices, 1.0, 0.1, xp.zeros((3, 3), device=device), 0.5)
+    assert centred.device == device

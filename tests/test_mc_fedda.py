@@ -92,6 +92,8 @@ def test_nuclear_c_fedda_converges_like_one_over_t_to_the_low_rank_optimum():
     (dict(stages=2, radii=[1.0]), "radii"), (dict(stages=2, reg_strengths=[0.1, -1]),
                                              "reg_strengths"),
     (dict(cprox="fast"), "cprox"), (dict(radius=0), "radius"),
+    (dict(domain_radius=-1.0), "domain_radius"), (dict(domain_radius=0.0), "domain_radius"),
+    (dict(domain_radius="big"), "domain_radius"),
 ])
 def test_invalid_hyperparameters(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -102,3 +104,35 @@ def test_needs_an_l1_or_nuclear_regularizer():
     p = make_problem("least_squares", reg=ElasticNet(0.1, 0.1))
     with pytest.raises(ValueError, match="L1 or Nuclear"):
         simulate(mc_fedda(), p, 1)
+
+
+def test_a_run_shorter_than_the_schedule_stops_in_an_earlier_stage():
+    """The documented limitation: the algorithm cannot see the run's length, so 5 rounds of
+    a 2-stage schedule with 8-round stages return stage 1's C-FedDA output (λ_0 = 2λ)."""
+    lam = 0.02
+    p = make_problem("least_squares", reg=L1(lam))
+    run = simulate(mc_fedda(stages=2, stage_rounds=8, radius=0.5, local_steps=2), p, 5,
+                   metrics=[])
+    first = simulate(c_fedda(radius=0.5, reg_strength=2 * lam, local_steps=2), p, 5,
+                     metrics=[])
+    np.testing.assert_allclose(run.x, first.x, rtol=0, atol=1e-13)
+    assert "Give the run more rounds" in mc_fedda.__doc__
+
+
+def test_matrix_model_l1_balls_bound_the_whole_model():
+    """Stage 2 of MC-FedDA on a (d, k) model: ‖w − ŵ_1‖₁ ≤ ε_1 and ‖w‖₂ ≤ ρ on the whole model."""
+    from fedcomp import ClientData
+    from fedcomp.losses import Softmax
+
+    rng = np.random.default_rng(0)
+    feats = [rng.normal(size=(30, 4)) + i for i in range(3)]
+    labels = [rng.integers(0, 3, size=30).astype(float) for _ in range(3)]
+    p = Problem(Softmax(), L1(0.001, param_ndim=2), ClientData.from_lists(feats, labels),
+                n_classes=3)
+    run = simulate(mc_fedda(stages=2, stage_rounds=3, radius=0.2, local_steps=2,
+                            domain_radius=0.08), p, 6, metrics=[])
+    centre = run.server_state.w0
+    assert np.abs(centre).sum() > 0  # off-centre second stage
+    for w in (run.server_state.w, run.x):
+        assert np.abs(w - centre).sum() <= 0.1 * (1 + 1e-9)
+        assert np.linalg.norm(w) <= 0.08 * (1 + 1e-9)

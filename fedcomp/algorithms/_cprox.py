@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import array_api_compat
+
 from .._array import Array, namespace
 
 _BISECTION_STEPS = 200
@@ -50,7 +52,7 @@ def _coordinate_argmin(b: Array, q: Array, kappa: float, nu: Array, a: Array) ->
 def _solve_l1(b: Array, q: Array, kappa: float, a: Array, radius_l1: float) -> Array:
     """``argmin q‖w‖²/2 + ⟨b, w⟩ + κ‖w‖₁`` s.t. ``‖w − a‖₁ ≤ ε``, rows independent."""
     xp = namespace(b)
-    zeros = xp.zeros(b.shape[:-1] + (1,), dtype=b.dtype)
+    zeros = xp.zeros(b.shape[:-1] + (1,), dtype=b.dtype, device=array_api_compat.device(b))
 
     def excess(nu: Array) -> tuple[Array, Array]:
         w = _coordinate_argmin(b, q, kappa, nu, a)
@@ -103,7 +105,7 @@ def cprox_l1(b: Array, c: float, kappa: float, w0: Array, radius_l1: float,
         When the two balls do not intersect (``dist(0, ℓ1-ball(w0, ε)) > ρ``).
     """
     xp = namespace(b)
-    q = xp.full(b.shape[:-1] + (1,), c, dtype=b.dtype)
+    q = xp.full(b.shape[:-1] + (1,), c, dtype=b.dtype, device=array_api_compat.device(b))
     w = _solve_l1(b, q, kappa, w0, radius_l1)
     if radius_l2 is None:
         return w
@@ -143,8 +145,10 @@ def cprox_l1_objective(w: Any, b: Any, c: float, kappa: float) -> Any:
 
 
 # --- nuclear norm -------------------------------------------------------------------------
-#: Douglas–Rachford iterations allowed for a nuclear-norm CProx whose ball is off-centre.
-_DR_MAX_ITER = 20000
+#: Douglas–Rachford iterations allowed for a nuclear-norm CProx whose ball is off-centre
+#: (a well-separated instance needs a few hundred; nearly tangent balls, where the
+#: intersection is a sliver, tens of thousands).
+_DR_MAX_ITER = 50000
 #: Relative stopping tolerance of those iterations (‖W − Y‖_F ≤ tol · max(1, ‖W‖_F)).
 _DR_TOL = 1e-13
 
@@ -212,7 +216,9 @@ def cprox_nuclear(b: Array, c: float, kappa: float, w0: Array, radius: float,
     Raises
     ------
     ValueError
-        When the two balls do not intersect, or Douglas–Rachford does not converge.
+        When the two balls do not intersect (the projection of 0 onto the nuclear ball lies
+        outside the Frobenius ball), an input is not finite, or Douglas–Rachford does not
+        converge (nearly tangent balls); the message gives the gap reached and the radii.
     """
     xp = namespace(b)
     w0 = w0 + xp.zeros_like(b)
@@ -220,11 +226,14 @@ def cprox_nuclear(b: Array, c: float, kappa: float, w0: Array, radius: float,
         u, sigma, vh = _svd(-b)
         return _compose(u, cprox_l1(-sigma, c, kappa, xp.zeros_like(sigma), radius, radius_l2),
                         vh)
-    if radius_l2 is not None and bool(xp.any(_nuclear(w0) - radius > radius_l2 *
-                                             min(w0.shape[-2:]) ** 0.5)):
-        # ‖W‖_F ≥ ‖W‖_* / √rank ≥ (‖W0‖_* − ε) / √min(p1, p2) on the nuclear ball
-        raise ValueError(f"CProx: the nuclear ball of radius {radius} around w0 does not meet "
-                         f"the Frobenius ball of radius {radius_l2}; enlarge the radii")
+    if radius_l2 is not None:
+        # the smallest Frobenius norm on the nuclear ball is that of the projection of 0
+        closest = float(xp.max(_frobenius(_project_nuclear_ball(xp.zeros_like(w0), w0,
+                                                                radius))))
+        if closest > radius_l2 * (1 + 1e-12):
+            raise ValueError(f"CProx: the nuclear ball of radius {radius} around w0 does not "
+                             f"meet the Frobenius ball of radius {radius_l2} (its smallest "
+                             f"Frobenius norm is {closest:.6g}); enlarge the radii or move w0")
 
     def prox_f1(v: Array) -> Array:  # prox of f1 with step 1/c
         u, s, vh = _svd((c * v - b) / (2 * c))
@@ -235,8 +244,13 @@ def cprox_nuclear(b: Array, c: float, kappa: float, w0: Array, radius: float,
     done = _nuclear(free - w0) <= radius * (1 + 1e-12)
     if bool(xp.all(done)):
         return free
+    if not (bool(xp.all(xp.isfinite(b))) and bool(xp.all(xp.isfinite(w0)))):
+        # fail now rather than after _DR_MAX_ITER iterations on NaNs
+        raise ValueError("CProx (nuclear): the linear term or the centre w0 is not finite; "
+                         "the iterates diverged (lower the step or raise smoothness)")
     z = _project_nuclear_ball(free, w0, radius)
     w = free
+    gap = xp.zeros_like(_frobenius(w))
     for _ in range(_DR_MAX_ITER):
         w_new = prox_f1(z)
         y = _project_nuclear_ball(2 * w_new - z, w0, radius)
@@ -247,8 +261,22 @@ def cprox_nuclear(b: Array, c: float, kappa: float, w0: Array, radius: float,
         if bool(xp.all(done)):
             return xp.where(_nuclear(free - w0)[..., None, None] <= radius * (1 + 1e-12),
                             free, w)
-    raise ValueError(f"CProx (nuclear): Douglas-Rachford did not converge in {_DR_MAX_ITER} "
-                     "iterations; check that the inputs are finite")
+    raise ValueError(_no_convergence(float(xp.max(xp.where(done, xp.zeros_like(gap), gap))),
+                                     w0, radius, radius_l2))
+
+
+def _no_convergence(gap: float, w0: Array, radius: float, radius_l2: float | None) -> str:
+    """The error of a Douglas–Rachford run that hit the cap: the gap reached and the radii."""
+    message = (f"CProx (nuclear): Douglas-Rachford did not converge in {_DR_MAX_ITER} "
+               f"iterations (gap ||W - Y||_F = {gap:.3g}, tolerance {_DR_TOL:g} relative) for "
+               f"the nuclear ball of radius {radius} around w0")
+    if radius_l2 is None:
+        return message
+    xp = namespace(w0)
+    closest = float(xp.max(_frobenius(_project_nuclear_ball(xp.zeros_like(w0), w0, radius))))
+    return (message + f" and the Frobenius ball of radius {radius_l2}: the nuclear ball's "
+            f"smallest Frobenius norm is {closest:.6g}, so the balls barely overlap when that "
+            "is close to the Frobenius radius; enlarge domain_radius or radius")
 
 
 def cprox_nuclear_objective(w: Any, b: Any, c: float, kappa: float) -> Any:

@@ -8,6 +8,7 @@ Recovery in Federated Learning." ICML 2022 (``shared/papers/seed001_*``), Algori
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -63,12 +64,13 @@ def constrained_prox_solver(norm: str, cprox: str, shape: tuple[int, int] | None
     """The CProx solver ``solve(b, c, κ, w0, ε, ρ)`` on a block for ``R = norm``.
 
     ``norm`` is ``"l1"`` or ``"nuclear"``; ``shape`` is the matrix view of vector models
-    under the nuclear norm (rows are reshaped to it and back).
+    under the nuclear norm (rows are reshaped to it and back). Under ℓ1 every model of the
+    block is flattened to a vector, so the balls bound whole models.
     """
     from ._cprox import cprox_nuclear
 
     if norm == "l1":
-        return cprox_l1 if cprox == "exact" else soft_then_project
+        return _whole_models(cprox_l1 if cprox == "exact" else soft_then_project)
     matrix_solver = cprox_nuclear if cprox == "exact" else soft_then_project_nuclear
     if shape is None:
         return matrix_solver
@@ -83,6 +85,33 @@ def constrained_prox_solver(norm: str, cprox: str, shape: tuple[int, int] | None
         return xp.reshape(w, b.shape)
 
     return solve
+
+
+def _whole_models(vector_solver: Callable[..., Array]) -> Callable[..., Array]:
+    """Run an ℓ1 solver on each model of a block viewed as one vector.
+
+    The constraints ``‖w − w0‖₁ ≤ ε`` and ``‖w‖₂ ≤ ρ`` bound the whole model: a matrix
+    model ``(B, d, k)`` (``L1(param_ndim=2)``) is flattened to ``(B, d·k)`` so that it gets
+    one ε and one ρ, not one per row.
+    """
+
+    def solve(b: Array, c: float, kappa: float, w0: Array, eps: float, rho: float | None
+              ) -> Array:
+        xp = namespace(b)
+        flat = (b.shape[0], -1)
+        w0 = w0 + xp.zeros_like(b)
+        w = vector_solver(xp.reshape(b, flat), c, kappa, xp.reshape(w0, flat), eps, rho)
+        return xp.reshape(w, b.shape)
+
+    return solve
+
+
+def _check_reg_strength(owner: str, reg_strength: Any) -> None:
+    """``None`` (the problem's λ) or a number ``>= 0``."""
+    is_number = isinstance(reg_strength, numbers.Real) and not isinstance(reg_strength, bool)
+    if reg_strength is not None and not (is_number and reg_strength >= 0):
+        raise ValueError(f"{owner}: reg_strength must be a number >= 0, or None for the "
+                         f"problem's regularizer strength (got reg_strength={reg_strength!r})")
 
 
 def constraint_norm(regularizer: Any) -> tuple[str, float, tuple[int, int] | None]:
@@ -183,7 +212,8 @@ def c_fedda(radius: float = 1.0, smoothness: float | str = "auto", strong_convex
     radius : float, default 1.0
         ``ε_0``: the constraint ``R(w − w0) ≤ ε_0`` around the initial point, with ``R``
         the problem's regularizer norm (ℓ1 for :class:`~fedcomp.regularizers.L1`, nuclear
-        for :class:`~fedcomp.regularizers.Nuclear`).
+        for :class:`~fedcomp.regularizers.Nuclear`) of the whole model (a matrix model
+        under ℓ1 is one vector, not one constraint per row).
     smoothness : float or "auto", default "auto"
         ``L``; ``γ_r = (L + μ) α_r``. ``"auto"`` = the largest client constant.
     strong_convexity : float, default 0.0
@@ -191,9 +221,10 @@ def c_fedda(radius: float = 1.0, smoothness: float | str = "auto", strong_convex
     local_steps : int, default 10
         ``E``.
     domain_radius : float, optional
-        ``ρ``: the ℓ2-ball domain ``W`` (the whole space when ``None``).
+        ``ρ > 0``: the ℓ2-ball domain ``W`` of the whole model (the whole space when
+        ``None``).
     reg_strength : float, optional
-        ``λ``; by default the ``alpha`` of the problem's regularizer.
+        ``λ ≥ 0``; by default the ``alpha`` of the problem's regularizer.
     cprox : {"exact", "soft_then_project"}, default "exact"
         The exact constrained prox (:func:`fedcomp.algorithms._cprox.cprox_l1`,
         :func:`~fedcomp.algorithms._cprox.cprox_nuclear`), or the authors' code's
@@ -220,6 +251,9 @@ def c_fedda(radius: float = 1.0, smoothness: float | str = "auto", strong_convex
     'exact'
     """
     check_positive("c_fedda", radius=radius)
+    if domain_radius is not None:
+        check_positive("c_fedda", domain_radius=domain_radius)
+    _check_reg_strength("c_fedda", reg_strength)
     check_local_steps("c_fedda", local_steps)
     if smoothness != "auto":
         check_positive("c_fedda", smoothness=smoothness)

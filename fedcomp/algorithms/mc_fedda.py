@@ -108,7 +108,9 @@ def mc_fedda(stages: int = 3, stage_rounds: int | Sequence[int] = 100, radius: f
         ``M``.
     stage_rounds : int or sequence of int, default 100
         Rounds ``R_m`` of each stage; the last stage runs until the run ends, so its length
-        may be left out. An int gives every stage that length.
+        may be left out. An int gives every stage that length. The run must be longer than
+        the first ``M − 1`` stages together (``Σ_{m<M−1} R_m``, 200 rounds by default) to
+        reach the last stage: see the warning in the Notes.
     radius : float, default 1.0
         ``ε_0``; the default radii halve: ``ε_m = 2^{−m} ε_0``.
     radii : sequence of float, optional
@@ -133,6 +135,14 @@ def mc_fedda(stages: int = 3, stage_rounds: int | Sequence[int] = 100, radius: f
     the stage centre ``ŵ_m`` (3d floats down per client per round instead of C-FedDA's
     2d), since a client cannot know the previous stage's output otherwise.
 
+    .. warning::
+        The stages are a round schedule, and the algorithm cannot see how many rounds the
+        run has (``simulate``'s ``rounds`` reaches no hook before the run). A run with
+        ``rounds ≤ Σ_{m<M−1} R_m`` stops inside an earlier stage and returns that stage's
+        C-FedDA output — the solution for the larger ``λ_m`` and radius ``ε_m``, not the
+        problem's λ. Give the run more rounds, or use fewer or shorter stages
+        (``stages``, ``stage_rounds``).
+
     Examples
     --------
     >>> mc_fedda(stages=2, stage_rounds=50, radius=4.0).hyperparameters["stages"]
@@ -142,6 +152,8 @@ def mc_fedda(stages: int = 3, stage_rounds: int | Sequence[int] = 100, radius: f
         raise ValueError(f"mc_fedda: stages must be an integer >= 1 (got {stages!r})")
     lengths = _stage_lengths(stage_rounds, stages)
     check_positive("mc_fedda", radius=radius)
+    if domain_radius is not None:
+        check_positive("mc_fedda", domain_radius=domain_radius)
     check_local_steps("mc_fedda", local_steps)
     if smoothness != "auto":
         check_positive("mc_fedda", smoothness=smoothness)
