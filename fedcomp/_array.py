@@ -9,6 +9,7 @@ client sampling) is plain NumPy and is converted with :func:`asarray_like`.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import array_api_compat
@@ -84,16 +85,46 @@ def expand_to(values: Array, ndim: int) -> Array:
     return values
 
 
+def check_step(step: Any) -> None:
+    """Raise ``ValueError`` unless every prox step in ``step`` is finite and ``>= 0``.
+
+    Python scalars, sequences and NumPy arrays (the host-side steps the algorithms
+    compute) are checked; other arrays (torch tensors, possibly on a GPU) are not, so a
+    prox never waits on the device just to validate its step.
+    """
+    if isinstance(step, int | float):
+        if not 0 <= step < math.inf:
+            raise ValueError(_bad_step_message(step))
+        return
+    if isinstance(step, np.ndarray | np.generic | list | tuple):
+        arr = np.asarray(step)
+        # min >= 0 fails for NaN and -inf, max < inf for +inf: two reductions, no copy
+        if arr.size and not (arr.min() >= 0 and arr.max() < math.inf):
+            bad = arr[~((arr >= 0) & (arr < math.inf))].flat[0]
+            raise ValueError(_bad_step_message(bad.item()))
+
+
+def _bad_step_message(bad: Any) -> str:
+    return (f"prox step must be finite and >= 0 (got step={bad!r}); check the learning "
+            "rates (client_lr, server_lr) and the schedule the step is computed from")
+
+
 def per_client(step: Any, like: Array, param_ndim: int) -> Array | float:
     """Broadcastable step: Python scalars pass through, ``(B,)`` arrays gain model axes.
 
     A per-client step lets a block of clients each use its own prox parameter (FedDA's
     step grows with the local step *and* the client's round; asynchronous methods differ
-    per client).
+    per client). Steps are validated by :func:`check_step`; array steps are cast to the
+    dtype and device of ``like``, so a float64 step never promotes a float32 model.
     """
+    check_step(step)
     if isinstance(step, int | float):
         return float(step)
-    step = asarray_like(step, like) if isinstance(step, np.ndarray) else step
+    if isinstance(step, np.ndarray | np.generic):
+        step = asarray_like(step, like, dtype=like.dtype)
+    else:
+        step = namespace(like).asarray(step, dtype=like.dtype,
+                                       device=array_api_compat.device(like))
     if step.ndim == 0:
         return step
     return expand_to(step, like.ndim if step.ndim < like.ndim else step.ndim)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -528,6 +529,21 @@ def test_float32_in_float32_out(reg, shape, backend):
     assert np.all(np.isfinite(value_of_prox))  # projected float32 points count as feasible
 
 
+@pytest.mark.parametrize("reg, shape", CASES)
+@pytest.mark.parametrize("backend", BACKENDS[1:])
+def test_float64_backend_steps_keep_float32_models_float32(reg, shape, backend):
+    """A float64 step array of the model's own backend is cast like a NumPy one (it used to
+    promote the output to float64, and made the nuclear-norm SVD product fail on torch)."""
+    x = draw(shape, 23)
+    steps = model_steps(reg, 5, 23)
+    xb = to_backend(backend, x.astype(np.float32))
+    for step in (to_backend(backend, steps), to_backend(backend, np.asarray(steps[0]))):
+        got = reg.prox(xb, step)
+        assert got.dtype == xb.dtype
+        want = reg.prox(x, steps if np.ndim(to_host(step)) else float(steps[0]))
+        np.testing.assert_allclose(to_host(got), want, rtol=1e-4, atol=1e-4)
+
+
 # --- invalid parameters -----------------------------------------------------------------------
 
 INVALID = [
@@ -591,6 +607,35 @@ def test_weakly_convex_step_too_large_names_the_fix():
         SCAD(alpha=1.0, a=3.7).prox(x, 3.0)
     MCP(alpha=1.0, gamma=3.0).prox(x, 2.99)
     SCAD(alpha=1.0, a=3.7).prox(x, np.array([2.69, 0.1]))
+
+
+@pytest.mark.parametrize("reg, shape", CASES)
+@pytest.mark.parametrize("step, shown", [(-1.0, "-1.0"), (math.nan, "nan"), (math.inf, "inf"),
+                                         (np.array([0.5, -0.2, 0.1, 0.3, 0.2]), "-0.2"),
+                                         (np.array([0.5, 0.2, np.nan, 0.3, 0.2]), "nan"),
+                                         (np.float32(-1.0), "-1.0")])
+def test_negative_or_non_finite_steps_raise(reg, shape, step, shown):
+    """Every prox rejects a step it has no meaning for (a negative step used to shift the
+    model: soft thresholding at -0.5 added 0.5 to every coordinate)."""
+    with pytest.raises(ValueError, match=rf"prox step must be finite and >= 0 \(got step={shown}\);"
+                                         r" check the learning rates"):
+        reg.prox(draw(shape, 24), step)
+
+
+def test_float32_steps_rounding_to_the_weak_convexity_limit_stay_finite():
+    """A per-model step just below 1/ρ passes the float64 check but rounds to 1/ρ in float32;
+    the prox divides by 1/ρ − s and used to return NaN at the end of the concave part."""
+    cases = [(MCP(alpha=1.0, gamma=3.0), 2.99999999, [3.0, 2.0, 1.0, 3.5]),
+             (SCAD(alpha=0.9, a=3.0), 1.99999999, [2.7, 2.0, 0.5, 3.5])]
+    for reg, near_limit, row in cases:
+        steps = np.array([near_limit, 0.5])
+        assert np.float32(near_limit) == np.float32(1 / reg.weak_convexity)
+        x = np.array([row, row], dtype=np.float32)
+        with np.errstate(over="ignore"):  # (γα − |v|)/(1/ρ − s) → ±inf, then clipped
+            got = reg.prox(x, steps)
+        assert got.dtype == np.float32 and np.all(np.isfinite(got)), (reg, got)
+        np.testing.assert_allclose(got, reg.prox(x.astype(np.float64), steps), rtol=1e-6,
+                                   err_msg=repr(reg))
 
 
 # --- closed forms and cross-checks between classes --------------------------------------------
@@ -669,6 +714,64 @@ def test_float32_projections_of_long_vectors_stay_feasible(backend):
     x = to_backend(backend, draw((100_000,), 35, batch=(4,), scale=10.0).astype(np.float32))
     for ball in (L1Ball(radius=1e4), L2Ball(radius=1e2), L1L2Ball(alpha=1e-3, radius=1e2)):
         assert np.all(np.isfinite(to_host(ball.value(ball.prox(x, 0.5))))), ball
+
+
+def _exact_l1_ball_projection(row, radius):
+    """Duchi et al.'s projection of one float64 model in exact rational arithmetic."""
+    mags = sorted((Fraction(float(abs(v))) for v in row), reverse=True)
+    theta, partial = Fraction(0), Fraction(0)
+    for j, m in enumerate(mags, 1):
+        partial += m
+        theta = max(theta, (partial - Fraction(radius)) / j)
+    return np.array([math.copysign(float(max(Fraction(float(abs(v))) - theta, 0)), v)
+                     for v in row])
+
+
+@pytest.mark.parametrize("radius", [0.01, 1.0, 30.0])
+def test_float32_l1_ball_projection_with_large_entries_is_feasible_and_exact(radius):
+    """With r ≪ max |v|, |v| − θ cancels to an ulp of max |v| (1e-3·r here): float32
+    projections used to miss the feasibility slack (value() = inf) and not be idempotent."""
+    x = draw((10,), 36, batch=(200,), scale=100.0).astype(np.float32)
+    ball = L1Ball(radius=radius)
+    p = ball.prox(x, 1.0)
+    assert p.dtype == np.float32
+    assert np.all(np.isfinite(ball.value(p)))
+    exact = np.stack([_exact_l1_ball_projection(row, radius) for row in x.astype(np.float64)])
+    # the projection of the float32 input, to float32 rounding of the radius
+    np.testing.assert_allclose(p, exact, rtol=0, atol=2 * np.finfo(np.float32).eps * radius)
+    np.testing.assert_array_equal(ball.prox(p, 1.0), p)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_norms_and_projections_neither_overflow_nor_underflow(backend):
+    """sqrt(Σ x²) overflows above 1e154 (float64) or 2e19 (float32), and underflows to 0
+    below 1e-154; the ball projections returned 0, group lasso NaN or 0, for such models."""
+    half = 1 / math.sqrt(2)
+    for dtype, big, small in ((np.float64, 1e200, 1e-170), (np.float32, 3e19, 1e-25)):
+        rtol = 4 * np.finfo(dtype).eps
+
+        def run(reg, value, step=1.0, dtype=dtype):
+            out = to_host(reg.prox(to_backend(backend, np.full((1, 2), value, dtype=dtype)), step))
+            assert out.dtype == dtype
+            return out
+
+        for reg in (L2Ball(radius=1.0), L1L2Ball(alpha=1.0, radius=1.0)):
+            np.testing.assert_allclose(run(reg, big), [[half, half]], rtol=rtol, err_msg=repr(reg))
+        # far outside: the group norm exceeds the threshold by ~big, so barely shrinks
+        np.testing.assert_allclose(run(GroupLasso(alpha=1.0, groups=(0, 0)), big), [[big, big]],
+                                   rtol=rtol)
+        np.testing.assert_allclose(run(L2Ball(radius=2 * small), small), [[small, small]],
+                                   rtol=rtol)
+        # no threshold (alpha = 0 or step = 0): the identity, however small the group
+        for reg, step in ((GroupLasso(alpha=0.0, groups=(0, 0)), 1.0),
+                          (GroupLasso(alpha=1.0, groups=(0, 0)), 0.0)):
+            np.testing.assert_array_equal(run(reg, small, step), np.full((1, 2), small, dtype))
+        value = to_host(L2Ball(radius=1.0).value(to_backend(backend, np.full((1, 2), small,
+                                                                            dtype=dtype))))
+        assert value.tolist() == [0.0]
+    # the ℓ1 ball: the cumulative sum of [1e308, 1e308] overflowed
+    np.testing.assert_allclose(to_host(L1Ball(radius=1.0).prox(
+        to_backend(backend, np.array([[1e308, -1e308]])), 1.0)), [[0.5, -0.5]], rtol=1e-15)
 
 
 def test_nuclear_prox_lowers_rank():

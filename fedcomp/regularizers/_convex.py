@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from .._array import Array, namespace, per_client
+from .._array import Array, check_step, namespace, per_client
 from ._base import check_nonnegative, check_param_ndim, model_axes
 
 
@@ -61,6 +61,7 @@ class Zero:
         return xp.sum(xp.zeros_like(x), axis=model_axes(x, self.param_ndim))
 
     def prox(self, x: Array, step: Any) -> Array:
+        check_step(step)
         return x
 
 

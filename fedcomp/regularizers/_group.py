@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .._array import Array, asarray_like, namespace, per_client
-from ._base import check_nonnegative, check_param_ndim, flatten_models
+from ._base import check_nonnegative, check_param_ndim, euclidean_norm, flatten_models
 
 
 def _group_layout(groups: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -144,7 +144,7 @@ class GroupLasso:
         index = asarray_like(self._members.reshape(-1), flat, dtype=xp.int64)
         blocks = xp.take(padded, index, axis=-1)
         blocks = xp.reshape(blocks, (*flat.shape[:-1], *self._members.shape))
-        return xp.sqrt(xp.sum(blocks * blocks, axis=-1))
+        return euclidean_norm(blocks, 1)
 
     def value(self, x: Array) -> Array:
         xp = namespace(x)
@@ -158,7 +158,10 @@ class GroupLasso:
         norms = self._group_norms(flat)
         threshold = per_client(step, norms, 1) * self.alpha * asarray_like(self._weights, flat)
         tiny = xp.finfo(flat.dtype).smallest_normal
-        # (‖v_G‖ − t)₊ / ‖v_G‖: no division by zero, and exactly 1 when t = 0
+        # (‖v_G‖ − t)₊ / ‖v_G‖ without division by zero; exactly 1 when t = 0 (also for a
+        # subnormal ‖v_G‖, which the max with tiny would shrink) and as ‖v_G‖ overflows
         scale = xp.maximum(norms - threshold, 0.0) / xp.maximum(norms, tiny)
+        keep = (threshold == 0) | (norms == float("inf"))
+        scale = xp.where(keep, xp.ones_like(scale), scale)
         scale = xp.take(scale, asarray_like(self._label_of, flat, dtype=xp.int64), axis=-1)
         return xp.reshape(flat * scale, x.shape)

@@ -25,11 +25,12 @@ from typing import Any, ClassVar
 
 import array_api_compat
 
-from .._array import Array, expand_to, model_norm, namespace, per_client
+from .._array import Array, check_step, expand_to, namespace, per_client
 from ._base import (
     check_nonnegative,
     check_param_ndim,
     check_positive,
+    euclidean_norm,
     feasibility_rtol,
     flatten_models,
     indicator_value,
@@ -41,7 +42,7 @@ from ._convex import soft_threshold
 def _project_l2_ball(x: Array, radius: float, param_ndim: int) -> Array:
     """Radial projection: ``x · radius / max(‖x‖, radius)`` (exactly ``x`` inside)."""
     xp = namespace(x)
-    norm = model_norm(x, param_ndim)
+    norm = euclidean_norm(x, param_ndim)
     return x * expand_to(radius / xp.maximum(norm, radius), x.ndim)
 
 
@@ -86,10 +87,11 @@ class L2Ball:
         return 0.0
 
     def value(self, x: Array) -> Array:
-        norm = model_norm(x, self.param_ndim)
+        norm = euclidean_norm(x, self.param_ndim)
         return indicator_value(norm <= self.radius * (1.0 + feasibility_rtol(x)), norm)
 
     def prox(self, x: Array, step: Any) -> Array:
+        check_step(step)
         return _project_l2_ball(x, self.radius, self.param_ndim)
 
 
@@ -116,6 +118,13 @@ class L1Ball:
     ``v`` is inside the ball. One sort and one cumulative sum per model, batched, then one
     Newton step on ``Σ_i max(|v_i| − θ, 0) = r`` to remove the rounding of long cumulative
     sums (so float32 projections of long vectors stay inside the ball).
+
+    It is computed in the variables ``gap = max|v| − |v|`` and ``τ = max|v| − θ``
+    (``τ = min_j (Σ_{i≤j} gap_(i) + r)/j`` with ``gap`` sorted increasingly, and
+    ``|v| − θ = τ − gap``): every quantity is then at most ``r`` for the entries kept, so
+    they are accurate to ulps of ``r`` even when ``r ≪ max|v|`` (where ``|v| − θ`` would
+    cancel to ulps of ``max|v|``), and no sum overflows. A final rescaling by
+    ``min(1, r/‖p‖₁)`` absorbs the rounding that is left, so every projection is feasible.
 
     References
     ----------
@@ -148,20 +157,38 @@ class L1Ball:
         return indicator_value(norm <= self.radius * (1.0 + feasibility_rtol(x)), norm)
 
     def prox(self, x: Array, step: Any) -> Array:
+        check_step(step)
         xp = namespace(x)
         flat = flatten_models(x, self.param_ndim)
         mag = xp.abs(flat)
-        partial = xp.cumulative_sum(xp.sort(mag, axis=-1, descending=True), axis=-1)
+        peak = xp.max(mag, axis=-1, keepdims=True)
+        # gap and τ rather than |v| and θ (see Notes): |v| − θ cancels to an ulp of max|v|,
+        # which with r ≪ max|v| in float32 is far beyond the feasibility slack, while the
+        # kept entries τ − gap are accurate to an ulp of τ ≤ r. gap itself is exact for
+        # |v| ≥ max|v|/2 (Sterbenz), which covers every kept entry unless r > max|v|/2
+        gap = peak - mag
+        partial = xp.cumulative_sum(xp.sort(gap, axis=-1), axis=-1)
         counts = xp.arange(1, flat.shape[-1] + 1, dtype=flat.dtype,
                            device=array_api_compat.device(flat))
-        theta = xp.expand_dims(xp.max((partial - self.radius) / counts, axis=-1), axis=-1)
-        # one Newton step on Σ max(|v| − θ, 0) = r with the (now known) active set: a long
-        # cumulative sum is sequential in NumPy and leaves θ off by ~n ulps in float32, so
+        tau = xp.min((partial + self.radius) / counts, axis=-1, keepdims=True)
+        # one Newton step on Σ max(τ − gap, 0) = r with the (now known) active set: a long
+        # cumulative sum is sequential in NumPy and leaves τ off by ~n ulps in float32, so
         # the projection could land outside the ball; the reductions below are pairwise
-        active = xp.astype(mag > theta, flat.dtype)
-        excess = xp.sum(xp.maximum(mag - theta, 0.0), axis=-1, keepdims=True) - self.radius
-        theta = theta + excess / xp.maximum(xp.sum(active, axis=-1, keepdims=True), 1.0)
-        return xp.reshape(soft_threshold(flat, xp.maximum(theta, 0.0)), x.shape)
+        active = xp.astype(gap < tau, flat.dtype)
+        excess = xp.sum(xp.maximum(tau - gap, 0.0), axis=-1, keepdims=True) - self.radius
+        tau = tau - excess / xp.maximum(xp.sum(active, axis=-1, keepdims=True), 1.0)
+        kept = xp.maximum(tau - gap, 0.0)
+        # 0 − kept, not −kept: a dropped negative entry becomes +0.0 as soft thresholding gives
+        projected = xp.where(flat < 0, 0.0 - kept, kept)
+        # the rounding left can still put ‖p‖₁ a few ulps above r; rescaling onto the
+        # sphere moves each entry by about as much and makes every projection feasible.
+        # Models inside the ball (θ ≤ 0, i.e. τ ≥ max|v|) are returned exactly as they are
+        total = xp.sum(kept, axis=-1, keepdims=True)
+        over = total > self.radius
+        shrink = xp.where(over, self.radius / xp.where(over, total, xp.ones_like(total)),
+                          xp.ones_like(total))
+        projected = xp.where(tau >= peak, flat, projected * shrink)
+        return xp.reshape(projected, x.shape)
 
 
 @dataclass(frozen=True)
@@ -219,6 +246,7 @@ class Box:
         return indicator_value(violation <= slack, violation)
 
     def prox(self, x: Array, step: Any) -> Array:
+        check_step(step)
         xp = namespace(x)
         return xp.minimum(xp.maximum(x, self.lower), self.upper)
 
@@ -278,7 +306,7 @@ class L1L2Ball:
     def value(self, x: Array) -> Array:
         xp = namespace(x)
         l1 = xp.sum(xp.abs(x), axis=model_axes(x, self.param_ndim))
-        norm = model_norm(x, self.param_ndim)
+        norm = euclidean_norm(x, self.param_ndim)
         inside = norm <= self.radius * (1.0 + feasibility_rtol(x))
         return self.alpha * l1 + indicator_value(inside, norm)
 

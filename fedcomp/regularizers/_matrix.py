@@ -12,7 +12,7 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from .._array import Array, namespace, per_client
+from .._array import Array, check_step, namespace, per_client
 from ._base import check_nonnegative, check_param_ndim
 
 
@@ -105,6 +105,7 @@ class Nuclear:
         return self.alpha * xp.sum(xp.linalg.svdvals(self._matrices(x)), axis=-1)
 
     def prox(self, x: Array, step: Any) -> Array:
+        check_step(step)
         if isinstance(step, int | float) and step * self.alpha == 0:
             return x  # skip the SVD (whose round trip is exact only to rounding)
         xp = namespace(x)

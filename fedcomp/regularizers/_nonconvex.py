@@ -27,6 +27,21 @@ from .._array import Array, namespace, per_client
 from ._base import check_nonnegative, check_param_ndim, max_step, model_axes
 
 
+def _gap(gap: Any, x: Array) -> Any:
+    """``1/ρ − s`` as the prox divides by it: at least the smallest normal of ``x``'s dtype.
+
+    The step is checked against ``1/ρ`` in float64, but a per-model step cast to float32
+    can round up to ``1/ρ`` itself; the clamp turns the resulting ``0/0`` into the limit
+    ``s → 1/ρ`` (hard thresholding at the end of the concave part) instead of NaN: the
+    quotient overflows to ``±inf`` (NumPy warns) and the clip that follows absorbs it. A
+    Python float gap is positive already and is left alone.
+    """
+    if isinstance(gap, float):
+        return gap
+    xp = namespace(x)
+    return xp.maximum(gap, xp.finfo(x.dtype).smallest_normal)
+
+
 @dataclass(frozen=True)
 class MCP:
     """Minimax concave penalty ``g(x) = Σ_i p(x_i)`` (Zhang 2010).
@@ -93,17 +108,17 @@ class MCP:
                       axis=model_axes(x, self.param_ndim))
 
     def prox(self, x: Array, step: Any) -> Array:
+        s = per_client(step, x, self.param_ndim)
         largest = max_step(step)
         if not largest < self.gamma:
             raise ValueError(f"MCP prox needs step < gamma (got step={largest!r}, "
                              f"gamma={self.gamma!r}); lower the learning rate or raise gamma")
         xp = namespace(x)
-        s = per_client(step, x, self.param_ndim)
         mag = xp.abs(x)
         # (|v| − sα)/(1 − s/γ) written as |v| − s(γα − |v|)/(γ − s): exactly |v| at s = 0.
         # It is ≤ 0 below sα and ≥ |v| exactly when |v| ≥ γα, so clipping to [0, |v|]
         # selects the right piece without a comparison per piece
-        middle = mag - s * (self.gamma * self.alpha - mag) / (self.gamma - s)
+        middle = mag - s * (self.gamma * self.alpha - mag) / _gap(self.gamma - s, x)
         return xp.sign(x) * xp.minimum(xp.maximum(middle, 0.0), mag)
 
 
@@ -181,17 +196,20 @@ class SCAD:
                       axis=model_axes(x, self.param_ndim))
 
     def prox(self, x: Array, step: Any) -> Array:
+        s = per_client(step, x, self.param_ndim)
         largest = max_step(step)
         if not largest < self.a - 1.0:
             raise ValueError(f"SCAD prox needs step < a - 1 (got step={largest!r}, "
                              f"a - 1={self.a - 1.0!r}); lower the learning rate or raise a")
         xp = namespace(x)
         lam, a = self.alpha, self.a
-        s = per_client(step, x, self.param_ndim)
         mag = xp.abs(x)
         soft = xp.maximum(mag - s * lam, 0.0)
         # ((a − 1)|v| − s·a·λ)/(a − 1 − s) written as |v| − s(aλ − |v|)/(a − 1 − s): exactly
-        # |v| at s = 0 and at |v| = aλ, where the piece meets the identity
-        middle = mag - s * (a * lam - mag) / ((a - 1.0) - s)
+        # |v| at s = 0 and at |v| = aλ, where the piece meets the identity. Its exact value
+        # lies in [λ, |v|] wherever it is selected; the clip keeps it there when a step
+        # just below a − 1 makes the division amplify rounding (to ±inf at worst)
+        middle = mag - s * (a * lam - mag) / _gap((a - 1.0) - s, x)
+        middle = xp.minimum(xp.maximum(middle, lam), mag)
         shrunk = xp.where(mag <= (1.0 + s) * lam, soft, xp.where(mag <= a * lam, middle, mag))
         return xp.sign(x) * shrunk
