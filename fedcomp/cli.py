@@ -18,6 +18,10 @@ from typing import Any
 
 from . import __version__
 
+#: Environment variable: when set, ``fedcomp`` shows the traceback of an error instead
+#: of the one-line ``error: ...`` message.
+DEBUG_ENV = "FEDCOMP_DEBUG"
+
 
 def _load_config(spec: str | None) -> dict[str, Any]:
     from .config import ConfigError, load
@@ -44,8 +48,26 @@ def resume_command(argv: list[str]) -> str:
     return "fedcomp " + " ".join(shlex.quote(a) for a in [*args, "--resume"])
 
 
+def check_config(config: dict[str, Any], seeds: list[int] | None = None) -> None:
+    """Validate ``config`` before anything is written (``seeds`` replace the config's).
+
+    A training configuration goes through :func:`fedcomp.config.resolve`; a timing one
+    (``kind = "timing"``) through its experiment's own ``check_config``.
+    """
+    from .config import ConfigError, resolve
+    from .experiments import TIMINGS
+
+    if config.get("kind") == "timing":
+        if config.get("name") not in TIMINGS:
+            raise ConfigError(f"kind = 'timing' needs name = one of {sorted(TIMINGS)} (got "
+                              f"{config.get('name')!r})")
+        TIMINGS[config["name"]].check_config(config)
+        return
+    resolve({**config, **({"seeds": seeds} if seeds is not None else {})})
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    from .config import apply_override, parse_seeds, resolve
+    from .config import apply_override, parse_seeds
     from .experiments import expand_sweep, parse_sweep, run_experiment
 
     config = _load_config(args.config)
@@ -53,6 +75,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         config = apply_override(config, assignment)
     seeds = parse_seeds(args.seeds) if args.seeds else None
     sweep = [parse_sweep(s) for s in args.sweep or []]
+    check_config(config, seeds)  # a bad config fails before anything is written
     out = Path(args.out) if args.out else Path("runs") / (
         f"{config.get('name', 'run')}-{time.strftime('%Y%m%d-%H%M%S')}")
     if (out / "results.csv").exists() and not args.resume:
@@ -70,8 +93,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     elif jobs < 1:
         print(f"error: --jobs must be at least 1 (got {jobs})", file=sys.stderr)
         return 2
-    if config.get("kind") != "timing":
-        resolve(config)  # a bad config fails before anything is written
     print(f"fedcomp {__version__}: running {config.get('name', '?')} -> {out}"
           f"{f' ({jobs} processes)' if jobs > 1 else ''}", file=sys.stderr)
     try:
@@ -141,12 +162,22 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
+    import csv
+
     from .plotting import plot_results
 
     results = Path(args.dir) / "results.csv"
     if not results.exists():
         print(f"error: {results} not found; give a directory written by 'fedcomp run'",
               file=sys.stderr)
+        return 2
+    with results.open(newline="") as f:
+        columns = next(csv.reader(f), [])
+    if args.metric not in columns:  # the plot would fall back to another metric silently
+        metrics = [c for c in columns if c not in ("algorithm", "method", "batch_size",
+                                                   "variant", "seed", "round", "status")]
+        print(f"error: no column {args.metric!r} in {results}; --metric takes one of "
+              f"{metrics}", file=sys.stderr)
         return 2
     out = Path(args.output) if args.output else Path(args.dir) / f"plot_{args.metric}_{args.x}.png"
     plot_results(results, out, metric=args.metric, x_axis=args.x)
@@ -345,20 +376,31 @@ seeds, jobs, sweeps:
   cores); each worker gets cores/jobs BLAS/torch threads); the numbers equal a --jobs 1 run.
   --sweep algorithm.client_lr=0.01,0.1 --sweep rounds=50,100 runs the grid (Cartesian
   product); algorithm.PARAM sets PARAM on every algorithm that accepts it,
-  algorithms.NAME.PARAM on one. The swept keys are columns of results.csv and of the
+  algorithms.LABEL.PARAM on one. The swept keys are columns of results.csv and of the
   summary; 'fedcomp best DIR --metric optimality' picks the best setting per algorithm.
+
+algorithm entries (--set and --sweep algorithms.X.PARAM=...):
+  X is an entry's label (its name when it has none), and the change reaches the entries
+  with that label in the base list and in every [[variants]] algorithms list; a name
+  behind several labels (FedAvg as name = "fedprox", label = "fedavg", beside FedProx)
+  is an error that lists the labels; '*' addresses every entry.
 
 output and resume:
   each finished run's rows are appended to DIR/results.csv and the run is recorded in
   DIR/runs.jsonl. After a crash or Ctrl-C, the same command with --resume runs only what
   is missing (the config and sweep must match; more seeds may be added).
   Progress: one line per finished run (runs done/total, elapsed, ETA) on stderr, and with
-  --jobs 1 on a terminal the per-run rounds/s line; --quiet prints neither.""")
+  --jobs 1 on a terminal the per-run rounds/s line; --quiet prints neither.
+
+errors:
+  a bad config, value or missing file prints one 'error: ...' line and exits 2;
+  FEDCOMP_DEBUG=1 shows the Python traceback instead.""")
     run.add_argument("config", nargs="?", help="CONFIG.toml or a built-in experiment name "
                      "(default: seed000)")
     run.add_argument("--set", action="append", metavar="KEY=VALUE",
                      help="override a config value, e.g. --set rounds=100 "
-                          "--set algorithms.za1.client_lr=0.5 (repeatable)")
+                          "--set algorithms.za1.client_lr=0.5 (an algorithm's label; "
+                          "repeatable)")
     run.add_argument("--seeds", metavar="START:STOP", help="seeds to run, e.g. 0:3 or 1,4")
     run.add_argument("--out", metavar="DIR", help="output directory (default runs/NAME-TIME)")
     run.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: "
@@ -430,8 +472,14 @@ def main(argv: list[str] | None = None) -> int:
     reuse_freed_memory()  # batched network rounds free and re-request MBs per operation
     try:
         return int(args.func(args))
-    except (ConfigError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (ConfigError, ValueError, OSError, TypeError) as exc:
+        if os.environ.get(DEBUG_ENV):
+            raise
+        # OSError: a data or output file missing or unwritable; TypeError: a value of the
+        # wrong type that validation let through (the message names it)
+        hint = (f" (set {DEBUG_ENV}=1 for the traceback)" if isinstance(exc, TypeError)
+                else "")
+        print(f"error: {exc}{hint}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("\ninterrupted: rows evaluated so far are in results.csv", file=sys.stderr)

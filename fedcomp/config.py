@@ -68,9 +68,10 @@ from __future__ import annotations
 
 import copy
 import inspect
+import numbers
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -105,6 +106,9 @@ DEFAULTS: dict[str, Any] = {
     "client_state": "memory",
 }
 
+#: Losses whose model has one column per class: they need ``data.n_classes``.
+CLASS_LOSSES = ("softmax",)
+
 #: ``client_state`` values: stacked client states in RAM, or memory-mapped ``.npy`` files
 #: (for populations whose state does not fit in memory; see ``fedcomp.simulate``).
 CLIENT_STATES = ("memory", "disk")
@@ -138,11 +142,80 @@ def parse_value(text: str) -> Any:
         return text
 
 
+def algorithm_entries(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every ``[[algorithms]]`` entry of ``config``: the base list, then each variant's own.
+
+    A variant with an ``algorithms`` list replaces the base's (see :func:`merge_variant`), so
+    an override of an algorithm's hyperparameter has to reach those lists too.
+
+    Examples
+    --------
+    >>> cfg = {"algorithms": [{"name": "feddr"}],
+    ...        "variants": [{"label": "v", "algorithms": [{"name": "feddr", "label": "E5"}]}]}
+    >>> [a.get("label", a["name"]) for a in algorithm_entries(cfg)]
+    ['feddr', 'E5']
+    """
+    lists = [config.get("algorithms")]
+    variants = config.get("variants")
+    if isinstance(variants, list):
+        lists += [v.get("algorithms") for v in variants if isinstance(v, dict)]
+    return [entry for entries in lists if isinstance(entries, list)
+            for entry in entries if isinstance(entry, dict)]
+
+
+def _label(entry: dict[str, Any]) -> Any:
+    return entry.get("label", entry.get("name"))
+
+
+def select_algorithms(config: dict[str, Any], selector: str, key: str) -> list[dict[str, Any]]:
+    """The entries of :func:`algorithm_entries` that ``algorithms.SELECTOR.PARAM`` addresses.
+
+    ``*`` selects every entry; a label (an entry's ``label``, else its ``name``) selects the
+    entries with that label, in the base list and in the variants' lists; otherwise a
+    ``name`` selects the entries of that algorithm, but only when they share one label —
+    a name behind several labels (FedAvg as ``{name = "fedprox", label = "fedavg", mu =
+    0}`` beside FedProx) is ambiguous, and the error lists the labels to use.
+
+    Raises
+    ------
+    ConfigError
+        When nothing matches, or a name matches entries with different labels; ``key``
+        (the command-line key) is named in the message.
+
+    Examples
+    --------
+    >>> cfg = {"algorithms": [{"name": "fedprox", "label": "fedavg", "mu": 0.0},
+    ...                       {"name": "fedprox", "mu": 1.0}]}
+    >>> [a["mu"] for a in select_algorithms(cfg, "fedprox", "algorithms.fedprox.mu")]
+    [1.0]
+    """
+    entries = algorithm_entries(config)
+    if selector == "*":
+        return entries
+    by_label = [entry for entry in entries if _label(entry) == selector]
+    if by_label:
+        return by_label
+    by_name = [entry for entry in entries if entry.get("name") == selector]
+    labels = list(dict.fromkeys(str(_label(entry)) for entry in by_name))
+    if len(labels) > 1:
+        param = key.rsplit(".", 1)[-1]
+        raise ConfigError(f"{key}: {selector!r} names {len(by_name)} algorithm entries with "
+                          f"different labels {labels}; address one by its label, e.g. "
+                          f"algorithms.{labels[0]}.{param}, or all with algorithms.*.{param}")
+    if not by_name:
+        known = list(dict.fromkeys(str(_label(entry)) for entry in entries))
+        raise ConfigError(f"{key}: no algorithm named {selector!r}; the config has {known} "
+                          "(or use '*' for all)")
+    return by_name
+
+
 def apply_override(config: dict[str, Any], assignment: str) -> dict[str, Any]:
     """Apply ``key.path=value`` to a copy of ``config``.
 
-    ``algorithms.NAME.key=value`` addresses the algorithm entry named NAME (or ``*`` for
-    all of them); other dotted paths address nested tables.
+    ``algorithms.SELECTOR.key=value`` sets ``key`` on the algorithm entries that SELECTOR
+    addresses (:func:`select_algorithms`: a label, else an unambiguous name, or ``*`` for
+    all), in the base list and in every variant's own ``algorithms`` list; other dotted
+    paths address nested tables.
 
     Examples
     --------
@@ -161,13 +234,7 @@ def apply_override(config: dict[str, Any], assignment: str) -> dict[str, Any]:
         raise ConfigError(f"--set: empty key in {assignment!r}")
     config = copy.deepcopy(config)
     if parts[0] == "algorithms" and len(parts) == 3:
-        entries = config.get("algorithms", [])
-        matched = [a for a in entries if parts[1] in ("*", a.get("name"), a.get("label"))]
-        if not matched:
-            names = [a.get("label", a.get("name")) for a in entries]
-            raise ConfigError(f"--set {key}: no algorithm named {parts[1]!r}; the config has "
-                              f"{names} (or use '*' for all)")
-        for entry in matched:
+        for entry in select_algorithms(config, parts[1], f"--set {key.strip()}"):
             entry[parts[2]] = value
         return config
     node = config
@@ -218,6 +285,10 @@ def parse_seeds(text: str) -> list[int]:
                           ) from exc
     if not seeds:
         raise ConfigError(f"--seeds {text!r} selects no seed")
+    negative = [s for s in seeds if s < 0]
+    if negative:
+        raise ConfigError(f"--seeds {text!r}: seeds must be non-negative integers (got "
+                          f"{negative[0]}); e.g. --seeds 0:3")
     return seeds
 
 
@@ -225,6 +296,60 @@ def _check_keys(table: dict[str, Any], accepted: set[str], where: str) -> None:
     unknown = sorted(set(table) - accepted)
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {unknown}; accepted: {sorted(accepted)}")
+
+
+def _check_table(value: Any, key: str, example: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{key} must be a table such as {example} (got {value!r})")
+    return value
+
+
+def _is_integer(value: Any) -> TypeGuard[int]:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _is_number_text(value: Any) -> bool:
+    """Whether ``value`` is a quoted number (``"0.1"``): the fix is to drop the quotes."""
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return isinstance(value, str)
+
+
+def _check_types(table: dict[str, Any], factory: Any, where: str) -> None:
+    """Integers and numbers where ``factory``'s signature says ``int`` or ``float``.
+
+    The factories take the values as they are: a float ``n_clients = 2.5`` would be cut
+    to 2 clients (or fail deep inside NumPy), a string ``alpha = "0.1"`` fail on the first
+    arithmetic; here the message names the key. A ``seed`` must also be non-negative.
+    """
+    params = inspect.signature(factory).parameters
+    for key, value in table.items():
+        if key not in params:
+            continue
+        annotation = params[key].annotation  # a string under ``from __future__ import``
+        annotation = getattr(annotation, "__name__", str(annotation)).replace(" ", "")
+        quotes = f"; write it without quotes: {key} = {value}" if _is_number_text(value) else ""
+        if annotation in ("int", "int|None") and not (
+                _is_integer(value) or (value is None and annotation == "int|None")):
+            raise ConfigError(f"{where}.{key} must be an integer (got {value!r}){quotes}")
+        if annotation in ("float", "float|None") and not (
+                _is_real(value) or (value is None and annotation == "float|None")):
+            raise ConfigError(f"{where}.{key} must be a number (got {value!r}){quotes}")
+        if key == "seed" and _is_integer(value) and value < 0:
+            raise ConfigError(f"{where}.seed must be a non-negative integer (got {value!r})")
+
+
+def _check_seeds(seeds: Any) -> None:
+    if not (isinstance(seeds, list) and seeds and all(_is_integer(s) and s >= 0
+                                                       for s in seeds)):
+        raise ConfigError(f"seeds must be a non-empty list of non-negative integers, e.g. "
+                          f"seeds = [0, 1, 2] (got {seeds!r})")
 
 
 def _reference_settings(value: Any) -> dict[str, Any] | None:
@@ -378,38 +503,48 @@ def _check_setting(cfg: dict[str, Any]) -> None:
     _check_compute_times(cfg.get("compute_times"))
     if not (isinstance(cfg["rounds"], int) and cfg["rounds"] >= 1):
         raise ConfigError(f"config: rounds must be a positive integer (got {cfg['rounds']!r})")
+    _check_seeds(cfg["seeds"])
     _batch_modes(cfg["batch_size"])
     for metric in cfg["metrics"]:
         if metric not in METRICS:
             raise ConfigError(f"config: unknown metric {metric!r}; valid: {sorted(METRICS)}")
 
-    data = cfg["data"]
+    data = _check_table(cfg["data"], "data", '{generator = "breast_cancer", n_clients = 10}')
     if data.get("generator") not in DATASETS:
         raise ConfigError(f"data.generator: unknown dataset {data.get('generator')!r}; valid: "
                           f"{sorted(DATASETS)}")
     _check_keys(data, {"generator", *inspect.signature(DATASETS[data['generator']]).parameters},
                 f"data ({data['generator']})")
+    _check_types(data, DATASETS[data["generator"]], "data")
     if "partition" in data:
-        from .data import partition_spec
+        from .data import PARTITIONERS, partition_spec
 
         try:
-            partition_spec(data["partition"])
+            name, params = partition_spec(data["partition"])
         except ValueError as exc:
             raise ConfigError(f"data.partition: {exc}") from exc
+        _check_types(params, PARTITIONERS[name], "data.partition")
 
-    problem = cfg["problem"]
+    problem = _check_table(cfg["problem"], "problem", '{loss = "logistic"}')
     if problem.get("loss") not in LOSSES:
         raise ConfigError(f"problem.loss: unknown loss {problem.get('loss')!r}; valid: "
                           f"{sorted(LOSSES)}")
     loss_params = set(inspect.signature(LOSSES[problem["loss"]]).parameters)
     _check_keys(problem, {"loss", "weighting", *loss_params}, f"problem ({problem['loss']})")
+    _check_types(problem, LOSSES[problem["loss"]], "problem")
+    n_classes = data.get("n_classes")
+    if problem["loss"] in CLASS_LOSSES and not (_is_integer(n_classes) and n_classes > 2):
+        raise ConfigError(f"problem.loss = {problem['loss']!r} shapes a (features x classes) "
+                          f"model: set data.n_classes = K, the number of classes (K >= 3; got "
+                          f"{n_classes!r}); for two classes use loss = 'logistic'")
 
-    reg = cfg["regularizer"]
+    reg = _check_table(cfg["regularizer"], "regularizer", '{name = "l1", alpha = 1e-4}')
     if reg.get("name") not in REGULARIZERS:
         raise ConfigError(f"regularizer.name: unknown regularizer {reg.get('name')!r}; valid: "
                           f"{sorted(REGULARIZERS)}")
     reg_params = set(inspect.signature(REGULARIZERS[reg["name"]]).parameters)
     _check_keys(reg, {"name", "scope", *reg_params}, f"regularizer ({reg['name']})")
+    _check_types(reg, REGULARIZERS[reg["name"]], "regularizer")
     if reg.get("scope", "all") not in ("all", "weights"):
         raise ConfigError(f"regularizer.scope must be 'all' or 'weights' (network weights and "
                           f"kernels, not biases); got {reg['scope']!r}")
@@ -439,6 +574,8 @@ def _check_setting(cfg: dict[str, Any]) -> None:
         # runs beside sampled ones, as in the FedDR paper's comparisons
         _check_keys(entry, {"name", "label", "clients_per_round", *accepted},
                     f"algorithms ({name})")
+        _check_types(entry, ALGORITHMS.get(name) or DECENTRALIZED[name],
+                     f"algorithms.{entry.get('label', name)}")
         labels.append(entry.get("label", name))
     if len(set(labels)) != len(labels):
         raise ConfigError(f"algorithms: labels must be unique (got {labels}); give repeated "

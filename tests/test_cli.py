@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fedcomp.cli import main
 from fedcomp.config import apply_override, parse_seeds, resolve
 from fedcomp.experiments import RESULT_COLUMNS, seed000
 
@@ -158,3 +159,175 @@ def test_default_run_reproduces_seed000(tmp_path):
     assert verdict == "reproduced", final
     assert "Verdict: reproduced" in res.stdout
     assert "Verdict: reproduced" in (tmp_path / "default" / "summary.md").read_text()
+
+
+# --- --set on algorithm entries: labels, ambiguous names, the variants' own lists -----------
+FEDDR_SYNTHETIC = Path(__file__).parents[1] / "configs" / "feddr_synthetic.toml"
+
+
+def _by_label(entries):
+    return {a.get("label", a["name"]): a for a in entries}
+
+
+def test_set_addresses_an_algorithm_by_label_and_refuses_an_ambiguous_name():
+    from fedcomp.config import ConfigError, load
+
+    cfg = load(FEDDR_SYNTHETIC)  # FedAvg is {name = "fedprox", label = "fedavg", mu = 0}
+    changed = _by_label(apply_override(cfg, "algorithms.fedprox.mu=0.5")["algorithms"])
+    assert changed["fedprox"]["mu"] == 0.5
+    assert changed["fedavg"]["mu"] == 0.0  # the baseline stays FedAvg
+    assert _by_label(apply_override(cfg, "algorithms.fedavg.mu=0.25")["algorithms"]
+                     )["fedprox"]["mu"] == 1.0
+    twins = {"algorithms": [{"name": "fedprox", "label": "fedavg", "mu": 0.0},
+                            {"name": "fedprox", "label": "fedprox_mu1", "mu": 1.0}]}
+    with pytest.raises(ConfigError, match=r"different labels \['fedavg', 'fedprox_mu1'\]"):
+        apply_override(twins, "algorithms.fedprox.mu=0.5")
+    # a name behind one label still addresses it
+    assert apply_override(twins, "algorithms.fedavg.client_lr=0.1")["algorithms"][0][
+        "client_lr"] == 0.1
+
+
+def test_set_reaches_the_algorithm_lists_of_variants():
+    from fedcomp.config import load, variant_settings
+
+    cfg = load(FEDDR_SYNTHETIC)  # variant "epochs" has its own feddr_E5 ... feddr_E30
+    cfg = apply_override(cfg, "algorithms.feddr_E5.local_epochs=7")
+    settings = dict(variant_settings(resolve(cfg)))
+    assert _by_label(settings["epochs"]["algorithms"])["feddr_E5"]["local_epochs"] == 7
+    assert _by_label(settings["epochs"]["algorithms"])["feddr_E10"]["local_epochs"] == 10
+    everywhere = apply_override(load(FEDDR_SYNTHETIC), "algorithms.*.client_lr=0.2")
+    for _, setting in variant_settings(resolve(everywhere)):
+        assert {a["client_lr"] for a in setting["algorithms"]} == {0.2}
+
+
+# --- bad values: one 'error:' line naming the key, exit status 2 ------------------------------
+BC_CONFIG = """\
+name = "bc"
+rounds = 2
+reference = false
+metrics = ["objective"]
+[data]
+generator = "breast_cancer"
+n_clients = 5
+partition = "iid"
+seed = 0
+[problem]
+loss = "logistic"
+[regularizer]
+name = "l1"
+alpha = 0.01
+[[algorithms]]
+name = "fedmid"
+client_lr = 0.01
+local_steps = 2
+"""
+
+
+@pytest.mark.parametrize("override, message", [
+    ("seeds=0", "seeds must be a non-empty list of non-negative integers"),
+    ("seeds=[]", "seeds must be a non-empty list"),
+    ("seeds=[-1]", "seeds must be a non-empty list of non-negative integers"),
+    ("seeds=[1.5]", "seeds must be a non-empty list"),
+    ('data.partition={name="dirichlet", concentration="0.5"}',
+     "data.partition.concentration must be a number (got '0.5')"),
+    ('regularizer.alpha="0.1"', "regularizer.alpha must be a number (got '0.1')"),
+    ("data.seed=1.5", "data.seed must be an integer (got 1.5)"),
+    ("data.seed=-1", "data.seed must be a non-negative integer (got -1)"),
+    ('data="breast_cancer"', "data must be a table"),
+    ("data.n_clients=2.5", "data.n_clients must be an integer (got 2.5)"),
+    ('data.partition={name="shards", shards_per_client=2.0}',
+     "data.partition.shards_per_client must be an integer"),
+    ('algorithms.fedmid.client_lr="0.1"',
+     "algorithms.fedmid.client_lr must be a number (got '0.1'); write it without quotes"),
+])
+def test_bad_values_fail_before_running_and_name_the_key(tmp_path, capsys, override, message):
+    config = tmp_path / "bc.toml"
+    config.write_text(BC_CONFIG)
+    out = tmp_path / "out"
+    assert main(["run", str(config), "--set", override, "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {message}" in err, err
+    assert not out.exists()  # nothing written
+
+
+def test_softmax_without_classes_names_the_config_key():
+    from fedcomp.config import ConfigError
+
+    cfg = {"name": "t", "rounds": 2, "reference": False,
+           "data": {"generator": "digits", "n_clients": 3, "flatten": True},
+           "problem": {"loss": "softmax"}, "regularizer": {"name": "l1", "alpha": 0.001},
+           "algorithms": [{"name": "fedavg", "client_lr": 0.1, "local_steps": 2}]}
+    with pytest.raises(ConfigError, match=r"set data.n_classes = K"):
+        resolve(cfg)
+    resolve({**cfg, "data": {**cfg["data"], "n_classes": 10}})
+
+
+def test_negative_seeds_on_the_command_line_exit_nonzero(tmp_path):
+    res = fedcomp("run", "seed000", "--seeds=-1", "--set", "clients_per_round=5",
+                  "--out", str(tmp_path / "neg"), "--quiet")
+    assert res.returncode == 2, res.stderr
+    assert "seeds must be non-negative integers (got -1)" in res.stderr
+    assert "Traceback" not in res.stderr and not (tmp_path / "neg").exists()
+    with pytest.raises(ValueError, match="non-negative"):
+        parse_seeds("-2:1")
+
+
+def test_missing_data_file_and_type_errors_are_one_line(tmp_path, capsys, monkeypatch):
+    from fedcomp import experiments
+
+    config = tmp_path / "svm.toml"
+    config.write_text(BC_CONFIG.replace('generator = "breast_cancer"',
+                                        f'generator = "libsvm_file"\npath = '
+                                        f'"{tmp_path / "missing.svm"}"'))
+    assert main(["run", str(config), "--out", str(tmp_path / "a"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "error: data file" in err and "missing.svm" in err
+
+    def wrong_type(*args, **kwargs):
+        raise TypeError("unsupported operand type(s) for *: 'float' and 'str'")
+
+    monkeypatch.setattr(experiments, "run_experiment", wrong_type)
+    config.write_text(BC_CONFIG)
+    assert main(["run", str(config), "--out", str(tmp_path / "b"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "error: unsupported operand" in err and "FEDCOMP_DEBUG=1" in err
+    monkeypatch.setenv("FEDCOMP_DEBUG", "1")  # the traceback, for a bug report
+    with pytest.raises(TypeError, match="unsupported operand"):
+        main(["run", str(config), "--out", str(tmp_path / "c"), "--quiet"])
+
+
+# --- timing configs (kind = "timing") check their keys too -------------------------------
+def test_timing_config_keys_are_checked(tmp_path, capsys):
+    import tomllib
+
+    from fedcomp.config import ConfigError, quick_config
+    from fedcomp.experiments import prox_cost
+
+    path = Path(__file__).parents[1] / "configs" / "prox_cost.toml"
+    good = tomllib.loads(path.read_text())
+    prox_cost.check_config(good)
+    prox_cost.check_config(quick_config(good))
+    typo = tmp_path / "timing.toml"
+    typo.write_text(path.read_text().replace("batch_size = 64", "batch_sise = 64"))
+    assert main(["run", str(typo), "--out", str(tmp_path / "t"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown key(s) ['batch_sise']; accepted: ['batch_size'" in err
+    assert not (tmp_path / "t").exists()
+    bad_network = {**good, "networks": [{**good["networks"][0], "optoins": {"hidden": [5]}}]}
+    with pytest.raises(ConfigError, match=r"networks \(mlp\): unknown key\(s\) \['optoins'\]"):
+        prox_cost.check_config(bad_network)
+    bad_penalty = {**good, "penalties": [{"name": "mcp", "alpha": 1e-4, "gama": 3.0}]}
+    with pytest.raises(ConfigError, match=r"penalties \(mcp\): unknown key\(s\) \['gama'\]"):
+        prox_cost.check_config(bad_penalty)
+    with pytest.raises(ConfigError, match="repeats must be a positive integer"):
+        prox_cost.check_config({**good, "repeats": 0})
+
+
+def test_plot_rejects_a_metric_that_is_not_a_column(tmp_path, capsys):
+    (tmp_path / "results.csv").write_text(
+        "algorithm,method,batch_size,seed,round,objective,optimality\n"
+        "za1,za1,full,0,0,1.0,1.0\nza1,za1,full,0,1,0.5,0.1\n")
+    assert main(["plot", str(tmp_path), "--metric", "optimalty"]) == 2
+    err = capsys.readouterr().err
+    assert "no column 'optimalty'" in err and "['objective', 'optimality']" in err
+    assert not list(tmp_path.glob("*.png"))

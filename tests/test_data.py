@@ -299,3 +299,46 @@ def test_split_to_clients_with_unequal_sizes():
         split_to_clients(X, y, [np.array([0, 50])])
     with pytest.raises(ValueError, match="feature rows"):
         split_to_clients(X, y[:-1], parts)
+
+
+@pytest.mark.parametrize("concentration", [float("inf"), 1e308, float("nan"), "0.5", True])
+def test_dirichlet_partitioners_refuse_concentrations_that_break_the_draw(concentration):
+    """inf and 1e308 pass ``> 0`` but NumPy's Dirichlet draw then gives NaN or all-zero
+    shares: samples duplicated, clients empty."""
+    for call in (lambda: partition_dirichlet(LABELS, 10, concentration),
+                 lambda: partition_quantity_skew(len(LABELS), 10, concentration),
+                 lambda: partition_dirichlet_groups(WRITERS, 10, concentration)):
+        with pytest.raises(ValueError, match="concentration"):
+            call()
+
+
+def test_dirichlet_shares_that_are_no_probability_vector_are_an_error(monkeypatch):
+    from fedcomp.data import _partition
+
+    monkeypatch.setattr(_partition, "_check_concentration", lambda name, c: None)
+    with pytest.raises(ValueError, match="summing to 0.0, not 1"):
+        partition_dirichlet(LABELS, 10, 1e308)  # Dir(1e308) underflows to zeros
+    # a large but finite concentration is still near-uniform, and a cover
+    parts = partition_quantity_skew(len(LABELS), 10, 1e6)
+    assert sum(map(len, parts)) == len(LABELS) and max(map(len, parts)) - min(map(len, parts)) <= 1
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_partitioners_want_integer_counts_and_a_nonnegative_seed(name):
+    with pytest.raises(ValueError, match="seed must be a non-negative integer"):
+        CALLS[name](-1)
+    with pytest.raises(ValueError, match="seed must be an integer"):
+        CALLS[name](1.5)
+    assert [list(p) for p in CALLS[name](np.int64(3))] == [
+        list(p) for p in CALLS[name](3)]
+
+
+def test_partitioners_refuse_fractional_client_counts():
+    for call in (lambda: partition_iid(100, 2.5), lambda: partition_iid(100, 2.0),
+                 lambda: partition_dirichlet(LABELS, 2.5, 1.0),
+                 lambda: partition_shards(LABELS, 2.5, 2),
+                 lambda: partition_shards(LABELS, 4, 1.5),
+                 lambda: partition_groups(WRITERS, 2.5)):
+        with pytest.raises(ValueError, match=r"must be an integer \(got [12]\.5|\(got 2\.0"):
+            call()
+    assert len(partition_iid(100, np.int32(4))) == 4

@@ -276,6 +276,44 @@ def test_femnist_has_one_client_per_writer_and_the_test_split_as_holdout(tmp_pat
     assert iid.counts.tolist() == [7, 7, 7]
 
 
+def test_femnist_with_leafs_user_split_keeps_the_other_writers_test_samples(tmp_path):
+    """LEAF's ``-t user`` holds out whole writers: the test writers are not the training
+    ones, and the holdout must keep them (it was emptied: NaN test metrics)."""
+    rng = np.random.default_rng(0)
+    for split, writers in (("train", {"f0000_14": 5, "f0001_41": 3, "f0002_07": 4}),
+                           ("test", {"f0003_22": 2, "f0004_09": 3})):
+        (tmp_path / "leaf" / split).mkdir(parents=True)
+        (tmp_path / "leaf" / split / f"{split}.json").write_text(
+            json.dumps(leaf_blob(writers, rng)))
+    data = femnist(str(tmp_path / "leaf"), flatten=True)
+    assert data.n_clients == 3 and data.holdout[0].shape == (5, 784)
+    assert sorted({round(float(v) * 255) for v in data.holdout[0][:, 0]}) == [3, 4]
+    # a writer sample cannot match a disjoint test split: say so instead of an empty holdout
+    with pytest.raises(ValueError, match=r"none of the 2 test writers.*max_writers"):
+        femnist(str(tmp_path / "leaf"), max_writers=2)
+
+
+def test_load_leaf_names_the_file_and_user_of_malformed_data(tmp_path):
+    good = leaf_blob({"f0000_14": 2, "f0001_41": 3}, np.random.default_rng(0), n_features=4)
+    path = tmp_path / "bad.json"
+    x_missing = json.loads(json.dumps(good))
+    del x_missing["user_data"]["f0001_41"]["x"]
+    ragged = json.loads(json.dumps(good))
+    ragged["user_data"]["f0001_41"]["x"][1] = [0.5, 0.5]
+    letters = json.loads(json.dumps(good))
+    letters["user_data"]["f0000_14"]["y"] = ["a", "b"]
+    cases = [
+        (dict(good, num_samples=[2]), r"bad\.json: num_samples must list one count per user"),
+        (x_missing, r"bad\.json: user 'f0001_41': user_data needs the keys 'x' and 'y'"),
+        (ragged, r"bad\.json: user 'f0001_41': samples in x have different lengths \[2, 4\]"),
+        (letters, r"bad\.json: user 'f0000_14': x must be a list of equal-length"),
+    ]
+    for blob, message in cases:
+        path.write_text(json.dumps(blob))
+        with pytest.raises(ValueError, match=message):
+            load_leaf(path)
+
+
 def test_femnist_without_files_explains_leaf(tmp_path, monkeypatch):
     monkeypatch.setenv("FEDCOMP_DATA_DIR", str(tmp_path))
     with pytest.raises(FileNotFoundError) as info:

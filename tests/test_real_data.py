@@ -127,6 +127,28 @@ def test_config_names_a_pooled_dataset_and_a_partition():
         resolve(base_config(partitions="iid"))
 
 
+@pytest.mark.parametrize("data, message", [
+    ({"n_clients": 2.5}, r"data.n_clients must be an integer \(got 2.5\)"),
+    ({"seed": 1.5}, r"data.seed must be an integer"),
+    ({"seed": -1}, r"data.seed must be a non-negative integer \(got -1\)"),
+    ({"partition": {"name": "dirichlet", "concentration": "0.2"}},
+     r"data.partition.concentration must be a number .*concentration = 0.2"),
+    ({"partition": {"name": "quantity_skew", "concentration": 1.0, "min_size": 1.5}},
+     r"data.partition.min_size must be an integer"),
+])
+def test_config_checks_counts_and_seeds_of_pooled_data(data, message):
+    with pytest.raises(ConfigError, match=message):
+        resolve(base_config(**data))
+
+
+def test_pooled_loaders_refuse_fractional_clients():
+    # 2.5 clients used to run as 2 (np.array_split truncates)
+    with pytest.raises(ValueError, match=r"n_clients must be an integer \(got 2.5\)"):
+        breast_cancer(n_clients=2.5)
+    with pytest.raises(ValueError, match=r"seed must be a non-negative integer"):
+        breast_cancer(n_clients=2, seed=-1)
+
+
 def test_a9a_reads_a_local_file_and_explains_a_missing_one(tmp_path, monkeypatch):
     path = tmp_path / "a9a"
     path.write_text("-1 3:1 11:1 123:1\n+1 5:1 20:1\n-1 1:1\n+1 2:1 9:1\n")

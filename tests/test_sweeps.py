@@ -173,3 +173,25 @@ def test_run_help_documents_the_options():
     text = build_parser()._subparsers._group_actions[0].choices["run"].format_help()
     for option in ("--seeds", "--jobs", "--sweep", "--resume", "fedcomp best"):
         assert option in text
+
+
+def test_sweep_reaches_the_algorithm_lists_of_variants():
+    """feddr_synthetic's variant "epochs" has its own algorithms: a swept client_lr must
+    reach them, or its rows would be tagged with a step size they did not run at."""
+    from pathlib import Path
+
+    from fedcomp.config import load, resolve, variant_settings
+
+    cfg = load(Path(__file__).parents[1] / "configs" / "feddr_synthetic.toml")
+    points = expand_sweep(cfg, [parse_sweep("algorithm.client_lr=0.1,0.3")])
+    for values, point in points:
+        for label, setting in variant_settings(resolve(point)):
+            assert {a["client_lr"] for a in setting["algorithms"]} == {
+                values["algorithm.client_lr"]}, label
+    (_, point), = expand_sweep(cfg, [parse_sweep("algorithms.feddr_E30.local_epochs=40")])
+    epochs = dict(variant_settings(resolve(point)))["epochs"]["algorithms"]
+    assert [a["local_epochs"] for a in epochs] == [5, 10, 20, 40]
+    with pytest.raises(ConfigError, match="different labels"):
+        expand_sweep({"algorithms": [{"name": "fedprox", "label": "a"},
+                                     {"name": "fedprox", "label": "b"}]},
+                     [parse_sweep("algorithms.fedprox.mu=0,1")])

@@ -162,20 +162,22 @@ def load_leaf(path: str | Path, dtype: Any = np.float32
     for file in files:
         with open(file, encoding="utf-8") as f:
             blob = json.load(f)
-        if not (isinstance(blob, dict) and "users" in blob and "user_data" in blob):
-            raise ValueError(f"{file}: not LEAF JSON (needs the keys 'users' and 'user_data')")
-        counts = blob.get("num_samples") or [None] * len(blob["users"])
-        for user, count in zip(blob["users"], counts, strict=True):
-            entry = blob["user_data"].get(user)
-            if entry is None:
-                raise ValueError(f"{file}: user {user!r} is listed but has no user_data")
-            x = np.asarray(entry["x"], dtype=dtype)
-            y = np.asarray(entry["y"], dtype=np.int64)
+        if not (isinstance(blob, dict) and isinstance(blob.get("users"), list)
+                and isinstance(blob.get("user_data"), dict)):
+            raise ValueError(f"{file}: not LEAF JSON (needs a list 'users' and a table "
+                             "'user_data')")
+        users = blob["users"]
+        counts = blob.get("num_samples") or [None] * len(users)
+        if not isinstance(counts, list) or len(counts) != len(users):
+            raise ValueError(f"{file}: num_samples must list one count per user ({len(users)} "
+                             f"users; got {counts!r:.80})")
+        for user, count in zip(users, counts, strict=True):
+            try:
+                x, y = _leaf_user(blob["user_data"], user, count, dtype)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ValueError(f"{file}: user {user!r}: {exc}") from exc
             if len(y) == 0:
                 continue
-            if x.ndim != 2 or len(x) != len(y) or (count is not None and count != len(y)):
-                raise ValueError(f"{file}: user {user!r} has x of shape {x.shape}, {len(y)} "
-                                 f"labels and num_samples={count}; they must agree")
             features.append(x)
             labels.append(y)
             writers.append(np.full(len(y), str(user)))
@@ -185,6 +187,32 @@ def load_leaf(path: str | Path, dtype: Any = np.float32
     if len(widths) > 1:
         raise ValueError(f"load_leaf: samples of different lengths {sorted(widths)} in {path}")
     return np.concatenate(features), np.concatenate(labels), np.concatenate(writers)
+
+
+def _leaf_user(user_data: dict[str, Any], user: Any, count: Any, dtype: Any
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """One LEAF user's ``(x, y)``, checked; a ValueError says what is wrong (no file name)."""
+    entry = user_data.get(user)
+    if entry is None:
+        raise ValueError("listed in 'users' but has no user_data")
+    if not (isinstance(entry, dict) and "x" in entry and "y" in entry):
+        keys = sorted(entry) if isinstance(entry, dict) else type(entry).__name__
+        raise ValueError(f"user_data needs the keys 'x' and 'y' (got {keys})")
+    rows = entry["x"]
+    if isinstance(rows, list) and rows and isinstance(rows[0], list):
+        lengths = sorted({len(r) if isinstance(r, list) else -1 for r in rows})
+        if len(lengths) > 1:  # NumPy's own message names neither the user nor the lengths
+            raise ValueError(f"samples in x have different lengths {lengths}")
+    try:
+        x = np.asarray(rows, dtype=dtype)
+        y = np.asarray(entry["y"], dtype=np.int64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"x must be a list of equal-length number lists and y a list of "
+                         f"integer labels ({exc})") from exc
+    if len(y) and (x.ndim != 2 or len(x) != len(y) or (count is not None and count != len(y))):
+        raise ValueError(f"x of shape {x.shape}, {len(y)} labels and num_samples={count}; "
+                         "they must agree")
+    return x, y
 
 
 class _ArrayUnpickler(pickle.Unpickler):
@@ -622,6 +650,7 @@ def femnist(path: str = "femnist", n_clients: int | None = None, partition: Any 
         raise FileNotFoundError(f"femnist: no LEAF JSON files in {train_dir}. "
                                 + manual_download_hint("femnist", folder))
     features, labels, writers = load_leaf(train_dir, _float_dtype(dtype))
+    subset = max_writers is not None
     if max_writers is not None:
         names = np.unique(writers)
         chosen = names[_subsample(len(names), max_writers, seed, _SAMPLE_WRITERS, "max_writers")]
@@ -636,7 +665,16 @@ def femnist(path: str = "femnist", n_clients: int | None = None, partition: Any 
         if tx.shape[1] != features.shape[1]:
             raise ValueError(f"femnist: test samples of length {tx.shape[1]}, training samples "
                              f"of length {features.shape[1]}")
-        keep = np.isin(tw, np.unique(writers))
+        # LEAF's sample split (-t sample) gives every writer train and test samples; its
+        # user split (-t user) holds out other writers. Only a writer subsample
+        # (max_writers) restricts the test samples to the writers kept.
+        keep = np.isin(tw, np.unique(writers)) if subset else np.ones(len(ty), dtype=bool)
+        if not keep.any():
+            raise ValueError(f"femnist: none of the {len(np.unique(tw))} test writers in "
+                             f"{test_dir} is among the {max_writers} training writers kept "
+                             "(max_writers); with LEAF's user split (-t user) the test "
+                             "writers differ from the training ones: leave max_writers "
+                             "unset, or use the sample split (-t sample)")
         test = (tx[keep].reshape(-1, 1, side, side), ty[keep])
     return _image_data((features.reshape(-1, 1, side, side), labels), test, None, n_clients,
                        partition, seed, flatten, n_samples, n_test, dtype, groups=writers)

@@ -17,6 +17,9 @@ ICDE 2022); the natural partition by writer and a Dirichlet over writer ids (Cal
 
 from __future__ import annotations
 
+import math
+import numbers
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,7 +31,32 @@ from ._client_data import ClientData
 MAX_RETRIES = 1000
 
 
+def _integer(name: str, key: str, value: Any) -> int:
+    """``value`` as an ``int`` if it is an integer (NumPy's too), else a ValueError.
+
+    ``operator.index`` semantics: ``2.5`` or ``2.0`` clients would otherwise be truncated by
+    ``np.array_split`` or fail inside NumPy with a message that names no parameter.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"{name}: {key} must be an integer (got {value!r})")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ValueError(f"{name}: {key} must be an integer (got {value!r})") from None
+
+
+def _rng(name: str, seed: int) -> np.random.Generator:
+    """``np.random.default_rng(seed)`` for a non-negative integer ``seed`` (named if not)."""
+    seed = _integer(name, "seed", seed)
+    if seed < 0:
+        raise ValueError(f"{name}: seed must be a non-negative integer (got {seed})")
+    return np.random.default_rng(seed)
+
+
 def _check_counts(name: str, n_samples: int, n_clients: int, min_size: int = 1) -> None:
+    for key, value in (("n_samples", n_samples), ("n_clients", n_clients),
+                       ("min_size", min_size)):
+        _integer(name, key, value)
     if n_clients < 1:
         raise ValueError(f"{name}: n_clients must be >= 1 (got {n_clients})")
     if min_size < 1:
@@ -39,9 +67,27 @@ def _check_counts(name: str, n_samples: int, n_clients: int, min_size: int = 1) 
 
 
 def _check_concentration(name: str, concentration: float) -> None:
-    if not concentration > 0:
-        raise ValueError(f"{name}: concentration must be > 0 (got {concentration!r}); small "
-                         "values give skewed clients, large ones near-uniform clients")
+    if not (isinstance(concentration, numbers.Real) and not isinstance(concentration, bool)
+            and math.isfinite(concentration) and concentration > 0):
+        raise ValueError(f"{name}: concentration must be > 0 and finite (a number; got "
+                         f"{concentration!r}); small values give skewed clients, large ones "
+                         "near-uniform clients (partition = 'iid' for uniform ones)")
+
+
+def _dirichlet_shares(name: str, rng: np.random.Generator, n_clients: int,
+                      concentration: float) -> np.ndarray:
+    """``p ~ Dir(concentration·1)``, checked to be a probability vector.
+
+    NumPy's sampler returns zeros (concentration near the float maximum) or NaN (inf)
+    instead of failing; such shares would duplicate samples or leave clients empty.
+    """
+    shares = rng.dirichlet(np.full(n_clients, float(concentration)))
+    if not (np.isfinite(shares).all() and abs(shares.sum() - 1.0) < 1e-6):
+        raise ValueError(f"{name}: Dir(concentration={concentration!r}) gave shares "
+                         f"summing to {float(shares.sum())!r}, not 1: the concentration is too "
+                         "large for floating point; 1e6 is near-uniform already, or use "
+                         "partition = 'iid'")
+    return shares
 
 
 def _split_by_proportions(index: np.ndarray, proportions: np.ndarray) -> list[np.ndarray]:
@@ -69,7 +115,7 @@ def partition_iid(n_samples: int, n_clients: int, seed: int = 0) -> list[np.ndar
     [4, 3, 3]
     """
     _check_counts("partition_iid", n_samples, n_clients)
-    perm = np.random.default_rng(seed).permutation(n_samples)
+    perm = _rng("partition_iid", seed).permutation(n_samples)
     return [np.sort(p) for p in np.array_split(perm, n_clients)]
 
 
@@ -115,12 +161,12 @@ def partition_dirichlet(labels: Any, n_clients: int, concentration: float, seed:
     labels = np.asarray(labels)
     _check_counts("partition_dirichlet", len(labels), n_clients, min_size)
     _check_concentration("partition_dirichlet", concentration)
-    rng = np.random.default_rng(seed)
+    rng = _rng("partition_dirichlet", seed)
     classes = [np.flatnonzero(labels == c) for c in np.unique(labels)]
     for _ in range(MAX_RETRIES):
         parts: list[list[np.ndarray]] = [[] for _ in range(n_clients)]
         for index in classes:
-            shares = rng.dirichlet(np.full(n_clients, float(concentration)))
+            shares = _dirichlet_shares("partition_dirichlet", rng, n_clients, concentration)
             for i, piece in enumerate(_split_by_proportions(rng.permutation(index), shares)):
                 parts[i].append(piece)
         out = [np.sort(np.concatenate(p)) for p in parts]
@@ -160,6 +206,8 @@ def partition_shards(labels: Any, n_clients: int, shards_per_client: int, seed: 
     [True, True, True, True]
     """
     labels = np.asarray(labels)
+    n_clients = _integer("partition_shards", "n_clients", n_clients)
+    shards_per_client = _integer("partition_shards", "shards_per_client", shards_per_client)
     if shards_per_client < 1:
         raise ValueError(f"partition_shards: shards_per_client must be >= 1 "
                          f"(got {shards_per_client})")
@@ -167,7 +215,7 @@ def partition_shards(labels: Any, n_clients: int, shards_per_client: int, seed: 
     if n_clients < 1 or len(labels) < n_shards:
         raise ValueError(f"partition_shards: {len(labels)} samples cannot fill {n_clients} x "
                          f"{shards_per_client} nonempty shards; use fewer clients or shards")
-    rng = np.random.default_rng(seed)
+    rng = _rng("partition_shards", seed)
     shuffled = rng.permutation(len(labels))  # random order within each label
     order = shuffled[np.argsort(labels[shuffled], kind="stable")]
     shards = np.array_split(order, n_shards)
@@ -206,16 +254,17 @@ def partition_quantity_skew(n_samples: int, n_clients: int, concentration: float
     """
     _check_counts("partition_quantity_skew", n_samples, n_clients, min_size)
     _check_concentration("partition_quantity_skew", concentration)
-    rng = np.random.default_rng(seed)
-    sizes = _dirichlet_sizes(rng, n_samples, n_clients, concentration, min_size)
+    rng = _rng("partition_quantity_skew", seed)
+    sizes = _dirichlet_sizes("partition_quantity_skew", rng, n_samples, n_clients,
+                             concentration, min_size)
     perm = rng.permutation(n_samples)
     return [np.sort(p) for p in np.split(perm, np.cumsum(sizes)[:-1])]
 
 
-def _dirichlet_sizes(rng: np.random.Generator, total: int, n_clients: int,
+def _dirichlet_sizes(name: str, rng: np.random.Generator, total: int, n_clients: int,
                      concentration: float, min_size: int) -> np.ndarray:
     """``min_size`` each, the rest in ``Dir(concentration)`` shares (largest remainders)."""
-    shares = rng.dirichlet(np.full(n_clients, float(concentration)))
+    shares = _dirichlet_shares(name, rng, n_clients, concentration)
     rest = total - n_clients * min_size
     exact = shares * rest
     sizes = np.floor(exact).astype(np.int64)
@@ -227,6 +276,7 @@ def _dirichlet_sizes(rng: np.random.Generator, total: int, n_clients: int,
 def _group_ids(name: str, groups: Any, n_clients: int) -> tuple[np.ndarray, int]:
     """Dense ids ``0..n_groups-1`` of each sample's group (sorted group order), checked."""
     groups = np.asarray(groups)
+    n_clients = _integer(name, "n_clients", n_clients)
     if groups.ndim != 1 or len(groups) == 0:
         raise ValueError(f"{name}: groups must be a nonempty 1-D array (one writer id per "
                          f"sample), got shape {groups.shape}")
@@ -272,7 +322,7 @@ def partition_groups(groups: Any, n_clients: int, seed: int = 0) -> list[np.ndar
     [3, 7]
     """
     dense, n_groups = _group_ids("partition_groups", groups, n_clients)
-    perm = np.random.default_rng(seed).permutation(n_groups)
+    perm = _rng("partition_groups", seed).permutation(n_groups)
     client_of_group = np.empty(n_groups, dtype=np.int64)
     for i, chunk in enumerate(np.array_split(perm, n_clients)):
         client_of_group[chunk] = i
@@ -315,8 +365,9 @@ def partition_dirichlet_groups(groups: Any, n_clients: int, concentration: float
     """
     dense, n_groups = _group_ids("partition_dirichlet_groups", groups, n_clients)
     _check_concentration("partition_dirichlet_groups", concentration)
-    rng = np.random.default_rng(seed)
-    sizes = _dirichlet_sizes(rng, n_groups, n_clients, concentration, 1)
+    rng = _rng("partition_dirichlet_groups", seed)
+    sizes = _dirichlet_sizes("partition_dirichlet_groups", rng, n_groups, n_clients,
+                             concentration, 1)
     client_of_group = np.empty(n_groups, dtype=np.int64)
     client_of_group[rng.permutation(n_groups)] = np.repeat(np.arange(n_clients), sizes)
     return _parts_of_groups(dense, client_of_group, n_clients)

@@ -9,6 +9,7 @@ the papers tune their step sizes.
 
 from __future__ import annotations
 
+import copy
 import csv
 import inspect
 import itertools
@@ -19,7 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from ..config import TOP_LEVEL_KEYS, ConfigError, apply_override, parse_value
+from ..config import (
+    TOP_LEVEL_KEYS,
+    ConfigError,
+    algorithm_entries,
+    apply_override,
+    parse_value,
+)
 
 #: Metrics where larger is better (``fedcomp best`` maximises them unless ``--mode`` says).
 MAXIMIZED = ("accuracy", "f1", "auc", "precision", "recall")
@@ -56,9 +63,10 @@ def _accepted(name: str) -> list[str]:
 def apply_sweep_value(config: dict[str, Any], key: str, text: str) -> dict[str, Any]:
     """``config`` (a copy) with the swept ``key`` set to the value ``text``.
 
-    ``algorithm.PARAM`` sets PARAM on every algorithm entry that has or accepts it;
-    ``algorithms.NAME.PARAM`` and top-level dotted keys (``rounds``, ``data.n_clients``)
-    behave as ``--set``.
+    ``algorithm.PARAM`` sets PARAM on every algorithm entry that has or accepts it, in the
+    base ``algorithms`` list and in every variant's own (the ``results.csv`` column then
+    holds for every row); ``algorithms.LABEL.PARAM`` and top-level dotted keys (``rounds``,
+    ``data.n_clients``) behave as ``--set`` (:func:`fedcomp.config.apply_override`).
 
     Examples
     --------
@@ -72,16 +80,16 @@ def apply_sweep_value(config: dict[str, Any], key: str, text: str) -> dict[str, 
         if len(parts) != 2:
             raise ConfigError(f"--sweep {key}: 'algorithm.PARAM' names one parameter of every "
                               "algorithm; use algorithms.NAME.PARAM for a single one")
-        entries = config.get("algorithms", [])
-        matched = [i for i, e in enumerate(entries)
-                   if parts[1] in e or parts[1] in _accepted(e.get("name", ""))]
+        config = copy.deepcopy(config)
+        entries = algorithm_entries(config)  # the variants' own lists too
+        matched = [e for e in entries if parts[1] in e or parts[1] in _accepted(e.get("name", ""))]
         if not matched:
             accepted = sorted({p for e in entries for p in _accepted(e.get("name", ""))})
             raise ConfigError(f"--sweep {key}: no algorithm of the config accepts "
                               f"{parts[1]!r}; accepted parameters: {accepted}")
-        names = [entries[i].get("label", entries[i]["name"]) for i in matched]
-        for name in names:
-            config = apply_override(config, f"algorithms.{name}.{parts[1]}={text}")
+        value = parse_value(text)
+        for entry in matched:
+            entry[parts[1]] = copy.deepcopy(value)
         return config
     if parts[0] not in TOP_LEVEL_KEYS:
         raise ConfigError(f"--sweep {key}: unknown key {parts[0]!r}; use algorithm.PARAM "

@@ -34,6 +34,60 @@ RATIO_FRACTION = 0.5
 PAPER_RATIOS = {"l1": 1.383, "mcp": 2.568, "scad": 4.473}
 
 
+#: The keys of a ``kind = "timing"`` configuration, of its ``[[networks]]`` entries (a
+#: :class:`fedcomp.losses.TorchModel` specification and an optional label) and of its
+#: ``[[penalties]]`` entries (a regularizer's name and its parameters).
+KEYS = {"name", "kind", "description", "claim", "batch_size", "repeats", "networks",
+        "penalties", "quick"}
+NETWORK_KEYS = {"name", "label", "input_shape", "options"}
+
+
+def check_config(config: dict[str, Any]) -> None:
+    """Validate a timing configuration: known keys, positive counts, named entries.
+
+    A training configuration goes through :func:`fedcomp.config.resolve`; this one is read
+    key by key, so a misspelt key (``batch_sise``) would otherwise be ignored silently.
+
+    Raises
+    ------
+    fedcomp.config.ConfigError
+        Naming the unknown key and the accepted ones, or the bad value.
+    """
+    import inspect
+
+    from ..config import ConfigError
+    from ..regularizers import REGULARIZERS
+
+    def check_keys(table: dict[str, Any], accepted: set[str], where: str) -> None:
+        unknown = sorted(set(table) - accepted)
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {unknown}; accepted: {sorted(accepted)}")
+
+    check_keys(config, KEYS, f"{config.get('name', 'config')} (kind = 'timing')")
+    for key in ("batch_size", "repeats"):
+        value = config.get(key, 1)
+        if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            raise ConfigError(f"{key} must be a positive integer (got {value!r})")
+    for key in ("networks", "penalties"):
+        entries = config.get(key)
+        if not (isinstance(entries, list) and entries and all(
+                isinstance(e, dict) and isinstance(e.get("name"), str) for e in entries)):
+            raise ConfigError(f"{key} must be a non-empty list of tables with a name "
+                              f"([[{key}]] entries; got {entries!r})")
+    for spec in config["networks"]:
+        check_keys(spec, NETWORK_KEYS, f"networks ({spec['name']})")
+        if "input_shape" not in spec:
+            raise ConfigError(f"networks ({spec['name']}): missing input_shape, e.g. "
+                              "input_shape = [1, 28, 28]")
+    for penalty in config["penalties"]:
+        name = penalty["name"]
+        if name not in REGULARIZERS:
+            raise ConfigError(f"penalties: unknown regularizer {name!r}; valid: "
+                              f"{sorted(REGULARIZERS)}")
+        check_keys(penalty, {"name", *inspect.signature(REGULARIZERS[name]).parameters},
+                   f"penalties ({name})")
+
+
 def _best_time(fn: Any, repeats: int) -> float:
     fn()  # warm-up: vmap tracing, allocator
     best = float("inf")
@@ -94,6 +148,7 @@ def run(config: dict[str, Any], out_dir: str | Path, stream: TextIO | None = Non
     """Time every network of ``config`` and write ``results.csv`` / ``summary.md``."""
     import torch
 
+    check_config(config)
     stream = stream or sys.stdout
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -138,4 +193,5 @@ KIND = "timing"
 
 __getattr__ = toml_config(NAME)  # ``fedcomp run prox_cost``: configs/prox_cost.toml
 
-__all__ = ["CLAIM", "KIND", "NAME", "run", "time_network", "verdict"]
+__all__ = ["CLAIM", "KEYS", "KIND", "NAME", "NETWORK_KEYS", "check_config", "run",
+           "time_network", "verdict"]
