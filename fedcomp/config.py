@@ -501,7 +501,8 @@ def _check_setting(cfg: dict[str, Any]) -> None:
     from .regularizers import REGULARIZERS
 
     _check_compute_times(cfg.get("compute_times"))
-    if not (isinstance(cfg["rounds"], int) and cfg["rounds"] >= 1):
+    if not (isinstance(cfg["rounds"], int) and not isinstance(cfg["rounds"], bool)
+            and cfg["rounds"] >= 1):
         raise ConfigError(f"config: rounds must be a positive integer (got {cfg['rounds']!r})")
     _check_seeds(cfg["seeds"])
     _batch_modes(cfg["batch_size"])

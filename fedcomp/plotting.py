@@ -80,7 +80,7 @@ LINEAR_METRICS = ("support_f1", "rank", "nnz", "accuracy", "support_precision",
 X_LABELS = {"round": "communication rounds", "wall_s": "wall time (s)",
             "floats": "floats communicated (up + down)", "floats_up": "floats uploaded",
             "sim_time": "simulated time (s)"}
-Y_LABELS = {"optimality": "optimality ||x - x*|| / ||x*||",
+Y_LABELS = {"optimality": "optimality ||x - x*|| / ||x*|| (||x - x*|| if x* = 0)",
             "objective": "objective F(x)", "suboptimality": "F(x) - F(x*)",
             "prox_grad_norm": "prox-gradient norm", "l2_error": "l2 error ||x - x_true||",
             "l1_error": "l1 error ||x - x_true||_1", "test_accuracy": "test accuracy (fraction)",

@@ -54,6 +54,15 @@ def client_weights(data: ClientData, weighting: Any = "uniform") -> np.ndarray:
     return w / total
 
 
+def _real_targets(data: ClientData) -> np.ndarray:
+    """Every client's real (unpadded) targets and the holdout's, as one NumPy vector."""
+    targets = to_numpy(data.targets)
+    real = targets[np.arange(targets.shape[1])[None, :] < data.counts[:, None]]
+    if data.holdout is None:
+        return real
+    return np.concatenate([real, to_numpy(data.holdout[1]).reshape(-1)])
+
+
 @dataclass(frozen=True, eq=False)
 class Problem:
     """A composite federated optimization problem.
@@ -109,6 +118,9 @@ class Problem:
                 f"the loss has {self.loss.param_ndim}-D models but the regularizer was built with "
                 f"param_ndim={self.regularizer.param_ndim}; pass param_ndim={self.loss.param_ndim} "
                 "to the regularizer")
+        check_targets = getattr(self.loss, "check_targets", None)
+        if check_targets is not None:
+            check_targets(_real_targets(self.data), self.n_classes)
 
     # --- shapes ---------------------------------------------------------------------------
     @property

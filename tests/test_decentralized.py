@@ -596,3 +596,12 @@ def test_metropolis_rejects_edges_to_nodes_that_do_not_exist(edge):
     match = rf"edge \({edge[0]}, {edge[1]}\) names a node outside 0..2"
     with pytest.raises(ValueError, match=match):
         metropolis(3, [(0, 1), edge])
+
+
+def test_decentralized_flags_and_seeds_are_checked():
+    with pytest.raises(ValueError, match=r"gradient_tracking must be True or False \(got "
+                                         r"gradient_tracking='yes'\)"):
+        dfedda(gradient_tracking="yes")
+    p = make_problem("least_squares", n_clients=4)
+    with pytest.raises(ValueError, match=r"seed must be a nonnegative integer \(got seed=-2\)"):
+        simulate_decentralized(dfedda(), p, chain(4), 2, seed=-2)

@@ -320,3 +320,9 @@ def test_logistic_hessian_matches_finite_differences():
     g0 = LeastSquares(l2=0.1).grad(np.zeros_like(x), batch)
     np.testing.assert_allclose(LeastSquares(l2=0.1).grad(x, batch),
                                g0 + np.einsum("bij,bj->bi", hl, x), atol=1e-12)
+
+
+def test_async_seed_must_be_a_nonnegative_integer():
+    p = make_problem("logistic", n_clients=3)
+    with pytest.raises(ValueError, match=r"seed must be a nonnegative integer \(got seed=-1\)"):
+        simulate_async(async_feddr(eta=1.0, local_solver="exact"), p, 3, seed=-1)

@@ -67,11 +67,43 @@ def test_non_finite_weighting_is_rejected_by_name(weighting, message):
 
 
 def test_regularizer_dimension_must_match_the_model():
-    data = heterogeneous_data(n_clients=2, d=3)
+    pm1 = heterogeneous_data(n_clients=2, d=3)
+    data = ClientData(pm1.features, (pm1.targets > 0) * 2.0, pm1.counts)  # class ids 0 and 2
     with pytest.raises(ValueError, match="param_ndim=2"):
         Problem(Softmax(), L1(0.1), data, n_classes=3)
     p = Problem(Softmax(), Nuclear(0.1), data, n_classes=3)
     assert p.param_shape == (3, 3)
+
+
+@pytest.mark.parametrize("labels, loss, match", [
+    ([0.0, 1.0], "logistic", r"Logistic needs labels -1 and \+1, found \[0, 1\]"),
+    ([1.0, 2.0], "logistic", r"found \[1, 2\] \(2 distinct\)"),
+    ([0.0, 3.0], "softmax", r"Softmax needs class ids 0..2, found \[0, 3\]"),
+    ([0.0, 1.5], "softmax", "renumber the classes from 0"),
+    ([-1.0, 1.0], "softmax", r"found \[-1, 1\]"),
+])
+def test_labels_the_loss_is_not_defined_on_are_rejected(labels, loss, match):
+    # LIBSVM's 1/2 or 0/1 binary labels once trained a "logistic" model to 3 % accuracy
+    rng = np.random.default_rng(0)
+    feats = [rng.normal(size=(4, 3)) for _ in range(2)]
+    targs = [np.array(labels * 2) for _ in range(2)]
+    data = ClientData.from_lists(feats, targs)
+    with pytest.raises(ValueError, match=match):
+        if loss == "logistic":
+            Problem(Logistic(), L1(0.1), data)
+        else:
+            Problem(Softmax(), Nuclear(0.1), data, n_classes=3)
+
+
+def test_labels_are_checked_on_real_samples_and_the_holdout():
+    # padding rows (zeros) are not labels; a holdout label is
+    rng = np.random.default_rng(0)
+    data = ClientData.from_lists([rng.normal(size=(3, 2)), rng.normal(size=(1, 2))],
+                                 [np.array([1.0, -1.0, 1.0]), np.array([-1.0])])
+    assert (np.asarray(data.targets) == 0).any()
+    Problem(Logistic(), L1(0.1), data)
+    with pytest.raises(ValueError, match=r"found \[-1, 0, 1\]"):
+        Problem(Logistic(), L1(0.1), data.with_holdout(np.zeros((2, 2)), np.array([0.0, 1.0])))
 
 
 def test_fingerprint_changes_with_everything_that_matters():

@@ -19,6 +19,7 @@ from fedcomp.data import (
     fetch,
     load_libsvm,
     partition_spec,
+    relabel,
     sha256_of,
 )
 
@@ -224,3 +225,47 @@ def test_scikit_learn_is_the_data_extra_and_named_when_missing(monkeypatch):
     monkeypatch.setitem(sys.modules, "sklearn.datasets", None)  # as if not installed
     with pytest.raises(ImportError, match=r"fedcomp\[data\]"):
         breast_cancer()
+
+
+# --- labels: what the losses are defined on ---------------------------------------------------
+def write_libsvm(path: Path, labels: list[float], n_features: int = 3) -> Path:
+    rng = np.random.default_rng(0)
+    path.write_text("".join(f"{y:g} " + " ".join(f"{j + 1}:{v:.3f}" for j, v in
+                                                enumerate(rng.normal(size=n_features))) + "\n"
+                            for y in labels))
+    return path
+
+
+def svm_config(path: Path, loss: str, **data: object) -> dict:
+    return resolve({"name": "svm", "rounds": 2, "reference": False, "metrics": ["objective"],
+                    "data": {"generator": "libsvm_file", "path": str(path), "n_clients": 2,
+                             **data},
+                    "problem": {"loss": loss}, "regularizer": {"name": "l1", "alpha": 0.01},
+                    "algorithms": [{"name": "fedmid"}]})
+
+
+def test_a_binary_file_labelled_one_and_two_needs_labels_binary(tmp_path):
+    # LIBSVM's binary sets also write 1/2 or 0/1; with those a logistic model once trained
+    # to 3 % accuracy without a word
+    path = write_libsvm(tmp_path / "b.svm", [1, 2, 2, 1, 2, 1, 1, 2])
+    with pytest.raises(ValueError, match=r"Logistic needs labels -1 and \+1, found \[1, 2\].*"
+                                         r"labels='binary'"):
+        build_problem(svm_config(path, "logistic"))
+    problem = build_problem(svm_config(path, "logistic", labels="binary"))
+    targets = np.concatenate([problem.data.client_arrays(i)[1] for i in range(2)])
+    assert sorted(set(targets.tolist())) == [-1.0, 1.0] and (targets == 1).sum() == 4
+
+
+def test_a_multiclass_file_numbered_from_one_needs_labels_classes(tmp_path):
+    path = write_libsvm(tmp_path / "m.svm", [1, 2, 3, 3, 2, 1, 1, 3, 2])
+    with pytest.raises(ValueError, match=r"Softmax needs class ids 0..2, found \[1, 2, 3\]"):
+        build_problem(svm_config(path, "softmax", n_classes=3))
+    problem = build_problem(svm_config(path, "softmax", n_classes=3, labels="classes"))
+    assert problem.param_shape == (3, 3)
+    with pytest.raises(ValueError, match="3 distinct labels .* but n_classes=2"):
+        relabel(np.array([1.0, 2.0, 3.0]), "classes", n_classes=2)
+    with pytest.raises(ValueError, match=r"labels='binary' needs exactly two distinct labels, "
+                                         r"found 3: \[1.0, 2.0, 3.0\]"):
+        relabel(np.array([1.0, 2.0, 3.0]), "binary")
+    with pytest.raises(ValueError, match="labels must be one of"):
+        relabel(np.array([1.0]), "pm1")

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .._array import Array, namespace
-from ._base import check_local_steps, check_positive, replicate
+from ._base import check_flag, check_local_steps, check_positive, replicate
 from ._decentralized import DecentralizedAlgorithm, NodeContext
 from ._mirror import (
     check_p,
@@ -44,6 +44,7 @@ def _family(name: str, *, client_lr: float, local_steps: int, server_lr: float,
             output: str) -> DecentralizedAlgorithm:
     check_positive(name, client_lr=client_lr, server_lr=server_lr)
     check_local_steps(name, local_steps)
+    check_flag(name, gradient_tracking=gradient_tracking)
     check_p(name, p)
     check_radius(name, radius_sq)
     check_sparsity(name, sparsity)

@@ -53,6 +53,7 @@ from ._real import (
     load_libsvm,
     manual_download_hint,
     partition_spec,
+    relabel,
     sha256_of,
 )
 from ._synthetic import synthetic_fedprox
@@ -151,7 +152,7 @@ __all__ = [
     "split_to_clients", "synthetic_fedprox",
     "DATA_DIR_ENV", "SOURCES", "a9a", "breast_cancer", "data_dir", "download", "federate",
     "fetch", "is_fetched", "libsvm_file", "load_libsvm", "manual_download_hint",
-    "partition_spec", "sha256_of",
+    "partition_spec", "relabel", "sha256_of",
     "cifar10", "digit_forms", "digits", "fashion_mnist", "femnist", "load_cifar10_batch",
     "load_idx", "load_leaf", "mnist",
 ]

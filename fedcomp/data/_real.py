@@ -322,9 +322,54 @@ def _prepare(features: np.ndarray, labels: np.ndarray, n_clients: int, partition
     return federate(features, labels, n_clients, partition, seed)
 
 
+LABELINGS = ("as_written", "binary", "classes")
+
+
+def relabel(labels: np.ndarray, labeling: str = "as_written",
+            n_classes: int | None = None) -> np.ndarray:
+    """Map a file's labels to what the losses are defined on.
+
+    Parameters
+    ----------
+    labels : ndarray, shape (n_samples,)
+    labeling : {"as_written", "binary", "classes"}, default "as_written"
+        ``"binary"``: exactly two distinct labels, the smaller → −1 and the larger → +1
+        (LIBSVM's binary sets write ±1, 0/1 or 1/2; :class:`~fedcomp.losses.Logistic`
+        needs ±1). ``"classes"``: the distinct labels in increasing order → ``0 … k−1``
+        (multiclass sets number classes from 1; :class:`~fedcomp.losses.Softmax` needs ids
+        from 0).
+    n_classes : int, optional
+        With ``"classes"``: the number of classes the model has; more distinct labels is an
+        error.
+
+    Examples
+    --------
+    >>> relabel(np.array([2.0, 1.0, 2.0]), "binary").tolist()
+    [1.0, -1.0, 1.0]
+    >>> relabel(np.array([3.0, 1.0, 2.0]), "classes").tolist()
+    [2.0, 0.0, 1.0]
+    """
+    if labeling not in LABELINGS:
+        raise ValueError(f"labels must be one of {LABELINGS} (got {labeling!r})")
+    if labeling == "as_written":
+        return labels
+    found, ids = np.unique(labels, return_inverse=True)
+    if labeling == "binary":
+        if len(found) != 2:
+            raise ValueError(f"labels='binary' needs exactly two distinct labels, found "
+                             f"{len(found)}: {found[:8].tolist()}; use labels='classes' for a "
+                             "multiclass file")
+        return np.where(ids == 1, 1.0, -1.0)
+    if n_classes is not None and len(found) > n_classes:
+        raise ValueError(f"the file has {len(found)} distinct labels {found[:8].tolist()} but "
+                         f"n_classes={n_classes}; raise n_classes")
+    return ids.astype(np.float64)
+
+
 def libsvm_file(path: str, n_clients: int = 10, partition: Any = "iid", seed: int = 0,
                 n_features: int | None = None, standardize: bool = False,
-                unit_norm: bool = False) -> ClientData:
+                unit_norm: bool = False, labels: str = "as_written",
+                n_classes: int | None = None) -> ClientData:
     """A LIBSVM-format file (:func:`load_libsvm`) split among clients (:func:`federate`).
 
     Parameters
@@ -336,13 +381,21 @@ def libsvm_file(path: str, n_clients: int = 10, partition: Any = "iid", seed: in
         As in :func:`breast_cancer`.
     n_features : int, optional
         See :func:`load_libsvm`.
+    labels : {"as_written", "binary", "classes"}, default "as_written"
+        How to map the file's labels (:func:`relabel`): ``"binary"`` for logistic
+        regression on a file with 0/1 or 1/2 labels, ``"classes"`` for softmax regression
+        on one numbering its classes from 1.
+    n_classes : int, optional
+        The number of classes of a multiclass file (a configuration's ``data.n_classes``,
+        which makes the problem a softmax regression); checked with ``labels="classes"``.
 
     Returns
     -------
     ClientData
     """
-    features, labels = load_libsvm(_locate(path), n_features=n_features)
-    return _prepare(features, labels, n_clients, partition, seed, standardize, unit_norm)
+    features, raw = load_libsvm(_locate(path), n_features=n_features)
+    targets = relabel(raw, labels, n_classes)
+    return _prepare(features, targets, n_clients, partition, seed, standardize, unit_norm)
 
 
 def a9a(path: str = "a9a", n_clients: int = 10, partition: Any = "iid", seed: int = 0,

@@ -10,10 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import array_api_compat
+import numpy as np
 
 from .._array import Array, namespace
 from ..data._client_data import Batch
-from ._base import check_l2
+from ._base import check_l2, check_signed_labels
 
 
 def _margins(x: Array, features: Array) -> Array:
@@ -131,6 +132,9 @@ class Logistic:
 
     def __post_init__(self) -> None:
         check_l2(self.l2, "Logistic")
+
+    def check_targets(self, targets: np.ndarray, n_classes: int | None = None) -> None:
+        check_signed_labels("Logistic", targets)
 
     @property
     def param_ndim(self) -> int:

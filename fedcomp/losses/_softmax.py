@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import array_api_compat
+import numpy as np
 
 from .._array import Array, namespace
 from ..data._client_data import Batch
-from ._base import check_l2
+from ._base import check_class_ids, check_l2
 from ._linear import _gram_max_eig
 
 
@@ -84,6 +85,9 @@ class Softmax:
     @property
     def param_ndim(self) -> int:
         return 2
+
+    def check_targets(self, targets: np.ndarray, n_classes: int | None = None) -> None:
+        check_class_ids("Softmax", targets, n_classes)
 
     def param_shape(self, feature_shape: tuple[int, ...], n_classes: int | None = None
                     ) -> tuple[int, ...]:

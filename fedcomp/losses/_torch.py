@@ -26,7 +26,7 @@ import numpy as np
 
 from .._array import Array
 from ..data._client_data import Batch
-from ._base import check_l2
+from ._base import check_class_ids, check_l2
 from ._block_forward import block_logits, block_plan
 
 
@@ -260,6 +260,9 @@ class TorchModel:
     @property
     def param_ndim(self) -> int:
         return 1
+
+    def check_targets(self, targets: np.ndarray, n_classes: int | None = None) -> None:
+        check_class_ids("TorchModel", targets, self.n_classes)
 
     def param_shape(self, feature_shape: tuple[int, ...], n_classes: int | None = None
                     ) -> tuple[int, ...]:

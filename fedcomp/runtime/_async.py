@@ -36,6 +36,7 @@ from ._simulate import (
     _norm_limit,
     _Progress,
     check_divergence,
+    check_seed,
     server_context,
 )
 
@@ -186,6 +187,7 @@ def simulate_async(
         raise ValueError(f"eval_every must be a positive integer (got {eval_every!r})")
     if batch_size is not None and not (isinstance(batch_size, int) and batch_size >= 1):
         raise ValueError(f"batch_size must be a positive integer or None (got {batch_size!r})")
+    check_seed(seed)
     bound = _delay_bound(max_delay, algorithm)
     n = problem.n_clients
     clock = ComputeTimes.build(ComputeTimes() if compute_times is None else compute_times, n)

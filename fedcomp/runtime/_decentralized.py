@@ -163,7 +163,7 @@ def simulate_decentralized(
     >>> [row["round"] for row in run.history]
     [0, 1, 2]
     """
-    _check_run_args(problem, rounds, None, batch_size, eval_every)
+    _check_run_args(problem, rounds, None, batch_size, eval_every, seed)
     if not isinstance(topology, Topology):
         raise TypeError(f"topology must be a fedcomp.topology.Topology (got "
                         f"{type(topology).__name__}); build one with e.g. topology.chain(n)")

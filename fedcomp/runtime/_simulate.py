@@ -556,14 +556,18 @@ def simulate(
                      getattr(run_clients, "client_states", None), counters)
 
 
+def check_seed(seed: Any) -> None:
+    """A run's seed is an integer ``>= 0`` (NumPy's client sampling takes no other)."""
+    if not (isinstance(seed, int | np.integer) and not isinstance(seed, bool) and seed >= 0):
+        raise ValueError(f"seed must be a nonnegative integer (got seed={seed!r})")
+
+
 def _check_run_args(problem: Problem, rounds: Any, clients_per_round: Any, batch_size: Any,
                     eval_every: Any, seed: Any = 0) -> None:
     def is_int(v: Any) -> bool:
         return isinstance(v, int | np.integer) and not isinstance(v, bool)
 
-    if not (is_int(seed) and seed >= 0):
-        # NumPy's client sampling takes nonnegative integers only (SeedSequence)
-        raise ValueError(f"seed must be a nonnegative integer (got seed={seed!r})")
+    check_seed(seed)
     if not (is_int(rounds) and rounds >= 0):
         raise ValueError(f"rounds must be a nonnegative integer (got {rounds!r})")
     if clients_per_round is not None and not (is_int(clients_per_round)
