@@ -88,6 +88,94 @@ def loop_fedda(problem, rounds, lr, K, server_lr=1.0, seed=0, batch_size=None,
     return x
 
 
+def _ball(w, radius):
+    """Radial projection onto the ℓ2 ball ‖w‖ ≤ radius of the whole model (none if None)."""
+    return w if radius is None else w * (radius / max(np.linalg.norm(w), radius))
+
+
+def loop_fast_fedda(problem, rounds, L, mu, E, weights="increasing", radius=None, seed=0,
+                    batch_size=None, clients_per_round=None, x0=None):
+    """Fast-FedDA (Bao et al. 2022, Algorithm 1), one client at a time.
+
+    Every client starts round r from the server's (g, w, w̃); the global step t runs over
+    rE .. (r+1)E − 1. Returns the last server model w_{t_R} and the α-weighted average
+    Σ_r α_{t_r} w_{t_r} / Σ_r α_{t_r} of the round-end server models, t_r = (r+1)E.
+    """
+    def alpha(t):
+        return t + 1.0 if weights == "increasing" else 1.0
+
+    def prox_t(t, z):
+        # argmin_{w∈W} ⟨w, z − γ_t w0⟩ + (μA_t/2 + γ_t)‖w‖²/2 + A_t h(w), completing the square
+        a_t = sum(alpha(j) for j in range(t + 1))
+        gamma = L * alpha(t)
+        c = mu * a_t / 2 + gamma
+        return _ball(prox(problem, (gamma * w0 - z) / c, a_t / c), radius)
+
+    w0 = _start(problem, x0)
+    g_srv, w_srv, wt_srv = np.zeros_like(w0), w0.copy(), alpha(0) * w0  # g_{−1}, w_0, w̃_0
+    w_sum, alpha_sum = np.zeros_like(w0), 0.0
+    for r in range(rounds):
+        S = sample_clients(seed, r, problem.n_clients, clients_per_round)
+        pi = problem.weights[S] / problem.weights[S].sum()
+        g_bar, wt_bar = np.zeros_like(w0), np.zeros_like(w0)
+        for pi_i, i in zip(pi, S, strict=True):
+            g, w, w_tilde = g_srv.copy(), w_srv.copy(), wt_srv.copy()
+            for k in range(E):
+                t = r * E + k
+                g = g + alpha(t) * client_grad(problem, i, w, r, k, seed, batch_size)
+                if k < E - 1:
+                    w = prox_t(t, g - mu * w_tilde / 2)
+                    w_tilde = w_tilde + alpha(t + 1) * w
+            g_bar += pi_i * g
+            wt_bar += pi_i * w_tilde
+        t_next = (r + 1) * E
+        w_srv = prox_t(t_next - 1, g_bar - mu * wt_bar / 2)
+        g_srv, wt_srv = g_bar, wt_bar + alpha(t_next) * w_srv
+        w_sum += alpha(t_next) * w_srv
+        alpha_sum += alpha(t_next)
+    return w_srv, w_sum / alpha_sum
+
+
+def loop_c_fedda(problem, rounds, radius, L, mu, E, domain_radius=None, seed=0,
+                 batch_size=None, clients_per_round=None, x0=None):
+    """C-FedDA (Bao et al. 2022, Algorithm 2) for h = λ‖·‖₁, one client at a time.
+
+    Per-round weights α_r = r + 1; the exact ℓ1 CProx is the black box ``cprox_l1``.
+    Returns the output Σ_r α_r w̄_{r+1} / A_R and the last server model w̄_R.
+    """
+    from fedcomp.algorithms._cprox import cprox_l1
+
+    lam = problem.regularizer.alpha
+
+    def cprox(r, z):
+        # argmin_{w∈W, ‖w−w0‖₁≤ε} ⟨w, z − γ_r E w0⟩ + (μA_r/2 + γ_r)E‖w‖²/2 + A_r E λ‖w‖₁,
+        # divided by E: ⟨w, b⟩ + c‖w‖²/2 + κ‖w‖₁ with b = z/E − γ_r w0
+        a_r = (r + 1) * (r + 2) / 2
+        gamma = (L + mu) * (r + 1)
+        return cprox_l1((z / E - gamma * w0)[None], mu * a_r / 2 + gamma, a_r * lam, w0,
+                        radius, domain_radius)[0]
+
+    w0 = _start(problem, x0)
+    g_srv, w_bar, w_tilde = np.zeros_like(w0), w0.copy(), w0.copy()  # w̃_0 = w̄_0 = w0
+    w_sum, a_sum = np.zeros_like(w0), 0.0
+    for r in range(rounds):
+        S = sample_clients(seed, r, problem.n_clients, clients_per_round)
+        pi = problem.weights[S] / problem.weights[S].sum()
+        g_bar = np.zeros_like(w0)
+        for pi_i, i in zip(pi, S, strict=True):
+            g, w = g_srv.copy(), w_bar.copy()
+            for k in range(E):
+                g = g + (r + 1) * client_grad(problem, i, w, r, k, seed, batch_size)
+                if k < E - 1:
+                    w = cprox(r, g - mu * E * w_tilde / 2)
+            g_bar += pi_i * g
+        w_bar = cprox(r, g_bar - mu * E * w_tilde / 2)
+        g_srv, w_tilde = g_bar, w_tilde + (r + 2) * w_bar
+        w_sum += (r + 1) * w_bar
+        a_sum += r + 1
+    return w_sum / a_sum, w_bar
+
+
 def loop_za1(problem, rounds, lr, K, server_lr=1.0, seed=0, batch_size=None, x0=None,
              return_corrections=False):
     n = problem.n_clients

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _loops import loop_c_fedda
 from conftest import heterogeneous_sparse_regression, make_problem
 
 from fedcomp import ClientData, Problem, simulate, solve_reference
@@ -37,6 +38,34 @@ def test_one_client_one_step_is_weighted_dual_averaging():
     expected_avg = np.tensordot(weights, np.array(iterates), axes=1) / weights.sum()
     np.testing.assert_allclose(run.x, expected_avg, rtol=0, atol=1e-12)
     assert np.count_nonzero(w) < w.size
+
+
+@pytest.mark.parametrize("batch_size, clients_per_round, radius, domain_radius, warm_start", [
+    # ℓ1 ball active; domain W active (an active ℓ1 ball inside it costs nested bisections);
+    # ℓ1 ball around a warm start w0 ≠ 0 with partial participation
+    (None, None, 0.3, None, False), (4, None, 5.0, 0.2, False), (4, 3, 0.2, None, True)])
+def test_multi_client_matches_per_client_loop(batch_size, clients_per_round, radius,
+                                              domain_radius, warm_start):
+    """5 sample-weighted heterogeneous clients, E = 4, 5 rounds, μ > 0: the vectorised run
+    (blocks of 2 clients) is Algorithm 2 run one client at a time, both the weighted
+    average output and the last server model."""
+    p = make_problem("least_squares", reg=L1(0.05), n_clients=5, weighting="samples")
+    lipschitz, mu, local, rounds = float(np.max(p.loss.smoothness(p.data.full_batch()))), 0.1, 4, 5
+    x0 = np.random.default_rng(5).normal(size=p.param_shape) * 0.1 if warm_start else None
+    kw = dict(seed=2, batch_size=batch_size, clients_per_round=clients_per_round)
+    alg = c_fedda(radius=radius, smoothness=lipschitz, strong_convexity=mu, local_steps=local,
+                  domain_radius=domain_radius)
+    run = simulate(alg, p, rounds, x0=x0, client_block=2, metrics=[], **kw)
+    avg, last = loop_c_fedda(p, rounds, radius, lipschitz, mu, local,
+                             domain_radius=domain_radius, x0=x0, **kw)
+    np.testing.assert_allclose(run.x, avg, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(run.server_state.w, last, rtol=0, atol=1e-12)
+    assert np.abs(last - avg).max() > 1e-2  # the two outputs are not the same vector
+    if domain_radius is None:  # the ℓ1 ball is active
+        w0 = np.zeros(p.param_shape) if x0 is None else x0
+        assert np.abs(last - w0).sum() == pytest.approx(radius, rel=1e-9)
+    else:  # the domain W is
+        assert np.linalg.norm(last) == pytest.approx(domain_radius, rel=1e-9)
 
 
 @pytest.mark.parametrize("cprox", ["exact", "soft_then_project"])

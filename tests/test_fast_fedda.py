@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _loops import loop_fast_fedda
 from conftest import heterogeneous_sparse_regression, make_problem
 
 from fedcomp import ClientData, NonFiniteError, Problem, simulate, solve_reference
@@ -69,6 +70,29 @@ def test_one_client_full_gradients_is_centralized_dual_averaging(radius, weights
         w_tilde = w_tilde + weight(t + 1, weights) * w
     np.testing.assert_allclose(run.x, w, rtol=0, atol=1e-12)
     assert np.count_nonzero(w) < w.size  # the ℓ1 part is active
+
+
+@pytest.mark.parametrize("weights", ["increasing", "uniform"])
+@pytest.mark.parametrize("batch_size, clients_per_round, radius, warm_start", [
+    (None, None, None, False), (4, None, 0.5, False), (4, 3, None, True)])
+def test_multi_client_matches_per_client_loop(weights, batch_size, clients_per_round, radius,
+                                              warm_start):
+    """5 sample-weighted heterogeneous clients, E = 4, 5 rounds: the vectorised run (blocks
+    of 2 clients) is Algorithm 1 run one client at a time, last and averaged output."""
+    p = make_problem("least_squares", reg=L1(0.05), n_clients=5, weighting="samples")
+    lipschitz, mu, local, rounds = float(np.max(p.loss.smoothness(p.data.full_batch()))), 0.1, 4, 5
+    x0 = np.random.default_rng(5).normal(size=p.param_shape) * 0.1 if warm_start else None
+    kw = dict(seed=2, batch_size=batch_size, clients_per_round=clients_per_round)
+    run = simulate(fast_fedda(lipschitz, mu, local, radius=radius, weights=weights), p, rounds,
+                   x0=x0, client_block=2, metrics=[], **kw)
+    last, avg = loop_fast_fedda(p, rounds, lipschitz, mu, local, weights=weights,
+                                radius=radius, x0=x0, **kw)
+    np.testing.assert_allclose(run.x, last, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(run.server_state.w_avg, avg, rtol=0, atol=1e-12)
+    assert np.abs(last - avg).max() > 1e-2  # the two outputs are not the same vector
+    assert np.count_nonzero(last) < last.size  # the ℓ1 part is active
+    if radius is not None:
+        assert np.linalg.norm(last) == pytest.approx(radius, rel=1e-12)  # and so is the ball
 
 
 def test_communication_is_two_vectors_each_way():
