@@ -233,9 +233,15 @@ def apply_override(config: dict[str, Any], assignment: str) -> dict[str, Any]:
     if not parts:
         raise ConfigError(f"--set: empty key in {assignment!r}")
     config = copy.deepcopy(config)
-    if parts[0] == "algorithms" and len(parts) == 3:
-        for entry in select_algorithms(config, parts[1], f"--set {key.strip()}"):
-            entry[parts[2]] = value
+    if parts[0] == "algorithms" and len(parts) > 1:  # (algorithms=[...] replaces the list)
+        # the parameter is the last part; the selector is everything between, so a label
+        # may contain dots (fedcanon_stepsizes labels its entries a0.01_b0.02, ...)
+        selector, _, param = key.strip()[len("algorithms."):].rpartition(".")
+        if not selector or not param:
+            raise ConfigError(f"--set {key.strip()}: use algorithms.LABEL.PARAM (or "
+                              "algorithms.*.PARAM for every entry)")
+        for entry in select_algorithms(config, selector, f"--set {key.strip()}"):
+            entry[param] = value
         return config
     node = config
     for part in parts[:-1]:

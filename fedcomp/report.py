@@ -375,7 +375,7 @@ def run_report(out_dir: str | Path, *, quick: bool = False, only: list[str] | No
     started = time.perf_counter()
     for index, (name, raw) in enumerate(selected):
         config = quick_config(raw) if quick else {k: v for k, v in raw.items() if k != "quick"}
-        if seeds is not None:
+        if seeds is not None and config.get("kind") != "timing":  # a timing has no seeds
             config["seeds"] = list(seeds)
         elapsed = time.perf_counter() - started
         done = sum(not r.reused for r in results)

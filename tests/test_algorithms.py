@@ -161,11 +161,12 @@ def test_switches_must_be_booleans(name, switch, value):
     # by truthiness it would turn the server prox *on*.
     with pytest.raises(ValueError, match=rf"{switch} must be True or False \(got {switch}="):
         make_algorithm(name, **{switch: value})
-    assert make_algorithm(name, **{switch: np.bool_(False)}).hyperparameters[switch] is not None
+    assert not make_algorithm(name, **{switch: np.bool_(False)}).hyperparameters[switch]
 
 
 @pytest.mark.parametrize("params, hint", [
     (dict(client_lr=np.float32(0.25)), "pass 0.25"),
+    (dict(client_lr=np.float64(0.5)), "pass 0.5"),  # a float subclass, but it would promote
     (dict(local_steps=np.int64(5)), "pass 5"),
 ])
 def test_numpy_scalar_hyperparameters_get_a_message_naming_the_fix(params, hint):

@@ -187,6 +187,23 @@ def test_set_addresses_an_algorithm_by_label_and_refuses_an_ambiguous_name():
         "client_lr"] == 0.1
 
 
+def test_set_addresses_labels_that_contain_dots():
+    from fedcomp.config import ConfigError, load
+
+    cfg = load(FEDDR_SYNTHETIC.with_name("fedcanon_stepsizes.toml"))  # a0.01_b0.02, ...
+    labels = [a["label"] for a in cfg["algorithms"]]
+    assert all("." in label for label in labels) and len(labels) > 2
+    changed = apply_override(cfg, f"algorithms.{labels[1]}.local_steps=9")["algorithms"]
+    assert [a.get("local_steps") == 9 for a in changed] == [i == 1 for i in range(len(labels))]
+    # the ambiguity error's suggestion works as written
+    with pytest.raises(ConfigError, match=rf"e.g. algorithms.{labels[0]}.local_steps,") as err:
+        apply_override(cfg, "algorithms.fedcanon.local_steps=9")
+    suggested = str(err.value).split("e.g. ")[1].split(",")[0]
+    assert apply_override(cfg, f"{suggested}=9")["algorithms"][0]["local_steps"] == 9
+    with pytest.raises(ConfigError, match="use algorithms.LABEL.PARAM"):
+        apply_override(cfg, "algorithms.client_lr=0.1")
+
+
 def test_set_reaches_the_algorithm_lists_of_variants():
     from fedcomp.config import load, variant_settings
 

@@ -299,3 +299,15 @@ def test_committed_full_report_links_resolve():
     sources = re.findall(r"<img[^>]* src=['\"]([^'\"]+)['\"]", page)
     assert sorted(sources) == sorted(images)
     assert all((folder / src).is_file() for src in sources)
+
+
+@pytest.mark.torch
+def test_seeds_given_to_the_report_leave_a_timing_experiment_alone(tmp_path):
+    pytest.importorskip("torch")
+    # report --seeds once set seeds on prox_cost too, whose key check then refused it
+    timing = {"name": "prox_cost", "kind": "timing", "batch_size": 4, "repeats": 1,
+              "networks": [{"name": "mlp", "input_shape": [1, 4, 4], "options": {"hidden": [3]}}],
+              "penalties": [{"name": "l1", "alpha": 1e-4}]}
+    (result,) = rep.run_report(tmp_path, configs=[("prox_cost", timing)], seeds=[0, 1],
+                               stream=io.StringIO())
+    assert result.error == "" and result.rows

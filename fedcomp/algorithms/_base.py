@@ -148,7 +148,8 @@ def _numpy_scalar_hint(value: Any) -> str:
 def check_positive(owner: str, **params: Any) -> None:
     """Raise a ``ValueError`` naming the first parameter that is not a Python number > 0."""
     for name, value in params.items():
-        is_number = isinstance(value, int | float) and not isinstance(value, bool)
+        # np.float64 subclasses float: refused too, or it would promote float32 models
+        is_number = isinstance(value, int | float) and not isinstance(value, bool | np.generic)
         if not (is_number and value > 0):
             raise ValueError(f"{owner}: {name} must be a positive number (got {name}={value!r})"
                              + _numpy_scalar_hint(value))
