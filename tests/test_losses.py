@@ -347,6 +347,30 @@ def test_trace_regression_is_least_squares_on_vectorised_features():
                                    ls.smoothness(vec.full_batch()), rtol=1e-10)
 
 
+@pytest.mark.parametrize("l2", [0.0, 0.3])
+def test_trace_regression_hessian_matches_finite_differences(l2):
+    """Column ``p·P2 + q`` of the Hessian (row-major vec, as the exact local solvers read it)
+    is the central difference of the gradient along entry ``(p, q)`` of ``W``; a quadratic's
+    Hessian is also exact: ``∇f(W) = ∇f(0) + H vec(W)``."""
+    loss = TraceRegression(l2=l2)
+    data = ClientData.from_lists(*_lists("trace", SIZES))   # unequal sizes: padded rows
+    batch = data.full_batch()
+    x = np.random.default_rng(6).normal(size=(len(SIZES), P1, P2))
+    h = to_numpy(loss.hessian(x, batch))
+    assert h.shape == (len(SIZES), P1 * P2, P1 * P2)
+    eps = 1e-6
+    for p, q in np.ndindex(P1, P2):
+        e = np.zeros_like(x)
+        e[:, p, q] = eps
+        fd = (loss.grad(x + e, batch) - loss.grad(x - e, batch)) / (2 * eps)
+        np.testing.assert_allclose(h[:, :, p * P2 + q], fd.reshape(len(SIZES), -1),
+                                   rtol=1e-6, atol=1e-8)
+    g0 = loss.grad(np.zeros_like(x), batch).reshape(len(SIZES), -1)
+    np.testing.assert_allclose(loss.grad(x, batch).reshape(len(SIZES), -1),
+                               g0 + np.einsum("bij,bj->bi", h, x.reshape(len(SIZES), -1)),
+                               rtol=1e-12, atol=1e-12)
+
+
 def test_trace_regression_smoothness_with_more_samples_than_entries():
     """Both branches of the Gram shortcut (m < p1·p2 and m >= p1·p2) give λ_max."""
     feats, targs = _lists("trace", [2, 20])

@@ -177,6 +177,99 @@ def test_block_plan_refuses_what_it_does_not_implement():
     assert block_plan(nn.Sequential(nn.Flatten(), nn.Linear(72, 3)), image) is not None
 
 
+def named_mlp(input_shape, n_classes):
+    """Layers named by an OrderedDict: parameters ``fc1.weight``, …, not ``0.weight``."""
+    from collections import OrderedDict
+
+    nn = torch.nn
+    return nn.Sequential(OrderedDict(fc1=nn.Linear(input_shape[0], 5), act=nn.ReLU(),
+                                     fc2=nn.Linear(5, n_classes)))
+
+
+def named_cnn(input_shape, n_classes):
+    from collections import OrderedDict
+
+    c, h, w = input_shape
+    nn = torch.nn
+    return nn.Sequential(OrderedDict(conv=nn.Conv2d(c, 3, 3, padding=1), act=nn.ReLU(),
+                                     pool=nn.MaxPool2d(2), flat=nn.Flatten(),
+                                     head=nn.Linear(3 * (h // 2) * (w // 2), n_classes)))
+
+
+def reused_layer_mlp(input_shape, n_classes):
+    """The same Linear twice: its parameters are listed once, under ``2.``, none under ``4.``."""
+    nn = torch.nn
+    shared = nn.Linear(5, 5)
+    return nn.Sequential(nn.Linear(input_shape[0], 5), nn.ReLU(), shared, nn.ReLU(), shared,
+                         nn.ReLU(), nn.Linear(5, n_classes))
+
+
+def tied_weight_mlp(input_shape, n_classes):
+    """Two Linear modules sharing one weight tensor (each with its own bias)."""
+    nn = torch.nn
+    first, second = nn.Linear(5, 5), nn.Linear(5, 5)
+    second.weight = first.weight
+    return nn.Sequential(nn.Linear(input_shape[0], 5), nn.ReLU(), first, nn.ReLU(), second,
+                         nn.ReLU(), nn.Linear(5, n_classes))
+
+
+@pytest.mark.parametrize(("builder", "shape", "hand_batched"), [
+    (named_mlp, (6,), True), (named_cnn, (2, 6, 6), True),
+    (reused_layer_mlp, (6,), False), (tied_weight_mlp, (6,), False)],
+    ids=["named-mlp", "named-cnn", "reused-layer", "tied-weight"])
+def test_named_and_shared_layers_give_the_network_gradients(builder, shape, hand_batched):
+    """The hand-batched forward looks each layer's parameters up by the child's name; a
+    layer met twice (or a shared tensor) has no parameters under its second name, so that
+    network runs through vmap. Either way: the vmap path's and backward()'s gradients."""
+    loss = TorchModel(builder, input_shape=shape, n_classes=3, l2=0.01)
+    batch = _batch(shape, 3, clients=3, samples=5)
+    rng = np.random.default_rng(4)
+    x0 = loss.initial_model()
+    x = x0[None] + 0.1 * rng.standard_normal((3, loss.layout().size))
+    args = [torch.as_tensor(a) for a in batch]
+    x_block = torch.as_tensor(x).requires_grad_(True)
+    x_vmap = torch.as_tensor(x).requires_grad_(True)
+    (g_block,) = torch.autograd.grad(loss._block_losses(x_block, *args).sum(), x_block)
+    (g_vmap,) = torch.autograd.grad(loss._batched()(x_vmap, *args).sum(), x_vmap)
+    assert (loss._cache["plan"] is not None) == hand_batched
+    torch.testing.assert_close(g_block, g_vmap, rtol=1e-10, atol=1e-12)
+    loss.predict(x[0], batch.features[0])
+    # functional_call must leave the network's own parameters in place (torch's weight tying
+    # swaps a module registered twice twice and leaves the call's tensors in it)
+    np.testing.assert_array_equal(loss.initial_model(), x0)
+    np.testing.assert_allclose(loss.grad(x, batch), autograd_grads(loss, x, batch),
+                               rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("builder", ["mlp", tanh_mlp], ids=["hand-batched", "vmap"])
+@pytest.mark.parametrize("dtype", [np.int32, np.int16, np.uint8])
+def test_narrow_integer_class_ids_are_accepted(builder, dtype):
+    """ClientData.from_lists keeps int32 labels; cross_entropy needs int64 targets."""
+    loss = TorchModel(builder, input_shape=(6,), n_classes=3,
+                      options={"hidden": [5]} if builder == "mlp" else None)
+    batch = _batch((6,), 3)
+    narrow = Batch(batch.features, batch.targets.astype(dtype), batch.weights)
+    x = np.stack([loss.initial_model()] * 3) + 0.05
+    np.testing.assert_array_equal(loss.grad(x, narrow), loss.grad(x, batch))
+    np.testing.assert_array_equal(loss.value(x, narrow), loss.value(x, batch))
+    np.testing.assert_allclose(loss.grad(x, narrow), autograd_grads(loss, x, batch),
+                               rtol=1e-9, atol=1e-12)
+
+
+def test_simulate_with_int32_labels_from_lists():
+    rng = np.random.default_rng(0)
+    feats = [rng.normal(size=(4, 3)) for _ in range(2)]
+    labels = [np.array([0, 1, 2, 1], dtype=np.int32)] * 2
+    data = ClientData.from_lists(feats, labels)
+    loss = TorchModel("mlp", input_shape=(3,), n_classes=3, options={"hidden": [4]})
+    wide = ClientData.from_lists(feats, [lab.astype(np.int64) for lab in labels])
+    runs = [fedcomp.simulate(fedcomp.fedmid(client_lr=0.1, local_steps=2),
+                             fedcomp.Problem(loss, L1(0.0), d), 2) for d in (data, wide)]
+    assert data.targets.dtype == np.int32  # the case this test is about
+    np.testing.assert_array_equal(runs[0].x, runs[1].x)
+    assert not np.array_equal(runs[0].x, loss.initial_model())
+
+
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("shape", [(3, 5, 6, 10), (2, 40, 8, 8), (1, 1, 2, 2)])
 def test_max_pool_2x2_equals_aten_pooling_with_ties(shape, dtype):
@@ -302,6 +395,50 @@ def test_layout_masks_and_neuron_groups():
         layout.layer_slice("fc.weight")
 
 
+def layer_norm_cnn(input_shape, n_classes):
+    """LayerNorm over (C, H, W): a 3-D scale and a 3-D shift, neither of them a weight."""
+    c, h, w = input_shape
+    nn = torch.nn
+    return nn.Sequential(nn.Conv2d(c, 2, 3, padding=1), nn.LayerNorm((2, h, w)), nn.ReLU(),
+                         nn.GroupNorm(1, 2), nn.Flatten(), nn.Linear(2 * h * w, n_classes),
+                         nn.RMSNorm((n_classes,)))
+
+
+def test_norm_parameters_and_biases_are_not_weights_whatever_their_shape():
+    loss = TorchModel(layer_norm_cnn, input_shape=(1, 4, 4), n_classes=3)
+    layout = loss.layout()
+    weights = {e.name for e in layout.entries if e.is_weight}
+    assert weights == {"0.weight", "5.weight"}  # the convolution's kernel, the classifier
+    assert layout.entries[2] == ("1.weight", (2, 4, 4), 20, False)  # LayerNorm: a 3-D scale
+    mask = layout.weight_mask()
+    expected = np.zeros(layout.size, dtype=bool)
+    for name in weights:
+        expected[layout.layer_slice(name)] = True
+    np.testing.assert_array_equal(mask, expected)
+    # neuron groups only for the kernel's filters and the classifier's rows; the norms'
+    # coordinates are singletons (negative labels)
+    groups = np.array(layout.neuron_groups())
+    assert list(np.bincount(groups[groups >= 0])) == [9] * 2 + [32] * 3
+    assert (groups[layout.layer_slice("1.weight")] < 0).all()
+    assert (groups[layout.layer_slice("1.bias")] < 0).all()
+    # an entry built by hand: a bias is never a weight, another tensor with >= 2 axes is
+    from fedcomp.losses import ParamEntry
+
+    assert not ParamEntry("fc.bias", (2, 3), 0).is_weight
+    assert ParamEntry("fc.weight", (2, 3), 0).is_weight
+    assert not ParamEntry("fc.weight", (2, 3), 0, weight=False).is_weight
+
+
+@pytest.mark.parametrize(("name", "shape", "options"), NETWORKS, ids=[n[0] for n in NETWORKS])
+def test_builtin_networks_weights_are_their_multi_axis_tensors(name, shape, options):
+    """fedcomp's networks: weights are exactly the tensors with >= 2 axes (Linear matrices,
+    convolution kernels), as before weights were decided by the owning module; ResNet's
+    GroupNorm scales and shifts are 1-D."""
+    layout = TorchModel(name, input_shape=shape, n_classes=4, options=options).layout()
+    assert [e.is_weight for e in layout.entries] == [len(e.shape) >= 2 for e in layout.entries]
+    assert any(e.is_weight for e in layout.entries)
+
+
 @pytest.mark.parametrize("base", [L1(0.3), MCP(0.3, 3.0), SCAD(0.3, 3.7)], ids=repr)
 def test_masked_penalty_leaves_biases_alone(base):
     loss = TorchModel("mlp", input_shape=(5,), n_classes=3, options={"hidden": [4]})
@@ -333,6 +470,9 @@ def test_clear_errors():
         TorchModel("mlp", n_classes=2)
     with pytest.raises(ValueError, match="n_classes must be an integer >= 2"):
         TorchModel("mlp", input_shape=(3,), n_classes=1)
+    for bad in (True, 3.0, "3"):
+        with pytest.raises(ValueError, match="n_classes must be an integer >= 2"):
+            TorchModel("mlp", input_shape=(3,), n_classes=bad)
     loss = TorchModel("cnn", input_shape=(1, 8, 8), n_classes=3)
     with pytest.raises(ValueError, match=r"set input_shape=\[64\]"):
         loss.param_shape((64,), 3)
@@ -345,6 +485,15 @@ def test_clear_errors():
 
     with pytest.raises(ValueError, match="has buffers .*use GroupNorm"):
         TorchModel(with_batchnorm, input_shape=(3,), n_classes=2).layout()
+
+
+def test_numpy_integer_n_classes_is_accepted():
+    """Like input_shape, n_classes may be a NumPy integer (e.g. read off a label array)."""
+    loss = TorchModel("mlp", input_shape=(np.int64(3),), n_classes=np.int64(3))
+    assert type(loss.n_classes) is int and loss.n_classes == 3
+    assert loss == TorchModel("mlp", input_shape=(3,), n_classes=3)
+    assert loss.param_shape((3,), 3) == (3 * 128 + 128 + 128 * 3 + 3,)
+    assert TorchModel("mlp", input_shape=(3,), n_classes=np.int32(4)).n_classes == 4
 
 
 def test_initial_model_is_seeded():

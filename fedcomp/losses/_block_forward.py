@@ -42,22 +42,33 @@ from typing import Any
 SUPPORTED = ("Conv2d", "ReLU", "MaxPool2d", "Flatten", "Linear")
 
 
-def block_plan(net: Any, input_shape: tuple[int, ...]) -> tuple[tuple[int, Any], ...] | None:
-    """``(index, layer)`` of ``net``'s layers in the order :func:`block_logits` runs them
+def block_plan(net: Any, input_shape: tuple[int, ...]) -> tuple[tuple[str, Any], ...] | None:
+    """``(name, layer)`` of ``net``'s layers in the order :func:`block_logits` runs them
     (:func:`execution_order`) if it reproduces ``net`` on samples of ``input_shape``,
     otherwise ``None``.
 
     That is an ``nn.Sequential`` of exactly the :data:`SUPPORTED` types, convolutions
     ungrouped with numeric zero padding, pooling and convolutions on images ``(C, H, W)``,
-    ``Linear`` on vectors (after ``Flatten`` for images).
+    ``Linear`` on vectors (after ``Flatten`` for images). ``name`` is the child's name in
+    ``net`` (``"0"``, … or the keys of an ``OrderedDict``), so each layer's parameters are
+    ``params[f"{name}.weight"]``; a network where a layer appears twice, or shares a
+    parameter with another, is refused: ``named_parameters()`` lists a shared tensor once,
+    under its first name, so the second occurrence would find no parameters of its own.
     """
     from torch import nn
 
     if type(net) is not nn.Sequential or len(input_shape) not in (1, 3):
         return None
+    children = list(net.named_children())  # a module that appears twice is listed once
+    if len(children) != len(net):
+        return None
+    parameters = dict(net.named_parameters())
     images = len(input_shape) == 3
-    for layer in net:
+    for name, layer in children:
         if type(layer).__name__ not in SUPPORTED or type(layer).__module__.split(".")[0] != "torch":
+            return None
+        if any(parameters.get(f"{name}.{local}") is not p
+               for local, p in layer.named_parameters(recurse=False)):
             return None
         if isinstance(layer, nn.Conv2d):
             if not images or layer.groups != 1 or layer.padding_mode != "zeros" or isinstance(
@@ -72,16 +83,17 @@ def block_plan(net: Any, input_shape: tuple[int, ...]) -> tuple[tuple[int, Any],
             images = False
         elif isinstance(layer, nn.Linear) and images:
             return None
-    return tuple(execution_order(tuple(net)))
+    names = [name for name, _ in children]
+    return tuple((names[i], layer) for i, layer in execution_order(tuple(net)))
 
 
-def block_logits(plan: tuple[tuple[int, Any], ...], params: dict[str, Any], features: Any
+def block_logits(plan: tuple[tuple[str, Any], ...], params: dict[str, Any], features: Any
                  ) -> Any:
     """Logits ``(B, N, classes)`` of B clients' networks on their own samples.
 
     ``plan`` is :func:`block_plan`'s; ``params`` maps the Sequential's parameter names
-    (``"0.weight"``, …) to per-client tensors with a leading client axis; ``features`` is
-    ``(B, N, *sample_shape)``.
+    (``"0.weight"``, ``"fc1.bias"``, …) to per-client tensors with a leading client axis;
+    ``features`` is ``(B, N, *sample_shape)``.
     """
     import torch
     import torch.nn.functional as F
@@ -93,10 +105,10 @@ def block_logits(plan: tuple[tuple[int, Any], ...], params: dict[str, Any], feat
         images = True
     else:
         h, images = features, False
-    for index, layer in plan:
-        bias = params.get(f"{index}.bias")  # Conv2d / Linear built with bias=False have none
+    for name, layer in plan:
+        bias = params.get(f"{name}.bias")  # Conv2d / Linear built with bias=False have none
         if isinstance(layer, nn.Conv2d):
-            weight = params[f"{index}.weight"]
+            weight = params[f"{name}.weight"]
             h = F.conv2d(h, weight.reshape(-1, *weight.shape[2:]),
                          None if bias is None else bias.reshape(-1), layer.stride,
                          layer.padding, layer.dilation, groups=n_clients)
@@ -113,7 +125,7 @@ def block_logits(plan: tuple[tuple[int, Any], ...], params: dict[str, Any], feat
                 h = h.reshape(n_samples, n_clients, -1).transpose(0, 1)
                 images = False
         else:  # Linear: x W^T + b per client
-            weight = params[f"{index}.weight"]
+            weight = params[f"{name}.weight"]
             if bias is None:
                 h = torch.bmm(h, weight.transpose(1, 2))
             else:

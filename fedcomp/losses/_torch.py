@@ -17,6 +17,7 @@ with no Python loop over clients.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from math import prod
@@ -31,11 +32,18 @@ from ._block_forward import block_logits, block_plan
 
 
 class ParamEntry(NamedTuple):
-    """One parameter tensor of a network inside the flat vector."""
+    """One parameter tensor of a network inside the flat vector.
+
+    ``weight`` says whether the tensor is a weight matrix or kernel; :meth:`TorchModel.layout`
+    decides it from the module that owns the tensor (:func:`_is_weight`). Left ``None`` (an
+    entry written by hand), it is guessed from the name and shape: a tensor named ``bias``
+    is not a weight, another one with ≥ 2 axes is.
+    """
 
     name: str
     shape: tuple[int, ...]
     offset: int
+    weight: bool | None = None
 
     @property
     def size(self) -> int:
@@ -43,8 +51,29 @@ class ParamEntry(NamedTuple):
 
     @property
     def is_weight(self) -> bool:
-        """A kernel or weight matrix (≥ 2 axes), as opposed to a bias or norm scale."""
-        return len(self.shape) >= 2
+        """A kernel or weight matrix, as opposed to a bias or a normalisation's scale/shift."""
+        if self.weight is not None:
+            return self.weight
+        return self.name.rpartition(".")[2] != "bias" and len(self.shape) >= 2
+
+
+def _norm_types() -> tuple[type, ...]:
+    """The normalisation layers of ``torch.nn`` (their affine scale and shift may have any
+    number of axes, e.g. LayerNorm over ``(C, H, W)``)."""
+    from torch import nn
+    from torch.nn.modules.batchnorm import _NormBase  # BatchNorm*d, InstanceNorm*d
+
+    names = ("GroupNorm", "LayerNorm", "LocalResponseNorm", "RMSNorm")  # RMSNorm: torch ≥ 2.4
+    return (_NormBase, *(getattr(nn, n) for n in names if hasattr(nn, n)))
+
+
+def _is_weight(owner: Any, local_name: str, shape: tuple[int, ...]) -> bool:
+    """Whether parameter ``local_name`` of module ``owner`` is a weight or kernel: not a
+    bias, not a parameter of a normalisation layer, and with ≥ 2 axes (a Linear's matrix, a
+    convolution's kernel, an embedding table — not, e.g., a PReLU slope)."""
+    if local_name == "bias" or isinstance(owner, _norm_types()):
+        return False
+    return len(shape) >= 2
 
 
 @dataclass(frozen=True)
@@ -143,7 +172,8 @@ class TorchModel:
     l2 : float, default 0.0
         Ridge strength inside the smooth part.
     lipschitz : float, default 1.0
-        The value :meth:`smoothness` reports. A network's gradient has no global Lipschitz
+        Stand-in Lipschitz constant of the cross-entropy part's gradient: :meth:`smoothness`
+        reports ``lipschitz + l2``. A network's gradient has no global Lipschitz
         constant; the methods that read one (Fast-FedDA's ``L``, the default step of the
         ``prox_grad_norm`` metric) use this number, so set it when you use them.
     init_seed : int, default 0
@@ -207,12 +237,14 @@ class TorchModel:
         if not shape or min(shape) < 1:
             raise ValueError(f"TorchModel: input_shape must be the shape of one sample, e.g. "
                              f"(1, 8, 8) (got {self.input_shape!r})")
-        if not (isinstance(self.n_classes, int) and self.n_classes >= 2):
+        if not (isinstance(self.n_classes, numbers.Integral)
+                and not isinstance(self.n_classes, bool) and self.n_classes >= 2):
             raise ValueError(f"TorchModel: n_classes must be an integer >= 2 (got "
                              f"{self.n_classes!r})")
         if not self.lipschitz > 0:
             raise ValueError(f"TorchModel: lipschitz must be > 0 (got {self.lipschitz!r})")
         object.__setattr__(self, "input_shape", shape)
+        object.__setattr__(self, "n_classes", int(self.n_classes))  # np.int64(3) -> 3
         object.__setattr__(self, "options", _options(self.options) or None)
 
     # --- the network ----------------------------------------------------------------------
@@ -243,8 +275,13 @@ class TorchModel:
         layout = self._cache.get("layout")
         if layout is None:
             entries, offset = [], 0
-            for name, p in self.network().named_parameters():
-                entries.append(ParamEntry(name, tuple(p.shape), offset))
+            net = self.network()
+            for name, p in net.named_parameters():
+                owner_name, _, local_name = name.rpartition(".")
+                owner = net.get_submodule(owner_name)  # "" is the network itself
+                shape = tuple(p.shape)
+                entries.append(ParamEntry(name, shape, offset,
+                                          _is_weight(owner, local_name, shape)))
                 offset += p.numel()
             layout = self._cache["layout"] = ParamLayout(tuple(entries))
         return layout
@@ -290,12 +327,11 @@ class TorchModel:
         """Logits ``(n, n_classes)`` of one model ``x`` (shape ``(D,)``) on samples
         ``(n, *input_shape)`` (same namespace as ``x``; NumPy in, NumPy out)."""
         import torch
-        from torch.func import functional_call
 
         x_t, numpy_in = _as_torch(x)
         feats, _ = _as_torch(features, dtype=x_t.dtype, device=x_t.device)
         with torch.no_grad():
-            out = functional_call(self.network(), self._unflatten(x_t), (feats,))
+            out = self._call(self._unflatten(x_t), feats)
         return out.numpy() if numpy_in else out
 
     # --- computation ----------------------------------------------------------------------
@@ -311,11 +347,27 @@ class TorchModel:
         lead = flat.shape[:-1]  # () for one client (under vmap), (B,) for a block
         return {e.name: p.reshape(*lead, *e.shape) for e, p in zip(entries, pieces, strict=True)}
 
-    def _one_client(self, flat: Any, features: Any, targets: Any, weights: Any) -> Any:
-        """``f_i`` of one client: weighted cross-entropy (+ ridge), a scalar tensor."""
+    def _call(self, params: dict[str, Any], features: Any) -> Any:
+        """The network on ``features`` with its parameters replaced by ``params`` (keyed by
+        the layout's names), through ``torch.func.functional_call``.
+
+        Every attribute slot holding a parameter gets its tensor exactly once, and weight
+        tying is left off: ``functional_call(..., tie_weights=True)`` on a module registered
+        twice (``nn.Sequential(a, act, a)``) swaps the same slot twice and leaves the call's
+        tensors in the network afterwards (pytorch/pytorch#164759), while a slot of its own
+        for each tied copy (``b.weight = a.weight``) still sees the shared tensor.
+        """
         from torch.func import functional_call
 
-        logits = functional_call(self.network(), self._unflatten(flat), (features,))
+        slots = self._cache.get("slots")
+        if slots is None:
+            slots = self._cache["slots"] = _parameter_slots(self.network())
+        return functional_call(self.network(), {slot: params[name] for slot, name in slots},
+                               (features,), tie_weights=False)
+
+    def _one_client(self, flat: Any, features: Any, targets: Any, weights: Any) -> Any:
+        """``f_i`` of one client: weighted cross-entropy (+ ridge), a scalar tensor."""
+        logits = self._call(self._unflatten(flat), features)
         return self._loss_of_logits(logits, targets, weights, flat)
 
     def _loss_of_logits(self, logits: Any, targets: Any, weights: Any, flat: Any) -> Any:
@@ -358,6 +410,8 @@ class TorchModel:
         weights, _ = _as_torch(batch.weights, dtype=x_t.dtype, device=x_t.device)
         if targs.is_floating_point():
             targs = targs.round().to(torch.int64)  # class ids stored as floats
+        elif targs.dtype != torch.int64:  # int32 / int16 / uint8 ids: cross_entropy needs int64
+            targs = targs.to(torch.int64)
         if which == "value":
             with torch.no_grad():
                 out = self._block_losses(x_t, feats, targs, weights)
@@ -371,6 +425,22 @@ class TorchModel:
                 (out,) = torch.autograd.grad(torch.sum(values), x_req)
         out = out.detach()
         return out.numpy() if numpy_in else out
+
+
+def _parameter_slots(net: Any) -> tuple[tuple[str, str], ...]:
+    """``(slot, name)`` for every distinct ``(module, attribute)`` of ``net`` holding a
+    parameter: ``slot`` is its first path (``"4.weight"``), ``name`` the parameter's own name
+    in ``net.named_parameters()`` (the first path of the tensor, ``"2.weight"`` when tied).
+    A module registered under several paths is one slot, listed under its first path."""
+    name_of = {id(p): name for name, p in net.named_parameters()}
+    seen: set[tuple[int, str]] = set()
+    slots = []
+    for path, module in net.named_modules(remove_duplicate=False):
+        for local, p in module.named_parameters(recurse=False):
+            if (id(module), local) not in seen:
+                seen.add((id(module), local))
+                slots.append((f"{path}.{local}" if path else local, name_of[id(p)]))
+    return tuple(slots)
 
 
 def _as_torch(a: Any, dtype: Any = None, device: Any = None) -> tuple[Any, bool]:
