@@ -342,3 +342,37 @@ def test_partitioners_refuse_fractional_client_counts():
         with pytest.raises(ValueError, match=r"must be an integer \(got [12]\.5|\(got 2\.0"):
             call()
     assert len(partition_iid(100, np.int32(4))) == 4
+
+
+def test_partitions_refuse_labels_that_are_not_class_ids():
+    from fedcomp.data import partition_dirichlet, partition_shards
+
+    one_hot = np.eye(3)[np.arange(30) % 3]
+    with pytest.raises(ValueError, match=r"labels must be a 1-D array of class ids \(got shape "
+                                         r"\(30, 3\)\); for one-hot labels pass"):
+        partition_dirichlet(one_hot, 3, concentration=1.0)
+    with pytest.raises(ValueError, match="labels must be a 1-D array"):
+        partition_shards(one_hot, 3, shards_per_client=2)
+
+
+def test_from_lists_keeps_every_clients_label_values():
+    # client 0's integer labels once set the dtype: client 1's 0.7 became 0
+    data = ClientData.from_lists([np.ones((2, 1)), np.ones((1, 1))],
+                                 [np.array([1, 2]), np.array([0.7])])
+    assert data.client_arrays(1)[1].tolist() == [0.7]
+
+
+@pytest.mark.parametrize("make, key, kwargs", [
+    ("bao_sparse_regression", "n_clients", dict(n_clients=2.5)),
+    ("bao_lowrank_matrix", "samples_per_client", dict(samples_per_client=3.9)),
+    ("synthetic_fedprox", "n_features", dict(alpha=1.0, beta=1.0, n_clients=3, n_features=5.5)),
+    ("liang_sparse_linear", "samples_per_client",
+     dict(n_clients=4, n_features=10, sparsity=2, samples_per_client=2.5)),
+    ("liang_sparse_logistic", "n_clients", dict(n_clients=4.0, n_features=10, sparsity=2)),
+])
+def test_generators_refuse_fractional_counts(make, key, kwargs):
+    # int() once truncated them: 2.5 clients made 2
+    import fedcomp.data as data_module
+
+    with pytest.raises(ValueError, match=rf"{key} must be an integer"):
+        getattr(data_module, make)(**kwargs)

@@ -76,6 +76,50 @@ def test_logistic_optimum_is_the_population_minimiser():
         assert abs(up - down) < 1e-3 * up  # no first-order term: the gradient vanishes
 
 
+@pytest.mark.parametrize("alpha, betas, tol", [(3.0, [0.5], 1e-13), (5.0, [3.0], 1e-13),
+                                               (20.0, [10.0, 5.0], 1e-5)])
+def test_quadrature_holds_for_large_model_norms(alpha, betas, tol):
+    """With 80 / 60 Gauss–Hermite nodes γ was off by 3e-8 at ‖α‖ = 3 and 2e-4 at ‖α‖ = 20,
+    the population objective by 4e-4: the sigmoids get too steep for few nodes. Checked
+    against SciPy's adaptive quadrature of the same integrals."""
+    from scipy import integrate
+
+    from fedcomp.data._liang import _sigmoid, logistic_optimum_scale
+
+    gamma = logistic_optimum_scale(alpha, np.array(betas))
+
+    def phi(t):
+        return np.exp(-t * t / 2) / np.sqrt(2 * np.pi)
+
+    def score(g, h):  # E[(σ(γu) − p̄(u, v)) u] with u = α g, v_i = β_i h
+        u = alpha * g
+        p_bar = np.mean([(_sigmoid(u + b * h) + _sigmoid(u - b * h)) / 2 for b in betas])
+        return (_sigmoid(gamma * u) - p_bar) * u * phi(g) * phi(h)
+
+    residual, _ = integrate.dblquad(score, -12, 12, -12, 12, epsabs=1e-14, epsrel=1e-12)
+    assert abs(residual) < tol  # γ is the root: the score vanishes there
+
+    rng = np.random.default_rng(1)
+    w_tilde = alpha / 2 * rng.normal(size=(1, 3))
+    w = 0.3 * rng.normal(size=3)
+
+    def loss(g2, g1):  # E[σ(u) log(1 + e^{−t}) + σ(−u) log(1 + e^{t})]
+        t, u = _pair(w, w_tilde[0], g1, g2)
+        value = _sigmoid(u) * np.logaddexp(0, -t) + _sigmoid(-u) * np.logaddexp(0, t)
+        return value * phi(g1) * phi(g2)
+
+    exact, _ = integrate.dblquad(loss, -12, 12, -12, 12, epsabs=1e-14, epsrel=1e-12)
+    assert abs(LiangSampler("logistic", w_tilde).population_objective(w) - exact) < tol
+
+
+def _pair(w, w_tilde, g1, g2):
+    """(t, u) = (⟨x, w⟩, ⟨x, w̃⟩) for x ~ N(0, I), written through two standard normals."""
+    a = np.sqrt(w @ w)
+    b = (w @ w_tilde) / a
+    c = np.sqrt(max(w_tilde @ w_tilde - b * b, 0.0))
+    return a * g1, b * g1 + c * g2
+
+
 def test_logistic_optimum_matches_the_reference_solver_on_a_large_sample():
     """w* by quadrature vs fedcomp's reference solver fitted on N = 200 000 samples of the
     generator: the error is the sampling error of an M-estimator, O(1/√N) with the sandwich

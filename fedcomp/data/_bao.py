@@ -18,13 +18,15 @@ from typing import Any
 import numpy as np
 
 from ._client_data import ClientData
+from ._partition import check_integer
 
 #: Correlation of neighbouring covariates in Example 3.1: ``Σ_ij = 0.5^|i−j|``.
 AR_COEF = 0.5
 
 
 def _check(name: str, **counts: int) -> None:
-    bad = {k: v for k, v in counts.items() if int(v) < 1}
+    # integers only: int(2.5) would quietly make 2 clients
+    bad = {k: v for k, v in counts.items() if check_integer(name, k, v) < 1}
     if bad:
         raise ValueError(f"{name}: need positive counts (got {bad})")
 

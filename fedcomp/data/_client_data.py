@@ -122,7 +122,9 @@ class ClientData:
         feature_shape = np.asarray(features[0]).shape[1:]
         m = int(counts.max())
         feats = np.zeros((len(features), m, *feature_shape), dtype=dtype)
-        targs = np.zeros((len(features), m), dtype=np.asarray(targets[0]).dtype)
+        # every client's dtype counts: client 0's int labels would truncate another's 0.7
+        targs = np.zeros((len(features), m),
+                         dtype=np.result_type(*(np.asarray(t).dtype for t in targets)))
         for i, (f, t) in enumerate(zip(features, targets, strict=True)):
             feats[i, : counts[i]] = f
             targs[i, : counts[i]] = t

@@ -10,7 +10,8 @@ average objective is s-sparse ("client-specific effects vanish at the population
 * **logistic** — ``x ~ N(0, σ₁² I_d)``, ``y ∈ {±1}`` with ``P(y = 1) = σ(⟨x, w̃^m⟩)``; the
   clients come in pairs ``w̃^{±i} = (α, ±β^i)`` (Lemma D.2) so ``w* = (γα, 0)``, and ``γ``
   solves a two-dimensional Gaussian expectation equation, evaluated here by Gauss–Hermite
-  quadrature (exact to ~1e-12; the paper approximates ``w*`` by centralized SGD).
+  quadrature (to ~1e-16 for σ₁‖α‖, σ₁‖β‖ up to ~5, ~5e-6 at 20: :data:`QUADRATURE_NODES`;
+  the paper approximates ``w*`` by centralized SGD).
 
 The paper draws the covariates from truncated Gaussians in theory and plain Gaussians in
 its experiments (Appendix D.1.2); we use plain Gaussians. Samples come either as a fixed
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -31,12 +33,16 @@ import numpy as np
 from .._array import Array, asarray_like
 from .._random import generator
 from ._client_data import Batch, ClientData
+from ._partition import check_integer
 
 #: Stream id of streaming samples (distinct from the minibatch / sampling / algorithm ids).
 STREAM_SAMPLES = 4
 
 
 def _check(owner: str, n_clients: int, n_features: int, sparsity: int) -> None:
+    for key, value in (("n_clients", n_clients), ("n_features", n_features),
+                       ("sparsity", sparsity)):
+        check_integer(owner, key, value)
     if not (n_clients >= 1 and n_features >= 2 and 1 <= sparsity <= n_features):
         raise ValueError(f"{owner}: need n_clients >= 1, n_features >= 2 and "
                          f"1 <= sparsity <= n_features (got {n_clients}, {n_features}, "
@@ -100,8 +106,30 @@ def _sigmoid(t: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * t))
 
 
+#: Gauss–Hermite nodes per dimension. The integrands hold sigmoids whose slope grows with
+#: σ₁‖α‖, σ₁‖β‖: 60–80 nodes were exact only for norms near 1 (γ off by 3e-8 at ‖α‖ = 3 and
+#: 2e-4 at 20, the population gap by 75 % at norms ~8). 300 agree with adaptive quadrature
+#: to ~1e-16 up to norms ~5 and to ~5e-6 at 20 (NumPy's nodes overflow beyond ~900).
+QUADRATURE_NODES = 300
+
+
+@cache
+def _hermite(nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Probabilists' Gauss–Hermite nodes and weights normalised to sum to 1."""
+    t, wts = np.polynomial.hermite_e.hermegauss(nodes)  # ∫ φ(t) g(t) ≈ Σ w g / √(2π)
+    return t, wts / wts.sum()
+
+
+def _nodes_for(spread: float) -> int:
+    """Nodes that integrate a sigmoid of a Gaussian of this standard deviation (against a
+    smooth factor) to ~1e-15: measured against adaptive quadrature, 60 suffice up to a
+    spread of 2, then ~40 per unit (100 at 3, 200 at 6, 300 at 8). The population objective
+    runs at every evaluation of every client, so it uses no more nodes than it needs."""
+    return int(min(QUADRATURE_NODES, max(60, math.ceil(40 * spread))))
+
+
 def logistic_optimum_scale(alpha_norm: float, beta_norms: np.ndarray, sigma1: float = 1.0,
-                           nodes: int = 80) -> float:
+                           nodes: int = QUADRATURE_NODES) -> float:
     """``γ`` with ``w* = (γα, 0)``: root of ``E[(σ(γu) − p̄(u, v)) u] = 0``.
 
     ``u = ⟨x_a, α⟩ ~ N(0, σ₁²‖α‖²)``, ``v_i = ⟨x_b, β^i⟩ ~ N(0, σ₁²‖β^i‖²)`` independent, and
@@ -109,8 +137,7 @@ def logistic_optimum_scale(alpha_norm: float, beta_norms: np.ndarray, sigma1: fl
     expectation is a 2-D Gauss–Hermite sum; the root is found by bisection (the left side is
     increasing in γ).
     """
-    t, wts = np.polynomial.hermite_e.hermegauss(nodes)  # ∫ φ(t) g(t) ≈ Σ w g / √(2π)
-    wts = wts / wts.sum()
+    t, wts = _hermite(nodes)
     u = sigma1 * alpha_norm * t
     p_bar = np.zeros_like(u)
     for b in np.atleast_1d(beta_norms):
@@ -210,7 +237,7 @@ class LiangSampler:
         Linear: the closed form of eq. (47). Logistic: for each client, ``t = ⟨x, w⟩`` and
         ``u = ⟨x, w̃^m⟩`` are jointly Gaussian, so
         ``f_m(w) = E[σ(u) log(1 + e^{−t}) + σ(−u) log(1 + e^{t})]`` is a 2-D Gauss–Hermite
-        sum (exact to ~1e-12 for moderate norms).
+        sum, with more nodes where ``t`` or ``u`` spreads wide (:func:`_nodes_for`).
         """
         w = np.asarray(w, dtype=np.float64).ravel()
         m = self.w_tilde.shape[0]
@@ -219,8 +246,6 @@ class LiangSampler:
             diff = self.w_tilde - w[None, :]
             per = diff[:, 0] ** 2 + self.sigma1**2 * np.sum(diff[:, 1:] ** 2, axis=1)
             return 0.5 * (self.sigma2**2 + float(pi @ per))
-        t, wts = np.polynomial.hermite_e.hermegauss(60)
-        wts = wts / wts.sum()
         values = np.empty(m)
         for i, wt in enumerate(self.w_tilde):
             cov = self.sigma1**2 * np.array([[w @ w, w @ wt], [w @ wt, wt @ wt]])
@@ -228,6 +253,7 @@ class LiangSampler:
             # (t, u) = (a g1, (cov01/a) g1 + sqrt(c − cov01²/a²) g2), g1, g2 standard normal
             b = cov[0, 1] / a if a > 0 else 0.0
             c = math.sqrt(max(cov[1, 1] - b * b, 0.0))
+            t, wts = _hermite(_nodes_for(max(a, abs(b) + c)))
             tt = a * t[:, None] + 0.0 * t[None, :]
             uu = b * t[:, None] + c * t[None, :]
             loss = _sigmoid(uu) * np.logaddexp(0.0, -tt) + _sigmoid(-uu) * np.logaddexp(0.0, tt)
@@ -237,6 +263,9 @@ class LiangSampler:
 
 def _stack(sampler: LiangSampler, samples_per_client: int, seed: int, dtype: Any
            ) -> ClientData:
+    if check_integer("liang data", "samples_per_client", samples_per_client) < 1:
+        raise ValueError(f"liang data: samples_per_client must be >= 1 (got "
+                         f"{samples_per_client})")
     m = sampler.w_tilde.shape[0]
     feats, targs = sampler.draw(seed, 0, np.arange(m), 0, samples_per_client,
                                 np.dtype(dtype))

@@ -6,9 +6,12 @@ writer — of each sample), the number of clients and a ``seed`` (one
 covering every sample, none empty. :func:`split_to_clients` turns such a partition into a
 :class:`ClientData`.
 
-The schemes are those of the FL benchmarks: IID; Dirichlet label skew (Hsu, Qi, Brown,
-"Measuring the Effects of Non-Identical Data Distribution for Federated Visual
-Classification", 2019); label-sorted shards (McMahan et al., "Communication-Efficient
+The schemes are those of the FL benchmarks: IID; Dirichlet label skew, each class spread
+over the clients by shares ``~ Dir(α·1)`` (Yurochkin et al., "Bayesian Nonparametric
+Federated Learning of Neural Networks", ICML 2019; Li, Diao, Chen, He, ICDE 2022 below —
+the scheme FedCanon's experiments use; Hsu, Qi, Brown 2019 instead draw each *client's*
+class mix ``~ Dir(α·p)``, which for C balanced classes is more skewed at the same α);
+label-sorted shards (McMahan et al., "Communication-Efficient
 Learning of Deep Networks from Decentralized Data", AISTATS 2017); Dirichlet quantity skew
 (Li, Diao, Chen, He, "Federated Learning on Non-IID Data Silos: An Experimental Study",
 ICDE 2022); the natural partition by writer and a Dirichlet over writer ids (Caldas et al.,
@@ -31,7 +34,7 @@ from ._client_data import ClientData
 MAX_RETRIES = 1000
 
 
-def _integer(name: str, key: str, value: Any) -> int:
+def check_integer(name: str, key: str, value: Any) -> int:
     """``value`` as an ``int`` if it is an integer (NumPy's too), else a ValueError.
 
     ``operator.index`` semantics: ``2.5`` or ``2.0`` clients would otherwise be truncated by
@@ -45,9 +48,18 @@ def _integer(name: str, key: str, value: Any) -> int:
         raise ValueError(f"{name}: {key} must be an integer (got {value!r})") from None
 
 
+def _class_ids(name: str, labels: Any) -> np.ndarray:
+    """``labels`` as a 1-D array of class ids (a one-hot matrix would be read as samples)."""
+    labels = np.asarray(labels)
+    if labels.ndim != 1:
+        raise ValueError(f"{name}: labels must be a 1-D array of class ids (got shape "
+                         f"{labels.shape}); for one-hot labels pass labels.argmax(axis=1)")
+    return labels
+
+
 def _rng(name: str, seed: int) -> np.random.Generator:
     """``np.random.default_rng(seed)`` for a non-negative integer ``seed`` (named if not)."""
-    seed = _integer(name, "seed", seed)
+    seed = check_integer(name, "seed", seed)
     if seed < 0:
         raise ValueError(f"{name}: seed must be a non-negative integer (got {seed})")
     return np.random.default_rng(seed)
@@ -56,7 +68,7 @@ def _rng(name: str, seed: int) -> np.random.Generator:
 def _check_counts(name: str, n_samples: int, n_clients: int, min_size: int = 1) -> None:
     for key, value in (("n_samples", n_samples), ("n_clients", n_clients),
                        ("min_size", min_size)):
-        _integer(name, key, value)
+        check_integer(name, key, value)
     if n_clients < 1:
         raise ValueError(f"{name}: n_clients must be >= 1 (got {n_clients})")
     if min_size < 1:
@@ -149,7 +161,8 @@ def partition_dirichlet(labels: Any, n_clients: int, concentration: float, seed:
     -----
     For each class c (in sorted order): shuffle its samples, draw ``p ~ Dir(concentration·1)``
     over the clients and give client i the next ``floor(n_c Σ_{l≤i} p_l) − floor(n_c
-    Σ_{l<i} p_l)`` of them (Hsu, Qi, Brown 2019).
+    Σ_{l<i} p_l)`` of them (Yurochkin et al. 2019; Li et al. 2022 — not Hsu et al.'s per-
+    client ``Dir(α·p)``, whose skew differs at the same α: see the module docstring).
 
     Examples
     --------
@@ -158,7 +171,7 @@ def partition_dirichlet(labels: Any, n_clients: int, concentration: float, seed:
     >>> sum(len(p) for p in parts), all(len(p) > 0 for p in parts)
     (100, True)
     """
-    labels = np.asarray(labels)
+    labels = _class_ids("partition_dirichlet", labels)
     _check_counts("partition_dirichlet", len(labels), n_clients, min_size)
     _check_concentration("partition_dirichlet", concentration)
     rng = _rng("partition_dirichlet", seed)
@@ -205,9 +218,9 @@ def partition_shards(labels: Any, n_clients: int, shards_per_client: int, seed: 
     >>> [len(set(labels[j] for j in p)) <= 2 for p in parts]
     [True, True, True, True]
     """
-    labels = np.asarray(labels)
-    n_clients = _integer("partition_shards", "n_clients", n_clients)
-    shards_per_client = _integer("partition_shards", "shards_per_client", shards_per_client)
+    labels = _class_ids("partition_shards", labels)
+    n_clients = check_integer("partition_shards", "n_clients", n_clients)
+    shards_per_client = check_integer("partition_shards", "shards_per_client", shards_per_client)
     if shards_per_client < 1:
         raise ValueError(f"partition_shards: shards_per_client must be >= 1 "
                          f"(got {shards_per_client})")
@@ -276,7 +289,7 @@ def _dirichlet_sizes(name: str, rng: np.random.Generator, total: int, n_clients:
 def _group_ids(name: str, groups: Any, n_clients: int) -> tuple[np.ndarray, int]:
     """Dense ids ``0..n_groups-1`` of each sample's group (sorted group order), checked."""
     groups = np.asarray(groups)
-    n_clients = _integer(name, "n_clients", n_clients)
+    n_clients = check_integer(name, "n_clients", n_clients)
     if groups.ndim != 1 or len(groups) == 0:
         raise ValueError(f"{name}: groups must be a nonempty 1-D array (one writer id per "
                          f"sample), got shape {groups.shape}")

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ._client_data import ClientData
+from ._partition import check_integer
 
 
 def _sample_counts(rng: np.random.Generator, n_clients: int,
@@ -153,7 +154,10 @@ def synthetic_fedprox(
     if not (alpha >= 0 and beta >= 0):
         raise ValueError(f"synthetic_fedprox: alpha and beta are standard deviations, >= 0 "
                          f"(got alpha={alpha!r}, beta={beta!r})")
-    if int(n_clients) < 1 or int(n_features) < 1 or int(n_classes) < 2:
+    n_clients, n_features, n_classes = (
+        check_integer("synthetic_fedprox", key, value) for key, value in
+        (("n_clients", n_clients), ("n_features", n_features), ("n_classes", n_classes)))
+    if n_clients < 1 or n_features < 1 or n_classes < 2:
         raise ValueError(f"synthetic_fedprox: need n_clients >= 1, n_features >= 1, "
                          f"n_classes >= 2 (got {n_clients}, {n_features}, {n_classes})")
     n, d, c = int(n_clients), int(n_features), int(n_classes)
