@@ -54,10 +54,16 @@ def lstsq_problem():
     return make_problem("least_squares")
 
 
-@pytest.fixture(autouse=True)
-def _isolated_cache(tmp_path_factory, monkeypatch):
-    """Reference solutions cached in a per-session temp dir, never in the user's home."""
-    monkeypatch.setenv("FEDCOMP_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_cache(tmp_path_factory):
+    """Reference solutions cached in a per-session temp dir, never in the user's home.
+
+    Session-scoped so that module-scoped fixtures (which are set up before any
+    function-scoped one) use it too: a module fixture that read the home cache once got a
+    reference solved to another tolerance than the test's own runs, 1e-10 apart."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FEDCOMP_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+        yield
 
 
 @pytest.fixture
