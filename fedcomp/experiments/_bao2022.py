@@ -8,6 +8,8 @@ show faster numerical convergence", and every method but FedMiD recovers the sup
 
 from __future__ import annotations
 
+from ._verdict import baseline, cannot_judge, entry, noted, problem, value
+
 PROPOSED = ("fast_fedda", "c_fedda", "mc_fedda")
 BASELINES = ("fedda", "fedmid")
 
@@ -19,24 +21,35 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], error: str,
     ``finals`` maps ``(label, mode)`` to final metrics. *Faster*: each proposed method ends
     with a lower ``error`` than both baselines at the same number of rounds. *Recovery*:
     ``recovered`` reaches ``target`` (F1 ≥ 0.9, or the true rank) for FedDA and the
-    proposed methods. Reproduced when both hold, partly when one does.
+    proposed methods. Reproduced when both hold, partly when one does. A proposed method
+    that diverged or is missing makes it "not reproduced"; a diverged or missing baseline
+    counts as infinitely bad (:mod:`fedcomp.experiments._verdict`): every proposed method
+    is faster than it, and a FedDA that diverged recovers nothing.
     """
-    def final(label: str, metric: str) -> float:
-        for (name, *_), values in finals.items():
-            if name == label:
-                return values.get(metric, float("nan"))
-        return float("nan")
-
-    best_baseline = min(final(b, error) for b in BASELINES)
-    faster = all(final(p, error) < best_baseline for p in PROPOSED)
+    proposed = {p: entry(finals, p) for p in PROPOSED}
+    baselines = {b: entry(finals, b) for b in BASELINES}
     if recovered == "support_f1":
-        recovers = all(final(m, recovered) >= target for m in ("fedda", *PROPOSED))
         what = f"{recovered} >= {target:g}"
+
+        def reaches(v: float) -> bool:
+            return v >= target
     else:
-        recovers = all(final(m, recovered) == target for m in ("fedda", *PROPOSED))
         what = f"{recovered} == {target:g}"
+
+        def reaches(v: float) -> bool:
+            return v == target
     rule = (f"faster: Fast-FedDA, C-FedDA and MC-FedDA end with a lower {error} than FedDA "
             f"and FedMiD; recovery: FedDA and the three proposed methods end with {what}")
+    failed = cannot_judge(proposed, baselines, (error, recovered))
+    if failed:
+        return failed, rule
+    best_baseline = min(baseline(m, error) for m in baselines.values())
+    faster = all(value(m, error) < best_baseline for m in proposed.values())
+    fedda = baselines["fedda"]
+    recovers = not problem(fedda, recovered) and all(
+        reaches(value(m, recovered)) for m in (fedda, *proposed.values()))
     if faster and recovers:
-        return "reproduced", rule
-    return ("partly" if faster or recovers else "not reproduced"), rule
+        result = "reproduced"
+    else:
+        result = "partly" if faster or recovers else "not reproduced"
+    return noted(result, baselines, error), rule

@@ -10,6 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._verdict import baseline, cannot_judge, entry, noted, value
+
+#: The setting of Fig. 7 the synthetic rule judges: synthetic-(1,1), every client every round.
+FIG7 = "synthetic_1_1_full"
+SYNTHETIC_BASELINES = ("fedavg", "fedprox", "fedpd")
+
 
 def synthetic_verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
                       ) -> tuple[str, str]:
@@ -18,33 +24,47 @@ def synthetic_verdict(finals: dict[tuple[str, ...], dict[str, float]], config: A
     ``finals`` maps ``(label, mode, variant)`` to final metrics. The setting is Fig. 7's:
     every client in every round (variant ``synthetic_1_1_full``). Reproduced when FedDR's
     final objective there is below FedAvg's, FedProx's and FedPD's; partly when it is below
-    FedAvg's and FedProx's only.
+    FedAvg's and FedProx's only ("FedPD ends lower", or "ties"). A diverged or missing
+    FedDR run makes it "not reproduced"; a diverged or missing baseline counts as
+    infinitely bad (:mod:`fedcomp.experiments._verdict`).
     """
-    def final(label: str) -> float:
-        for key, metrics in finals.items():
-            if key[0] == label and key[-1] == "synthetic_1_1_full":
-                return metrics.get("objective", float("nan"))
-        return float("nan")
-
     rule = "synthetic_1_1_full: final objective of feddr < fedavg, fedprox and fedpd"
-    dr, others = final("feddr"), {name: final(name) for name in ("fedavg", "fedprox", "fedpd")}
-    if all(dr < v for v in others.values()):
-        return "reproduced", rule
-    if dr < others["fedavg"] and dr < others["fedprox"]:
-        return "partly (FedPD ends lower)", rule
-    return "not reproduced", rule
+    dr = entry(finals, "feddr", variant=FIG7)
+    others = {name: entry(finals, name, variant=FIG7) for name in SYNTHETIC_BASELINES}
+    failed = cannot_judge({"feddr": dr}, others, "objective")
+    if failed:
+        return failed, rule
+    objective = value(dr, "objective")
+    beats = {name: objective < baseline(m, "objective") for name, m in others.items()}
+    if all(beats.values()):
+        result = "reproduced"
+    elif beats["fedavg"] and beats["fedprox"]:
+        # FedPD has a finite objective here (an infinitely bad one is beaten)
+        ties = value(others["fedpd"], "objective") == objective
+        result = f"partly (FedPD {'ties' if ties else 'ends lower'})"
+    else:
+        result = "not reproduced"
+    return noted(result, others, "objective"), rule
 
 
 def async_verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
                   ) -> tuple[str, str]:
-    """asyncFedDR reaches a lower objective than FedDR in no more simulated time."""
-    get = {key[0]: metrics for key, metrics in finals.items()}
-    sync, asyn = get.get("feddr", {}), get.get("async_feddr", {})
+    """asyncFedDR reaches a lower objective than FedDR in no more simulated time.
+
+    A diverged or missing asyncFedDR run makes it "not reproduced"; a diverged FedDR run
+    counts as infinitely bad (:mod:`fedcomp.experiments._verdict`).
+    """
     rule = ("same client updates: async_feddr's final objective < feddr's, reached at a "
             "simulated time <= feddr's")
-    nan = float("nan")
-    lower = asyn.get("objective", nan) < sync.get("objective", nan)
-    sooner = asyn.get("sim_time", nan) <= sync.get("sim_time", nan)
+    asyn, sync = entry(finals, "async_feddr"), {"feddr": entry(finals, "feddr")}
+    metrics = ("objective", "sim_time")
+    failed = cannot_judge({"async_feddr": asyn}, sync, metrics)
+    if failed:
+        return failed, rule
+    lower = value(asyn, "objective") < baseline(sync["feddr"], "objective")
+    sooner = value(asyn, "sim_time") <= baseline(sync["feddr"], "sim_time")
     if lower and sooner:
-        return "reproduced", rule
-    return ("partly (lower loss, but later)" if lower else "not reproduced"), rule
+        result = "reproduced"
+    else:
+        result = "partly (lower loss, but later)" if lower else "not reproduced"
+    return noted(result, sync, metrics), rule

@@ -55,6 +55,7 @@ from ..metrics._loggers import _format
 from ..reference import solve_reference
 from ..runtime import NonFiniteError, simulate, simulate_async, simulate_decentralized
 from ._sweep import expand_sweep
+from ._verdict import DIVERGED, SEEDS
 
 RESULT_COLUMNS = ["algorithm", "method", "batch_size", "seed", "round", "objective",
                   "optimality", "nnz", "grad_evals", "sample_grads", "prox_evals_client",
@@ -639,20 +640,25 @@ def final_metrics(summary: list[dict[str, Any]]) -> dict[tuple[str, ...], dict[s
 
     ``label`` is the algorithm entry's label (its name unless the config gives one),
     ``mode`` is ``"full"`` or ``"b<batch size>"``; the variant is appended when the
-    configuration has variants. Diverged runs are left out.
+    configuration has variants. The medians are over the seeds that converged; every key
+    also gets ``"diverged"`` and ``"seeds"``, how many of its seeds diverged and ran (a key
+    whose every seed diverged has only those two), so that a verdict rule sees a method
+    that diverged on some seeds (:mod:`fedcomp.experiments._verdict`) instead of the median
+    of its survivors.
     """
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for row in summary:
-        if row.get("status") != "ok":
-            continue
         key = (row["label"], row["batch_size"]) + (
             (row["variant"],) if "variant" in row else ())
         groups.setdefault(key, []).append(row)
     finals = {}
     for key, rows in groups.items():
-        numeric = {m for m in rows[0] if isinstance(rows[0][m], int | float)
-                   and not isinstance(rows[0][m], bool)}
-        finals[key] = {m: float(np.median([float(r[m]) for r in rows])) for m in numeric}
+        ok = [r for r in rows if r.get("status") == "ok"]
+        first: dict[str, Any] = ok[0] if ok else {}
+        numeric = {m for m, v in first.items()
+                   if isinstance(v, int | float) and not isinstance(v, bool)}
+        finals[key] = {m: float(np.median([float(r[m]) for r in ok])) for m in numeric}
+        finals[key] |= {DIVERGED: float(len(rows) - len(ok)), SEEDS: float(len(rows))}
     return finals
 
 

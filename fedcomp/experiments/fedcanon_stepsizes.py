@@ -19,6 +19,8 @@ import math
 import re
 from typing import Any
 
+from ._verdict import cannot_judge, entry, value
+
 BETA_FIXED, ALPHA_FIXED = 0.02, 0.05
 ALPHAS = (0.01, 0.02, 0.05, 0.1, 0.2)
 BETAS = (0.005, 0.01, 0.02, 0.05, 0.1)
@@ -66,25 +68,31 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
             ) -> tuple[str, str]:
     """Reproduced when α matters and β barely does, from the final prox-gradient norms.
 
-    ``finals`` maps ``(label, mode[, variant])`` to final metrics (median over seeds).
-    Rule: along the α sweep (β = 0.02) the final prox-gradient norm decreases with α and
-    the smallest α ends at least 3× above the largest; along the β sweep (α = 0.05, β
-    over a 20× range) the largest final norm is within 1.25× of the smallest. Partly when
-    only the α part holds.
+    ``finals`` maps ``(label, mode[, variant])`` to final metrics (median over seeds);
+    ``config`` (default :data:`CONFIG`) gives the sweep points that ran, its ``a<α>_b<β>``
+    labels. Rule: along the α sweep (β = 0.02) the final prox-gradient norm decreases with
+    α and the smallest α ends at least 3× above the largest; along the β sweep (α = 0.05,
+    β over a 20× range) the largest final norm is within 1.25× of the smallest. Partly when
+    only the α part holds. A configured point that diverged or is missing makes it "not
+    reproduced" (:mod:`fedcomp.experiments._verdict`): dropping it could leave a sweep
+    that looks monotone or flat.
     """
-    alpha_sweep: dict[float, float] = {}
-    beta_sweep: dict[float, float] = {}
-    for key, metrics in finals.items():
-        point = _parse(key[0])
-        if point is None:
-            continue
-        value = metrics.get("prox_grad_norm", float("nan"))
-        if math.isclose(point[1], BETA_FIXED):
-            alpha_sweep[point[0]] = value
-        if math.isclose(point[0], ALPHA_FIXED):
-            beta_sweep[point[1]] = value
     rule = ("alpha sweep: final prox-grad norm decreasing in alpha, smallest/largest alpha "
             ">= 3x; beta sweep: max/min <= 1.25")
+    labels = [e.get("label", e.get("name", "")) for e in (config or CONFIG)["algorithms"]]
+    points = {lab: point for lab in labels if (point := _parse(lab)) is not None}
+    runs = {lab: entry(finals, lab) for lab in points}
+    failed = cannot_judge(runs, None, "prox_grad_norm")
+    if failed:
+        return failed, rule
+    alpha_sweep: dict[float, float] = {}
+    beta_sweep: dict[float, float] = {}
+    for lab, (alpha, beta) in points.items():
+        norm = value(runs[lab], "prox_grad_norm")
+        if math.isclose(beta, BETA_FIXED):
+            alpha_sweep[alpha] = norm
+        if math.isclose(alpha, ALPHA_FIXED):
+            beta_sweep[beta] = norm
     if len(alpha_sweep) < 2 or len(beta_sweep) < 2:
         return "not reproduced", rule + " (sweeps incomplete)"
     by_alpha = [alpha_sweep[a] for a in sorted(alpha_sweep)]

@@ -25,7 +25,10 @@ as a forward–backward pass.
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any
+
+from ._verdict import baseline, cannot_judge, noted, problem, value
 
 CLAIM = ("Fig. 3 / TABLE V: at equal rounds FedCanon reaches at least the accuracy of FedMiD, "
          "FedDA and ZA1 while needing the least time (one prox per round instead of |S|K+1).")
@@ -104,38 +107,60 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None,
     fastest other method's, FedCanon *needs the least time* when ``ratio < 1/(1 + 0.1)``,
     ties when ``ratio`` is within ``[1/1.1, 1.1]`` and is slower above 1.1. Reproduced when
     accuracy holds and FedCanon is faster in every variant; partly when only one part
-    holds (a tie does not count as faster); not reproduced otherwise.
+    holds (a tie does not count as faster); not reproduced otherwise. A FedCanon run that
+    diverged or is missing makes it "not reproduced"; another method that diverged counts
+    as infinitely bad, least accurate and slowest (:mod:`fedcomp.experiments._verdict`).
     """
     def variant_of(key: tuple[str, ...]) -> str:
         return key[2] if len(key) > 2 else ""
 
+    variants = sorted({variant_of(key) for key in finals})
+
+    def name(label: str, variant: str) -> str:
+        return f"{label}_{variant}" if variant else label
+
+    rows = {v: {key[0]: m for key, m in finals.items() if variant_of(key) == v}
+            for v in variants}
+    proposed = {name("fedcanon", v): rows[v].get("fedcanon") for v in variants}
+    others = {v: {n: m for n, m in rows[v].items() if n != "fedcanon"} for v in variants}
+    baselines = {name(n, v): m for v in variants for n, m in others[v].items()}
+    remeasured = times is not None or config is not None
+    source = (f"best of {TIME_REPEATS} runs per method" if remeasured
+              else "single runs' wall_s")
+    rule = (f"every variant: FedCanon {accuracy} >= best other - {accuracy_tol}; FedCanon "
+            f"time / fastest other's < 1/{1 + TIME_TOL:g} ({source}; within "
+            f"[1/{1 + TIME_TOL:g}, {1 + TIME_TOL:g}] a tie)")
+    failed = cannot_judge(proposed, baselines, accuracy)
+    alone = [v or "base" for v in variants if not others[v]]
+    if alone and not failed:
+        failed = f"not reproduced (no baseline ran in {', '.join(alone)})"
+    if failed:  # before the re-timing: its result could not change the verdict
+        return failed, rule
     if times is None and config is not None:
         times = variant_times(config)
     accurate, ratios, seconds = True, {}, {}
-    for variant in sorted({variant_of(key) for key in finals}):
-        rows = {key[0]: m for key, m in finals.items() if variant_of(key) == variant}
-        if "fedcanon" not in rows or len(rows) < 2:
-            return "not reproduced", "FedCanon or every baseline missing"
-        others = [m for name, m in rows.items() if name != "fedcanon"]
-        accurate &= rows["fedcanon"][accuracy] >= max(
-            m[accuracy] for m in others) - accuracy_tol
-        spent = (times or {}).get(variant) or {name: m["wall_s"] for name, m in rows.items()}
-        rival = min((name for name in spent if name != "fedcanon"), key=spent.__getitem__)
+    for variant in variants:
+        accurate &= value(proposed[name("fedcanon", variant)], accuracy) >= max(
+            baseline(m, accuracy, higher_is_better=True)
+            for m in others[variant].values()) - accuracy_tol
+        spent = dict((times or {}).get(variant) or {n: m.get("wall_s", math.nan)
+                                                     for n, m in rows[variant].items()})
+        for n, m in others[variant].items():  # a diverged method has no training time
+            if problem(m, accuracy):
+                spent[n] = math.inf
+        rival = min((n for n in spent if n != "fedcanon"), key=spent.__getitem__)
         ratios[variant] = spent["fedcanon"] / spent[rival]
         seconds[variant] = f"{spent['fedcanon']:.2f} s vs {rival} {spent[rival]:.2f} s"
     faster = all(r < 1.0 / (1.0 + TIME_TOL) for r in ratios.values())
     slower = any(r > 1.0 + TIME_TOL for r in ratios.values())
     timing = "faster" if faster else ("slower" if slower else "tie")
-    source = (f"best of {TIME_REPEATS} runs per method" if times is not None
-              else "single runs' wall_s")
-    rule = (f"every variant: FedCanon {accuracy} >= best other - {accuracy_tol}; FedCanon "
-            f"time / fastest other's < 1/{1 + TIME_TOL:g} ({source}; within "
-            f"[1/{1 + TIME_TOL:g}, {1 + TIME_TOL:g}] a tie)")
     detail = (f"accuracy part {'holds' if accurate else 'fails'}, time part {timing}: "
               + ", ".join(f"{v or 'base'} {r:.2f}x ({seconds[v]})" for v, r in ratios.items()))
     if accurate and faster:
-        return "reproduced", f"{rule}; {detail}"
-    return ("partly" if accurate or faster else "not reproduced"), f"{rule}; {detail}"
+        result = "reproduced"
+    else:
+        result = "partly" if accurate or faster else "not reproduced"
+    return noted(result, baselines, accuracy), f"{rule}; {detail}"
 
 
 def variant_times(config: dict[str, Any], repeats: int = TIME_REPEATS
@@ -163,11 +188,12 @@ def _best_times(problem: Any, entries: list[dict[str, Any]], methods: tuple[str,
                 ) -> tuple[dict[str, float], dict[str, int]]:
     """Fastest ``wall_s`` of ``repeats`` runs per method and its prox evaluations."""
     from ..algorithms import make_algorithm
-    from ..runtime import simulate
+    from ..runtime import NonFiniteError, simulate
 
     by_name = {e["name"]: e for e in entries}
     times = dict.fromkeys(methods, float("inf"))
     prox = dict.fromkeys(methods, 0)
+    diverged: set[str] = set()
     # methods interleaved within each repeat: load from other processes hits all alike
     for _ in range(repeats):
         for name in methods:
@@ -175,8 +201,16 @@ def _best_times(problem: Any, entries: list[dict[str, Any]], methods: tuple[str,
                       if key not in ("name", "label")}
             if local_steps is not None:
                 params["local_steps"] = local_steps
-            run = simulate(make_algorithm(name, **params), problem, rounds, metrics=[],
-                           eval_every=rounds, progress=False)
+            if name in diverged:
+                continue
+            try:
+                run = simulate(make_algorithm(name, **params), problem, rounds, metrics=[],
+                               eval_every=rounds, progress=False)
+            except NonFiniteError:
+                # a method that diverges has no training time: it stays at inf (the verdict
+                # counts it as the slowest), and the run that called this still finishes
+                diverged.add(name)
+                continue
             times[name] = min(times[name], run.history[-1]["wall_s"])
             prox[name] = run.counters.prox_evals_client + run.counters.prox_evals_server
     return times, prox

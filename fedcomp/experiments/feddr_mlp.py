@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._toml import toml_config
+from ._verdict import baseline, cannot_judge, entry, noted, value
 
 NAME = "feddr_mlp"
 BASELINES = ("fedavg", "fedprox", "fedpd")
@@ -19,21 +20,41 @@ BASELINES = ("fedavg", "fedprox", "fedpd")
 
 def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
             ) -> tuple[str, str]:
-    """FedDR's final objective is the lowest in every variant (reproduced), in some (partly)."""
+    """FedDR's final objective is the lowest in every variant (reproduced), in some (partly).
+
+    A diverged or missing FedDR run makes it "not reproduced"; a diverged or missing
+    baseline counts as infinitely bad (:mod:`fedcomp.experiments._verdict`), but a variant
+    where no baseline ran is not won.
+    """
     variants = sorted({key[-1] for key in finals if len(key) > 2}) or [""]
-    lowest = []
-    for variant in variants:
-        objective = {key[0]: m.get("objective", float("nan")) for key, m in finals.items()
-                     if (key[-1] if len(key) > 2 else "") == variant}
-        others = [objective[name] for name in BASELINES if name in objective]
-        if "feddr" in objective and others and all(objective["feddr"] < v for v in others):
-            lowest.append(variant)
+
+    def name(label: str, variant: str) -> str:
+        return f"{label}_{variant}" if variant else label
+
+    def run(label: str, variant: str) -> Any:
+        return entry(finals, label, variant=variant or None)
+
+    proposed = {name("feddr", v): run("feddr", v) for v in variants}
+    baselines = {name(b, v): run(b, v) for v in variants for b in BASELINES}
     rule = "final objective of feddr < fedavg, fedprox and fedpd in every variant"
+    failed = cannot_judge(proposed, baselines, "objective")
+    if failed:
+        return failed, rule
+
+    def lowest_in(v: str) -> bool:
+        others = [baselines[name(b, v)] for b in BASELINES]
+        return any(m is not None for m in others) and all(
+            value(proposed[name("feddr", v)], "objective") < baseline(m, "objective")
+            for m in others)
+
+    lowest = [v for v in variants if lowest_in(v)]
     if len(lowest) == len(variants):
-        return "reproduced", rule
-    if lowest:
-        return f"partly (lowest in {', '.join(lowest)} only)", rule
-    return "not reproduced", rule
+        result = "reproduced"
+    elif lowest:
+        result = f"partly (lowest in {', '.join(lowest)} only)"
+    else:
+        result = "not reproduced"
+    return noted(result, baselines, "objective"), rule
 
 
 __getattr__ = toml_config(NAME)

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._verdict import baseline, cannot_judge, entry, noted, value
+
 CLAIM = "the GT methods (DFedDA-GT, DReFedDA-GT, MReFedDA-GT) lead in l1 error"
 
 #: "Below" means lower by at least this fraction; a smaller gap is a tie (the quick-size
@@ -31,20 +33,21 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
 
     Reproduced when every GT method ends with an ``l1_error`` at least :data:`MARGIN` (2 %)
     below every baseline's; partly when the best GT method is that far below the best
-    baseline; diverged runs count as infinitely bad.
+    baseline. A GT method that diverged or is missing makes it "not reproduced"; a
+    diverged or missing baseline counts as infinitely bad, and with no baseline at all
+    there is nothing to compare (:mod:`fedcomp.experiments._verdict`).
     """
-    def best(labels: tuple[str, ...]) -> list[float]:
-        out = []
-        for label in labels:
-            values = [m.get("l1_error", float("nan")) for key, m in finals.items()
-                      if key[0] == label]
-            values = [v for v in values if v == v]
-            out.append(min(values) if values else float("inf"))
-        return out
-
-    gt, base = best(GT_METHODS), best(BASELINES)
     rule = (f"l1 error: every GT method at least {MARGIN:.0%} below every baseline (partly: "
             "the best GT that far below the best)")
-    if max(gt) < (1 - MARGIN) * min(base):
-        return "reproduced", rule
-    return ("partly" if min(gt) < (1 - MARGIN) * min(base) else "not reproduced"), rule
+    proposed = {label: entry(finals, label) for label in GT_METHODS}
+    baselines = {label: entry(finals, label) for label in BASELINES}
+    failed = cannot_judge(proposed, baselines, "l1_error")
+    if failed:
+        return failed, rule
+    gt = [value(m, "l1_error") for m in proposed.values()]
+    best_baseline = min(baseline(m, "l1_error") for m in baselines.values())
+    if max(gt) < (1 - MARGIN) * best_baseline:
+        result = "reproduced"
+    else:
+        result = "partly" if min(gt) < (1 - MARGIN) * best_baseline else "not reproduced"
+    return noted(result, baselines, "l1_error"), rule

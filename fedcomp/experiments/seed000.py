@@ -48,6 +48,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..config import batch_modes, mode_name
+from ._verdict import baseline, cannot_judge, entry, noted, value
+
 CLAIM = ("Fig. 1 (left): with full gradients ZA1 converges exactly while FedMiD and FedDA stall "
          "at a client-drift floor; (right) with b = 20 ZA1 still ends lowest.")
 
@@ -97,17 +100,41 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
     """Reproduced / partly / not reproduced, from the final optimality per (label, mode).
 
     ``finals`` maps ``(label, mode)`` to the final metrics (median over seeds), as
-    :func:`fedcomp.experiments.final_metrics` builds it. Rule: reproduced when, with full
-    gradients, ZA1 ends ≤ 1e-6 while FedMiD and FedDA both end ≥ 1e-3, and with
-    minibatches ZA1 ends below both; partly when only the full-gradient part holds.
+    :func:`fedcomp.experiments.final_metrics` builds it; ``config`` (default
+    :data:`CONFIG`) names the minibatch modes that ran. Rule: reproduced when, with full
+    gradients, ZA1 ends ≤ 1e-6 while FedMiD and FedDA both end ≥ 1e-3, and in every
+    configured minibatch mode ZA1 ends below both; partly when only the full-gradient part
+    holds (or no minibatch mode is configured). A ZA1 run that diverged or is missing makes
+    it "not reproduced"; a diverged FedMiD or FedDA counts as infinitely far from x*
+    (:mod:`fedcomp.experiments._verdict`).
     """
-    def get(method: str, mode: str) -> float:
-        return finals.get((method, mode), {}).get("optimality", float("nan"))
+    cfg = config or CONFIG
+    # the configured modes, not the keys of finals: a mode whose runs all diverged or
+    # never ran must not pass the minibatch part vacuously
+    modes = [mode_name(b) for b in batch_modes(cfg)] if "batch_size" in cfg else ["full"]
+    minibatch = [m for m in modes if m != "full"]
 
-    full = get("za1", "full") <= 1e-6 and min(get("fedmid", "full"), get("fedda", "full")) >= 1e-3
-    modes = {key[1] for key in finals if key[1] != "full"}
-    stoch = all(get("za1", m) < min(get("fedmid", m), get("fedda", m)) for m in modes)
+    def name(label: str, mode: str) -> str:
+        return f"{label}_{mode}"
+
+    proposed = {name("za1", m): entry(finals, "za1", mode=m) for m in ["full", *minibatch]}
+    baselines = {name(b, m): entry(finals, b, mode=m) for m in ["full", *minibatch]
+                 for b in ("fedmid", "fedda")}
     rule = ("full gradients: ZA1 <= 1e-6 and FedMiD, FedDA >= 1e-3; minibatch: ZA1 lowest")
+    failed = cannot_judge(proposed, baselines, "optimality")
+    if failed:
+        return failed, rule
+
+    def floor(mode: str) -> float:  # the lower of FedMiD's and FedDA's final optimality
+        return min(baseline(baselines[name(b, mode)], "optimality") for b in ("fedmid", "fedda"))
+
+    full = value(proposed[name("za1", "full")], "optimality") <= 1e-6 and floor("full") >= 1e-3
+    stoch = bool(minibatch) and all(
+        value(proposed[name("za1", m)], "optimality") < floor(m) for m in minibatch)
     if full and stoch:
-        return "reproduced", rule
-    return ("partly" if full else "not reproduced"), rule
+        result = "reproduced"
+    elif full:
+        result = "partly" if minibatch else "partly (no minibatch mode configured)"
+    else:
+        result = "not reproduced"
+    return noted(result, baselines, "optimality"), rule

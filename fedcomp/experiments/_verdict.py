@@ -1,0 +1,162 @@
+"""The one policy every verdict rule applies to runs that diverged or did not run.
+
+A rule judges a paper's claim from final metrics (:func:`~fedcomp.experiments.final_metrics`:
+per run label, the median over the seeds that converged, plus :data:`DIVERGED` and
+:data:`SEEDS`, how many of its seeds diverged and ran). A median over the surviving seeds
+alone would let a method that diverged on most seeds "win", and a comparison with a run
+that is not there would pass or fail by accident (``min`` over NaN depends on the order).
+So every rule sorts its runs into the *proposed* ones (what the claim is about: ZA1, FedDR,
+the GT methods, a sweep point) and the *baselines*, and:
+
+* a proposed run that diverged on any seed, did not run, or has no value of the metric
+  (NaN) cannot support the claim: the verdict is ``"not reproduced (X diverged on 2 of 3
+  seeds)"`` (or ``"X missing"``, ``"X has no objective"``), from :func:`cannot_judge`;
+* a baseline that diverged on any seed or did not run is infinitely bad (:func:`baseline`:
+  ``+inf`` where lower is better, ``-inf`` where higher is): the proposed run beats it, and
+  :func:`noted` names it in the verdict, ``"reproduced (fedpd diverged)"``;
+* when no baseline ran at all there is nothing to compare: ``"not reproduced (no baseline
+  ran: ...)"``, never "reproduced".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+#: Keys :func:`~fedcomp.experiments.final_metrics` adds to every run label's final metrics:
+#: the number of its seeds that diverged, and of its seeds in all.
+DIVERGED, SEEDS = "diverged", "seeds"
+
+Finals = Mapping[tuple[str, ...], Mapping[str, float]]
+Entry = Mapping[str, float] | None
+
+
+def entry(finals: Finals, label: str, *, mode: str | None = None,
+          variant: str | None = None) -> Entry:
+    """The final metrics of run label ``label`` (in gradient ``mode`` and ``variant`` when
+    given), or None when it did not run.
+
+    Keys are ``(label, mode)`` or ``(label, mode, variant)``; the first match counts.
+
+    Examples
+    --------
+    >>> finals = {("za1", "full"): {"optimality": 1e-9}, ("za1", "b20"): {"optimality": 0.1}}
+    >>> entry(finals, "za1", mode="b20"), entry(finals, "fedmid")
+    ({'optimality': 0.1}, None)
+    """
+    for key, metrics in finals.items():
+        if (key[0] == label and (mode is None or key[1:2] == (mode,))
+                and (variant is None or (len(key) > 2 and key[-1] == variant))):
+            return metrics
+    return None
+
+
+def problem(metrics: Entry, metric: str | Sequence[str]) -> str:
+    """Why ``metrics`` cannot be compared on ``metric`` (one name or several); ``""`` when
+    it can.
+
+    ``"missing"`` (no run), ``"diverged"`` / ``"diverged on k of n seeds"`` (any diverged
+    seed: its median would hide it), ``"has no <metric>"`` (NaN: not recorded).
+
+    Examples
+    --------
+    >>> problem({"objective": 1.0, "diverged": 2, "seeds": 3}, "objective")
+    'diverged on 2 of 3 seeds'
+    >>> problem({"objective": float("nan")}, "objective"), problem(None, "objective")
+    ('has no objective', 'missing')
+    """
+    if metrics is None:
+        return "missing"
+    diverged, seeds = int(metrics.get(DIVERGED, 0)), int(metrics.get(SEEDS, 0))
+    if diverged:
+        return "diverged" if diverged >= seeds else f"diverged on {diverged} of {seeds} seeds"
+    for name in [metric] if isinstance(metric, str) else metric:
+        if math.isnan(metrics.get(name, math.nan)):
+            return f"has no {name}"
+    return ""
+
+
+def baseline(metrics: Entry, metric: str, *, higher_is_better: bool = False) -> float:
+    """A baseline's final ``metric``; infinitely bad when it diverged, did not run or has
+    no value (``+inf``, or ``-inf`` when ``higher_is_better``), so any proposed run beats it.
+
+    Examples
+    --------
+    >>> baseline({"objective": 0.5}, "objective"), baseline(None, "objective")
+    (0.5, inf)
+    >>> baseline({"diverged": 1, "seeds": 1}, "test_accuracy", higher_is_better=True)
+    -inf
+    """
+    if problem(metrics, metric):
+        return -math.inf if higher_is_better else math.inf
+    assert metrics is not None  # problem() says "missing" otherwise
+    return float(metrics[metric])
+
+
+def value(metrics: Entry, metric: str) -> float:
+    """A proposed run's final ``metric``, once :func:`cannot_judge` has passed (NaN if not
+    there, which no comparison accepts).
+
+    Examples
+    --------
+    >>> value({"objective": 0.5}, "objective"), value(None, "objective")
+    (0.5, nan)
+    """
+    return math.nan if metrics is None else float(metrics.get(metric, math.nan))
+
+
+def cannot_judge(proposed: Mapping[str, Entry], baselines: Mapping[str, Entry] | None,
+                 metric: str | Sequence[str]) -> str:
+    """The verdict when the claim cannot be judged, ``""`` when it can.
+
+    Parameters
+    ----------
+    proposed : mapping
+        Name (as the verdict shows it) → final metrics of every run the claim is about.
+    baselines : mapping or None
+        Name → final metrics (None: did not run) of the runs compared against; ``None``
+        for a claim without baselines (a sweep).
+    metric : str or sequence of str
+        What the proposed runs must have.
+
+    Returns
+    -------
+    str
+        ``"not reproduced (X diverged on 2 of 3 seeds; Y missing)"`` when a proposed run
+        cannot be used, ``"not reproduced (no baseline ran: a, b missing)"`` when no
+        baseline ran, else ``""``.
+
+    Examples
+    --------
+    >>> cannot_judge({"feddr": {"objective": 1.0}}, {"fedavg": None}, "objective")
+    'not reproduced (no baseline ran: fedavg missing)'
+    >>> cannot_judge({"feddr": {"diverged": 1, "seeds": 1}}, {"fedavg": None}, "objective")
+    'not reproduced (feddr diverged)'
+    """
+    failed = [f"{name} {why}" for name, m in proposed.items() if (why := problem(m, metric))]
+    if failed:
+        return f"not reproduced ({'; '.join(failed)})"
+    if baselines is not None and all(m is None for m in baselines.values()):
+        missing = f": {', '.join(baselines)} missing" if baselines else ""
+        return f"not reproduced (no baseline ran{missing})"
+    return ""
+
+
+def noted(verdict: str, baselines: Mapping[str, Entry], metric: str | Sequence[str]) -> str:
+    """``verdict`` naming the baselines counted as infinitely bad (see :func:`baseline`).
+
+    Examples
+    --------
+    >>> noted("reproduced", {"fedpd": {"diverged": 1, "seeds": 1}, "fedavg": {"x": 1.0}}, "x")
+    'reproduced (fedpd diverged)'
+    >>> noted("partly (FedPD ends lower)", {"fedavg": None}, "x")
+    'partly (FedPD ends lower; fedavg missing)'
+    >>> noted("reproduced", {"fedavg": {"x": 1.0}}, "x")
+    'reproduced'
+    """
+    bad = [f"{name} {why}" for name, m in baselines.items() if (why := problem(m, metric))]
+    if not bad:
+        return verdict
+    if verdict.endswith(")"):
+        return f"{verdict[:-1]}; {'; '.join(bad)})"
+    return f"{verdict} ({'; '.join(bad)})"
