@@ -1,7 +1,8 @@
 """Figures from a ``results.csv``: log-scale metric curves, one panel per setting.
 
 A setting is a gradient mode (full gradients or a batch size), and the variant when the
-experiment has several.
+experiment has several. Within a panel a curve is an algorithm and, for a ``--sweep`` run,
+one point of its grid (the swept keys of the run's ``config.json``).
 
 Needs matplotlib (the ``plot`` extra); imported lazily by the CLI.
 """
@@ -9,6 +10,7 @@ Needs matplotlib (the ``plot`` extra); imported lazily by the CLI.
 from __future__ import annotations
 
 import csv
+import json
 import math
 from collections import defaultdict
 from pathlib import Path
@@ -92,6 +94,69 @@ Y_LABELS = {"optimality": "optimality ||x - x*|| / ||x*|| (||x - x*|| if x* = 0)
             "consensus_error": "consensus error"}
 
 
+#: The round axis's label when a panel holds asynchronous runs: their ``round`` is the
+#: server step, one client's update each, while a synchronous round takes a whole cohort's.
+ASYNC_ROUND_LABEL = ("server updates (synchronous: one round of clients;\n"
+                     "asynchronous: one client's update)")
+
+
+def is_async(row: dict[str, Any]) -> bool:
+    """Whether a results row is an asynchronous run's (its ``max_delay`` is recorded).
+
+    The runner writes ``max_delay`` (the largest staleness applied so far) for asynchronous
+    runs only and leaves it empty in the synchronous rows of the same file.
+    """
+    value = row.get("max_delay")
+    return isinstance(value, float) and math.isfinite(value)
+
+
+def x_label(rows: list[dict[str, Any]], x_axis: str) -> str:
+    """The x axis label of a panel of ``rows``.
+
+    On the ``round`` axis a panel with asynchronous rows is labelled in server updates: an
+    asynchronous run's row ``round`` counts single-client updates, so 1000 of them equal
+    100 rounds of 10 clients; calling both "communication rounds" would hide that.
+    """
+    if x_axis == "round" and any(map(is_async, rows)):
+        return ASYNC_ROUND_LABEL
+    return X_LABELS.get(x_axis, x_axis)
+
+
+def sweep_keys(results: str | Path) -> list[str]:
+    """The swept columns of a run: the keys of ``config.json["sweep"]`` beside ``results``.
+
+    Empty when there is no ``config.json`` (a results.csv copied on its own) or no sweep.
+    """
+    meta = Path(results).parent / "config.json"
+    if not meta.is_file():
+        return []
+    try:
+        sweep = json.loads(meta.read_text()).get("sweep")
+    except (json.JSONDecodeError, AttributeError):  # not a run's config.json
+        return []
+    return list(sweep) if isinstance(sweep, dict) else []
+
+
+def _setting_value(value: Any) -> str:
+    """A swept value as the legend writes it (``0.01``, ``50``, ``l1``; floats from the CSV)."""
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def curve_key(row: dict[str, Any], keys: list[str]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """The curve a row belongs to within its panel: its algorithm and swept values.
+
+    Every point of a ``--sweep`` grid is tagged with the same algorithm label and keeps
+    its value in its own column; without the swept columns the grid's settings would be
+    merged into one median curve, shaded as if they were seeds.
+    """
+    return str(row["algorithm"]), tuple((k, _setting_value(row.get(k, ""))) for k in keys)
+
+
+def _setting_text(setting: tuple[tuple[str, str], ...]) -> str:
+    """``client_lr=0.01 rounds=50``: ``algorithm.`` (every algorithm's parameter) dropped."""
+    return " ".join(f"{k.removeprefix('algorithm.')}={v}" for k, v in setting)
+
+
 def x_value(row: dict[str, Any], x_axis: str) -> float:
     """A row's position on ``x_axis``; ``floats`` is floats sent up plus floats sent down."""
     if x_axis == "floats":
@@ -125,10 +190,13 @@ def plot_results(results: str | Path, out: str | Path, metric: str = "optimality
                  x_axis: str = "round", title: str = "", fallback: bool = True) -> Path:
     """Plot ``metric`` against ``x_axis``, one panel per (variant, gradient mode).
 
-    Curves are the median over seeds with the min–max spread shaded (:func:`seed_band`);
-    the y axis is logarithmic except for :data:`LINEAR_METRICS`. With ``fallback`` a metric
-    without finite values is replaced by ``objective``. ``title`` is the figure's title; each
-    panel is titled by its gradient mode. The figure is :func:`results_figure`'s.
+    Curves are the median over seeds with the min–max spread shaded (:func:`seed_band`),
+    one per algorithm and, for a ``--sweep`` run, per grid point (:func:`curve_key`; the
+    legend names the swept values); the y axis is logarithmic except for
+    :data:`LINEAR_METRICS`. A panel with asynchronous runs counts server updates on the
+    round axis (:func:`x_label`). With ``fallback`` a metric without finite values is
+    replaced by ``objective``. ``title`` is the figure's title; each panel is titled by its
+    gradient mode. The figure is :func:`results_figure`'s.
     """
     import matplotlib.pyplot as plt
 
@@ -152,6 +220,7 @@ def results_figure(results: str | Path, metric: str = "optimality", x_axis: str 
         raise ValueError(f"{results}: no rows to plot")
     if fallback:
         metric = choose_metric(rows, metric)
+    keys = sweep_keys(results)
     panels = sorted({_panel(r) for r in rows}, key=lambda p: (p[0], p[1] != "full", p[1]))
     # at most three panels a row: experiments with many variants wrap instead of stretching
     ncols = min(3, len(panels))
@@ -160,27 +229,30 @@ def results_figure(results: str | Path, metric: str = "optimality", x_axis: str 
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
     for ax, panel in zip(axes.flat, panels, strict=False):
-        curves: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        methods: dict[str, str] = {}
-        for r in rows:
-            if _panel(r) != panel:
-                continue
-            label = str(r["algorithm"])
-            methods[label] = str(r.get("method", label))
-            curves[label].append(r)
+        panel_rows = [r for r in rows if _panel(r) == panel]
+        curves: dict[tuple[str, tuple[tuple[str, str], ...]], list[dict[str, Any]]] = (
+            defaultdict(list))
+        methods: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
+        for r in panel_rows:
+            key = curve_key(r, keys)
+            methods[key] = str(r.get("method", key[0]))
+            curves[key].append(r)
         modes_differ = len({p[1] for p in panels}) > 1
-        # a sweep (one method, several labels) needs a color per label, not per method
+        # a sweep (one method, several labels or settings) needs a color per curve
         sweep = len(set(methods.values())) < len(methods)
-        for index, (label, label_rows) in enumerate(curves.items()):
-            xs, mid, lo, hi, seeds = seed_band(label_rows, metric, x_axis)
-            color = _FALLBACK[index % len(_FALLBACK)] if sweep else color_of(methods[label])
-            ax.plot(xs, mid, color=color, label=methods[label] if modes_differ else label)
+        for index, (key, curve_rows) in enumerate(curves.items()):
+            label, setting = key
+            xs, mid, lo, hi, seeds = seed_band(curve_rows, metric, x_axis)
+            color = _FALLBACK[index % len(_FALLBACK)] if sweep else color_of(methods[key])
+            name = methods[key] if modes_differ else label
+            ax.plot(xs, mid, color=color,
+                    label=f"{name} {_setting_text(setting)}" if setting else name)
             if seeds > 1:
                 ax.fill_between(xs, lo, hi, color=color, alpha=0.2, linewidth=0)
         ax.set_yscale("linear" if metric in LINEAR_METRICS else "log")
         if x_axis != "round":
             ax.set_xscale("log" if x_axis == "floats" else "linear")
-        ax.set_xlabel(X_LABELS.get(x_axis, x_axis))
+        ax.set_xlabel(x_label(panel_rows, x_axis))
         ax.set_ylabel(Y_LABELS.get(metric, metric))
         variant, mode = panel
         # not `title`: that is the figure's, set below as its suptitle

@@ -6,14 +6,17 @@ and ``DIR/report.md``. Per paper, and per experiment of that paper:
 
 * the claim being tested (the config's ``claim``: one sentence naming the paper's figure
   or table);
-* our figures — the main metric against communication rounds, floats communicated and
+* our figures — the main metric against communication rounds (server updates when
+  asynchronous runs are drawn: one is a single client's update), floats communicated and
   wall time (first against simulated time, with the objective, when the runs have an
   event clock: ``compute_times``), the median over seeds with the min–max seed spread
   shaded, one color per algorithm throughout the report
   (:func:`fedcomp.plotting.color_of`);
 * a table of final metrics, mean ± standard deviation over seeds;
-* the verdict — reproduced / partly / not reproduced — computed from those final numbers
-  by the experiment module's ``verdict`` rule, printed next to it.
+* the verdict — reproduced / partly / not reproduced — computed by the experiment
+  module's ``verdict`` rule from each final metric's median over seeds (diverged runs left
+  out; :func:`fedcomp.experiments._runner.final_metrics`), not from the table's means,
+  printed next to it. The report says so above its summary table (:data:`READING`).
 
 Resumable: an experiment whose ``summary.json`` exists for the same configuration is not
 rerun (its table, figures and verdict are rebuilt from the files), and an interrupted one
@@ -432,11 +435,20 @@ def _time_spent(results: list[ExperimentResult], seconds: float) -> str:
             f"the experiments took {sum(r.seconds for r in results):.0f} s when they ran.")
 
 
+#: How to read the report's numbers, printed above its summary table: the verdicts use the
+#: median over seeds (:func:`fedcomp.experiments._runner.final_metrics`), which the
+#: mean ± std tables do not show.
+READING = ("Figures: median over seeds, min–max spread shaded; one color per algorithm "
+           "throughout. Tables: final metrics, mean ± std over seeds. Verdicts: each "
+           "experiment's rule applied to the final metrics' median over seeds (diverged runs "
+           "left out).")
+
+
 def markdown_report(results: list[ExperimentResult], quick: bool, seconds: float) -> str:
     """The report as Markdown (images linked relative to the report directory)."""
     lines = ["# fedcomp reproduction report", "",
              f"{len(results)} experiments at {_scale(quick)}; {_time_spent(results, seconds)}",
-             "",
+             "", READING, "",
              "| experiment | paper | verdict | time (s) |", "|---|---|---|---:|"]
     for r in results:
         lines.append(f"| [{r.name}](#{r.name}) | {paper_of(r.name)} | {r.verdict} | "
@@ -488,9 +500,7 @@ def html_report(results: list[ExperimentResult], quick: bool, seconds: float) ->
              "<title>fedcomp reproduction report</title>", f"<style>{_CSS}</style></head><body>",
              "<h1>fedcomp reproduction report</h1>",
              f"<p>{len(results)} experiments at {esc(_scale(quick))}; "
-             f"{esc(_time_spent(results, seconds))} "
-             "Figures: median over seeds, min–max spread shaded; one color per algorithm "
-             "throughout.</p>", summary]
+             f"{esc(_time_spent(results, seconds))} {esc(READING)}</p>", summary]
     for paper, group in _by_paper(results).items():
         parts.append(f"<h2>{esc(paper)}: {esc(PAPERS.get(paper, 'other experiments'))}</h2>")
         for r in group:
@@ -516,6 +526,7 @@ def exit_status(results: list[ExperimentResult]) -> int:
     return int(any(r.error for r in results))
 
 
-__all__ = ["PAPERS", "ExperimentResult", "draw_figures", "experiment_configs", "exit_status",
-           "format_mean_std", "html_report", "judge", "markdown_report", "mean_std_table",
-           "paper_of", "run_or_reuse", "run_report", "verdict_class", "write_report"]
+__all__ = ["PAPERS", "READING", "ExperimentResult", "draw_figures", "experiment_configs",
+           "exit_status", "format_mean_std", "html_report", "judge", "markdown_report",
+           "mean_std_table", "paper_of", "run_or_reuse", "run_report", "verdict_class",
+           "write_report"]
