@@ -65,35 +65,32 @@ def test_code_init_converges_too():
 
 
 # --- exact special cases ---------------------------------------------------------------------
-def test_alpha_two_without_regularizer_is_fedsplit():
-    p = make_problem("least_squares", reg=Zero())
-    eta, rounds, n = 0.7, 15, p.n_clients
+def peaceman_rachford(p, eta, rounds):
+    """FedSplit (Pathak & Wainwright 2020) from FedDR's initial point, with the server prox
+    ``x̄ = prox_{ηg}(Σ π_i z_i)`` of the composite case (the identity for g = 0)."""
     x0 = np.zeros(p.param_shape)
-    # Peaceman-Rachford / FedSplit (Pathak & Wainwright 2020), from FedDR's initial point
-    z = np.array([2 * lstsq_prox(p, i, x0, eta) - x0 for i in range(n)])
+    z = np.array([2 * lstsq_prox(p, i, x0, eta) - x0 for i in range(p.n_clients)])
     xbar = x0
     for _ in range(rounds):
-        half = np.array([lstsq_prox(p, i, 2 * xbar - z[i], eta) for i in range(n)])
+        half = np.array([lstsq_prox(p, i, 2 * xbar - z[i], eta) for i in range(p.n_clients)])
         z = z + 2 * (half - xbar)
-        xbar = p.weights @ z
-    for alg in (feddr(eta=eta, alpha=2.0, local_solver="exact"), fedsplit(eta=eta)):
-        run = simulate(alg, p, rounds, metrics=[])
+        xbar = p.prox(p.weights @ z, eta)
+    return xbar
+
+
+def test_alpha_two_without_regularizer_is_fedsplit():
+    p = make_problem("least_squares", reg=Zero())
+    xbar = peaceman_rachford(p, 0.7, 15)
+    for alg in (feddr(eta=0.7, alpha=2.0, local_solver="exact"), fedsplit(eta=0.7)):
+        run = simulate(alg, p, 15, metrics=[])
         np.testing.assert_allclose(run.x, xbar, rtol=0, atol=1e-10)
 
 
 def test_alpha_two_with_l1_is_composite_fedsplit():
-    """The composite case: FedSplit's z-updates with the server prox x̄ = prox_{ηg}(Σ π_i z_i)."""
     p = Problem(LeastSquares(), L1(0.05), heterogeneous_data(5, 6, 0, labels="real"),
                 weighting="samples")
-    eta, rounds, n = 0.7, 15, p.n_clients
-    x0 = np.zeros(p.param_shape)
-    z = np.array([2 * lstsq_prox(p, i, x0, eta) - x0 for i in range(n)])
-    xbar = x0
-    for _ in range(rounds):
-        half = np.array([lstsq_prox(p, i, 2 * xbar - z[i], eta) for i in range(n)])
-        z = z + 2 * (half - xbar)
-        xbar = p.prox(p.weights @ z, eta)
-    run = simulate(fedsplit(eta=eta), p, rounds, metrics=[])
+    xbar = peaceman_rachford(p, 0.7, 15)
+    run = simulate(fedsplit(eta=0.7), p, 15, metrics=[])
     np.testing.assert_allclose(run.x, xbar, rtol=0, atol=1e-10)
     assert 0 < np.count_nonzero(xbar) < xbar.size  # the ℓ1 prox is active
 
