@@ -138,10 +138,34 @@ def weighted_sum(values: Array, weights: Array) -> Array:
 
 
 def model_norm(x: Array, param_ndim: int) -> Array:
-    """Euclidean (Frobenius) norm of each model in a block: shape ``x.shape[:-param_ndim]``."""
+    """Euclidean (Frobenius) norm of each model in a block (shape ``x.shape[:-param_ndim]``),
+    free of overflow and underflow.
+
+    ``sqrt(Σ x²)`` overflows once an entry exceeds ``sqrt(max)`` (1e154 in float64, 2e19 in
+    float32) and underflows to 0 below ``sqrt(tiny)``. Scaling each model by a power of
+    two ``2^k`` near ``max |x|`` first (as LAPACK's ``nrm2`` scales) avoids both, and since
+    multiplying by a power of two is exact the result is bit for bit the unscaled one
+    wherever that neither overflows nor underflows. That path runs only where the plain
+    ``sqrt(Σ x²)`` overflowed or lost precision (one host-side check per call).
+    """
     xp = namespace(x)
     axes = tuple(range(x.ndim - param_ndim, x.ndim))
-    return xp.sqrt(xp.sum(x * x, axis=axes))
+    finfo = xp.finfo(x.dtype)
+    sum_sq = xp.sum(x * x, axis=axes)
+    # the common case, at the plain cost: nothing overflowed and no sum lost precision in
+    # the subnormal range (a sum of exactly 0, whether x is 0 or its squares all underflowed,
+    # is harmless to every caller: such a model is inside any ball and below any threshold)
+    if bool(xp.all(xp.isfinite(sum_sq) & ((sum_sq >= finfo.smallest_normal) | (sum_sq == 0)))):
+        return xp.sqrt(sum_sq)
+    # max and min reduce without a temporary the size of x (unlike abs), and the square is
+    # taken in place: each large temporary costs more than a pass over x on NumPy
+    peak = xp.maximum(xp.max(x, axis=axes), -xp.min(x, axis=axes))
+    # clipped so that scale and 1/scale are finite (log2 of the largest float rounds up to
+    # the exponent limit); a zero model stays 0, an infinite one inf and a NaN NaN
+    scale = 2.0 ** xp.floor(xp.log2(xp.clip(peak, finfo.smallest_normal, 0.5 * finfo.max)))
+    scaled = x * expand_to(1.0 / scale, x.ndim)
+    scaled *= scaled
+    return scale * xp.sqrt(xp.sum(scaled, axis=axes))
 
 
 def model_sum(x: Array, param_ndim: int) -> Array:

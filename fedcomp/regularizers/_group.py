@@ -17,8 +17,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .._array import Array, asarray_like, namespace, per_client
-from ._base import check_nonnegative, check_param_ndim, euclidean_norm, flatten_models
+from .._array import Array, asarray_like, model_norm, namespace, per_client
+from ._base import check_nonnegative, check_param_ndim, flatten_models
 
 
 def _group_layout(groups: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -144,7 +144,7 @@ class GroupLasso:
         index = asarray_like(self._members.reshape(-1), flat, dtype=xp.int64)
         blocks = xp.take(padded, index, axis=-1)
         blocks = xp.reshape(blocks, (*flat.shape[:-1], *self._members.shape))
-        return euclidean_norm(blocks, 1)
+        return model_norm(blocks, 1)
 
     def value(self, x: Array) -> Array:
         xp = namespace(x)

@@ -25,12 +25,11 @@ from typing import Any, ClassVar
 
 import array_api_compat
 
-from .._array import Array, check_step, expand_to, namespace, per_client
+from .._array import Array, check_step, expand_to, model_norm, namespace, per_client
 from ._base import (
     check_nonnegative,
     check_param_ndim,
     check_positive,
-    euclidean_norm,
     feasibility_rtol,
     flatten_models,
     indicator_value,
@@ -42,7 +41,7 @@ from ._convex import soft_threshold
 def _project_l2_ball(x: Array, radius: float, param_ndim: int) -> Array:
     """Radial projection: ``x · radius / max(‖x‖, radius)`` (exactly ``x`` inside)."""
     xp = namespace(x)
-    norm = euclidean_norm(x, param_ndim)
+    norm = model_norm(x, param_ndim)
     return x * expand_to(radius / xp.maximum(norm, radius), x.ndim)
 
 
@@ -87,7 +86,7 @@ class L2Ball:
         return 0.0
 
     def value(self, x: Array) -> Array:
-        norm = euclidean_norm(x, self.param_ndim)
+        norm = model_norm(x, self.param_ndim)
         return indicator_value(norm <= self.radius * (1.0 + feasibility_rtol(x)), norm)
 
     def prox(self, x: Array, step: Any) -> Array:
@@ -306,7 +305,7 @@ class L1L2Ball:
     def value(self, x: Array) -> Array:
         xp = namespace(x)
         l1 = xp.sum(xp.abs(x), axis=model_axes(x, self.param_ndim))
-        norm = euclidean_norm(x, self.param_ndim)
+        norm = model_norm(x, self.param_ndim)
         inside = norm <= self.radius * (1.0 + feasibility_rtol(x))
         return self.alpha * l1 + indicator_value(inside, norm)
 
