@@ -440,8 +440,8 @@ def _time_spent(results: list[ExperimentResult], seconds: float) -> str:
 #: mean ± std tables do not show.
 READING = ("Figures: median over seeds, min–max spread shaded; one color per algorithm "
            "throughout. Tables: final metrics, mean ± std over seeds. Verdicts: each "
-           "experiment's rule applied to the final metrics' median over seeds (diverged runs "
-           "left out).")
+           "experiment's rule applied to the final metrics' median over the seeds that "
+           "converged; a method that diverged on any seed cannot win.")
 
 
 def markdown_report(results: list[ExperimentResult], quick: bool, seconds: float) -> str:
