@@ -556,26 +556,28 @@ def simulate(
                      getattr(run_clients, "client_states", None), counters)
 
 
+def _is_int(v: Any) -> bool:
+    """A Python or NumPy integer, not a bool."""
+    return isinstance(v, int | np.integer) and not isinstance(v, bool)
+
+
 def check_seed(seed: Any) -> None:
     """A run's seed is an integer ``>= 0`` (NumPy's client sampling takes no other)."""
-    if not (isinstance(seed, int | np.integer) and not isinstance(seed, bool) and seed >= 0):
+    if not (_is_int(seed) and seed >= 0):
         raise ValueError(f"seed must be a nonnegative integer (got seed={seed!r})")
 
 
 def _check_run_args(problem: Problem, rounds: Any, clients_per_round: Any, batch_size: Any,
                     eval_every: Any, seed: Any = 0) -> None:
-    def is_int(v: Any) -> bool:
-        return isinstance(v, int | np.integer) and not isinstance(v, bool)
-
     check_seed(seed)
-    if not (is_int(rounds) and rounds >= 0):
+    if not (_is_int(rounds) and rounds >= 0):
         raise ValueError(f"rounds must be a nonnegative integer (got {rounds!r})")
-    if clients_per_round is not None and not (is_int(clients_per_round)
+    if clients_per_round is not None and not (_is_int(clients_per_round)
                                               and 1 <= clients_per_round <= problem.n_clients):
         raise ValueError(f"clients_per_round must be an integer in 1..{problem.n_clients} or None "
                          f"for all clients (got {clients_per_round!r})")
-    if batch_size is not None and not (is_int(batch_size) and batch_size >= 1):
+    if batch_size is not None and not (_is_int(batch_size) and batch_size >= 1):
         raise ValueError(f"batch_size must be a positive integer or None for full gradients "
                          f"(got {batch_size!r})")
-    if not (is_int(eval_every) and eval_every >= 1):
+    if not (_is_int(eval_every) and eval_every >= 1):
         raise ValueError(f"eval_every must be a positive integer (got {eval_every!r})")
