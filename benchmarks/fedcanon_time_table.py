@@ -49,7 +49,7 @@ def main() -> None:
     rows = exp.time_table(rounds=args.rounds, repeats=args.repeats)
     print(f"l1 (iid, T={args.rounds}, best of {args.repeats}):\n")
     print(exp.time_table_markdown(rows))
-    scad = copy.deepcopy(exp.CONFIG)
+    scad = copy.deepcopy(load("fedcanon_vs_composite"))
     scad["regularizer"] = {"name": "scad", "alpha": 0.01, "a": 3.7}
     scad["algorithms"] = [e for e in scad["algorithms"] if e["name"] != "fedda"]
     rows = exp.time_table(scad, rounds=args.rounds, repeats=args.repeats,

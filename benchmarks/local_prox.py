@@ -21,8 +21,8 @@ import numpy as np
 
 from fedcomp import simulate
 from fedcomp.algorithms import feddr
-from fedcomp.config import build_problem, resolve
-from fedcomp.experiments import seed000
+from fedcomp.config import load
+from fedcomp.experiments import build_problem, resolve
 from fedcomp.losses import LeastSquares
 
 
@@ -41,7 +41,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    logistic = build_problem(resolve(seed000.CONFIG))
+    logistic = build_problem(resolve(load("seed000")).base)
     lstsq = dataclasses.replace(logistic, loss=LeastSquares(l2=0.01))
     results = {}
     for name, problem in [("logistic (Newton)", logistic), ("least squares (closed form)", lstsq)]:

@@ -20,8 +20,8 @@ import numpy as np
 
 from fedcomp import Problem, simulate
 from fedcomp.algorithms import make_algorithm
-from fedcomp.config import build_problem, resolve
-from fedcomp.experiments import seed000
+from fedcomp.config import load
+from fedcomp.experiments import build_problem, validate
 from fedcomp.runtime import auto_block_size
 
 
@@ -71,7 +71,7 @@ def main() -> None:
     parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args()
 
-    cfg = resolve(seed000.CONFIG)
+    cfg = validate(load("seed000"))
     problem = build_problem(cfg)
     entries = {e["name"]: {k: v for k, v in e.items() if k != "name"} for e in cfg["algorithms"]}
     local_steps = entries["za1"]["local_steps"]

@@ -72,9 +72,9 @@ def config(n_clients: int, n_features: int, rounds: int, backend: str = "numpy",
 
 def build(cfg: dict[str, Any]) -> Any:
     """The :class:`~fedcomp.Problem` of a benchmark configuration."""
-    from fedcomp.config import build_problem, resolve
+    from fedcomp.experiments import build_problem, resolve
 
-    return build_problem(resolve(cfg))
+    return build_problem(resolve(cfg).base)
 
 
 def _algorithm() -> Any:

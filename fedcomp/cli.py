@@ -1,5 +1,5 @@
-"""The ``fedcomp`` command line: ``run``, ``report``, ``list``, ``plot``, ``data``, ``flower``,
-``bench``.
+"""The ``fedcomp`` command line: ``run``, ``show``, ``report``, ``list``, ``best``, ``plot``,
+``data``, ``flower``, ``bench``.
 
 ``fedcomp run`` with no configuration runs the built-in default, the seed-000 comparison
 (ZA1 vs FedMiD vs FedDA, full gradients and minibatches), prints the table and writes
@@ -23,18 +23,21 @@ from . import __version__
 DEBUG_ENV = "FEDCOMP_DEBUG"
 
 
-def _load_config(spec: str | None) -> dict[str, Any]:
-    from .config import ConfigError, load
-    from .experiments import EXPERIMENTS
+#: The experiment ``fedcomp run`` runs without a configuration.
+DEFAULT_EXPERIMENT = "seed000"
 
-    if spec is None:
-        return dict(EXPERIMENTS["seed000"].CONFIG)
-    if spec in EXPERIMENTS and not Path(spec).exists():
-        return dict(EXPERIMENTS[spec].CONFIG)
-    if not Path(spec).exists():
-        raise ConfigError(f"{spec!r} is neither a config file nor a built-in experiment "
-                          f"({', '.join(sorted(EXPERIMENTS))})")
-    return load(spec)
+
+def _load_config(spec: str | None, assignments: list[str] | None = None,
+                 quick: bool = False) -> dict[str, Any]:
+    """The configuration a command names (a file or a built-in name), ``--set`` applied."""
+    from .config import apply_override, load, quick_config
+
+    config = load(spec or DEFAULT_EXPERIMENT)
+    if quick:
+        config = quick_config(config)
+    for assignment in assignments or []:
+        config = apply_override(config, assignment)
+    return config
 
 
 def default_jobs(n_tasks: int) -> int:
@@ -48,34 +51,31 @@ def resume_command(argv: list[str]) -> str:
     return "fedcomp " + " ".join(shlex.quote(a) for a in [*args, "--resume"])
 
 
-def check_config(config: dict[str, Any], seeds: list[int] | None = None) -> None:
-    """Validate ``config`` before anything is written (``seeds`` replace the config's).
+def resolve_run(config: dict[str, Any], seeds: list[int] | None,
+                sweep: list[tuple[str, list[str]]]) -> Any:
+    """What ``fedcomp run`` will run, checked before anything is written: an
+    :class:`~fedcomp.experiments.Experiment` (resolved once, then handed to the runner), or
+    for a timing experiment (``kind = "timing"``) the configuration its module checked."""
+    from .config import ConfigError
+    from .experiments import resolve
+    from .experiments._catalog import timing_module
 
-    A training configuration goes through :func:`fedcomp.config.resolve`; a timing one
-    (``kind = "timing"``) through its experiment's own ``check_config``.
-    """
-    from .config import ConfigError, resolve
-    from .experiments import TIMINGS
-
-    if config.get("kind") == "timing":
-        if config.get("name") not in TIMINGS:
-            raise ConfigError(f"kind = 'timing' needs name = one of {sorted(TIMINGS)} (got "
-                              f"{config.get('name')!r})")
-        TIMINGS[config["name"]].check_config(config)
-        return
-    resolve({**config, **({"seeds": seeds} if seeds is not None else {})})
+    if config.get("kind") != "timing":
+        return resolve(config, seeds=seeds, sweep=sweep)
+    if sweep or seeds is not None:
+        raise ConfigError(f"{config.get('name')} is a timing experiment: no --seeds or --sweep")
+    timing_module(config).check_config(config)
+    return config
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .config import apply_override, parse_seeds
-    from .experiments import expand_sweep, parse_sweep, run_experiment
+    from .config import parse_seeds, parse_sweep
+    from .experiments import Experiment, run_experiment
 
-    config = _load_config(args.config)
-    for assignment in args.set or []:
-        config = apply_override(config, assignment)
+    config = _load_config(args.config, args.set)
     seeds = parse_seeds(args.seeds) if args.seeds else None
     sweep = [parse_sweep(s) for s in args.sweep or []]
-    check_config(config, seeds)  # a bad config fails before anything is written
+    resolved = resolve_run(config, seeds, sweep)  # a bad config fails before anything is written
     out = Path(args.out) if args.out else Path("runs") / (
         f"{config.get('name', 'run')}-{time.strftime('%Y%m%d-%H%M%S')}")
     if (out / "results.csv").exists() and not args.resume:
@@ -83,21 +83,17 @@ def cmd_run(args: argparse.Namespace) -> int:
               "--resume to finish an interrupted run", file=sys.stderr)
         return 2
     jobs = args.jobs
-    if jobs is None:
-        n_seeds = len(seeds) if seeds is not None else len(
-            config.get("seeds", [0]) if config.get("kind") != "timing" else [0])
-        n_points = len(expand_sweep(config, sweep)) if sweep else 1
-        n_variants = max(1, len(config.get("variants") or []))
-        jobs = 1 if config.get("kind") == "timing" else default_jobs(
-            n_seeds * n_points * n_variants)
+    if jobs is None:  # one worker per (setting, seed), at most one per core
+        jobs = default_jobs(len(resolved.seeds) * len(resolved.settings)) if isinstance(
+            resolved, Experiment) else 1
     elif jobs < 1:
         print(f"error: --jobs must be at least 1 (got {jobs})", file=sys.stderr)
         return 2
     print(f"fedcomp {__version__}: running {config.get('name', '?')} -> {out}"
           f"{f' ({jobs} processes)' if jobs > 1 else ''}", file=sys.stderr)
     try:
-        summary = run_experiment(config, out, seeds=seeds, progress=not args.quiet and "auto",
-                                 sweep=sweep, jobs=jobs, resume=args.resume)
+        summary = run_experiment(resolved, out, progress=not args.quiet and "auto", jobs=jobs,
+                                 resume=args.resume)
     except KeyboardInterrupt:
         argv = args.argv if args.argv is not None else sys.argv[1:]
         print(f"\ninterrupted: finished runs are kept in {out}/ (results.csv, runs.jsonl); "
@@ -107,6 +103,27 @@ def cmd_run(args: argparse.Namespace) -> int:
           f"{', plot.png' if (out / 'plot.png').exists() else ''})", file=sys.stderr)
     failed = [r for r in summary if r.get("status", "ok") != "ok"]
     return 1 if failed else 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """Print an experiment's configuration: resolved (defaults filled in) or as shipped."""
+    from .config import experiment_source, to_toml
+    from .experiments import validate
+
+    if args.source:
+        if args.set or args.quick:
+            raise ValueError("--source prints the file as shipped: leave out --set and --quick")
+        print(experiment_source(args.config), end="")
+        return 0
+    config = _load_config(args.config, args.set, quick=args.quick)
+    if config.get("kind") == "timing":
+        from .experiments._catalog import timing_module
+
+        timing_module(config).check_config(config)
+        print(to_toml(config), end="")
+        return 0
+    print(to_toml(validate(config)), end="")
+    return 0
 
 
 def cmd_best(args: argparse.Namespace) -> int:
@@ -148,8 +165,19 @@ def _catalogue() -> dict[str, dict[str, str]]:
     }
 
 
+def _experiments() -> dict[str, str]:
+    """Every built-in experiment and the first sentence of its description."""
+    from .config import experiment_names, load
+
+    out = {}
+    for name in experiment_names():
+        text = " ".join(str(load(name).get("description", "")).split())
+        out[name] = text if len(text) <= 90 else text[:88].rsplit(" ", 1)[0] + " …"
+    return out
+
+
 def cmd_list(args: argparse.Namespace) -> int:
-    catalogue = _catalogue()
+    catalogue = {**_catalogue(), "experiments": _experiments()}
     kinds = [args.kind] if args.kind else list(catalogue)
     for kind in kinds:
         print(f"{kind}:")
@@ -236,12 +264,7 @@ def _add_data(sub: Any) -> None:
 
 
 def _flower_config(args: argparse.Namespace) -> dict[str, Any]:
-    from .config import apply_override
-
-    config = _load_config(args.config)
-    for assignment in args.set or []:
-        config = apply_override(config, assignment)
-    return config
+    return _load_config(args.config, args.set)
 
 
 def _import_flower() -> Any:
@@ -428,7 +451,7 @@ errors:
 
     report = sub.add_parser(
         "report", help="run every paper experiment and write an HTML/Markdown report",
-        description="Run every configs/*.toml experiment (reduced sizes with --quick) and write "
+        description="Run every built-in experiment (reduced sizes with --quick) and write "
                     "DIR/index.html and DIR/report.md: per paper the claim, figures, final "
                     "metrics (mean ± std over seeds) and a verdict computed by a stated rule. "
                     "Experiments already finished in DIR with the same config are not rerun.")
@@ -439,10 +462,25 @@ errors:
     report.add_argument("--seeds", metavar="START:STOP", help="override every config's seeds")
     report.set_defaults(func=cmd_report)
 
-    lst = sub.add_parser("list", help="list algorithms, regularizers, losses, datasets, ...")
+    lst = sub.add_parser("list", help="list algorithms, regularizers, losses, datasets, "
+                         "experiments, ...")
     lst.add_argument("kind", nargs="?", choices=["algorithms", "regularizers", "losses",
-                                                 "datasets", "partitioners", "metrics"])
+                                                 "datasets", "partitioners", "metrics",
+                                                 "topologies", "experiments"])
     lst.set_defaults(func=cmd_list)
+
+    show = sub.add_parser("show", help="print an experiment's resolved configuration (TOML)",
+                          description="Print a configuration as TOML with every default filled "
+                                      "in (what 'fedcomp run' would run), or the shipped file "
+                                      "with its comments (--source). Save it, edit it, and "
+                                      "run the file.")
+    show.add_argument("config", help="a built-in experiment name or CONFIG.toml")
+    show.add_argument("--set", action="append", metavar="KEY=VALUE",
+                      help="override a config value first (repeatable)")
+    show.add_argument("--quick", action="store_true", help="with its [quick] reduced sizes")
+    show.add_argument("--source", action="store_true", help="the built-in experiment's TOML "
+                      "file as shipped, comments included")
+    show.set_defaults(func=cmd_show)
 
     plot = sub.add_parser("plot", help="plot results.csv of a run directory")
     plot.add_argument("dir", help="a directory written by 'fedcomp run'")

@@ -1,4 +1,10 @@
-"""Experiment configurations: TOML files (or dicts), dotted overrides, validation, building.
+"""Experiment configurations as data: loading, overrides, quick sizes, sweeps, variants.
+
+The first stage of the experiment pipeline (``docs/ARCHITECTURE.md``): pure dict algebra
+over TOML configurations. Nothing here validates a whole configuration or builds anything;
+:func:`fedcomp.experiments.resolve` turns the result into a typed, frozen
+:class:`~fedcomp.experiments.Experiment`. Every built-in experiment is one TOML file shipped
+inside the package (``fedcomp/configs/NAME.toml``), loaded by name: ``load("seed000")``.
 
 A configuration names the data, the problem (loss, regularizer, client weighting), the
 algorithms with their hyperparameters, and the run settings::
@@ -61,77 +67,134 @@ the data set's keys)::
 Every pooled loader takes ``n_clients``, ``partition`` and ``seed`` (built on
 ``fedcomp.data.federate``), so a new loader or partitioner needs no change here.
 
-Unknown names fail with the list of valid ones; unknown keys fail with the accepted keys.
+Unknown names fail with the list of valid ones; unknown keys fail with the accepted keys
+(checked by :func:`fedcomp.experiments.resolve`).
 """
 
 from __future__ import annotations
 
 import copy
 import inspect
-import numbers
+import itertools
 import tomllib
+from importlib import resources
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
 import numpy as np
 
+#: Top-level keys of a training configuration.
 TOP_LEVEL_KEYS = {"name", "description", "rounds", "eval_every", "seeds", "batch_size",
                   "clients_per_round", "client_block", "metrics", "data", "problem",
                   "regularizer", "algorithms", "reference", "claim", "variants", "topology",
                   "streaming", "compute_times", "backend", "client_state", "quick"}
+
+#: The order :func:`to_toml` writes the top-level keys in (tables after the values).
+KEY_ORDER = ("name", "kind", "description", "claim", "rounds", "eval_every", "seeds",
+             "batch_size", "clients_per_round", "client_block", "metrics", "reference",
+             "backend", "client_state", "streaming", "compute_times", "data", "problem",
+             "regularizer", "topology", "algorithms", "variants", "quick")
 
 #: What a ``[[variants]]`` entry may override.
 VARIANT_KEYS = {"data", "problem", "regularizer", "algorithms", "rounds", "eval_every",
                 "batch_size", "clients_per_round", "client_block", "topology", "streaming",
                 "compute_times", "client_state"}
 
-#: Keys of the ``[topology]`` table that configure evaluation, not the graph.
-TOPOLOGY_EVAL_KEYS = {"evaluate_on", "node", "sparsity"}
-
-DEFAULTS: dict[str, Any] = {
-    "description": "",
-    "eval_every": 1,
-    "seeds": [0],
-    "batch_size": "full",
-    "clients_per_round": None,
-    "client_block": "auto",
-    "metrics": ["objective", "optimality", "nnz"],
-    "reference": True,
-    "claim": "",
-    "variants": [],
-    "topology": None,
-    "streaming": False,
-    "compute_times": None,
-    "backend": "auto",
-    "client_state": "memory",
-}
-
-#: Losses whose model has one column per class: they need ``data.n_classes``.
-CLASS_LOSSES = ("softmax",)
-
-#: ``client_state`` values: stacked client states in RAM, or memory-mapped ``.npy`` files
-#: (for populations whose state does not fit in memory; see ``fedcomp.simulate``).
-CLIENT_STATES = ("memory", "disk")
-
-#: ``backend`` values: where the data and models live (``auto``: torch float32 for
-#: ``torch_model`` losses, NumPy float64 otherwise).
-BACKENDS = ("auto", "numpy", "torch", "torch-float64", "cuda")
-
 
 class ConfigError(ValueError):
     """An invalid experiment configuration (the message names the key and the fix)."""
 
 
-def load(path: str | Path) -> dict[str, Any]:
-    """Read a TOML configuration file into a dict."""
-    path = Path(path)
-    if not path.exists():
-        raise ConfigError(f"config file {str(path)!r} does not exist")
-    with path.open("rb") as f:
-        try:
-            return tomllib.load(f)
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+
+
+def experiment_names() -> list[str]:
+    """The built-in experiments: the TOML files shipped in ``fedcomp/configs/``, by name.
+
+    Examples
+    --------
+    >>> "seed000" in experiment_names()
+    True
+    """
+    folder = resources.files("fedcomp") / "configs"
+    return sorted(item.name.removesuffix(".toml") for item in folder.iterdir()
+                  if item.name.endswith(".toml"))
+
+
+def experiment_source(name: str) -> str:
+    """The text of the built-in experiment ``name`` (its TOML file, comments included)."""
+    if name not in experiment_names():
+        raise ConfigError(f"no built-in experiment {name!r}; built-in: "
+                          f"{', '.join(experiment_names())}")
+    return (resources.files("fedcomp") / "configs" / f"{name}.toml").read_text(encoding="utf-8")
+
+
+def _looks_like_path(spec: str) -> bool:
+    return spec.endswith(".toml") or "/" in spec or "\\" in spec
+
+
+def load(spec: str | Path) -> dict[str, Any]:
+    """A configuration as a dict: from a TOML file, or a built-in experiment by name.
+
+    ``spec`` is a path when such a file exists (or it ends in ``.toml`` or contains a
+    directory separator), otherwise the name of a built-in experiment
+    (:func:`experiment_names`).
+
+    Raises
+    ------
+    ConfigError
+        A missing file, invalid TOML (naming the file), or an unknown name (listing the
+        built-in ones).
+
+    Examples
+    --------
+    >>> load("seed000")["rounds"]
+    500
+    """
+    path = Path(spec)
+    if path.is_file() or _looks_like_path(str(spec)):
+        if not path.exists():
+            raise ConfigError(f"config file {str(path)!r} does not exist; give a TOML file or "
+                              f"a built-in experiment ({', '.join(experiment_names())})")
+        text, where = path.read_bytes(), str(path)
+    elif str(spec) in experiment_names():
+        text, where = experiment_source(str(spec)).encode(), f"fedcomp/configs/{spec}.toml"
+    else:
+        raise ConfigError(f"{str(spec)!r} is neither a config file nor a built-in experiment "
+                          f"({', '.join(experiment_names())})")
+    try:
+        return tomllib.loads(text.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                          "save the configuration as UTF-8") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{where}: invalid TOML: {exc}") from None
+
+
+def to_toml(config: dict[str, Any]) -> str:
+    """A configuration as TOML text (``None`` values, which TOML cannot hold, left out).
+
+    Examples
+    --------
+    >>> print(to_toml({"name": "x", "rounds": 3, "topology": None, "data": {"seed": 0}}))
+    name = "x"
+    rounds = 3
+    <BLANKLINE>
+    [data]
+    seed = 0
+    <BLANKLINE>
+    """
+    import tomli_w
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items() if v is not None}
+        if isinstance(value, list | tuple):
+            return [clean(v) for v in value if v is not None]
+        return value
+
+    order = {key: i for i, key in enumerate(KEY_ORDER)}
+    ordered = dict(sorted(config.items(), key=lambda item: order.get(item[0], len(order))))
+    return tomli_w.dumps(clean(to_jsonable(ordered)))
 
 
 def parse_value(text: str) -> Any:
@@ -298,116 +361,6 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
-def _check_keys(table: dict[str, Any], accepted: set[str], where: str) -> None:
-    unknown = sorted(set(table) - accepted)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {unknown}; accepted: {sorted(accepted)}")
-
-
-def _check_table(value: Any, key: str, example: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise ConfigError(f"{key} must be a table such as {example} (got {value!r})")
-    return value
-
-
-def _is_integer(value: Any) -> TypeGuard[int]:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _is_real(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def _is_number_text(value: Any) -> bool:
-    """Whether ``value`` is a quoted number (``"0.1"``): the fix is to drop the quotes."""
-    try:
-        float(value)
-    except (TypeError, ValueError):
-        return False
-    return isinstance(value, str)
-
-
-def _check_types(table: dict[str, Any], factory: Any, where: str) -> None:
-    """Integers and numbers where ``factory``'s signature says ``int`` or ``float``.
-
-    The factories take the values as they are: a float ``n_clients = 2.5`` would be cut
-    to 2 clients (or fail deep inside NumPy), a string ``alpha = "0.1"`` fail on the first
-    arithmetic; here the message names the key. A ``seed`` must also be non-negative.
-    """
-    params = inspect.signature(factory).parameters
-    for key, value in table.items():
-        if key not in params:
-            continue
-        annotation = params[key].annotation  # a string under ``from __future__ import``
-        annotation = getattr(annotation, "__name__", str(annotation)).replace(" ", "")
-        quotes = f"; write it without quotes: {key} = {value}" if _is_number_text(value) else ""
-        if annotation in ("int", "int|None") and not (
-                _is_integer(value) or (value is None and annotation == "int|None")):
-            raise ConfigError(f"{where}.{key} must be an integer (got {value!r}){quotes}")
-        if annotation in ("float", "float|None") and not (
-                _is_real(value) or (value is None and annotation == "float|None")):
-            raise ConfigError(f"{where}.{key} must be a number (got {value!r}){quotes}")
-        if key == "seed" and _is_integer(value) and value < 0:
-            raise ConfigError(f"{where}.seed must be a non-negative integer (got {value!r})")
-
-
-def _check_seeds(seeds: Any) -> None:
-    if not (isinstance(seeds, list) and seeds and all(_is_integer(s) and s >= 0
-                                                       for s in seeds)):
-        raise ConfigError(f"seeds must be a non-empty list of non-negative integers, e.g. "
-                          f"seeds = [0, 1, 2] (got {seeds!r})")
-
-
-def _reference_settings(value: Any) -> dict[str, Any] | None:
-    """``reference = true | false`` or a table ``{tol = 1e-13}`` → settings or ``None``."""
-    if value is False or value is None:
-        return None
-    if value is True:
-        return {"tol": 1e-10}
-    if isinstance(value, dict):
-        _check_keys(value, {"tol"}, "reference")
-        tol = value.get("tol", 1e-10)
-        if not (isinstance(tol, int | float) and 0 < tol < 1):
-            raise ConfigError(f"reference.tol must be a number in (0, 1) (got {tol!r})")
-        return {"tol": float(tol)}
-    raise ConfigError(f"reference must be true, false or a table {{tol = ...}} (got {value!r})")
-
-
-def _batch_modes(value: Any) -> list[int | None]:
-    values = value if isinstance(value, list) else [value]
-    modes: list[int | None] = []
-    for v in values:
-        if v in ("full", None, 0):
-            modes.append(None)
-        elif isinstance(v, int) and not isinstance(v, bool) and v > 0:
-            modes.append(v)
-        else:
-            raise ConfigError(f"batch_size entries must be 'full' or a positive integer "
-                              f"(got {v!r})")
-    return modes
-
-
-def resolve(config: dict[str, Any]) -> dict[str, Any]:
-    """Validate a configuration and fill in defaults (returns a new dict)."""
-
-    cfg = {**copy.deepcopy(DEFAULTS), **copy.deepcopy(config)}
-    _check_keys(cfg, TOP_LEVEL_KEYS, "config")
-    cfg.pop("quick", None)  # how the config shrinks for --quick (see quick_config)
-    for key in ("name", "rounds", "data", "problem", "regularizer", "algorithms"):
-        if key not in cfg:
-            raise ConfigError(f"config: missing required key {key!r}")
-    if "reference" not in config and cfg["problem"].get("loss") == "torch_model":
-        cfg["reference"] = False  # a network has no centralized x* to compare against
-    if cfg["backend"] not in BACKENDS:
-        raise ConfigError(f"backend: unknown backend {cfg['backend']!r}; valid: {list(BACKENDS)}")
-    if cfg["client_state"] not in CLIENT_STATES:
-        raise ConfigError(f"client_state: unknown value {cfg['client_state']!r}; valid: "
-                          f"{list(CLIENT_STATES)} ('disk' keeps client states in memory-mapped "
-                          "files)")
-    cfg["reference"] = _reference_settings(cfg["reference"])
-    _check_setting(cfg)
-    _check_variants(cfg)
-    return cfg
 
 
 def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -421,22 +374,6 @@ def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any
     return out
 
 
-def _check_variants(cfg: dict[str, Any]) -> None:
-    variants = cfg["variants"]
-    if not isinstance(variants, list):
-        raise ConfigError("variants must be a list of tables ([[variants]] entries)")
-    labels = []
-    for entry in variants:
-        if not isinstance(entry, dict) or not isinstance(entry.get("label"), str):
-            raise ConfigError(f"variants: every entry needs a string 'label' (got {entry!r})")
-        _check_keys(entry, {"label", *VARIANT_KEYS}, f"variants ({entry['label']})")
-        labels.append(entry["label"])
-        try:
-            _check_setting(merge_variant(cfg, entry))
-        except ConfigError as exc:
-            raise ConfigError(f"variants ({entry['label']}): {exc}") from exc
-    if len(set(labels)) != len(labels):
-        raise ConfigError(f"variants: labels must be unique (got {labels})")
 
 
 def variant_settings(cfg: dict[str, Any]) -> list[tuple[str | None, dict[str, Any]]]:
@@ -480,251 +417,126 @@ def merge_variant(cfg: dict[str, Any], variant: dict[str, Any]) -> dict[str, Any
     return merged
 
 
-def _check_compute_times(value: Any) -> None:
-    """``compute_times = {mean = ..., distribution = ...}`` (see ``ComputeTimes``) or absent."""
-    if value is None:
-        return
-    from .runtime import ComputeTimes
+def parse_sweep(assignment: str) -> tuple[str, list[str]]:
+    """``"algorithm.client_lr=0.01,0.1"`` → ``("algorithm.client_lr", ["0.01", "0.1"])``.
 
-    if not isinstance(value, dict):
-        raise ConfigError(f"compute_times must be a table such as {{mean = 1.0, distribution = "
-                          f"'exponential'}} (got {value!r})")
-    try:
-        ComputeTimes(**value)
-    except TypeError as exc:
-        raise ConfigError(f"compute_times: {exc}; accepted: mean, distribution, spread, "
-                          "slow_fraction, slowdown") from exc
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
+    The values stay text: they are parsed like ``--set`` values when applied.
 
-
-def _check_setting(cfg: dict[str, Any]) -> None:
-    """Validate one setting (the base config, or a variant merged over it)."""
-    from .algorithms import ALGORITHMS, DECENTRALIZED
-    from .data import DATASETS, SAMPLERS
-    from .losses import LOSSES
-    from .metrics import METRICS
-    from .regularizers import REGULARIZERS
-
-    _check_compute_times(cfg.get("compute_times"))
-    if not (isinstance(cfg["rounds"], int) and not isinstance(cfg["rounds"], bool)
-            and cfg["rounds"] >= 1):
-        raise ConfigError(f"config: rounds must be a positive integer (got {cfg['rounds']!r})")
-    _check_seeds(cfg["seeds"])
-    _batch_modes(cfg["batch_size"])
-    for metric in cfg["metrics"]:
-        if metric not in METRICS:
-            raise ConfigError(f"config: unknown metric {metric!r}; valid: {sorted(METRICS)}")
-
-    data = _check_table(cfg["data"], "data", '{generator = "breast_cancer", n_clients = 10}')
-    if data.get("generator") not in DATASETS:
-        raise ConfigError(f"data.generator: unknown dataset {data.get('generator')!r}; valid: "
-                          f"{sorted(DATASETS)}")
-    _check_keys(data, {"generator", *inspect.signature(DATASETS[data['generator']]).parameters},
-                f"data ({data['generator']})")
-    _check_types(data, DATASETS[data["generator"]], "data")
-    if "partition" in data:
-        from .data import PARTITIONERS, partition_spec
-
-        try:
-            name, params = partition_spec(data["partition"])
-        except ValueError as exc:
-            raise ConfigError(f"data.partition: {exc}") from exc
-        _check_types(params, PARTITIONERS[name], "data.partition")
-
-    problem = _check_table(cfg["problem"], "problem", '{loss = "logistic"}')
-    if problem.get("loss") not in LOSSES:
-        raise ConfigError(f"problem.loss: unknown loss {problem.get('loss')!r}; valid: "
-                          f"{sorted(LOSSES)}")
-    loss_params = set(inspect.signature(LOSSES[problem["loss"]]).parameters)
-    _check_keys(problem, {"loss", "weighting", *loss_params}, f"problem ({problem['loss']})")
-    _check_types(problem, LOSSES[problem["loss"]], "problem")
-    n_classes = data.get("n_classes")
-    if problem["loss"] in CLASS_LOSSES and not (_is_integer(n_classes) and n_classes > 2):
-        raise ConfigError(f"problem.loss = {problem['loss']!r} shapes a (features x classes) "
-                          f"model: set data.n_classes = K, the number of classes (K >= 3; got "
-                          f"{n_classes!r}); for two classes use loss = 'logistic'")
-
-    reg = _check_table(cfg["regularizer"], "regularizer", '{name = "l1", alpha = 1e-4}')
-    if reg.get("name") not in REGULARIZERS:
-        raise ConfigError(f"regularizer.name: unknown regularizer {reg.get('name')!r}; valid: "
-                          f"{sorted(REGULARIZERS)}")
-    reg_params = set(inspect.signature(REGULARIZERS[reg["name"]]).parameters)
-    _check_keys(reg, {"name", "scope", *reg_params}, f"regularizer ({reg['name']})")
-    _check_types(reg, REGULARIZERS[reg["name"]], "regularizer")
-    if reg.get("scope", "all") not in ("all", "weights"):
-        raise ConfigError(f"regularizer.scope must be 'all' or 'weights' (network weights and "
-                          f"kernels, not biases); got {reg['scope']!r}")
-    if reg.get("scope") == "weights" and problem["loss"] != "torch_model":
-        raise ConfigError("regularizer.scope = 'weights' needs a network (loss = "
-                          "'torch_model'); other models have no biases to leave out")
-
-    if cfg.get("streaming") and data["generator"] not in SAMPLERS:
-        streamable = sorted(SAMPLERS)
-        raise ConfigError(f"streaming = true needs a generator with a sampler ({streamable}); "
-                          f"{data['generator']!r} has none")
-    _check_topology(cfg.get("topology"))
-    if not cfg["algorithms"]:
-        raise ConfigError("config: algorithms is empty; add at least one [[algorithms]] entry")
-    labels = []
-    for entry in cfg["algorithms"]:
-        name = entry.get("name")
-        if name not in ALGORITHMS and name not in DECENTRALIZED:
-            raise ConfigError(f"algorithms: unknown algorithm {name!r}; valid: "
-                              f"{sorted([*ALGORITHMS, *DECENTRALIZED])}")
-        if name in DECENTRALIZED and not cfg.get("topology"):
-            raise ConfigError(f"algorithms ({name}) is decentralized: add a [topology] table, "
-                              'e.g. topology = { name = "chain" }')
-        accepted = set(inspect.signature(ALGORITHMS.get(name) or DECENTRALIZED[name]
-                                         ).parameters)
-        # clients_per_round per entry: an algorithm defined for full participation (FedPD)
-        # runs beside sampled ones, as in the FedDR paper's comparisons
-        _check_keys(entry, {"name", "label", "clients_per_round", *accepted},
-                    f"algorithms ({name})")
-        _check_types(entry, ALGORITHMS.get(name) or DECENTRALIZED[name],
-                     f"algorithms.{entry.get('label', name)}")
-        labels.append(entry.get("label", name))
-    if len(set(labels)) != len(labels):
-        raise ConfigError(f"algorithms: labels must be unique (got {labels}); give repeated "
-                          "algorithms a distinct 'label'")
-    _check_client_state(cfg)
-
-
-def _check_client_state(cfg: dict[str, Any]) -> None:
-    """``client_state = "disk"`` (memory-mapped NumPy states) fits NumPy, synchronous runs only."""
-    from .algorithms import DECENTRALIZED
-    from .experiments._runner import async_entries
-
-    if cfg.get("client_state", "memory") != "disk":
-        return
-    if cfg["problem"].get("loss") == "torch_model" or cfg["backend"] in ("torch", "torch-float64",
-                                                                          "cuda"):
-        raise ConfigError("client_state = 'disk' keeps NumPy client states in memory-mapped "
-                          "files: use backend = 'numpy' (not torch or a network), or "
-                          "client_state = 'memory'")
-    other_engines = [entry["name"] for entry in cfg["algorithms"]
-                     if entry["name"] in DECENTRALIZED]
-    other_engines += [entry["name"] for entry in async_entries(cfg)]
-    if other_engines:
-        raise ConfigError(f"client_state = 'disk' applies to synchronous rounds of the "
-                          f"simulator; algorithms ({other_engines[0]}) runs on another engine "
-                          "(decentralized or asynchronous): use client_state = 'memory'")
-
-
-def _check_topology(table: Any) -> None:
-    from .topology import TOPOLOGIES
-
-    if table is None:
-        return
-    if not isinstance(table, dict) or "name" not in table:
-        raise ConfigError(f'topology must be a table with a name, e.g. {{ name = "chain" }} '
-                          f"(got {table!r})")
-    name = table["name"]
-    if name in TOPOLOGIES:
-        params = set(inspect.signature(TOPOLOGIES[name]).parameters) - {"n_nodes"}
-    elif name in ("grid", "matrix"):
-        params = {"rows"} if name == "grid" else {"mixing"}
-    else:
-        raise ConfigError(f"topology.name: unknown topology {name!r}; valid: "
-                          f"{sorted([*TOPOLOGIES, 'grid', 'matrix'])}")
-    _check_keys(table, {"name", *params, *TOPOLOGY_EVAL_KEYS}, f"topology ({name})")
-
-
-def build_topology(cfg: dict[str, Any], n_nodes: int) -> tuple[Any, dict[str, Any]]:
-    """The :class:`~fedcomp.topology.Topology` of a setting and its evaluation options."""
-    from .topology import make_topology
-
-    table = dict(cfg["topology"])
-    options = {k: table.pop(k) for k in TOPOLOGY_EVAL_KEYS if k in table}
-    options["evaluate_on"] = tuple(options.get("evaluate_on", ("average",)))
-    return make_topology(table.pop("name"), n_nodes, **table), options
-
-
-def build_problem(cfg: dict[str, Any]) -> Any:
-    """The :class:`~fedcomp.problem.Problem` a resolved configuration describes."""
-    from .data import DATASETS, GROUND_TRUTHS
-    from .problem import Problem
-
-    data_cfg = dict(cfg["data"])
-    name = data_cfg.pop("generator")
-    data = _on_backend(DATASETS[name](**data_cfg), cfg)
-    truth = GROUND_TRUTHS[name](**data_cfg) if name in GROUND_TRUTHS else None
-    loss, regularizer, n_classes = build_components(cfg)
-    return Problem(loss, regularizer, data, weighting=cfg["problem"].get("weighting", "uniform"),
-                   n_classes=n_classes, ground_truth=truth, name=cfg["name"],
-                   sampler=build_sampler(cfg))
-
-
-def build_sampler(cfg: dict[str, Any]) -> Any:
-    """The streaming sampler of a resolved configuration (``None`` without ``streaming``).
-
-    It draws every client's fresh samples from the generator's parameters alone, keyed by
-    the global client id, so any machine holding the configuration draws the same ones.
+    Examples
+    --------
+    >>> parse_sweep("rounds=10, 20")
+    ('rounds', ['10', '20'])
     """
-    from .data import SAMPLERS
-
-    if not cfg.get("streaming"):
-        return None
-    data_cfg = dict(cfg["data"])
-    return SAMPLERS[data_cfg.pop("generator")](**data_cfg)
-
-
-def _on_backend(data: Any, cfg: dict[str, Any]) -> Any:
-    """The data on the configuration's backend (NumPy data stay as they are)."""
-    backend = cfg.get("backend", "auto")
-    if backend == "auto":
-        backend = "torch" if cfg["problem"].get("loss") == "torch_model" else "numpy"
-    if backend == "numpy":
-        return data
-    try:
-        import torch
-    except ImportError as exc:
-        raise ConfigError(f"backend = {backend!r} needs PyTorch: pip install 'fedcomp[torch]'"
-                          ) from exc
-    if backend == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("backend = 'cuda' but torch sees no GPU; use backend = 'torch'")
-    dtype = torch.float64 if backend == "torch-float64" else torch.float32
-    return data.to(torch.zeros(0, dtype=dtype, device="cuda" if backend == "cuda" else "cpu"))
+    if "=" not in assignment:
+        raise ConfigError(f"--sweep expects KEY=V1,V2,... (got {assignment!r}), e.g. "
+                          "--sweep algorithm.client_lr=0.01,0.1")
+    key, text = (s.strip() for s in assignment.split("=", 1))
+    values = [v.strip() for v in text.split(",") if v.strip()]
+    if not key or not values:
+        raise ConfigError(f"--sweep {assignment!r}: needs a key and at least one value")
+    return key, values
 
 
-def build_components(cfg: dict[str, Any]) -> tuple[Any, Any, int | None]:
-    """``(loss, regularizer, n_classes)`` of a resolved configuration, without its data."""
-    from .losses import make_loss
-    from .regularizers import make_regularizer
+def _accepted(name: str) -> list[str]:
+    """The hyperparameters an algorithm's factory accepts (empty for an unknown name)."""
+    from .algorithms import ALGORITHMS, DECENTRALIZED
 
-    problem_cfg = dict(cfg["problem"])
-    loss = make_loss(problem_cfg.pop("loss"), **{k: v for k, v in problem_cfg.items()
-                                                   if k != "weighting"})
-    reg_cfg = dict(cfg["regularizer"])
-    param_ndim = loss.param_ndim
-    reg_name = reg_cfg.pop("name")
-    scope = reg_cfg.pop("scope", "all")
-    if "param_ndim" in inspect.signature(make_regularizer_class(reg_name)).parameters:
-        reg_cfg.setdefault("param_ndim", param_ndim)
-    regularizer: Any = make_regularizer(reg_name, **reg_cfg)
-    if scope == "weights":  # a network's kernels and weight matrices, not its biases
-        from .regularizers import Masked
-
-        network: Any = loss  # scope = "weights" was validated to come with a TorchModel
-        regularizer = Masked(regularizer, network.layout().weight_mask())
-    n_classes = cfg["data"].get("n_classes")
-    if n_classes is not None and n_classes <= 2:
-        n_classes = None  # binary ±1 labels: a vector model
-    return loss, regularizer, n_classes
+    factory = ALGORITHMS.get(name) or DECENTRALIZED.get(name)
+    return [] if factory is None else list(inspect.signature(factory).parameters)
 
 
-def make_regularizer_class(name: str) -> Any:
-    from .regularizers import REGULARIZERS
+def apply_sweep_value(config: dict[str, Any], key: str, text: str) -> dict[str, Any]:
+    """``config`` (a copy) with the swept ``key`` set to the value ``text``.
 
-    return REGULARIZERS[name]
+    ``algorithm.PARAM`` sets PARAM on every algorithm entry that has or accepts it, in the
+    base ``algorithms`` list and in every variant's own (the ``results.csv`` column then
+    holds for every row); ``algorithms.LABEL.PARAM`` and top-level dotted keys (``rounds``,
+    ``data.n_clients``) behave as ``--set`` (:func:`fedcomp.config.apply_override`).
+
+    Examples
+    --------
+    >>> cfg = {"algorithms": [{"name": "fedmid", "client_lr": 1.0}, {"name": "fedda"}]}
+    >>> [a["client_lr"] for a in apply_sweep_value(cfg, "algorithm.client_lr", "0.5")
+    ...  ["algorithms"]]
+    [0.5, 0.5]
+    """
+    parts = key.split(".")
+    if parts[0] == "algorithm":
+        if len(parts) != 2:
+            raise ConfigError(f"--sweep {key}: 'algorithm.PARAM' names one parameter of every "
+                              "algorithm; use algorithms.NAME.PARAM for a single one")
+        config = copy.deepcopy(config)
+        entries = algorithm_entries(config)  # the variants' own lists too
+        matched = [e for e in entries if parts[1] in e or parts[1] in _accepted(e.get("name", ""))]
+        if not matched:
+            accepted = sorted({p for e in entries for p in _accepted(e.get("name", ""))})
+            raise ConfigError(f"--sweep {key}: no algorithm of the config accepts "
+                              f"{parts[1]!r}; accepted parameters: {accepted}")
+        value = parse_value(text)
+        for entry in matched:
+            entry[parts[1]] = copy.deepcopy(value)
+        return config
+    if parts[0] not in TOP_LEVEL_KEYS:
+        raise ConfigError(f"--sweep {key}: unknown key {parts[0]!r}; use algorithm.PARAM "
+                          f"(every algorithm), algorithms.NAME.PARAM or one of "
+                          f"{sorted(TOP_LEVEL_KEYS)}")
+    return apply_override(config, f"{key}={text}")
+
+
+def expand_sweep(config: dict[str, Any], sweeps: list[tuple[str, list[str]]]
+                 ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """``(swept values, configuration)`` for every point of the grid (Cartesian product).
+
+    Without sweeps, ``[({}, config)]``. The values are parsed like ``--set`` values.
+
+    Examples
+    --------
+    >>> points = expand_sweep({"rounds": 1, "eval_every": 1},
+    ...                       [("rounds", ["2", "4"]), ("eval_every", ["1", "2"])])
+    >>> [values for values, _ in points][:2]
+    [{'rounds': 2, 'eval_every': 1}, {'rounds': 2, 'eval_every': 2}]
+    >>> points[3][1]
+    {'rounds': 4, 'eval_every': 2}
+    """
+    keys = [key for key, _ in sweeps]
+    if len(set(keys)) != len(keys):
+        raise ConfigError(f"--sweep: a key is given twice in {keys}; list all its values once")
+    points = []
+    for texts in itertools.product(*[values for _, values in sweeps]):
+        cfg = config
+        for key, text in zip(keys, texts, strict=True):
+            cfg = apply_sweep_value(cfg, key, text)
+        points.append(({k: parse_value(t) for k, t in zip(keys, texts, strict=True)}, cfg))
+    return points
+
+
+def _batch_modes(value: Any) -> list[int | None]:
+    values = value if isinstance(value, list) else [value]
+    modes: list[int | None] = []
+    for v in values:
+        if v in ("full", None, 0):
+            modes.append(None)
+        elif isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            modes.append(v)
+        else:
+            raise ConfigError(f"batch_size entries must be 'full' or a positive integer "
+                              f"(got {v!r})")
+    return modes
 
 
 def batch_modes(cfg: dict[str, Any]) -> list[int | None]:
-    """The gradient modes of a configuration: ``None`` (full gradients) or batch sizes."""
-    return _batch_modes(cfg["batch_size"])
+    """The gradient modes of a configuration: ``None`` (full gradients) or batch sizes.
+
+    Examples
+    --------
+    >>> batch_modes({"batch_size": ["full", 20]})
+    [None, 20]
+    """
+    return _batch_modes(cfg.get("batch_size", "full"))
 
 
 def mode_name(batch_size: int | None) -> str:
+    """``None`` → ``"full"``, ``20`` → ``"b20"`` (the ``batch_size`` column of results)."""
     return "full" if batch_size is None else f"b{batch_size}"
 
 

@@ -1,6 +1,7 @@
 """The reproduction report: every experiment config run and assembled into one page.
 
-``fedcomp report [--quick] --out DIR`` runs each ``configs/*.toml`` (the reduced sizes of
+``fedcomp report [--quick] --out DIR`` runs each built-in experiment (``fedcomp/configs/*.toml``,
+the reduced sizes of
 its ``[quick]`` table with ``--quick``) into ``DIR/<name>/`` and writes ``DIR/index.html``
 and ``DIR/report.md``. Per paper, and per experiment of that paper:
 
@@ -15,7 +16,7 @@ and ``DIR/report.md``. Per paper, and per experiment of that paper:
 * a table of final metrics, mean ± standard deviation over seeds;
 * the verdict — reproduced / partly / not reproduced — computed by the experiment
   module's ``verdict`` rule from each final metric's median over seeds (diverged runs left
-  out; :func:`fedcomp.experiments._runner.final_metrics`), not from the table's means,
+  out; :func:`fedcomp.experiments.final_metrics`), not from the table's means,
   printed next to it. The report says so above its summary table (:data:`READING`).
 
 Resumable: an experiment whose ``summary.json`` exists for the same configuration is not
@@ -39,8 +40,8 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from .config import load, quick_config, resolve, to_jsonable
-from .experiments._toml import CONFIG_DIR
+from .config import experiment_names, load, quick_config, to_jsonable
+from .experiments import ConfigMismatchError, validate
 
 #: The source papers (``shared/papers/``), in the report's order.
 PAPERS = {
@@ -75,13 +76,17 @@ def paper_of(name: str) -> str:
     return "other"
 
 
-def experiment_configs(config_dir: str | Path = CONFIG_DIR, only: list[str] | None = None
+def experiment_configs(config_dir: str | Path | None = None, only: list[str] | None = None
                        ) -> list[tuple[str, dict[str, Any]]]:
-    """``(name, config)`` of every ``*.toml`` in ``config_dir``, in paper order.
+    """``(name, config)`` of every built-in experiment (or every ``*.toml`` in ``config_dir``),
+    in paper order.
 
     ``only`` keeps the named experiments (an unknown name raises, listing the valid ones).
     """
-    configs = {path.stem: load(path) for path in sorted(Path(config_dir).glob("*.toml"))}
+    if config_dir is None:
+        configs = {name: load(name) for name in experiment_names()}
+    else:
+        configs = {path.stem: load(path) for path in sorted(Path(config_dir).glob("*.toml"))}
     if only:
         unknown = sorted(set(only) - set(configs))
         if unknown:
@@ -116,7 +121,7 @@ def run_or_reuse(name: str, config: dict[str, Any], out: Path, stream: TextIO,
     rerun. Exceptions are caught and recorded (``error``), so one failure loses nothing
     else.
     """
-    from .experiments._runner import read_summary, run_experiment
+    from .experiments import read_summary, run_experiment
 
     run = run or run_experiment
     result = ExperimentResult(name, config)
@@ -153,9 +158,8 @@ def _run_resuming(run: Callable[..., Any], config: dict[str, Any], out: Path,
         try:
             run(config, out, progress=False, stream=stream, resume=True)
             return
-        except ValueError as exc:
-            if "another configuration" not in str(exc):
-                raise
+        except ConfigMismatchError:
+            pass  # another configuration ran here: start afresh
     for stale in ("results.csv", "runs.jsonl", "summary.json"):
         (out / stale).unlink(missing_ok=True)
     run(config, out, progress=False, stream=stream)
@@ -163,8 +167,7 @@ def _run_resuming(run: Callable[..., Any], config: dict[str, Any], out: Path,
 
 def judge(result: ExperimentResult) -> tuple[str, str]:
     """``(verdict, rule)`` of an experiment from its final rows (the module's rule)."""
-    from .experiments import EXPERIMENTS, TIMINGS
-    from .experiments._runner import final_metrics
+    from .experiments import EXPERIMENTS, TIMINGS, final_metrics
 
     module = EXPERIMENTS.get(result.config.get("name", result.name))
     if result.error:
@@ -173,7 +176,7 @@ def judge(result: ExperimentResult) -> tuple[str, str]:
         return "not assessed (no verdict rule)", ""
     if result.config.get("name") in TIMINGS:
         return module.verdict(result.rows)
-    return module.verdict(final_metrics(result.rows), resolve(result.config))
+    return module.verdict(final_metrics(result.rows), validate(result.config))
 
 
 def verdict_class(verdict: str) -> str:
@@ -194,7 +197,7 @@ def table_columns(result: ExperimentResult) -> list[str]:
     """The numeric columns of the final-metrics table."""
     if result.config.get("kind") == "timing":
         return [k for k in result.rows[0] if k not in ("network", "status")]
-    metrics = [m for m in resolve(result.config)["metrics"] if m != "support"]
+    metrics = [m for m in validate(result.config)["metrics"] if m != "support"]
     return [*metrics, *COST_COLUMNS]
 
 
@@ -241,7 +244,7 @@ def _number(value: float) -> str:
 
 def main_metric(config: dict[str, Any]) -> str:
     """The metric of an experiment's figures: optimality when there is an x*, else its first."""
-    metrics = resolve(config)["metrics"]
+    metrics = validate(config)["metrics"]
     return "optimality" if "optimality" in metrics else metrics[0]
 
 
@@ -267,14 +270,14 @@ def draw_figures(result: ExperimentResult, out: Path) -> list[str]:
     if _has_simulated_time(rows):  # an event-clock experiment: its claim is per simulated time
         simulated = []
         for key in dict.fromkeys([metric, "objective"]):
-            if key in resolve(result.config)["metrics"] or key == metric:
+            if key in validate(result.config)["metrics"] or key == metric:
                 name = f"fig_{key}_simtime.png"
                 plot_results(out / "results.csv", out / name, metric=key, x_axis="sim_time",
                              title=f"{result.name}: {key}", fallback=False)
                 simulated.append(name)
         names = [*simulated, *names]
     for extra in ("test_accuracy", "l2_error", "support_f1", "prox_grad_norm"):
-        if extra != metric and extra in resolve(result.config)["metrics"]:
+        if extra != metric and extra in validate(result.config)["metrics"]:
             name = f"fig_{extra}_rounds.png"
             plot_results(out / "results.csv", out / name, metric=extra, x_axis="round",
                          title=f"{result.name}: {extra}", fallback=False)
@@ -344,7 +347,7 @@ def timing_figure(result: ExperimentResult) -> Any:
 
 
 def run_report(out_dir: str | Path, *, quick: bool = False, only: list[str] | None = None,
-               seeds: list[int] | None = None, config_dir: str | Path = CONFIG_DIR,
+               seeds: list[int] | None = None, config_dir: str | Path | None = None,
                configs: list[tuple[str, dict[str, Any]]] | None = None,
                stream: TextIO | None = None) -> list[ExperimentResult]:
     """Run (or reuse) every experiment and write ``index.html`` and ``report.md``.
@@ -360,7 +363,7 @@ def run_report(out_dir: str | Path, *, quick: bool = False, only: list[str] | No
     seeds : list of int, optional
         Overrides every config's seeds.
     config_dir : path
-        Where the ``*.toml`` configs are (default: the repository's ``configs/``).
+        A folder of ``*.toml`` configs to report on instead of the built-in experiments.
     configs : list of (name, config), optional
         The experiments themselves instead of ``config_dir``'s files.
     stream : text stream, optional
@@ -436,7 +439,7 @@ def _time_spent(results: list[ExperimentResult], seconds: float) -> str:
 
 
 #: How to read the report's numbers, printed above its summary table: the verdicts use the
-#: median over seeds (:func:`fedcomp.experiments._runner.final_metrics`), which the
+#: median over seeds (:func:`fedcomp.experiments.final_metrics`), which the
 #: mean ± std tables do not show.
 READING = ("Figures: median over seeds, min–max spread shaded; one color per algorithm "
            "throughout. Tables: final metrics, mean ± std over seeds. Verdicts: each "

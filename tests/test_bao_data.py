@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import fedcomp.config
+import fedcomp.experiments
 from fedcomp.data import (
     DATASET_DESCRIPTIONS,
     DATASETS,
@@ -148,15 +149,15 @@ def test_registered():
 
 
 def test_usable_from_config():
-    cfg = fedcomp.config.resolve({
+    cfg = {
         "name": "bao", "rounds": 1, "metrics": ["objective", *NEW_METRICS],
         "data": {"generator": "bao_sparse_regression", "n_features": 20, "sparsity": 5,
                  "n_clients": 3, "samples_per_client": 10},
         "problem": {"loss": "least_squares"},
         "regularizer": {"name": "l1", "alpha": 0.03125},
         "algorithms": [{"name": "fedmid"}],
-    })
-    built = fedcomp.config.build_problem(cfg)
+    }
+    built = fedcomp.experiments.build_problem(fedcomp.experiments.resolve(cfg).base)
     assert built.data.features.shape == (3, 10, 20)
     np.testing.assert_array_equal(built.data.features, bao_sparse_regression(
         n_clients=3, samples_per_client=10, n_features=20, sparsity=5).features)
@@ -167,8 +168,8 @@ def test_usable_from_config():
     assert math.isnan(row["operator_error"]) and math.isnan(row["rank"])
     assert row["training_loss"] > 0  # noise only: ≈ ½ σ² = 0.5
     with pytest.raises(fedcomp.config.ConfigError, match="data"):
-        fedcomp.config.resolve({**cfg, "data": {"generator": "bao_lowrank_matrix",
-                                                "n_features": 3}})
+        fedcomp.experiments.validate({**cfg, "data": {"generator": "bao_lowrank_matrix",
+                                                      "n_features": 3}})
 
 
 # --- metrics ------------------------------------------------------------------------------

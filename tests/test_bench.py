@@ -16,8 +16,8 @@ import pytest
 
 from fedcomp import simulate
 from fedcomp.algorithms import make_algorithm
-from fedcomp.config import ConfigError, resolve
-from fedcomp.experiments import run_experiment
+from fedcomp.config import ConfigError
+from fedcomp.experiments import run_experiment, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -122,7 +122,7 @@ def test_config_client_state_is_checked(change, message):
 
     cfg = {**tiny_config(), "client_state": "disk", **change}
     with pytest.raises(ConfigError, match=message):
-        resolve(cfg)
+        validate(cfg)
 
 
 def test_disk_states_use_less_memory():

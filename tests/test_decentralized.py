@@ -120,7 +120,7 @@ def test_sigma2_is_the_norm_of_the_disagreement_map(topo):
 
 
 def test_matrix_topology_without_mixing_names_the_missing_key():
-    from fedcomp.config import build_topology
+    from fedcomp.experiments import build_topology
 
     with pytest.raises(ValueError, match=r"'matrix' needs mixing=<3 x 3 symmetric"):
         make_topology("matrix", 3)

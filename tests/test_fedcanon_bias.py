@@ -12,13 +12,13 @@ import pytest
 
 from fedcomp import simulate, solve_reference
 from fedcomp.algorithms import fedcanon, fedmid
-from fedcomp.config import build_problem, resolve
-from fedcomp.experiments import seed000
+from fedcomp.config import load
+from fedcomp.experiments import build_problem, resolve
 
 
 @pytest.fixture(scope="module")
 def problem_and_reference():
-    problem = build_problem(resolve(seed000.CONFIG))
+    problem = build_problem(resolve(load("seed000")).base)
     return problem, solve_reference(problem, tol=1e-13, use_cache=False)
 
 

@@ -8,13 +8,14 @@ from pathlib import Path
 import pytest
 
 from fedcomp import config
-from fedcomp.experiments import run_experiment
+from fedcomp.config import load
+from fedcomp.experiments import run_experiment, validate
 
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+CONFIGS = Path(__file__).resolve().parent.parent / "fedcomp" / "configs"
 
 
 def small(name: str, **data) -> dict:
-    cfg = config.load(CONFIGS / name)
+    cfg = config.load(name)
     cfg = config.apply_override(cfg, "rounds=2")
     cfg = config.apply_override(cfg, "eval_every=1")
     cfg = config.apply_override(cfg, "reference={tol=1e-6}")
@@ -79,11 +80,11 @@ def test_feddr_async_config_bounds_the_staleness(tmp_path):
 
 
 def test_compute_times_are_validated():
-    cfg = config.load(CONFIGS / "feddr_async.toml")
+    cfg = config.load("feddr_async")
     with pytest.raises(config.ConfigError, match="distribution"):
-        config.resolve(config.apply_override(cfg, "compute_times.distribution='gamma'"))
+        validate(config.apply_override(cfg, "compute_times.distribution='gamma'"))
     with pytest.raises(config.ConfigError, match="accepted"):
-        config.resolve(config.apply_override(cfg, "compute_times.shape=2"))
+        validate(config.apply_override(cfg, "compute_times.shape=2"))
 
 
 def test_verdict_rules():
@@ -107,4 +108,4 @@ def test_verdict_rules():
     assert asyn({("feddr", "b10"): sync,
                  ("async_feddr", "b10"): {"objective": 1.1, "sim_time": 60.0}})[0] == \
         "not reproduced"
-    assert EXPERIMENTS["feddr_synthetic"].CONFIG["name"] == "feddr_synthetic"
+    assert load("feddr_synthetic")["name"] == "feddr_synthetic"

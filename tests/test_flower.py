@@ -24,8 +24,7 @@ flwr = pytest.importorskip("flwr")
 from flwr.app import Context, Error, Message, MessageType, RecordDict  # noqa: E402
 
 from fedcomp.algorithms import ALGORITHMS, make_algorithm  # noqa: E402
-from fedcomp.config import build_problem, resolve  # noqa: E402
-from fedcomp.experiments import RESULT_COLUMNS, run_experiment  # noqa: E402
+from fedcomp.experiments import RESULT_COLUMNS, build_problem, resolve, run_experiment, validate  # noqa: E402  # noqa: E402
 from fedcomp.flower import (  # noqa: E402
     FlowerRunError,
     partition_clients,
@@ -93,7 +92,7 @@ REGISTRY += [("fedda_gt", {"tracker_init": "gradient"}, None)]
 
 def participation(cfg, algorithm, params):
     """2 clients per round, or all for an algorithm defined for full participation only."""
-    problem = build_problem(resolve(cfg))
+    problem = build_problem(resolve(cfg).base)
     alg = make_algorithm(algorithm, **params)
     alg = alg.setup(problem) or alg
     try:
@@ -248,7 +247,7 @@ def test_streaming_config_gives_the_simulators_iterates(task_identity, no_plots,
 
     from fedcomp.config import apply_override, load
 
-    cfg = load(Path(__file__).parents[1] / "configs" / "liang2024_linear.toml")
+    cfg = load(Path(__file__).parents[1] / "fedcomp" / "configs" / "liang2024_linear.toml")
     for assignment in ["rounds=3", "eval_every=1", "data.n_clients=4", "data.n_features=40",
                        "data.sparsity=4", "algorithms.mrefedda_gt.sparsity=4",
                        "algorithms.mrefedda_gt.stage_rounds=2"]:
@@ -264,7 +263,7 @@ def test_streaming_config_gives_the_simulators_iterates(task_identity, no_plots,
         "mrefedda_gt", "fast_fedda", "c_fedda", "refedda_gt"]
     grid = InProcessGrid(3)
     if data_path:  # nodes with their own (shape-fixing) data; the sampler from the config
-        full = build_problem(resolve(cfg))
+        full = build_problem(resolve(cfg).base)
         for node, ids in zip(grid.contexts, ([0, 1], [2], [3]), strict=True):
             path = save_partition(full, ids, tmp_path / f"node{node}.npz")
             grid.contexts[node].node_config = {"data-path": str(path)}
@@ -291,7 +290,7 @@ def test_nodes_start_from_the_networks_seeded_parameters(task_identity, no_plots
     cfg["problem"] = {"loss": "torch_model", "model": "mlp", "input_shape": [10],
                       "n_classes": 4, "options": {"hidden": [5]}}
     cfg["backend"] = "torch-float64"  # assert_same_run compares float64 models
-    assert np.abs(np.asarray(build_problem(resolve(cfg)).initial_model())).max() > 0.1
+    assert np.abs(np.asarray(build_problem(resolve(cfg).base).initial_model())).max() > 0.1
     grid = InProcessGrid(3)
     run_server(grid, cfg, tmp_path / "flower", num_nodes=3, node_timeout=5,
                log=lambda line: None)
@@ -307,7 +306,7 @@ def test_nodes_start_from_the_x0_given_to_simulate(task_identity, tmp_path, algo
     from fedcomp.flower._server import connect_nodes
     from fedcomp.runtime import simulate
 
-    cfg = resolve(small_config(algorithm, **params))
+    cfg = validate(small_config(algorithm, **params))
     problem = build_problem(cfg)
     x0 = np.random.default_rng(1).normal(size=problem.param_shape)
     grid = InProcessGrid(3)
@@ -331,7 +330,7 @@ def test_nodes_with_interleaved_clients_from_data_files(task_identity, tmp_path)
     cfg = small_config("za1", n_clients=4, client_lr=0.5, local_steps=2)
     cfg["data"]["samples_per_client"] = [20, 30, 40, 50]
     cfg["problem"]["weighting"] = "samples"  # unequal weights: a misordered upload shows
-    full = build_problem(resolve(cfg))
+    full = build_problem(resolve(cfg).base)
     grid = InProcessGrid(2)
     for node, ids in zip(grid.contexts, ([0, 2], [3, 1]), strict=True):
         path = save_partition(full, ids, tmp_path / f"node{node}.npz")
@@ -475,7 +474,7 @@ def test_partitions_cover_every_client_once():
 
 
 def test_node_minibatches_are_keyed_by_global_client_id(tmp_path):
-    cfg = resolve(small_config("za1", n_clients=5))
+    cfg = validate(small_config("za1", n_clients=5))
     config_json = json.dumps(cfg, sort_keys=True)
     full = build_problem(cfg)
     node = load_node_data(config_json, (("num-partitions", 2), ("partition-id", 1)))

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from fedcomp.cli import main
-from fedcomp.config import ConfigError, build_problem, resolve
+from fedcomp.config import ConfigError
 from fedcomp.data import (
     DATASET_DESCRIPTIONS,
     DATASETS,
@@ -37,6 +37,7 @@ from fedcomp.data import (
     partition_dirichlet_groups,
     partition_groups,
 )
+from fedcomp.experiments import build_problem, resolve, validate
 
 
 # --- writers of the exact file formats ------------------------------------------------------
@@ -484,11 +485,11 @@ def test_image_sets_are_registered_and_configurable():
                     "partition": {"name": "dirichlet_writers", "concentration": 0.5}},
            "problem": {"loss": "softmax"}, "regularizer": {"name": "l1", "alpha": 0.001},
            "algorithms": [{"name": "fedavg", "client_lr": 0.1, "local_steps": 2}]}
-    problem = build_problem(resolve(cfg))
+    problem = build_problem(resolve(cfg).base)
     assert problem.param_shape == (64, 10) and problem.data.holdout[0].shape == (359, 64)
     cfg["data"]["max_samples"] = 100
     with pytest.raises(ConfigError, match="n_samples"):
-        resolve(cfg)
+        validate(cfg)
 
 
 # --- downloads -------------------------------------------------------------------------------

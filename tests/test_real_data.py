@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedcomp.config import ConfigError, build_problem, resolve
+from fedcomp.config import ConfigError
 from fedcomp.data import (
     DATASETS,
     a9a,
@@ -22,6 +22,7 @@ from fedcomp.data import (
     relabel,
     sha256_of,
 )
+from fedcomp.experiments import build_problem, validate
 
 LIBSVM_TEXT = """# a comment line
 +1 1:0.5 3:-2 7:1e-3
@@ -117,15 +118,15 @@ def base_config(**data):
 
 
 def test_config_names_a_pooled_dataset_and_a_partition():
-    cfg = resolve(base_config(partition={"name": "dirichlet", "concentration": 0.2}, seed=3))
+    cfg = validate(base_config(partition={"name": "dirichlet", "concentration": 0.2}, seed=3))
     problem = build_problem(cfg)
     assert problem.n_clients == 5 and problem.param_shape == (30,)
     expected = breast_cancer(5, {"name": "dirichlet", "concentration": 0.2}, seed=3)
     np.testing.assert_array_equal(problem.data.counts, expected.counts)
     with pytest.raises(ConfigError, match="data.partition: .*accepted"):
-        resolve(base_config(partition={"name": "dirichlet", "eta": 0.2}))
+        validate(base_config(partition={"name": "dirichlet", "eta": 0.2}))
     with pytest.raises(ConfigError, match="accepted"):
-        resolve(base_config(partitions="iid"))
+        validate(base_config(partitions="iid"))
 
 
 @pytest.mark.parametrize("data, message", [
@@ -139,7 +140,7 @@ def test_config_names_a_pooled_dataset_and_a_partition():
 ])
 def test_config_checks_counts_and_seeds_of_pooled_data(data, message):
     with pytest.raises(ConfigError, match=message):
-        resolve(base_config(**data))
+        validate(base_config(**data))
 
 
 def test_pooled_loaders_refuse_fractional_clients():
@@ -237,7 +238,7 @@ def write_libsvm(path: Path, labels: list[float], n_features: int = 3) -> Path:
 
 
 def svm_config(path: Path, loss: str, **data: object) -> dict:
-    return resolve({"name": "svm", "rounds": 2, "reference": False, "metrics": ["objective"],
+    return validate({"name": "svm", "rounds": 2, "reference": False, "metrics": ["objective"],
                     "data": {"generator": "libsvm_file", "path": str(path), "n_clients": 2,
                              **data},
                     "problem": {"loss": loss}, "regularizer": {"name": "l1", "alpha": 0.01},

@@ -217,13 +217,13 @@ def test_float32_problem_is_solved_in_float64():
 
 
 def _breast_cancer_mcp(l2: float) -> Problem:
-    from fedcomp.config import build_problem, resolve
+    from fedcomp.experiments import build_problem, resolve
 
     return build_problem(resolve({
         "name": "no-minimizer", "rounds": 1, "algorithms": [{"name": "fedmid"}],
         "data": {"generator": "breast_cancer", "n_clients": 4, "unit_norm": True},
         "problem": {"loss": "logistic", "l2": l2},
-        "regularizer": {"name": "mcp", "alpha": 0.01, "gamma": 3.0}}))
+        "regularizer": {"name": "mcp", "alpha": 0.01, "gamma": 3.0}}).base)
 
 
 def test_failure_names_a_minimizer_at_infinity():

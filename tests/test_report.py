@@ -14,16 +14,16 @@ import numpy as np
 import pytest
 
 from fedcomp import report as rep
-from fedcomp.config import ConfigError, quick_config, resolve
-from fedcomp.experiments import EXPERIMENTS, seed000
+from fedcomp.config import ConfigError, load, quick_config
+from fedcomp.experiments import EXPERIMENTS, seed000, validate
 from fedcomp.plotting import COLORS, color_of, results_figure
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "fedcomp" / "configs"
 
 
 def tiny_seed000(rounds: int = 20) -> dict:
     """Seed 000 on 4 clients × 50 samples, two seeds, two gradient modes."""
-    cfg = copy.deepcopy(seed000.CONFIG)
+    cfg = copy.deepcopy(load("seed000"))
     cfg.update(rounds=rounds, eval_every=5, seeds=[0, 1], reference={"tol": 1e-10})
     cfg["data"] = {**cfg["data"], "n_clients": 4, "samples_per_client": 50}
     cfg["algorithms"] = [a for a in cfg["algorithms"] if a["name"] in ("za1", "fedmid", "fedda")]
@@ -55,9 +55,9 @@ def test_every_config_has_valid_quick_settings(path):
     quick = quick_config(raw)
     assert "quick" not in quick
     if quick.get("kind") != "timing":
-        resolved = resolve(quick)
+        resolved = validate(quick)
         # the quick run is smaller: never more rounds than the full one
-        assert resolved["rounds"] <= resolve(raw)["rounds"]
+        assert resolved["rounds"] <= validate(raw)["rounds"]
 
 
 def test_quick_table_errors_name_the_fix():
@@ -75,7 +75,7 @@ def test_report_files_verdict_and_tables(report_dir):
     for fig in ok.figures:
         assert (out / "seed000" / fig).stat().st_size > 0
     # the verdict is the module's rule applied to the final rows written to summary.json
-    from fedcomp.experiments._runner import final_metrics, read_summary
+    from fedcomp.experiments import final_metrics, read_summary
 
     expected = seed000.verdict(final_metrics(read_summary(out / "seed000")))
     assert (ok.verdict, ok.rule) == expected
@@ -317,7 +317,7 @@ def test_report_says_verdicts_use_the_median_while_tables_show_the_mean():
     """Seeds 1, 1, 10: the table shows 4 ± 4.243, the verdict rule sees 1; the page says so."""
     import re
 
-    from fedcomp.experiments._runner import final_metrics
+    from fedcomp.experiments import final_metrics
 
     rows = [{"algorithm": "za1", "label": "za1", "batch_size": "full", "seed": seed,
              "status": "ok", "optimality": value} for seed, value in enumerate([1.0, 1.0, 10.0])]

@@ -11,13 +11,13 @@ import pytest
 
 from fedcomp import simulate, solve_reference
 from fedcomp.algorithms import make_algorithm
-from fedcomp.config import build_problem, resolve
-from fedcomp.experiments import seed000
+from fedcomp.config import load
+from fedcomp.experiments import build_problem, validate
 
 
 @pytest.fixture(scope="module")
 def setup():
-    cfg = resolve(seed000.CONFIG)
+    cfg = validate(load("seed000"))
     problem = build_problem(cfg)
     reference = solve_reference(problem, tol=cfg["reference"]["tol"], use_cache=False)
     params = {e["name"]: {k: v for k, v in e.items() if k != "name"} for e in cfg["algorithms"]}

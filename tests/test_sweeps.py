@@ -10,8 +10,8 @@ import math
 import pytest
 
 from fedcomp.cli import main
-from fedcomp.config import ConfigError
-from fedcomp.experiments import _runner, best_settings, expand_sweep, parse_sweep, run_experiment
+from fedcomp.config import ConfigError, expand_sweep, parse_sweep
+from fedcomp.experiments import _execute, best_settings, run_experiment
 from tests.test_variants import small_config
 
 
@@ -111,22 +111,22 @@ def test_best_command_prints_the_table(tmp_path, capsys):
 def test_interrupted_run_resumes_to_the_same_results(tmp_path, monkeypatch):
     run(tmp_path / "whole")
     calls = {"n": 0}
-    original = _runner._run_one
+    original = _execute.run_one
 
     def interrupt_third(*args, **kwargs):
         calls["n"] += 1
         if calls["n"] == 3:
-            args[6].log({**args[5], "round": 0})  # a partial row of the interrupted run
+            args[2].log({**args[0].tags, "round": 0})  # a partial row of the interrupted run
             raise KeyboardInterrupt
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(_runner, "_run_one", interrupt_third)
+    monkeypatch.setattr(_execute, "run_one", interrupt_third)
     with pytest.raises(KeyboardInterrupt):
         run(tmp_path / "cut")
     cut = tmp_path / "cut"
     assert len((cut / "runs.jsonl").read_text().splitlines()) == 2
     assert {r["seed"] for r in rows_of(cut)} == {"0"}  # whole finished runs only
-    monkeypatch.setattr(_runner, "_run_one", original)
+    monkeypatch.setattr(_execute, "run_one", original)
     with (cut / "results.csv").open("a") as f:  # what a hard crash (kill -9) leaves behind
         f.write("fedavg,fedavg,full,1,0" + "," * 10 + "\n")
     with pytest.raises(ValueError, match="already exists"):
@@ -152,7 +152,7 @@ def test_cli_ctrl_c_prints_how_to_resume(tmp_path, monkeypatch, capsys):
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(_runner, "_run_one", interrupt)
+    monkeypatch.setattr(_execute, "run_one", interrupt)
     argv = ["run", "seed000", "--set", "rounds=2", "--out", str(tmp_path), "--quiet"]
     assert main(argv) == 130
     err = capsys.readouterr().err
@@ -180,16 +180,17 @@ def test_sweep_reaches_the_algorithm_lists_of_variants():
     reach them, or its rows would be tagged with a step size they did not run at."""
     from pathlib import Path
 
-    from fedcomp.config import load, resolve, variant_settings
+    from fedcomp.config import load, variant_settings
+    from fedcomp.experiments import validate
 
-    cfg = load(Path(__file__).parents[1] / "configs" / "feddr_synthetic.toml")
+    cfg = load(Path(__file__).parents[1] / "fedcomp" / "configs" / "feddr_synthetic.toml")
     points = expand_sweep(cfg, [parse_sweep("algorithm.client_lr=0.1,0.3")])
     for values, point in points:
-        for label, setting in variant_settings(resolve(point)):
+        for label, setting in variant_settings(validate(point)):
             assert {a["client_lr"] for a in setting["algorithms"]} == {
                 values["algorithm.client_lr"]}, label
     (_, point), = expand_sweep(cfg, [parse_sweep("algorithms.feddr_E30.local_epochs=40")])
-    epochs = dict(variant_settings(resolve(point)))["epochs"]["algorithms"]
+    epochs = dict(variant_settings(validate(point)))["epochs"]["algorithms"]
     assert [a["local_epochs"] for a in epochs] == [5, 10, 20, 40]
     with pytest.raises(ConfigError, match="different labels"):
         expand_sweep({"algorithms": [{"name": "fedprox", "label": "a"},

@@ -592,10 +592,9 @@ def _mlp_config(**overrides):
 
 
 def test_config_runs_a_network_on_torch_float32(tmp_path):
-    from fedcomp.config import build_problem, resolve
-    from fedcomp.experiments import run_experiment
+    from fedcomp.experiments import build_problem, run_experiment, validate
 
-    cfg = resolve(_mlp_config())
+    cfg = validate(_mlp_config())
     assert cfg["reference"] is None  # no centralized x* for a network
     problem = build_problem(cfg)
     assert isinstance(problem.data.features, torch.Tensor)
@@ -614,16 +613,17 @@ def test_config_runs_a_network_on_torch_float32(tmp_path):
 
 
 def test_config_errors_name_the_fix():
-    from fedcomp.config import ConfigError, resolve
+    from fedcomp.config import ConfigError
+    from fedcomp.experiments import validate
 
     with pytest.raises(ConfigError, match="backend: unknown backend 'jax'"):
-        resolve(_mlp_config(backend="jax"))
+        validate(_mlp_config(backend="jax"))
     with pytest.raises(ConfigError, match="scope must be 'all' or 'weights'"):
-        resolve(_mlp_config(regularizer={"name": "l1", "alpha": 1.0, "scope": "biases"}))
+        validate(_mlp_config(regularizer={"name": "l1", "alpha": 1.0, "scope": "biases"}))
     linear = _mlp_config(problem={"loss": "softmax"})
     linear["regularizer"] = {"name": "l1", "alpha": 1.0, "scope": "weights"}
     with pytest.raises(ConfigError, match="scope = 'weights' needs a network"):
-        resolve(linear)
+        validate(linear)
 
 
 def test_prox_cost_timing_experiment(tmp_path):

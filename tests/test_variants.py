@@ -9,12 +9,12 @@ import io
 import numpy as np
 import pytest
 
-from fedcomp.config import ConfigError, resolve, variant_settings
-from fedcomp.experiments import final_metrics, run_experiment, seed000
+from fedcomp.config import ConfigError, load, variant_settings
+from fedcomp.experiments import final_metrics, run_experiment, validate
 
 
 def small_config():
-    cfg = copy.deepcopy(seed000.CONFIG)
+    cfg = copy.deepcopy(load("seed000"))
     cfg.update(name="variants-test", rounds=6, eval_every=3, batch_size="full",
                reference=True)
     cfg["data"].update(n_clients=4, samples_per_client=40, legacy_softmax=False)
@@ -27,12 +27,12 @@ def small_config():
 
 
 def test_variants_merge_over_the_base():
-    settings = variant_settings(resolve(small_config()))
+    settings = variant_settings(validate(small_config()))
     assert [label for label, _ in settings] == ["homogeneous", "heterogeneous"]
     homo, hetero = settings[0][1], settings[1][1]
     assert (homo["data"]["alpha"], homo["data"]["n_clients"], homo["rounds"]) == (0.0, 4, 6)
     assert (hetero["data"]["beta"], hetero["clients_per_round"], hetero["rounds"]) == (1.0, 2, 3)
-    assert variant_settings(resolve(seed000.CONFIG))[0][0] is None
+    assert variant_settings(validate(load("seed000")))[0][0] is None
 
 
 def test_every_variant_runs_every_algorithm(tmp_path):
@@ -70,5 +70,5 @@ def test_bad_variants_fail_clearly(variants, message):
     cfg = small_config()
     cfg["variants"] = variants
     with pytest.raises(ConfigError) as info:
-        resolve(cfg)
+        validate(cfg)
     assert message in str(info.value)

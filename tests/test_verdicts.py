@@ -16,6 +16,7 @@ import math
 
 import pytest
 
+from fedcomp.config import load
 from fedcomp.experiments import (
     bao2022_emnist,
     bao2022_lowrank,
@@ -29,10 +30,10 @@ from fedcomp.experiments import (
     final_metrics,
     liang2024,
     liang2024_linear,
+    read_summary,
     run_experiment,
     seed000,
 )
-from fedcomp.experiments._runner import read_summary
 
 NAN = math.nan
 #: A run label whose every seed diverged, as final_metrics writes it.
@@ -86,7 +87,7 @@ def test_seed000_rule(finals, expected):
 
 def test_seed000_without_minibatch_mode_is_at_most_partly():
     full_only = {k: v for k, v in S0.items() if k[1] == "full"}
-    config = {**seed000.CONFIG, "batch_size": "full"}
+    config = {**load("seed000"), "batch_size": "full"}
     _check(seed000.verdict, full_only, "partly (no minibatch mode configured)", config)
 
 
@@ -209,7 +210,7 @@ def test_bao2022_sparse_regression_rule(finals, expected):
 ], ids=["reproduced", "partly", "tie", "diverged-baseline", "diverged-proposed",
         "no-baselines"])
 def test_bao2022_lowrank_rule(finals, expected):
-    _check(bao2022_lowrank.verdict, finals, expected, bao2022_lowrank.CONFIG)
+    _check(bao2022_lowrank.verdict, finals, expected, load("bao2022_lowrank"))
 
 
 # --- bao2022_emnist: the captions' methods, lower loss and higher accuracy ---------------------
@@ -404,7 +405,7 @@ def test_seed000_verdict_when_every_minibatch_run_diverged():
                             "ignore:invalid value:RuntimeWarning")
 def test_composite_experiment_with_a_diverging_method_finishes(tmp_path):
     """The verdict re-times every method: one that diverges is the slowest, not a crash."""
-    cfg = copy.deepcopy(fedcanon_vs_composite.CONFIG)
+    cfg = copy.deepcopy(load("fedcanon_vs_composite"))
     cfg.update(rounds=4, eval_every=2, variants=[cfg["variants"][0]])
     for entry in cfg["algorithms"]:
         if entry["name"] == "fedmid":

@@ -88,6 +88,16 @@ DESCRIPTIONS: dict[str, str] = {
 }
 
 
+def execution_of(name: str) -> str:
+    """The engine of a registered algorithm: ``"rounds"``, ``"async"`` or ``"decentralized"``."""
+    if name in DECENTRALIZED:
+        return "decentralized"
+    if name not in ALGORITHMS:
+        valid = ", ".join(sorted([*ALGORITHMS, *DECENTRALIZED]))
+        raise ValueError(f"unknown algorithm {name!r}; valid names: {valid}")
+    return "async" if name == "async_feddr" else "rounds"
+
+
 def make_algorithm(name: str, **hyperparameters: Any) -> Any:
     """Build a registered (federated or decentralized) algorithm by name.
 
@@ -112,4 +122,4 @@ __all__ = ["ALGORITHMS", "DECENTRALIZED", "DESCRIPTIONS", "ClientContext",
            "fast_fedda", "fedavg", "fedda", "fedda_gt", "fedmid", "make_algorithm", "mc_fedda",
            "multistep_refedda_gt", "refedda_gt", "za1", "za1_correction",
            "fedcanon", "fedcanon2", "fedcanon_controls", "scaffnew", "scaffold"]
-__all__ += ["async_feddr", "fedadmm", "feddr", "fedpd", "fedprox", "fedsplit"]
+__all__ += ["execution_of", "async_feddr", "fedadmm", "feddr", "fedpd", "fedprox", "fedsplit"]

@@ -1,42 +1,36 @@
-"""Paper experiments: one module per experiment (its config and its claim) and the runner."""
+"""The experiment pipeline and the paper experiments' claims.
 
-from . import (
-    bao2022_emnist,
-    bao2022_lowrank,
-    bao2022_sparse_regression,
-    fedcanon_nn,
-    fedcanon_stepsizes,
-    fedcanon_vs_composite,
-    feddr_async,
-    feddr_mlp,
-    feddr_synthetic,
-    liang2024,
-    liang2024_linear,
-    liang2024_logistic,
-    prox_cost,
-    seed000,
+Data flow one way (``docs/ARCHITECTURE.md``)::
+
+    fedcomp.config        a configuration as a dict: load by name or path, --set, [quick],
+                          --sweep, [[variants]]
+    _setting.resolve      → Experiment / Setting / AlgorithmSpec: checked once, frozen
+    _build                → the problem, the topology, the reference solution
+    _plan                 → Run: every (setting, seed, gradient mode, algorithm)
+    _execute              → the engines (rounds, event clock, gossip), here or in workers
+    _results              → the output directory, summaries, verdicts, ``fedcomp best``
+
+:func:`run_experiment` (``_runner``) drives them. Each built-in experiment is a TOML file in
+``fedcomp/configs/`` plus, when it tests a claim, a module here with its verdict rule
+(``_catalog``).
+"""
+
+from ._build import build_components, build_problem, build_sampler, build_topology, prepare
+from ._catalog import EXPERIMENTS, TIMINGS, rule_module
+from ._plan import RESULT_COLUMNS, Run, plan
+from ._results import (
+    ConfigMismatchError,
+    OutputExistsError,
+    best_settings,
+    best_table,
+    final_metrics,
+    read_summary,
 )
-from ._runner import RESULT_COLUMNS, final_metrics, run_experiment
-from ._sweep import best_settings, best_table, expand_sweep, parse_sweep
+from ._runner import run_experiment
+from ._setting import AlgorithmSpec, Experiment, Setting, resolve, validate
 
-EXPERIMENTS = {
-    "seed000": seed000,
-    "bao2022_sparse_regression": bao2022_sparse_regression,
-    "bao2022_lowrank": bao2022_lowrank,
-    "fedcanon_stepsizes": fedcanon_stepsizes,
-    "fedcanon_vs_composite": fedcanon_vs_composite,
-    "liang2024_linear": liang2024_linear,
-    "liang2024_logistic": liang2024_logistic,
-}
-EXPERIMENTS |= {"feddr_async": feddr_async, "feddr_synthetic": feddr_synthetic,
-                "fedcanon_nn": fedcanon_nn, "feddr_mlp": feddr_mlp,
-                "bao2022_emnist": bao2022_emnist}
-
-#: Timing experiments (``kind = "timing"`` configs): ``run(config, out_dir, stream)``.
-TIMINGS = {"prox_cost": prox_cost}
-EXPERIMENTS |= TIMINGS
-
-__all__ = ["EXPERIMENTS", "RESULT_COLUMNS", "TIMINGS", "best_settings", "best_table",
-           "expand_sweep",           "final_metrics", "parse_sweep", "run_experiment", "seed000",
-           "fedcanon_stepsizes", "fedcanon_vs_composite", "liang2024", "liang2024_linear",
-           "liang2024_logistic"]
+__all__ = ["EXPERIMENTS", "RESULT_COLUMNS", "TIMINGS", "AlgorithmSpec", "ConfigMismatchError",
+           "Experiment", "OutputExistsError", "Run", "Setting", "best_settings", "best_table",
+           "build_components", "build_problem", "build_sampler", "build_topology",
+           "final_metrics", "plan", "prepare", "read_summary", "resolve", "rule_module",
+           "run_experiment", "validate"]

@@ -1,9 +1,9 @@
 """Verdict rules of the FedDR experiments (Tran-Dinh, Pham, Phan, Nguyen, NeurIPS 2021).
 
-``configs/feddr_synthetic.toml`` (supplement Figs. 2, 7-11) and ``configs/feddr_async.toml``
-(Fig. 12). The configurations live in the repository's ``configs/`` directory; the modules
-:mod:`fedcomp.experiments.feddr_synthetic` and :mod:`fedcomp.experiments.feddr_async` load
-them on first use of ``CONFIG`` (``fedcomp run feddr_synthetic`` from a checkout).
+The configurations are ``fedcomp/configs/feddr_synthetic.toml`` (supplement Figs. 2, 7-11)
+and ``fedcomp/configs/feddr_async.toml`` (Fig. 12), shipped in the package
+(``fedcomp run feddr_synthetic``); :mod:`fedcomp.experiments.feddr_synthetic` and
+:mod:`fedcomp.experiments.feddr_async` name these rules.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Bao, Crawshaw, Luo, Liu, "Fast Composite Optimization and Statistical Recovery in Federated
 Learning", ICML 2022, Section 4 and Appendix F: ℓ1 softmax regression, one client per
 writer, FedMiD and FedDA against Fast-FedDA, C-FedDA and MC-FedDA. Configuration:
-``configs/bao2022_emnist.toml`` (bundled digits here, FEMNIST from LEAF files).
+``fedcomp/configs/bao2022_emnist.toml`` (bundled digits here, FEMNIST from LEAF files).
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from ._bao2022 import BASELINES, PROPOSED
-from ._toml import toml_config
 from ._verdict import baseline, cannot_judge, entry, noted, problem, value
 
 NAME = "bao2022_emnist"
@@ -71,7 +70,6 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
     return noted(result, baselines, metrics), rule
 
 
-__getattr__ = toml_config(NAME)
 
 
 __all__ = ["NAME", "NAMED", "verdict"]

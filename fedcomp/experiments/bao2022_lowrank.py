@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..config import load
 from . import _bao2022
 
 CLAIM = ("Fig. 2: Fast-FedDA, C-FedDA and MC-FedDA converge faster than FedDA and FedMiD "
@@ -26,37 +27,9 @@ CLAIM = ("Fig. 2: Fast-FedDA, C-FedDA and MC-FedDA converge faster than FedDA an
 
 _PROPOSED = {"strong_convexity": 0.1, "local_steps": 10}
 
-CONFIG: dict[str, Any] = {
-    "name": "bao2022_lowrank",
-    "description": "Bao et al. 2022 Fig. 2: federated low-rank matrix estimation, 32x32 rank 16, "
-                   "64 clients x 128 samples, 10 per round, K=10, b=10, lambda=0.1",
-    "claim": CLAIM,
-    "rounds": 2000,
-    "eval_every": 20,
-    "seeds": [0],
-    "batch_size": 10,
-    "clients_per_round": 10,
-    "metrics": ["l2_error", "operator_error", "support_f1", "rank", "training_loss",
-                "optimality"],
-    "reference": True,
-    "data": {"generator": "bao_lowrank_matrix", "n_clients": 64, "samples_per_client": 128,
-             "size": 32, "rank": 16, "noise": 1.0, "seed": 0},
-    "problem": {"loss": "trace_regression", "weighting": "uniform"},
-    "regularizer": {"name": "nuclear", "alpha": 0.1},
-    "algorithms": [
-        {"name": "fedmid", "client_lr": 0.001, "server_lr": 1.0, "local_steps": 10},
-        {"name": "fedda", "client_lr": 0.001, "server_lr": 1.0, "local_steps": 10},
-        {"name": "fast_fedda", "smoothness": 550.0, **_PROPOSED},
-        {"name": "c_fedda", "smoothness": 600.0, "radius": 32.0, **_PROPOSED},
-        {"name": "mc_fedda", "smoothness": 600.0, "radius": 32.0, "stages": 3,
-         "stage_rounds": 700, "reg_strengths": [0.3, 0.15, 0.1], **_PROPOSED},
-    ],
-}
-
-
 def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
             ) -> tuple[str, str]:
     """Faster: lower final Frobenius error than both baselines; recovery: the true rank
     (16, or the ``data.rank`` of the configuration that ran)."""
-    true_rank = (config or CONFIG)["data"].get("rank", 16)
+    true_rank = (config or load("bao2022_lowrank"))["data"].get("rank", 16)
     return _bao2022.verdict(finals, error="l2_error", recovered="rank", target=true_rank)

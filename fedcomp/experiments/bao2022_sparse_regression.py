@@ -26,33 +26,6 @@ CLAIM = ("Fig. 1: Fast-FedDA, C-FedDA and MC-FedDA converge faster than FedDA an
 
 _PROPOSED = {"strong_convexity": 0.1, "local_steps": 10}
 
-CONFIG: dict[str, Any] = {
-    "name": "bao2022_sparse_regression",
-    "description": "Bao et al. 2022 Fig. 1: federated sparse linear regression, p=1024, s=512, "
-                   "64 clients x 128 samples, 10 per round, K=10, b=10, lambda=0.5^5",
-    "claim": CLAIM,
-    "rounds": 2000,
-    "eval_every": 20,
-    "seeds": [0],
-    "batch_size": 10,
-    "clients_per_round": 10,
-    "metrics": ["l2_error", "l1_error", "support_f1", "rank", "training_loss", "optimality"],
-    "reference": True,
-    "data": {"generator": "bao_sparse_regression", "n_clients": 64, "samples_per_client": 128,
-             "n_features": 1024, "sparsity": 512, "noise": 1.0, "seed": 0},
-    "problem": {"loss": "least_squares", "weighting": "uniform"},
-    "regularizer": {"name": "l1", "alpha": 0.5**5},
-    "algorithms": [
-        {"name": "fedmid", "client_lr": 0.001, "server_lr": 1.0, "local_steps": 10},
-        {"name": "fedda", "client_lr": 0.001, "server_lr": 1.0, "local_steps": 10},
-        {"name": "fast_fedda", "smoothness": 550.0, **_PROPOSED},
-        {"name": "c_fedda", "smoothness": 600.0, "radius": 1000.0, **_PROPOSED},
-        {"name": "mc_fedda", "smoothness": 600.0, "radius": 1000.0, "stages": 3,
-         "stage_rounds": 700, "reg_strengths": [0.5**3, 0.5**4, 0.5**5], **_PROPOSED},
-    ],
-}
-
-
 def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
             ) -> tuple[str, str]:
     """Faster: lower final ℓ2 error than both baselines; recovery: support F1 ≥ 0.9."""

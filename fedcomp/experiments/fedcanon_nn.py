@@ -4,7 +4,7 @@ Zhou, Zhong, Shi, Wen, Yu, "FedCanon: Non-Convex Composite Federated Learning wi
 Proximal Operation on Heterogeneous Data", Section IV-B: 10 clients, i.i.d., Dir(1) and
 Dir(0.2), a CNN with the SCAD penalty, test accuracy against training time (Fig. 3) and the
 total time per method for K ∈ {10, 20, 40, 80} (TABLE V). Configuration:
-``configs/fedcanon_nn.toml`` (bundled digits at reduced scale; FMNIST from files). The rule
+``fedcomp/configs/fedcanon_nn.toml`` (bundled digits at reduced scale; FMNIST from files). The rule
 is :func:`fedcomp.experiments.fedcanon_vs_composite.verdict`'s, on test accuracy.
 """
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._toml import toml_config
 from .fedcanon_vs_composite import verdict as composite_verdict
 
 NAME = "fedcanon_nn"
@@ -33,7 +32,6 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
                              accuracy_tol=ACCURACY_TOL)
 
 
-__getattr__ = toml_config(NAME)
 
 
 __all__ = ["NAME", "verdict"]

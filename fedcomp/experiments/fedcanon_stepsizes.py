@@ -19,6 +19,7 @@ import math
 import re
 from typing import Any
 
+from ..config import load
 from ._verdict import cannot_judge, entry, value
 
 BETA_FIXED, ALPHA_FIXED = 0.02, 0.05
@@ -39,26 +40,6 @@ def _grid() -> list[tuple[float, float]]:
     return points + [(ALPHA_FIXED, b) for b in BETAS if (ALPHA_FIXED, b) not in points]
 
 
-CONFIG: dict[str, Any] = {
-    "name": "fedcanon_stepsizes",
-    "description": "Zhou et al. Fig. 1: FedCanon, logistic + MCP, breast cancer (A9A from a "
-                   "file), 10 clients iid, K=10; alpha sweep at beta=0.02, beta sweep at "
-                   "alpha=0.05",
-    "claim": CLAIM,
-    "rounds": 200,
-    "eval_every": 5,
-    "seeds": [0],
-    "batch_size": "full",
-    "metrics": ["training_loss", "prox_grad_norm", "objective", "train_accuracy", "nnz"],
-    "reference": False,  # nonconvex (MCP): stationarity, not distance to x*
-    "data": {"generator": "breast_cancer", "n_clients": 10, "partition": "iid", "seed": 0},
-    "problem": {"loss": "logistic", "weighting": "uniform"},
-    "regularizer": {"name": "mcp", "alpha": 0.01, "gamma": 3.0},
-    "algorithms": [{"name": "fedcanon", "label": label(a, b), "client_lr": b,
-                    "server_lr": a, "local_steps": LOCAL_STEPS} for a, b in _grid()],
-}
-
-
 def _parse(key: str) -> tuple[float, float] | None:
     match = re.fullmatch(r"a([0-9.e+-]+)_b([0-9.e+-]+)", key)
     return None if match is None else (float(match[1]), float(match[2]))
@@ -69,17 +50,18 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
     """Reproduced when α matters and β barely does, from the final prox-gradient norms.
 
     ``finals`` maps ``(label, mode[, variant])`` to final metrics (median over seeds);
-    ``config`` (default :data:`CONFIG`) gives the sweep points that ran, its ``a<α>_b<β>``
-    labels. Rule: along the α sweep (β = 0.02) the final prox-gradient norm decreases with
-    α and the smallest α ends at least 3× above the largest; along the β sweep (α = 0.05,
-    β over a 20× range) the largest final norm is within 1.25× of the smallest. Partly when
-    only the α part holds. A configured point that diverged or is missing makes it "not
-    reproduced" (:mod:`fedcomp.experiments._verdict`): dropping it could leave a sweep
-    that looks monotone or flat.
+    ``config`` (default the shipped ``fedcanon_stepsizes.toml``) gives the sweep points that
+    ran, its ``a<α>_b<β>`` labels. Rule: along the α sweep (β = 0.02) the final
+    prox-gradient norm decreases with α and the smallest α ends at least 3× above the
+    largest; along the β sweep (α = 0.05, β over a 20× range) the largest final norm is
+    within 1.25× of the smallest. Partly when only the α part holds. A configured point
+    that diverged or is missing makes it "not reproduced" (:mod:`fedcomp.experiments._verdict`):
+    dropping it could leave a sweep that looks monotone or flat.
     """
     rule = ("alpha sweep: final prox-grad norm decreasing in alpha, smallest/largest alpha "
             ">= 3x; beta sweep: max/min <= 1.25")
-    labels = [e.get("label", e.get("name", "")) for e in (config or CONFIG)["algorithms"]]
+    entries = (config or load("fedcanon_stepsizes"))["algorithms"]
+    labels = [e.get("label", e.get("name", "")) for e in entries]
     points = {lab: point for lab in labels if (point := _parse(lab)) is not None}
     runs = {lab: entry(finals, lab) for lab in points}
     failed = cannot_judge(runs, None, "prox_grad_norm")

@@ -28,6 +28,7 @@ import copy
 import math
 from typing import Any
 
+from ..config import load
 from ._verdict import baseline, cannot_judge, noted, problem, value
 
 CLAIM = ("Fig. 3 / TABLE V: at equal rounds FedCanon reaches at least the accuracy of FedMiD, "
@@ -35,35 +36,6 @@ CLAIM = ("Fig. 3 / TABLE V: at equal rounds FedCanon reaches at least the accura
 
 METHODS = ("fedcanon", "fedmid", "fedda", "za1")
 CLIENT_LR, LOCAL_STEPS, FEDCANON_ALPHA = 0.01, 40, 0.4
-
-CONFIG: dict[str, Any] = {
-    "name": "fedcanon_vs_composite",
-    "description": "Zhou et al. Fig. 3 / TABLE V (linear version): FedCanon vs FedMiD, FedDA, "
-                   "ZA1; logistic + l1, breast cancer, 10 clients; iid, Dir(1), Dir(0.2); "
-                   "K=40, T=200",
-    "claim": CLAIM,
-    "rounds": 200,
-    "eval_every": 5,
-    "seeds": [0],
-    "batch_size": "full",
-    "metrics": ["train_accuracy", "objective", "optimality", "prox_grad_norm", "nnz"],
-    "reference": True,
-    "data": {"generator": "breast_cancer", "n_clients": 10, "partition": "iid", "seed": 0},
-    "problem": {"loss": "logistic", "l2": 1e-3, "weighting": "uniform"},
-    "regularizer": {"name": "l1", "alpha": 0.01},
-    "algorithms": [
-        {"name": "fedcanon", "client_lr": CLIENT_LR, "local_steps": LOCAL_STEPS,
-         "server_lr": FEDCANON_ALPHA},
-        {"name": "fedmid", "client_lr": CLIENT_LR, "local_steps": LOCAL_STEPS},
-        {"name": "fedda", "client_lr": CLIENT_LR, "local_steps": LOCAL_STEPS},
-        {"name": "za1", "client_lr": CLIENT_LR, "local_steps": LOCAL_STEPS},
-    ],
-    "variants": [
-        {"label": "iid", "data": {"partition": "iid"}},
-        {"label": "dir1", "data": {"partition": {"name": "dirichlet", "concentration": 1.0}}},
-        {"label": "dir0.2", "data": {"partition": {"name": "dirichlet", "concentration": 0.2}}},
-    ],
-}
 
 #: Accuracy within this of the best other method counts as "at least the accuracy".
 ACCURACY_TOL = 0.005
@@ -171,34 +143,33 @@ def variant_times(config: dict[str, Any], repeats: int = TIME_REPEATS
     so that load from other processes hits all alike. Keys: variant labels (``""`` for a
     configuration without variants).
     """
-    from ..config import build_problem, resolve, variant_settings
+    from ._build import build_problem
+    from ._setting import resolve
 
-    cfg = resolve(copy.deepcopy(config))
     out: dict[str, dict[str, float]] = {}
-    for variant, setting in variant_settings(cfg):
-        methods = tuple(e["name"] for e in setting["algorithms"])
-        times, _ = _best_times(build_problem(setting), setting["algorithms"], methods,
-                               setting["rounds"], repeats)
-        out[variant or ""] = times
+    for setting in resolve(copy.deepcopy(config)).settings:
+        methods = tuple(spec.name for spec in setting.algorithms)
+        times, _ = _best_times(build_problem(setting), setting.algorithms, methods,
+                               setting.rounds, repeats)
+        out[setting.variant or ""] = times
     return out
 
 
-def _best_times(problem: Any, entries: list[dict[str, Any]], methods: tuple[str, ...],
+def _best_times(problem: Any, specs: tuple[Any, ...], methods: tuple[str, ...],
                 rounds: int, repeats: int, local_steps: int | None = None
                 ) -> tuple[dict[str, float], dict[str, int]]:
     """Fastest ``wall_s`` of ``repeats`` runs per method and its prox evaluations."""
     from ..algorithms import make_algorithm
     from ..runtime import NonFiniteError, simulate
 
-    by_name = {e["name"]: e for e in entries}
+    by_name = {spec.name: spec for spec in specs}
     times = dict.fromkeys(methods, float("inf"))
     prox = dict.fromkeys(methods, 0)
     diverged: set[str] = set()
     # methods interleaved within each repeat: load from other processes hits all alike
     for _ in range(repeats):
         for name in methods:
-            params = {key: v for key, v in by_name[name].items()
-                      if key not in ("name", "label")}
+            params = dict(by_name[name].params)
             if local_steps is not None:
                 params["local_steps"] = local_steps
             if name in diverged:
@@ -225,8 +196,8 @@ def time_table(config: dict[str, Any] | None = None,
     Parameters
     ----------
     config : dict, optional
-        Default :data:`CONFIG`; the setting of ``variant`` is used (the base when
-        ``None`` or when the config has no variants).
+        Default the shipped ``fedcanon_vs_composite.toml``; the setting of ``variant`` is
+        used (the base when ``None`` or when the config has no variants).
     local_steps : tuple of int
         The K values (each method's ``local_steps`` is overridden; FedCanon keeps its α).
     rounds : int, optional
@@ -242,20 +213,21 @@ def time_table(config: dict[str, Any] | None = None,
         ``{"K", "method", "wall_s", "vs_fedcanon", "vs_previous_K", "prox_evals"}`` rows;
         wall time is the runner's (rounds only, no evaluation).
     """
-    from ..config import build_problem, resolve, variant_settings
+    from ._build import build_problem
+    from ._setting import resolve
 
-    cfg = resolve(copy.deepcopy(config or CONFIG))
-    settings = dict(variant_settings(cfg))
+    experiment = resolve(copy.deepcopy(config or load("fedcanon_vs_composite")))
+    settings = {s.variant: s for s in experiment.settings}
     setting = settings.get(variant, settings.get(None)) if variant is not None else (
         settings.get(None) or next(iter(settings.values())))
     if setting is None:
         raise ValueError(f"time_table: no variant {variant!r}; the config has {list(settings)}")
     problem = build_problem(setting)
-    rounds = rounds or setting["rounds"]
+    rounds = rounds or setting.rounds
     rows: list[dict[str, Any]] = []
     previous: dict[str, float] = {}
     for k in local_steps:
-        times, prox = _best_times(problem, setting["algorithms"], methods, rounds, repeats, k)
+        times, prox = _best_times(problem, setting.algorithms, methods, rounds, repeats, k)
         for name in methods:
             rows.append({"K": k, "method": name, "wall_s": times[name], "prox_evals": prox[name],
                          "vs_previous_K": times[name] / previous[name] if name in previous

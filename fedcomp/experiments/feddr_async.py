@@ -1,18 +1,16 @@
 """FedDR supplement Fig. 12: FedDR vs asyncFedDR against simulated time.
 
 Tran-Dinh, Pham, Phan, Nguyen, "FedDR", NeurIPS 2021. Configuration:
-``configs/feddr_async.toml``; rule: :func:`fedcomp.experiments._feddr.async_verdict`.
+``fedcomp/configs/feddr_async.toml``; rule: :func:`fedcomp.experiments._feddr.async_verdict`.
 """
 
 from __future__ import annotations
 
 from ._feddr import async_verdict as verdict
-from ._toml import toml_config
 
 NAME = "feddr_async"
 
 
-__getattr__ = toml_config(NAME)
 
 
 __all__ = ["NAME", "verdict"]

@@ -3,7 +3,7 @@
 Tran-Dinh, Pham, Phan, Nguyen, "FedDR – Randomized Douglas-Rachford Splitting Algorithms
 for Nonconvex Federated Composite Optimization", NeurIPS 2021, Figs. 2-4: the 60-32-10 MLP
 on Synthetic(α, β) and the 784-128-10 MLP on MNIST / FEMNIST, with ``g = 0.01‖x‖₁``.
-Configuration: ``configs/feddr_mlp.toml`` (Synthetic(1,1) and bundled digits here; MNIST
+Configuration: ``fedcomp/configs/feddr_mlp.toml`` (Synthetic(1,1) and bundled digits here; MNIST
 and FEMNIST from files).
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._toml import toml_config
 from ._verdict import baseline, cannot_judge, entry, noted, value
 
 NAME = "feddr_mlp"
@@ -57,7 +56,6 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
     return noted(result, baselines, "objective"), rule
 
 
-__getattr__ = toml_config(NAME)
 
 
 __all__ = ["NAME", "verdict"]

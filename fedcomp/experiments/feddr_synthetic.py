@@ -2,18 +2,17 @@
 
 Tran-Dinh, Pham, Phan, Nguyen, "FedDR – Randomized Douglas-Rachford Splitting Algorithms for
 Nonconvex Federated Composite Optimization", NeurIPS 2021. Configuration:
-``configs/feddr_synthetic.toml``; rule: :func:`fedcomp.experiments._feddr.synthetic_verdict`.
+``fedcomp/configs/feddr_synthetic.toml``; rule:
+:func:`fedcomp.experiments._feddr.synthetic_verdict`.
 """
 
 from __future__ import annotations
 
 from ._feddr import synthetic_verdict as verdict
-from ._toml import toml_config
 
 NAME = "feddr_synthetic"
 
 
-__getattr__ = toml_config(NAME)
 
 
 __all__ = ["NAME", "verdict"]

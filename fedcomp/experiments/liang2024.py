@@ -3,8 +3,8 @@
 "Gradient Tracking for High Dimensional Federated Optimization", Figures 1 and 2: M = 16
 nodes on a chain (σ₂ ≈ 0.987), d = 1024, s = 16, p = 12, K = 10, minibatch 10, fresh
 samples every step; every client's optimum is dense and distinct while the optimum of the
-average objective is 16-sparse. Configurations: ``configs/liang2024_linear.toml`` and
-``configs/liang2024_logistic.toml``.
+average objective is 16-sparse. Configurations: ``fedcomp/configs/liang2024_linear.toml`` and
+``fedcomp/configs/liang2024_logistic.toml``.
 
 Claim: the gradient-tracking methods (DFedDA-GT, DReFedDA-GT, MReFedDA-GT) lead in ℓ1
 error over DFedMiD, DFedDA, Fast-FedDA and C-FedDA.

@@ -5,7 +5,7 @@ Proximal Operation on Heterogeneous Data", TABLE I: on ResNet-18 with MNIST inpu
 MCP / SCAD prox of the whole parameter vector costs 1.4× / 2.6× / 4.5× a forward-backward
 pass — the motivation for FedCanon's single server-side prox per round.
 
-This is a timing experiment, not a training run: ``configs/prox_cost.toml`` names the
+This is a timing experiment, not a training run: ``fedcomp/configs/prox_cost.toml`` names the
 networks (as :class:`fedcomp.losses.TorchModel` specifications), the penalties and the
 minibatch; :func:`run` times, for each network, one forward-backward pass on a minibatch
 (the loss's ``grad`` on a block of one client, the code path every algorithm uses) and one
@@ -22,8 +22,6 @@ import sys
 import time
 from pathlib import Path
 from typing import Any, TextIO
-
-from ._toml import toml_config
 
 CLAIM = ("TABLE I: on ResNet-18 one l1 / MCP / SCAD proximal mapping costs 1.38x / 2.57x / "
          "4.47x a forward-backward pass (MNIST), so K local proxes per round are a client-side "
@@ -191,7 +189,6 @@ NAME = "prox_cost"
 KIND = "timing"
 
 
-__getattr__ = toml_config(NAME)  # ``fedcomp run prox_cost``: configs/prox_cost.toml
 
 __all__ = ["CLAIM", "KEYS", "KIND", "NAME", "NETWORK_KEYS", "check_config", "run",
            "time_network", "verdict"]

@@ -48,67 +48,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import batch_modes, mode_name
+from ..config import batch_modes, load, mode_name
 from ._verdict import baseline, cannot_judge, entry, noted, value
 
 CLAIM = ("Fig. 1 (left): with full gradients ZA1 converges exactly while FedMiD and FedDA stall "
          "at a client-drift floor; (right) with b = 20 ZA1 still ends lowest.")
-
-CONFIG: dict[str, Any] = {
-    "name": "seed000",
-    "description": "Zhang-Hu-Johansson Fig. 1: sparse logistic regression, Synthetic(10,10), "
-                   "30 clients x 2000 samples, tau=5, eta=eta_g=1",
-    "claim": CLAIM,
-    "rounds": 500,
-    "eval_every": 5,
-    "seeds": [0],
-    "batch_size": ["full", 20],
-    "metrics": ["objective", "optimality", "nnz"],
-    # x* to a prox-gradient norm of 1e-13 (error ~1e-11/μ), so ZA1's curve shows its own
-    # floor, not the reference's (1e-10 would cap optimality near 4e-9)
-    "reference": {"tol": 1e-13},
-    "data": {
-        "generator": "synthetic_fedprox",
-        "alpha": 10.0,
-        "beta": 10.0,
-        "n_clients": 30,
-        "n_features": 60,
-        "n_classes": 2,
-        "samples_per_client": 2000,
-        "unit_norm": True,
-        # label as FedProx's generate_synthetic.py does, whose un-stabilised softmax
-        # overflows at (10, 10): the data the paper's authors generated with that script
-        "legacy_softmax": True,
-        "seed": 0,
-    },
-    "problem": {"loss": "logistic", "l2": 0.01, "weighting": "uniform"},
-    "regularizer": {"name": "l1", "alpha": 1e-4},
-    "algorithms": [
-        {"name": "za1", "client_lr": 1.0, "server_lr": 1.0, "local_steps": 5},
-        {"name": "fedmid", "client_lr": 1.0, "server_lr": 1.0, "local_steps": 5},
-        {"name": "fedda", "client_lr": 1.0, "server_lr": 1.0, "local_steps": 5},
-        # later algorithms that solve this problem (see the module docstring)
-        {"name": "fast_fedda", "strong_convexity": 0.01, "local_steps": 5},
-        {"name": "fedcanon", "client_lr": 1.0, "local_steps": 5},  # α = βK = 5 (default)
-        {"name": "feddr", "eta": 20.0, "client_lr": 1.0, "local_steps": 5},
-    ],
-}
-
 
 def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
             ) -> tuple[str, str]:
     """Reproduced / partly / not reproduced, from the final optimality per (label, mode).
 
     ``finals`` maps ``(label, mode)`` to the final metrics (median over seeds), as
-    :func:`fedcomp.experiments.final_metrics` builds it; ``config`` (default
-    :data:`CONFIG`) names the minibatch modes that ran. Rule: reproduced when, with full
+    :func:`fedcomp.experiments.final_metrics` builds it; ``config`` (default the shipped
+    ``seed000.toml``) names the minibatch modes that ran. Rule: reproduced when, with full
     gradients, ZA1 ends ≤ 1e-6 while FedMiD and FedDA both end ≥ 1e-3, and in every
     configured minibatch mode ZA1 ends below both; partly when only the full-gradient part
     holds (or no minibatch mode is configured). A ZA1 run that diverged or is missing makes
     it "not reproduced"; a diverged FedMiD or FedDA counts as infinitely far from x*
     (:mod:`fedcomp.experiments._verdict`).
     """
-    cfg = config or CONFIG
+    cfg = config or load("seed000")
     # the configured modes, not the keys of finals: a mode whose runs all diverged or
     # never ran must not pass the minibatch part vacuously
     modes = [mode_name(b) for b in batch_modes(cfg)] if "batch_size" in cfg else ["full"]

@@ -28,8 +28,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..config import build_components, build_problem, build_sampler
 from ..data import ClientData
+from ..experiments import build_components, build_problem, build_sampler, resolve
 from ..problem import Problem
 
 
@@ -90,7 +90,7 @@ def save_partition(problem: Problem, client_ids: Any, path: str | Path) -> Path:
 
 @lru_cache(maxsize=4)
 def _full_problem(config_json: str) -> Problem:
-    return build_problem(json.loads(config_json))
+    return build_problem(resolve(json.loads(config_json)).base)
 
 
 @lru_cache(maxsize=8)
@@ -100,6 +100,7 @@ def load_node_data(config_json: str, node_config: tuple[tuple[str, Any], ...]) -
     Cached per process: the simulation engine keeps ClientApps alive across rounds.
     """
     cfg = json.loads(config_json)
+    setting = resolve(cfg).base
     options = dict(node_config)
     if "data-path" in options:
         path = Path(str(options["data-path"]))
@@ -126,9 +127,9 @@ def load_node_data(config_json: str, node_config: tuple[tuple[str, Any], ...]) -
         ids = partition_clients(n_clients, int(options["partition-id"]),
                                 int(options["num-partitions"]))
         data = subset(full.data, ids)
-    loss, regularizer, n_classes = build_components(cfg)
+    loss, regularizer, n_classes = build_components(setting)
     # streaming (``streaming = true``): minibatches are fresh draws of the generator keyed by
     # the global client id, as in the simulator; the node's data then only fix shapes
-    problem = Problem(loss, regularizer, data, n_classes=n_classes, name=cfg["name"],
-                      sampler=build_sampler(cfg))
+    problem = Problem(loss, regularizer, data, n_classes=n_classes, name=setting.name,
+                      sampler=build_sampler(setting))
     return NodeData(problem, ids, n_clients)

@@ -48,9 +48,10 @@ def write_app(config: dict[str, Any], out: str | Path, *, results_dir: str | Pat
     ``[tool.flwr.app.config]`` holding the resolved fedcomp configuration (JSON) and the
     run settings, overridable with ``flwr run --run-config``.
     """
-    from ..config import resolve, to_jsonable
+    from ..config import to_jsonable
+    from ..experiments import validate
 
-    cfg = resolve(config)
+    cfg = validate(config)
     out = Path(out)
     pkg = out / APP_PACKAGE
     pkg.mkdir(parents=True, exist_ok=True)
@@ -298,12 +299,12 @@ def run_local(config: dict[str, Any], out_dir: str | Path, *, nodes: int,
         The server's ``flower_status.json`` plus ``pids``: ``{"status": "ok", ...}`` or
         ``{"status": "failed", "error": ...}``.
     """
-    from ..config import resolve
+    from ..experiments import validate
 
     if not (isinstance(nodes, int) and nodes >= 1):
         raise ValueError(f"--nodes must be a positive integer (got {nodes!r})")
     echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
-    cfg = resolve(config)
+    cfg = validate(config)
     out = Path(out_dir).resolve()
     logs = out / "flower-logs"
     logs.mkdir(parents=True, exist_ok=True)

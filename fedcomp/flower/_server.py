@@ -33,7 +33,7 @@ from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
 from .._array import take_rows
-from ..config import resolve, to_jsonable
+from ..config import to_jsonable
 from ..runtime._simulate import _concat, _floats, _gather
 from ._client import CONFIG_KEY, COUNTS_KEY, INITIAL_KEY, MESSAGE_KEY, UPLOAD_KEY
 from ._codec import decode, encode
@@ -341,16 +341,17 @@ def run_server(grid: Grid, config: dict[str, Any], out_dir: str | Path | None = 
     raises :class:`FlowerRunError` after recording it there, leaving the rows of
     completed evaluations in ``results.csv``.
     """
-    from ..experiments import run_experiment
+    from ..experiments import resolve, run_experiment
 
-    cfg = resolve(config)
+    experiment = resolve(config)
+    cfg = experiment.config
     config_json = json.dumps(to_jsonable(cfg), sort_keys=True)
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="fedcomp-flower-"))
     out.mkdir(parents=True, exist_ok=True)
     status = out / STATUS_FILE
     status.unlink(missing_ok=True)
     try:
-        _check_star_topology(cfg)
+        _check_star_topology(experiment)
         n_clients = _n_clients(cfg)
         nodes = connect_nodes(grid, config_json, n_clients, num_nodes, node_timeout)
         log(f"fedcomp: {len(nodes)} SuperNodes connected, hosting {n_clients} clients; "
@@ -362,7 +363,8 @@ def run_server(grid: Grid, config: dict[str, Any], out_dir: str | Path | None = 
                            round_timeout=round_timeout, config_json=config_json,
                            rejoin_timeout=rejoin_timeout, log=log)
 
-        summary = run_experiment(cfg, out, progress=False, stream=sys.stdout, clients=clients)
+        summary = run_experiment(experiment, out, progress=False, stream=sys.stdout,
+                                 clients=clients)
     except BaseException as exc:
         status.write_text(json.dumps({"status": "failed", "error": str(exc),
                                       "type": type(exc).__name__}) + "\n")
@@ -371,13 +373,10 @@ def run_server(grid: Grid, config: dict[str, Any], out_dir: str | Path | None = 
     return summary
 
 
-def _check_star_topology(cfg: dict[str, Any]) -> None:
+def _check_star_topology(experiment: Any) -> None:
     """Fail before any node is contacted when the configuration has gossip algorithms."""
-    from ..algorithms import DECENTRALIZED
-    from ..config import variant_settings
-
-    gossip = sorted({entry.get("label", entry["name"]) for _, setting in variant_settings(cfg)
-                     for entry in setting["algorithms"] if entry["name"] in DECENTRALIZED})
+    gossip = sorted({spec.label for setting in experiment.settings
+                     for spec in setting.algorithms if spec.execution == "decentralized"})
     if gossip:
         raise FlowerRunError(
             f"{gossip} are decentralized (gossip between nodes over the [topology] graph): "
@@ -391,9 +390,9 @@ def _n_clients(cfg: dict[str, Any]) -> int:
     n = cfg["data"].get("n_clients")
     if isinstance(n, int):
         return n
-    from ..config import build_problem
+    from ..experiments import build_problem, resolve
 
-    return build_problem(cfg).n_clients
+    return build_problem(resolve(cfg).base).n_clients
 
 
 def _run_config(context: Context, overrides: dict[str, Any]) -> dict[str, Any]:

@@ -38,9 +38,9 @@ def run_simulation(config: dict[str, Any], out_dir: str | Path, *, num_nodes: in
     """
     from flwr.simulation import run_simulation as flwr_run_simulation
 
-    from ..config import resolve
+    from ..experiments import validate
 
-    cfg = resolve(config)
+    cfg = validate(config)
     if num_nodes is None:
         from ._server import _n_clients
 

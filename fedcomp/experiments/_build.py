@@ -1,0 +1,135 @@
+"""The third stage of the experiment pipeline: what a :class:`Setting` describes, built.
+
+The problem (data on its backend, loss, regularizer, client weighting, ground truth, the
+streaming sampler), the topology of decentralized runs and the centralized reference
+solution. Each function reads a resolved :class:`~fedcomp.experiments.Setting` only.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from typing import Any, NamedTuple
+
+from ..config import ConfigError
+from ._setting import TOPOLOGY_EVAL_KEYS, Setting
+
+
+class Prepared(NamedTuple):
+    """A setting's problem, its reference solution (or None) and their metadata.
+
+    ``meta`` is what ``config.json`` records per setting: the problem's fingerprint and
+    sizes, the reference's accuracy, the graph's spectral gap, the set-up time.
+    """
+
+    problem: Any
+    reference: Any
+    meta: dict[str, Any]
+
+
+def build_topology(setting: Setting, n_nodes: int) -> tuple[Any, dict[str, Any]]:
+    """The :class:`~fedcomp.topology.Topology` of a setting and its evaluation options."""
+    from ..topology import make_topology
+
+    if setting.topology is None:
+        raise ConfigError(f"{setting.name}: no [topology] table to build a graph from")
+    table = dict(setting.topology)
+    options = {k: table.pop(k) for k in TOPOLOGY_EVAL_KEYS if k in table}
+    options["evaluate_on"] = tuple(options.get("evaluate_on", ("average",)))
+    return make_topology(table.pop("name"), n_nodes, **table), options
+
+
+def build_problem(setting: Setting) -> Any:
+    """The :class:`~fedcomp.problem.Problem` a setting describes."""
+    from ..data import DATASETS, GROUND_TRUTHS
+    from ..problem import Problem
+
+    data_cfg = dict(setting.data)
+    name = data_cfg.pop("generator")
+    data = _on_backend(DATASETS[name](**data_cfg), setting)
+    truth = GROUND_TRUTHS[name](**data_cfg) if name in GROUND_TRUTHS else None
+    loss, regularizer, n_classes = build_components(setting)
+    return Problem(loss, regularizer, data, weighting=setting.problem.get("weighting", "uniform"),
+                   n_classes=n_classes, ground_truth=truth, name=setting.name,
+                   sampler=build_sampler(setting))
+
+
+def build_sampler(setting: Setting) -> Any:
+    """The streaming sampler of a setting (``None`` without ``streaming``).
+
+    It draws every client's fresh samples from the generator's parameters alone, keyed by
+    the global client id, so any machine holding the configuration draws the same ones.
+    """
+    from ..data import SAMPLERS
+
+    if not setting.streaming:
+        return None
+    data_cfg = dict(setting.data)
+    return SAMPLERS[data_cfg.pop("generator")](**data_cfg)
+
+
+def backend_of(setting: Setting) -> str:
+    """The setting's backend with ``auto`` decided: torch for networks, else NumPy."""
+    if setting.backend != "auto":
+        return setting.backend
+    return "torch" if setting.problem.get("loss") == "torch_model" else "numpy"
+
+
+def _on_backend(data: Any, setting: Setting) -> Any:
+    """The data on the setting's backend (NumPy data stay as they are)."""
+    backend = backend_of(setting)
+    if backend == "numpy":
+        return data
+    from .._extras import require
+
+    torch = require("torch", "torch", f"backend = {backend!r}")
+    if backend == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("backend = 'cuda' but torch sees no GPU; use backend = 'torch'")
+    dtype = torch.float64 if backend == "torch-float64" else torch.float32
+    return data.to(torch.zeros(0, dtype=dtype, device="cuda" if backend == "cuda" else "cpu"))
+
+
+def build_components(setting: Setting) -> tuple[Any, Any, int | None]:
+    """``(loss, regularizer, n_classes)`` of a setting, without its data."""
+    from ..losses import make_loss
+    from ..regularizers import REGULARIZERS, Masked, make_regularizer
+
+    problem_cfg = dict(setting.problem)
+    loss = make_loss(problem_cfg.pop("loss"), **{k: v for k, v in problem_cfg.items()
+                                                   if k != "weighting"})
+    reg_cfg = dict(setting.regularizer)
+    reg_name = reg_cfg.pop("name")
+    scope = reg_cfg.pop("scope", "all")
+    if "param_ndim" in inspect.signature(REGULARIZERS[reg_name]).parameters:
+        reg_cfg.setdefault("param_ndim", loss.param_ndim)
+    regularizer: Any = make_regularizer(reg_name, **reg_cfg)
+    if scope == "weights":  # a network's kernels and weight matrices, not its biases
+        network: Any = loss  # scope = "weights" was validated to come with a TorchModel
+        regularizer = Masked(regularizer, network.layout().weight_mask())
+    n_classes = setting.data.get("n_classes")
+    if n_classes is not None and n_classes <= 2:
+        n_classes = None  # binary ±1 labels: a vector model
+    return loss, regularizer, n_classes
+
+
+def prepare(setting: Setting) -> Prepared:
+    """The problem, its reference solution (or None) and their metadata for one setting."""
+    from ..reference import solve_reference
+
+    tic = time.perf_counter()
+    problem = build_problem(setting)
+    reference = (solve_reference(problem, tol=setting.reference_tol)
+                 if setting.reference_tol is not None else None)
+    meta: dict[str, Any] = {
+        "problem": {"fingerprint": problem.fingerprint(), "n_clients": problem.n_clients,
+                    "param_shape": list(problem.param_shape),
+                    "n_samples": problem.data.n_samples},
+        "reference": None if reference is None else
+        {"objective": reference.objective, "prox_grad_norm": reference.prox_grad_norm,
+         "iterations": reference.iterations},
+        "setup_s": time.perf_counter() - tic}
+    if setting.topology:  # the graph's mixing: σ₂(U) and the spectral gap
+        topology, _ = build_topology(setting, problem.n_clients)
+        meta["topology"] = {"name": topology.name, "sigma2": topology.sigma2,
+                            "spectral_gap": topology.spectral_gap}
+    return Prepared(problem, reference, meta)

@@ -1,0 +1,165 @@
+"""The fifth stage of the experiment pipeline: planned runs executed on the engines.
+
+Each :class:`~fedcomp.experiments._plan.Run` goes to the engine its algorithm's registry
+entry names — :func:`~fedcomp.runtime.simulate` (rounds), ``simulate_async`` (an event
+clock) or ``simulate_decentralized`` (gossip over the setting's graph) — in this process
+or in ``spawn`` worker processes. A run's rows go to its own CSV file as they are produced;
+when it ends, the caller's ``on_finished`` callback gets its summary row (the results
+stage records it). Nothing here knows the output directory's layout beyond the file each
+run writes to.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+from .._array import to_numpy
+from ..metrics import CSVLogger
+from ..runtime import NonFiniteError, simulate, simulate_async, simulate_decentralized
+from ._build import Prepared, build_topology, prepare
+from ._plan import Run
+
+#: Problems and references built in this process, by setting (a worker reuses them).
+_PREPARED: dict[str, Prepared] = {}
+
+
+def prepared(run: Run) -> Prepared:
+    """The run's setting built (cached: the plan orders runs by setting)."""
+    key = run.setting.problem_key
+    if key not in _PREPARED:
+        _PREPARED.clear()  # one setting at a time
+        _PREPARED[key] = prepare(run.setting)
+    return _PREPARED[key]
+
+
+def forget_prepared() -> None:
+    """Drop the cached problems (at the end of an experiment)."""
+    _PREPARED.clear()
+
+
+def run_one(run: Run, built: Prepared, logger: Any, progress: Any, clients: Any = None
+            ) -> dict[str, Any]:
+    """One run on its engine; its summary row (final metrics, status, the model under ``_x``).
+
+    A run whose iterates become non-finite is not an error of the experiment: its row gets
+    ``status = "diverged: ..."`` and the others go on.
+    """
+    setting, spec, tags = run.setting, run.algorithm, run.tags
+    problem, reference = built.problem, built.reference
+    algorithm = spec.build()
+    row: dict[str, Any] = {**tags, "status": "ok"}
+    common = {"batch_size": run.batch_size, "metrics": list(setting.metrics),
+              "reference": reference, "logger": logger, "seed": run.seed,
+              "progress": progress, "tags": tags}
+    result: Any
+    try:
+        if spec.execution == "decentralized":  # gossip over the setting's graph
+            if clients is not None:
+                raise ValueError(f"{spec.name} is decentralized (gossip between nodes): it "
+                                 "runs in the simulator only, not through a Flower executor")
+            topology, options = build_topology(setting, problem.n_clients)
+            result = simulate_decentralized(algorithm, problem, topology, setting.rounds,
+                                            node_block=setting.client_block,
+                                            eval_every=setting.eval_every, **common, **options)
+        elif spec.execution == "async":
+            # as many client updates as the synchronous runs: rounds × clients per round;
+            # the event clock stays here, each arrival's update runs on ``clients``
+            per_round = spec.clients_per_round or problem.n_clients
+            result = simulate_async(algorithm, problem, setting.rounds * per_round,
+                                    compute_times=setting.compute_times,
+                                    eval_every=setting.eval_every * per_round, clients=clients,
+                                    **common)
+        else:
+            result = simulate(algorithm, problem, setting.rounds,
+                              clients_per_round=spec.clients_per_round,
+                              client_block=setting.client_block, eval_every=setting.eval_every,
+                              compute_times=setting.compute_times, clients=clients,
+                              client_state=setting.client_state, **common)
+    except NonFiniteError as exc:
+        row["status"] = f"diverged: {exc}"
+        print(f"warning: {exc}", file=sys.stderr)
+        return row
+    row.update(result.history[-1])
+    row["_x"] = to_numpy(result.x)
+    return row
+
+
+def execute(run: Run, rows_file: Path, columns: list[str], progress: Any,
+            clients: Callable[..., Any] | None = None) -> dict[str, Any]:
+    """One run (in this process or a worker): its rows to ``rows_file``; its summary row.
+
+    ``clients(label=, seed=, batch_size=, rounds=)`` gives the run's client executor
+    (Flower), or None for the simulator's own.
+    """
+    built = prepared(run)
+    executor = None if clients is None else clients(
+        label=run.tags["algorithm"], seed=run.seed, batch_size=run.batch_size,
+        rounds=run.server_steps(built.problem.n_clients))
+    logger = CSVLogger(rows_file, columns=columns)
+    try:
+        row = run_one(run, built, logger, progress, executor)
+    finally:
+        logger.close()
+    row["label"] = run.algorithm.label
+    row["_setting_meta"] = built.meta
+    return row
+
+
+def execute_all(runs: list[Run], rows_file: Callable[[int], Path], columns: list[str],
+                on_finished: Callable[[int, dict[str, Any]], None], *, jobs: int = 1,
+                progress: Any = "auto", clients: Callable[..., Any] | None = None) -> None:
+    """Execute ``runs``; ``on_finished(index, row)`` as each one ends (in finishing order).
+
+    With ``jobs > 1`` the runs go to that many ``spawn`` worker processes, each with
+    ``cores // jobs`` BLAS/OpenMP/torch threads; the numbers do not depend on it (every
+    run draws from its own seed). ``rows_file(index)`` is where run ``index`` writes its rows.
+    """
+    if jobs == 1 or len(runs) <= 1:
+        for index, run in enumerate(runs):
+            on_finished(index, execute(run, rows_file(index), columns, progress, clients))
+        return
+    if clients is not None:
+        raise ValueError("a client executor (Flower) runs in this process: use jobs=1")
+    workers = min(jobs, len(runs))
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
+                               initializer=_init_worker, initargs=(threads,))
+    try:
+        # per-run progress lines of several workers would overwrite each other: the
+        # caller's overall line (one per finished run) reports instead
+        futures = {pool.submit(execute, run, rows_file(index), columns, False): index
+                   for index, run in enumerate(runs)}
+        for future in as_completed(futures):
+            on_finished(futures[future], future.result())
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+
+
+def _init_worker(threads: int) -> None:
+    """Limit a worker's BLAS / OpenMP / torch threads (workers × threads ≤ cores); let its
+    malloc keep freed buffers for reuse, as the command line does (:func:`reuse_freed_memory`)."""
+    from ..runtime import reuse_freed_memory
+
+    reuse_freed_memory()
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[name] = str(threads)
+    try:
+        from threadpoolctl import threadpool_limits
+
+        global _LIMITS
+        _LIMITS = threadpool_limits(threads)
+    except ImportError:
+        pass
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(threads)
+
+
+_LIMITS: Any = None

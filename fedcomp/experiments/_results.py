@@ -1,0 +1,439 @@
+"""The last stage of the experiment pipeline: the output directory and what is read from it.
+
+Output directory contract (``fedcomp best``, ``fedcomp plot``, ``fedcomp report`` and
+``--resume`` rely on it):
+
+* ``results.csv`` — one row per evaluation, appended as the run goes (a crash loses nothing
+  already written; with worker processes, when each run ends), columns
+  :data:`~fedcomp.experiments._plan.RESULT_COLUMNS` plus the variant, the swept keys and any
+  extra metrics;
+* ``runs.jsonl`` — one line per finished run (its key and summary row): what ``--resume``
+  skips; ``parts/`` holds the rows of runs in progress in worker processes;
+* ``config.json`` — the resolved configuration, package versions, seeds, the sweep, and per
+  setting the problem's fingerprint and the reference solution's accuracy;
+* ``models/<run>_seed<k>.npy`` — final models (``<run>`` is the run label: the algorithm
+  label, suffixed by the gradient mode when a config has several, by the variant when it
+  has variants, and by ``_<param><value>`` per swept key);
+* ``summary.md`` — the table printed at the end, with the claim's verdict;
+* ``summary.json`` — the final row of every run (what the table and the verdict are
+  computed from), written last: its presence marks a finished experiment;
+* ``plot.png`` — log optimality (or objective) vs rounds, one panel per gradient mode,
+  and ``plot_<metric>.png`` for every metric of the config, when matplotlib is installed.
+
+Also here: :func:`final_metrics` and :func:`claim_verdict` (the verdict rules read the
+summary), and :func:`best_settings` (``fedcomp best``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import platform
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from .. import __version__
+from ..config import ConfigError, to_jsonable
+from ._catalog import rule_module
+from ._plan import Run, cell
+from ._setting import Experiment
+from ._verdict import DIVERGED, SEEDS
+
+#: Metrics where larger is better (``fedcomp best`` maximises them unless ``--mode`` says).
+MAXIMIZED = ("accuracy", "f1", "auc", "precision", "recall")
+
+
+class OutputExistsError(ConfigError):
+    """The output directory already holds results (and ``resume`` was not asked for)."""
+
+
+class ConfigMismatchError(ConfigError):
+    """``resume`` in a directory written by another configuration (the message says how)."""
+
+
+def versions() -> dict[str, str]:
+    """Versions of fedcomp, Python and the numerical stack (for ``config.json``)."""
+    out = {"fedcomp": __version__, "python": platform.python_version(), "numpy": np.__version__}
+    for name in ("scipy", "array_api_compat", "torch", "matplotlib"):
+        module = sys.modules.get(name)
+        if module is None:
+            try:
+                module = __import__(name)
+            except ImportError:
+                continue
+        out[name] = getattr(module, "__version__", "?")
+    if "flwr" in sys.modules:  # run through fedcomp.flower (never imported just for this)
+        out["flwr"] = getattr(sys.modules["flwr"], "__version__", "?")
+    return out
+
+
+
+def start_directory(out: Path, meta: dict[str, Any], resume: bool
+                    ) -> dict[str, dict[str, Any]]:
+    """Create ``out`` (or check it matches for a resume); the finished runs by key."""
+    (out / "models").mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(out / "parts", ignore_errors=True)  # an interrupted run's partial rows
+    (out / "parts").mkdir()
+    if not resume:
+        if (out / "results.csv").exists():
+            raise OutputExistsError(f"{out}/results.csv already exists; pass another --out, "
+                                    "remove it, or --resume")
+        (out / "runs.jsonl").unlink(missing_ok=True)
+        return {}
+    if (out / "config.json").exists():
+        before = json.loads((out / "config.json").read_text())
+        differences = config_differences(
+            {"config": {k: v for k, v in before.get("config", {}).items() if k != "seeds"},
+             "sweep": before.get("sweep", {})},
+            json.loads(json.dumps({"config": {k: v for k, v in meta["config"].items()
+                                              if k != "seeds"}, "sweep": meta["sweep"]},
+                                  default=str)))
+        if differences:
+            raise ConfigMismatchError(
+                f"--resume: {out} was run with another configuration; differing: "
+                f"{'; '.join(differences[:8])}. Use the same config, --set and --sweep (seeds "
+                "may differ), or another --out")
+        meta["settings"] = before.get("settings", {})
+    return finished_runs(out)
+
+
+def finished_runs(out: Path) -> dict[str, dict[str, Any]]:
+    """The summary rows of the runs recorded in ``out/runs.jsonl``, by run key."""
+    finished: dict[str, dict[str, Any]] = {}
+    if (out / "runs.jsonl").exists():
+        for line in (out / "runs.jsonl").read_text().splitlines():
+            if line.strip():
+                record = json.loads(line)
+                finished[record["id"]] = record["row"]
+    return finished
+
+
+def config_differences(before: Any, after: Any, path: str = "") -> list[str]:
+    """Human-readable differences between two JSON-like values (``"rounds: 10 -> 20"``).
+
+    Examples
+    --------
+    >>> config_differences({"a": 1, "b": {"c": 2}}, {"a": 1, "b": {"c": 3}, "d": 0})
+    ['b.c: 2 -> 3', 'd: (absent) -> 0']
+    """
+    if isinstance(before, dict) and isinstance(after, dict):
+        out = []
+        for key in sorted(set(before) | set(after), key=str):
+            where = f"{path}.{key}" if path else str(key)
+            if key not in before or key not in after:
+                out.append(f"{where}: {before.get(key, '(absent)')} -> "
+                           f"{after.get(key, '(absent)')}")
+            else:
+                out += config_differences(before[key], after[key], where)
+        return out
+    return [] if before == after else [f"{path}: {before} -> {after}"]
+
+
+def keep_finished_rows(path: Path, finished: dict[str, Any], key_columns: list[str]) -> None:
+    """Drop from ``results.csv`` the rows of runs not recorded as finished (a crash's)."""
+    if not path.exists():
+        return
+    with path.open(newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        rows = list(reader)
+    if header is None:
+        return
+    index = [header.index(c) if c in header else None for c in key_columns]
+    keep = [r for r in rows
+            if json.dumps([r[i] if i is not None else "" for i in index]) in finished]
+    if len(keep) != len(rows):
+        tmp = path.with_suffix(".tmp")
+        with tmp.open("w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(header)
+            writer.writerows(keep)
+        tmp.replace(path)
+
+
+
+def record_run(out: Path, index: int, run: Run, key: str, row: dict[str, Any],
+               columns: list[str], meta: dict[str, Any]) -> None:
+    """Move a finished run's rows into ``results.csv``, save its model, mark it finished."""
+    part = out / "parts" / f"{index}.csv"
+    if part.exists():  # a worker's rows (in-process runs log to results.csv directly)
+        lines = part.read_text().splitlines(keepends=True)[1:]
+        results = out / "results.csv"
+        new = not (results.exists() and results.stat().st_size > 0)
+        with results.open("a", newline="") as f:
+            if new:
+                csv.writer(f).writerow(columns)
+            f.writelines(lines)
+    x = row.get("_x")
+    if row["status"] == "ok" and x is not None:
+        np.save(out / "models" / f"{run.model}_seed{run.seed}.npy", x)
+    if run.setting_name not in meta["settings"]:
+        meta["settings"][run.setting_name] = row.get("_setting_meta")
+        (out / "config.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    summary = {k: v for k, v in row.items() if not k.startswith("_")}
+    with (out / "runs.jsonl").open("a") as f:  # this line marks the run finished
+        f.write(json.dumps({"id": key, "key": {c: cell(v) for c, v in run.tags.items()},
+                            "row": summary}, default=_json_default) + "\n")
+    part.unlink(missing_ok=True)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    return str(value)
+
+
+def write_outputs(experiment: Experiment, out: Path, summary: list[dict[str, Any]],
+                  stream: TextIO) -> None:
+    """``summary.md`` (table, verdict), printed too, ``summary.json`` and the plots."""
+    cfg = experiment.config
+    sweep_keys = list(experiment.sweep_values)
+    table = summary_table(summary, cfg["metrics"], experiment.has_variants, sweep_keys)
+    # a sweep changes the paper's hyperparameters: its claim is not judged on the grid
+    verdict = "" if sweep_keys else claim_verdict(cfg, summary)
+    text = f"# {cfg['name']}\n\n{cfg['description']}\n\n{table}\n"
+    if verdict:
+        text += f"\nClaim: {cfg['claim']}\n\n{verdict}\n"
+    (out / "summary.md").write_text(text)
+    write_summary(out, summary)
+    print(table, file=stream)
+    if verdict:
+        print(verdict, file=stream)
+    shutil.rmtree(out / "parts", ignore_errors=True)
+    try:
+        from ..plotting import choose_metric, plot_results, read_results
+
+        # plot.png: optimality, or the first configured metric when there is no reference x*
+        main_metric = "optimality" if "optimality" in cfg["metrics"] else cfg["metrics"][0]
+        plot_results(out / "results.csv", out / "plot.png", metric=main_metric,
+                     title=cfg["name"])
+        rows = read_results(out / "results.csv")
+        for metric in cfg["metrics"]:  # one figure per recorded metric
+            # not one undefined for every run (all NaN, e.g. rank of a vector model)
+            if metric not in ("support",) and choose_metric(rows, metric) == metric:
+                plot_results(out / "results.csv", out / f"plot_{metric}.png", metric=metric,
+                             title=cfg["name"], fallback=False)
+    except ImportError:
+        print("matplotlib is not installed: no plot.png (pip install 'fedcomp[plot]')",
+              file=sys.stderr)
+
+
+def write_summary(out: Path, summary: list[dict[str, Any]]) -> Path:
+    """Write ``summary.json``: the final rows of the runs (NaN as ``null``)."""
+    def clean(value: Any) -> Any:
+        value = to_jsonable(value)
+        return None if isinstance(value, float) and value != value else value
+
+    rows = [{k: clean(v) for k, v in row.items() if not k.startswith("_")} for row in summary]
+    path = out / "summary.json"
+    path.write_text(json.dumps(rows, indent=1, default=str) + "\n")
+    return path
+
+
+def read_summary(out: str | Path) -> list[dict[str, Any]]:
+    """The rows :func:`write_summary` wrote (``null`` back to NaN)."""
+    rows = json.loads((Path(out) / "summary.json").read_text())
+    return [{k: (math.nan if v is None else v) for k, v in row.items()} for row in rows]
+
+
+
+def final_metrics(summary: list[dict[str, Any]]) -> dict[tuple[str, ...], dict[str, float]]:
+    """Median over seeds of every final metric, keyed by (label, mode[, variant]).
+
+    ``label`` is the algorithm entry's label (its name unless the config gives one),
+    ``mode`` is ``"full"`` or ``"b<batch size>"``; the variant is appended when the
+    configuration has variants. The medians are over the seeds that converged; every key
+    also gets ``"diverged"`` and ``"seeds"``, how many of its seeds diverged and ran (a key
+    whose every seed diverged has only those two), so that a verdict rule sees a method
+    that diverged on some seeds (:mod:`fedcomp.experiments._verdict`) instead of the median
+    of its survivors.
+    """
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for row in summary:
+        key = (row["label"], row["batch_size"]) + (
+            (row["variant"],) if "variant" in row else ())
+        groups.setdefault(key, []).append(row)
+    finals = {}
+    for key, rows in groups.items():
+        ok = [r for r in rows if r.get("status") == "ok"]
+        first: dict[str, Any] = ok[0] if ok else {}
+        numeric = {m for m, v in first.items()
+                   if isinstance(v, int | float) and not isinstance(v, bool)}
+        finals[key] = {m: float(np.median([float(r[m]) for r in ok])) for m in numeric}
+        finals[key] |= {DIVERGED: float(len(rows) - len(ok)), SEEDS: float(len(rows))}
+    return finals
+
+
+def claim_verdict(cfg: dict[str, Any], summary: list[dict[str, Any]]) -> str:
+    """"Verdict: ..." for a paper experiment (by config name) from its final metrics.
+
+    The rule lives in the experiment module: ``verdict(finals, config)`` with ``finals``
+    from :func:`final_metrics` and the resolved configuration returns ``(verdict, rule)``.
+    """
+    module = rule_module(cfg["name"])
+    if module is None or not hasattr(module, "verdict"):
+        return ""
+    verdict, rule = module.verdict(final_metrics(summary), cfg)
+    return f"Verdict: {verdict} (rule: {rule})"
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        if value != value:  # a metric undefined for this run (see summary_table)
+            return "—"
+        if value.is_integer() and abs(value) < 1e9:
+            return str(int(value))
+        return f"{value:.3e}"
+    return str(value)
+
+
+def summary_table(rows: list[dict[str, Any]], metrics: list[str], variants: bool = False,
+                  swept: list[str] | None = None) -> str:
+    """A Markdown table of the final row of every run (the swept keys as columns).
+
+    A NaN metric is one the run does not define (``rank`` of a vector model, ``optimality``
+    without a reference, ``support_f1`` without a ground truth) and shows as "—".
+    """
+    columns = ["algorithm", *(["variant"] if variants else []), *(swept or []), "seed", "round",
+               *[m for m in metrics if m != "support"],
+               "grad_evals", "prox_evals_client", "prox_evals_server", "floats_up", "wall_s",
+               "status"]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        status = row.get("status", "ok")
+        row = {**row, "status": status if len(status) < 60 else status[:57] + "..."}
+        lines.append("| " + " | ".join(_fmt(row.get(c, "")) for c in columns) + " |")
+    return "\n".join(lines)
+
+def metric_mode(metric: str) -> str:
+    """``"max"`` for accuracy-like metrics (``test_accuracy``, ``support_f1``), else ``"min"``."""
+    return "max" if any(metric.endswith(s) for s in MAXIMIZED) else "min"
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def final_values(run_dir: str | Path, metric: str) -> tuple[list[str], list[dict[str, Any]]]:
+    """The swept keys and, per run, its setting, seed and final value of ``metric``.
+
+    A run whose status in ``runs.jsonl`` is not ``ok`` (diverged) gets ``nan``.
+    """
+    run_dir = Path(run_dir)
+    path = run_dir / "results.csv"
+    if not path.exists():
+        raise ValueError(f"{path} not found; give a directory written by 'fedcomp run'")
+    meta_path = run_dir / "config.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    keys = list(meta.get("sweep") or {})
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    if rows and metric not in rows[0]:
+        numeric = [c for c in rows[0] if c not in ("algorithm", "method", "batch_size")]
+        raise ValueError(f"no column {metric!r} in {path}; columns: {numeric}")
+    group = ["algorithm", *(["variant"] if rows and "variant" in rows[0] else []), *keys, "seed"]
+    last: dict[tuple[str, ...], dict[str, str]] = {}
+    for row in rows:  # the last row of a run is its final evaluation
+        last[tuple(row.get(c, "") for c in group)] = row
+    failed = _failed_runs(run_dir / "runs.jsonl", group)
+    out = []
+    for key, row in last.items():
+        value = math.nan if key in failed else _number(row[metric])
+        out.append({"algorithm": row["algorithm"], "variant": row.get("variant"),
+                    "setting": {k: row.get(k, "") for k in keys}, "seed": row["seed"],
+                    "value": value})
+    return keys, out
+
+
+def _failed_runs(path: Path, group: list[str]) -> set[tuple[str, ...]]:
+    if not path.exists():
+        return set()
+    failed = set()
+    for line in path.read_text().splitlines():
+        record = json.loads(line)
+        if record.get("row", {}).get("status", "ok") != "ok":
+            failed.add(tuple(record["key"].get(c, "") for c in group))
+    return failed
+
+
+def best_settings(run_dir: str | Path, metric: str = "optimality", mode: str | None = None,
+                  aggregate: str = "median") -> list[dict[str, Any]]:
+    """Per algorithm (and variant), the swept setting with the best final ``metric``.
+
+    Parameters
+    ----------
+    run_dir : str or Path
+        A directory written by ``fedcomp run`` (``results.csv``, ``config.json``).
+    metric : str, default "optimality"
+        A column of ``results.csv``; its value at each run's last evaluation counts.
+    mode : {"min", "max"}, optional
+        Direction; default :func:`metric_mode` (max for accuracy-like metrics).
+    aggregate : {"median", "mean"}, default "median"
+        How the seeds of a setting combine. A setting with a diverged seed (non-finite value
+        or a failed status) scores ``nan`` and ranks after every finite one.
+
+    Returns
+    -------
+    list of dict
+        One per algorithm: ``algorithm``, ``variant``, ``setting`` (swept key → value as
+        written in ``results.csv``), ``value``, ``seeds`` and ``runner_up`` (the next setting's
+        ``{"setting", "value"}``, or None).
+    """
+    mode = mode or metric_mode(metric)
+    if mode not in ("min", "max"):
+        raise ValueError(f"mode must be 'min' or 'max' (got {mode!r})")
+    combine: Any = {"median": np.median, "mean": np.mean}.get(aggregate)
+    if combine is None:
+        raise ValueError(f"aggregate must be 'median' or 'mean' (got {aggregate!r})")
+    _, runs = final_values(run_dir, metric)
+    groups: dict[tuple[Any, ...], list[float]] = {}
+    for run in runs:
+        key = (run["algorithm"], run["variant"], tuple(run["setting"].items()))
+        groups.setdefault(key, []).append(run["value"])
+    ranked: dict[tuple[Any, ...], list[tuple[float, dict[str, str], int]]] = {}
+    for (algorithm, variant, setting), values in groups.items():
+        score = float(combine(values)) if all(map(math.isfinite, values)) else math.nan
+        ranked.setdefault((algorithm, variant), []).append((score, dict(setting), len(values)))
+    sign = 1.0 if mode == "min" else -1.0
+    best = []
+    for (algorithm, variant), candidates in ranked.items():
+        candidates.sort(key=lambda c: (not math.isfinite(c[0]),
+                                       sign * c[0] if math.isfinite(c[0]) else 0.0))
+        (value, setting, seeds), rest = candidates[0], candidates[1:]
+        best.append({"algorithm": algorithm, "variant": variant, "setting": setting,
+                     "value": value, "seeds": seeds,
+                     "runner_up": {"setting": rest[0][1], "value": rest[0][0]} if rest
+                     else None})
+    return best
+
+
+def _setting_text(setting: dict[str, str]) -> str:
+    return " ".join(f"{k}={v}" for k, v in setting.items()) or "(no sweep)"
+
+
+def _value_text(value: float) -> str:
+    return f"{value:.4g}" if math.isfinite(value) else "diverged"
+
+
+def best_table(best: list[dict[str, Any]], metric: str) -> str:
+    """A Markdown table of :func:`best_settings`' result (non-finite values: "diverged")."""
+    variants = any(b["variant"] is not None for b in best)
+    head = ["algorithm", *(["variant"] if variants else []), "best setting", metric,
+            "runner-up", f"runner-up {metric}"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for b in best:
+        runner = b["runner_up"]
+        cells = [b["algorithm"], *([b["variant"] or ""] if variants else []),
+                 _setting_text(b["setting"]), _value_text(b["value"]),
+                 _setting_text(runner["setting"]) if runner else "—",
+                 _value_text(runner["value"]) if runner else "—"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

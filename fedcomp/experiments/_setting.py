@@ -1,0 +1,526 @@
+"""The second stage of the experiment pipeline: a configuration resolved once.
+
+:func:`resolve` checks a configuration (a dict from :mod:`fedcomp.config`) key by key,
+fills in its defaults and returns an :class:`Experiment`: frozen, typed, one
+:class:`Setting` per sweep point and variant, each algorithm an :class:`AlgorithmSpec`
+whose execution engine (rounds, asynchronous, decentralized) is a static fact of the
+algorithm registry. Every later stage (build, plan, execute, results) reads these objects;
+none of them looks at the raw dict again, and none validates again.
+
+Errors are :class:`~fedcomp.config.ConfigError` naming the key, the bad value and the fix.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+import numbers
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, TypeGuard
+
+from ..config import (
+    TOP_LEVEL_KEYS,
+    VARIANT_KEYS,
+    ConfigError,
+    _batch_modes,
+    expand_sweep,
+    merge_variant,
+    parse_value,
+    to_jsonable,
+    variant_settings,
+)
+
+#: Keys of the ``[topology]`` table that configure evaluation, not the graph.
+TOPOLOGY_EVAL_KEYS = {"evaluate_on", "node", "sparsity"}
+
+#: The values of the optional top-level keys when a configuration leaves them out.
+DEFAULTS: dict[str, Any] = {
+    "description": "",
+    "eval_every": 1,
+    "seeds": [0],
+    "batch_size": "full",
+    "clients_per_round": None,
+    "client_block": "auto",
+    "metrics": ["objective", "optimality", "nnz"],
+    "reference": True,
+    "claim": "",
+    "variants": [],
+    "topology": None,
+    "streaming": False,
+    "compute_times": None,
+    "backend": "auto",
+    "client_state": "memory",
+}
+
+#: Losses whose model has one column per class: they need ``data.n_classes``.
+CLASS_LOSSES = ("softmax",)
+
+#: ``client_state`` values: stacked client states in RAM, or memory-mapped ``.npy`` files
+#: (for populations whose state does not fit in memory; see ``fedcomp.simulate``).
+CLIENT_STATES = ("memory", "disk")
+
+#: ``backend`` values: where the data and models live (``auto``: torch float32 for
+#: ``torch_model`` losses, NumPy float64 otherwise).
+BACKENDS = ("auto", "numpy", "torch", "torch-float64", "cuda")
+
+#: Keys of an ``[[algorithms]]`` entry that are not the factory's hyperparameters.
+ENTRY_KEYS = ("name", "label", "clients_per_round")
+
+
+def execution_of(name: str) -> str:
+    """The engine an algorithm runs on: ``"rounds"``, ``"async"`` or ``"decentralized"``.
+
+    A static fact of the algorithm registry: nothing is built to learn it.
+    """
+    from ..algorithms import execution_of as registered
+
+    return registered(name)
+
+
+class AlgorithmSpec(NamedTuple):
+    """One ``[[algorithms]]`` entry of a setting, resolved.
+
+    Attributes
+    ----------
+    label : str
+        The entry's ``label`` (its name unless the configuration gives one).
+    name : str
+        The registered algorithm.
+    params : dict
+        The factory's keyword arguments.
+    clients_per_round : int or None
+        Participants per round (the entry's own, else the setting's; None: every client).
+    execution : str
+        ``"rounds"``, ``"async"`` or ``"decentralized"`` (:func:`execution_of`).
+    """
+
+    label: str
+    name: str
+    params: dict[str, Any]
+    clients_per_round: int | None
+    execution: str
+
+    def build(self) -> Any:
+        """The algorithm object (a fresh one per call: factories are pure)."""
+        from ..algorithms import make_algorithm
+
+        return make_algorithm(self.name, **self.params)
+
+    def entry(self) -> dict[str, Any]:
+        """The ``[[algorithms]]`` table this spec was resolved from (for ``config.json``)."""
+        return {"name": self.name, **({"label": self.label} if self.label != self.name else {}),
+                **self.params}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One fully resolved setting: the base configuration, a variant of it, or a sweep point.
+
+    Read-only: the tables (``data``, ``problem``, ``regularizer``, ``topology``,
+    ``compute_times``) are plain dicts so that a setting pickles into worker processes;
+    no stage writes to them.
+    """
+
+    name: str
+    rounds: int
+    eval_every: int
+    batch_modes: tuple[int | None, ...]
+    clients_per_round: int | None
+    client_block: Any
+    metrics: tuple[str, ...]
+    data: dict[str, Any]
+    problem: dict[str, Any]
+    regularizer: dict[str, Any]
+    algorithms: tuple[AlgorithmSpec, ...]
+    reference_tol: float | None
+    topology: dict[str, Any] | None
+    streaming: bool
+    compute_times: dict[str, Any] | None
+    backend: str
+    client_state: str
+    variant: str | None = None
+    swept: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def problem_key(self) -> str:
+        """What determines the problem and its reference (settings sharing it share them)."""
+        return json.dumps(to_jsonable([self.name, self.data, self.problem, self.regularizer,
+                                       self.backend, self.streaming, self.reference_tol,
+                                       self.topology]), sort_keys=True, default=str)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A configuration resolved once: what every later pipeline stage reads.
+
+    Attributes
+    ----------
+    name, description, claim : str
+    config : dict
+        The validated configuration with its defaults (``config.json``; the verdict rules
+        read it). Read-only.
+    seeds : tuple of int
+    sweep : tuple of (key, tuple of value texts)
+        The ``--sweep`` grid (empty without one).
+    settings : tuple of Setting
+        In run order: sweep point, then variant.
+    """
+
+    name: str
+    description: str
+    claim: str
+    config: dict[str, Any]
+    seeds: tuple[int, ...]
+    sweep: tuple[tuple[str, tuple[str, ...]], ...]
+    settings: tuple[Setting, ...]
+
+    @property
+    def has_variants(self) -> bool:
+        return bool(self.config.get("variants"))
+
+    @property
+    def sweep_values(self) -> dict[str, list[Any]]:
+        """The swept keys and their parsed values (``config.json``'s ``sweep``)."""
+        return {key: [parse_value(v) for v in values] for key, values in self.sweep}
+
+    @property
+    def base(self) -> Setting:
+        """The base configuration's own setting (no variant merged, no sweep applied)."""
+        return _setting(self.config, None, {})
+
+
+def resolve(config: dict[str, Any], *, seeds: list[int] | None = None,
+            sweep: list[tuple[str, list[str]]] | None = None) -> Experiment:
+    """Check ``config`` and resolve it into an :class:`Experiment` (once per run).
+
+    Parameters
+    ----------
+    config : dict
+        A training configuration (:mod:`fedcomp.config`).
+    seeds : list of int, optional
+        Replace the configuration's seeds (``--seeds``).
+    sweep : list of (key, values), optional
+        A grid (``--sweep``, :func:`fedcomp.config.expand_sweep`): every point becomes
+        settings of its own, each checked.
+
+    Raises
+    ------
+    ConfigError
+        The first bad key, naming it, its value and the fix.
+
+    Examples
+    --------
+    >>> from fedcomp.config import load
+    >>> experiment = resolve(load("seed000"), seeds=[0, 1])
+    >>> experiment.seeds, [a.label for a in experiment.settings[0].algorithms][:3]
+    ((0, 1), ['za1', 'fedmid', 'fedda'])
+    """
+    if isinstance(config, dict) and config.get("kind") == "timing":
+        raise ConfigError(f"{config.get('name')!r} is a timing experiment (kind = 'timing'), "
+                          "not a training configuration: run it with 'fedcomp run'")
+    base = {**config, **({"seeds": list(seeds)} if seeds is not None else {})}
+    cfg = validate(base)
+    grid = [(values, validate(point)) for values, point in expand_sweep(base, sweep or [])]
+    settings = tuple(_setting(setting, variant, values) for values, point in grid
+                     for variant, setting in variant_settings(point))
+    return Experiment(name=cfg["name"], description=cfg["description"], claim=cfg["claim"],
+                      config=cfg, seeds=tuple(cfg["seeds"]),
+                      sweep=tuple((k, tuple(vs)) for k, vs in sweep or []), settings=settings)
+
+
+def _setting(cfg: dict[str, Any], variant: str | None, swept: dict[str, Any]) -> Setting:
+    """The :class:`Setting` of a validated dict (the base, or a variant merged over it)."""
+    specs = []
+    for entry in cfg["algorithms"]:
+        params = {k: copy.deepcopy(v) for k, v in entry.items() if k not in ENTRY_KEYS}
+        specs.append(AlgorithmSpec(
+            label=entry.get("label", entry["name"]), name=entry["name"], params=params,
+            clients_per_round=entry.get("clients_per_round", cfg["clients_per_round"]),
+            execution=execution_of(entry["name"])))
+    reference = cfg["reference"]
+    return Setting(
+        name=cfg["name"], rounds=cfg["rounds"], eval_every=cfg["eval_every"],
+        batch_modes=tuple(_batch_modes(cfg["batch_size"])),
+        clients_per_round=cfg["clients_per_round"], client_block=cfg["client_block"],
+        metrics=tuple(cfg["metrics"]), data=copy.deepcopy(cfg["data"]),
+        problem=copy.deepcopy(cfg["problem"]), regularizer=copy.deepcopy(cfg["regularizer"]),
+        algorithms=tuple(specs), reference_tol=None if reference is None else reference["tol"],
+        topology=copy.deepcopy(cfg["topology"]), streaming=bool(cfg["streaming"]),
+        compute_times=copy.deepcopy(cfg["compute_times"]), backend=cfg["backend"],
+        client_state=cfg["client_state"], variant=variant, swept=dict(swept))
+
+
+def _check_keys(table: dict[str, Any], accepted: set[str], where: str) -> None:
+    unknown = sorted(set(table) - accepted)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; accepted: {sorted(accepted)}")
+
+
+def _check_table(value: Any, key: str, example: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{key} must be a table such as {example} (got {value!r})")
+    return value
+
+
+def _is_integer(value: Any) -> TypeGuard[int]:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _is_number_text(value: Any) -> bool:
+    """Whether ``value`` is a quoted number (``"0.1"``): the fix is to drop the quotes."""
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return isinstance(value, str)
+
+
+def _check_types(table: dict[str, Any], factory: Any, where: str) -> None:
+    """Integers and numbers where ``factory``'s signature says ``int`` or ``float``.
+
+    The factories take the values as they are: a float ``n_clients = 2.5`` would be cut
+    to 2 clients (or fail deep inside NumPy), a string ``alpha = "0.1"`` fail on the first
+    arithmetic; here the message names the key. A ``seed`` must also be non-negative.
+    """
+    params = inspect.signature(factory).parameters
+    for key, value in table.items():
+        if key not in params:
+            continue
+        annotation = params[key].annotation  # a string under ``from __future__ import``
+        annotation = getattr(annotation, "__name__", str(annotation)).replace(" ", "")
+        quotes = f"; write it without quotes: {key} = {value}" if _is_number_text(value) else ""
+        if annotation in ("int", "int|None") and not (
+                _is_integer(value) or (value is None and annotation == "int|None")):
+            raise ConfigError(f"{where}.{key} must be an integer (got {value!r}){quotes}")
+        if annotation in ("float", "float|None") and not (
+                _is_real(value) or (value is None and annotation == "float|None")):
+            raise ConfigError(f"{where}.{key} must be a number (got {value!r}){quotes}")
+        if key == "seed" and _is_integer(value) and value < 0:
+            raise ConfigError(f"{where}.seed must be a non-negative integer (got {value!r})")
+
+
+def _check_seeds(seeds: Any) -> None:
+    if not (isinstance(seeds, list) and seeds and all(_is_integer(s) and s >= 0
+                                                       for s in seeds)):
+        raise ConfigError(f"seeds must be a non-empty list of non-negative integers, e.g. "
+                          f"seeds = [0, 1, 2] (got {seeds!r})")
+
+
+def _reference_settings(value: Any) -> dict[str, Any] | None:
+    """``reference = true | false`` or a table ``{tol = 1e-13}`` → settings or ``None``."""
+    if value is False or value is None:
+        return None
+    if value is True:
+        return {"tol": 1e-10}
+    if isinstance(value, dict):
+        _check_keys(value, {"tol"}, "reference")
+        tol = value.get("tol", 1e-10)
+        if not (isinstance(tol, int | float) and 0 < tol < 1):
+            raise ConfigError(f"reference.tol must be a number in (0, 1) (got {tol!r})")
+        return {"tol": float(tol)}
+    raise ConfigError(f"reference must be true, false or a table {{tol = ...}} (got {value!r})")
+
+
+def validate(config: dict[str, Any]) -> dict[str, Any]:
+    """A configuration checked key by key, with its defaults filled in (a new dict).
+
+    The dict behind an :class:`Experiment` (its ``config``): what ``config.json`` records
+    and what a verdict rule reads. :func:`resolve` calls it; call :func:`resolve` instead
+    to run something.
+
+    Raises
+    ------
+    ConfigError
+        Naming the first bad key, its value and the fix.
+    """
+    if not isinstance(config, dict):
+        raise ConfigError(f"a configuration is a table (dict) of keys; got {type(config).__name__}")
+
+    cfg = {**copy.deepcopy(DEFAULTS), **copy.deepcopy(config)}
+    _check_keys(cfg, TOP_LEVEL_KEYS, "config")
+    cfg.pop("quick", None)  # how the config shrinks for --quick (see quick_config)
+    for key in ("name", "rounds", "data", "problem", "regularizer", "algorithms"):
+        if key not in cfg:
+            raise ConfigError(f"config: missing required key {key!r}")
+    if "reference" not in config and cfg["problem"].get("loss") == "torch_model":
+        cfg["reference"] = False  # a network has no centralized x* to compare against
+    if cfg["backend"] not in BACKENDS:
+        raise ConfigError(f"backend: unknown backend {cfg['backend']!r}; valid: {list(BACKENDS)}")
+    if cfg["client_state"] not in CLIENT_STATES:
+        raise ConfigError(f"client_state: unknown value {cfg['client_state']!r}; valid: "
+                          f"{list(CLIENT_STATES)} ('disk' keeps client states in memory-mapped "
+                          "files)")
+    cfg["reference"] = _reference_settings(cfg["reference"])
+    _check_setting(cfg)
+    _check_variants(cfg)
+    return cfg
+
+
+
+def _check_variants(cfg: dict[str, Any]) -> None:
+    variants = cfg["variants"]
+    if not isinstance(variants, list):
+        raise ConfigError("variants must be a list of tables ([[variants]] entries)")
+    labels = []
+    for entry in variants:
+        if not isinstance(entry, dict) or not isinstance(entry.get("label"), str):
+            raise ConfigError(f"variants: every entry needs a string 'label' (got {entry!r})")
+        _check_keys(entry, {"label", *VARIANT_KEYS}, f"variants ({entry['label']})")
+        labels.append(entry["label"])
+        try:
+            _check_setting(merge_variant(cfg, entry))
+        except ConfigError as exc:
+            raise ConfigError(f"variants ({entry['label']}): {exc}") from exc
+    if len(set(labels)) != len(labels):
+        raise ConfigError(f"variants: labels must be unique (got {labels})")
+
+
+def _check_compute_times(value: Any) -> None:
+    """``compute_times = {mean = ..., distribution = ...}`` (see ``ComputeTimes``) or absent."""
+    if value is None:
+        return
+    from ..runtime import ComputeTimes
+
+    if not isinstance(value, dict):
+        raise ConfigError(f"compute_times must be a table such as {{mean = 1.0, distribution = "
+                          f"'exponential'}} (got {value!r})")
+    try:
+        ComputeTimes(**value)
+    except TypeError as exc:
+        raise ConfigError(f"compute_times: {exc}; accepted: mean, distribution, spread, "
+                          "slow_fraction, slowdown") from exc
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def _check_setting(cfg: dict[str, Any]) -> None:
+    """Validate one setting (the base config, or a variant merged over it)."""
+    from ..algorithms import ALGORITHMS, DECENTRALIZED
+    from ..data import DATASETS, SAMPLERS
+    from ..losses import LOSSES
+    from ..metrics import METRICS
+    from ..regularizers import REGULARIZERS
+
+    _check_compute_times(cfg.get("compute_times"))
+    if not (isinstance(cfg["rounds"], int) and not isinstance(cfg["rounds"], bool)
+            and cfg["rounds"] >= 1):
+        raise ConfigError(f"config: rounds must be a positive integer (got {cfg['rounds']!r})")
+    _check_seeds(cfg["seeds"])
+    _batch_modes(cfg["batch_size"])
+    for metric in cfg["metrics"]:
+        if metric not in METRICS:
+            raise ConfigError(f"config: unknown metric {metric!r}; valid: {sorted(METRICS)}")
+
+    data = _check_table(cfg["data"], "data", '{generator = "breast_cancer", n_clients = 10}')
+    if data.get("generator") not in DATASETS:
+        raise ConfigError(f"data.generator: unknown dataset {data.get('generator')!r}; valid: "
+                          f"{sorted(DATASETS)}")
+    _check_keys(data, {"generator", *inspect.signature(DATASETS[data['generator']]).parameters},
+                f"data ({data['generator']})")
+    _check_types(data, DATASETS[data["generator"]], "data")
+    if "partition" in data:
+        from ..data import PARTITIONERS, partition_spec
+
+        try:
+            name, params = partition_spec(data["partition"])
+        except ValueError as exc:
+            raise ConfigError(f"data.partition: {exc}") from exc
+        _check_types(params, PARTITIONERS[name], "data.partition")
+
+    problem = _check_table(cfg["problem"], "problem", '{loss = "logistic"}')
+    if problem.get("loss") not in LOSSES:
+        raise ConfigError(f"problem.loss: unknown loss {problem.get('loss')!r}; valid: "
+                          f"{sorted(LOSSES)}")
+    loss_params = set(inspect.signature(LOSSES[problem["loss"]]).parameters)
+    _check_keys(problem, {"loss", "weighting", *loss_params}, f"problem ({problem['loss']})")
+    _check_types(problem, LOSSES[problem["loss"]], "problem")
+    n_classes = data.get("n_classes")
+    if problem["loss"] in CLASS_LOSSES and not (_is_integer(n_classes) and n_classes > 2):
+        raise ConfigError(f"problem.loss = {problem['loss']!r} shapes a (features x classes) "
+                          f"model: set data.n_classes = K, the number of classes (K >= 3; got "
+                          f"{n_classes!r}); for two classes use loss = 'logistic'")
+
+    reg = _check_table(cfg["regularizer"], "regularizer", '{name = "l1", alpha = 1e-4}')
+    if reg.get("name") not in REGULARIZERS:
+        raise ConfigError(f"regularizer.name: unknown regularizer {reg.get('name')!r}; valid: "
+                          f"{sorted(REGULARIZERS)}")
+    reg_params = set(inspect.signature(REGULARIZERS[reg["name"]]).parameters)
+    _check_keys(reg, {"name", "scope", *reg_params}, f"regularizer ({reg['name']})")
+    _check_types(reg, REGULARIZERS[reg["name"]], "regularizer")
+    if reg.get("scope", "all") not in ("all", "weights"):
+        raise ConfigError(f"regularizer.scope must be 'all' or 'weights' (network weights and "
+                          f"kernels, not biases); got {reg['scope']!r}")
+    if reg.get("scope") == "weights" and problem["loss"] != "torch_model":
+        raise ConfigError("regularizer.scope = 'weights' needs a network (loss = "
+                          "'torch_model'); other models have no biases to leave out")
+
+    if cfg.get("streaming") and data["generator"] not in SAMPLERS:
+        streamable = sorted(SAMPLERS)
+        raise ConfigError(f"streaming = true needs a generator with a sampler ({streamable}); "
+                          f"{data['generator']!r} has none")
+    _check_topology(cfg.get("topology"))
+    if not cfg["algorithms"]:
+        raise ConfigError("config: algorithms is empty; add at least one [[algorithms]] entry")
+    labels = []
+    for entry in cfg["algorithms"]:
+        name = entry.get("name")
+        if name not in ALGORITHMS and name not in DECENTRALIZED:
+            raise ConfigError(f"algorithms: unknown algorithm {name!r}; valid: "
+                              f"{sorted([*ALGORITHMS, *DECENTRALIZED])}")
+        if name in DECENTRALIZED and not cfg.get("topology"):
+            raise ConfigError(f"algorithms ({name}) is decentralized: add a [topology] table, "
+                              'e.g. topology = { name = "chain" }')
+        accepted = set(inspect.signature(ALGORITHMS.get(name) or DECENTRALIZED[name]
+                                         ).parameters)
+        # clients_per_round per entry: an algorithm defined for full participation (FedPD)
+        # runs beside sampled ones, as in the FedDR paper's comparisons
+        _check_keys(entry, {"name", "label", "clients_per_round", *accepted},
+                    f"algorithms ({name})")
+        _check_types(entry, ALGORITHMS.get(name) or DECENTRALIZED[name],
+                     f"algorithms.{entry.get('label', name)}")
+        labels.append(entry.get("label", name))
+    if len(set(labels)) != len(labels):
+        raise ConfigError(f"algorithms: labels must be unique (got {labels}); give repeated "
+                          "algorithms a distinct 'label'")
+    _check_client_state(cfg)
+
+
+def _check_client_state(cfg: dict[str, Any]) -> None:
+    """``client_state = "disk"`` (memory-mapped NumPy states) fits NumPy, synchronous runs only."""
+    if cfg.get("client_state", "memory") != "disk":
+        return
+    if cfg["problem"].get("loss") == "torch_model" or cfg["backend"] in ("torch", "torch-float64",
+                                                                          "cuda"):
+        raise ConfigError("client_state = 'disk' keeps NumPy client states in memory-mapped "
+                          "files: use backend = 'numpy' (not torch or a network), or "
+                          "client_state = 'memory'")
+    other_engines = [entry["name"] for entry in cfg["algorithms"]
+                     if execution_of(entry["name"]) != "rounds"]
+    if other_engines:
+        raise ConfigError(f"client_state = 'disk' applies to synchronous rounds of the "
+                          f"simulator; algorithms ({other_engines[0]}) runs on another engine "
+                          "(decentralized or asynchronous): use client_state = 'memory'")
+
+
+def _check_topology(table: Any) -> None:
+    from ..topology import TOPOLOGIES
+
+    if table is None:
+        return
+    if not isinstance(table, dict) or "name" not in table:
+        raise ConfigError(f'topology must be a table with a name, e.g. {{ name = "chain" }} '
+                          f"(got {table!r})")
+    name = table["name"]
+    if name in TOPOLOGIES:
+        params = set(inspect.signature(TOPOLOGIES[name]).parameters) - {"n_nodes"}
+    elif name in ("grid", "matrix"):
+        params = {"rows"} if name == "grid" else {"mixing"}
+    else:
+        raise ConfigError(f"topology.name: unknown topology {name!r}; valid: "
+                          f"{sorted([*TOPOLOGIES, 'grid', 'matrix'])}")
+    _check_keys(table, {"name", *params, *TOPOLOGY_EVAL_KEYS}, f"topology ({name})")

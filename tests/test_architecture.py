@@ -1,0 +1,136 @@
+"""The package's import graph: no cycles, and the experiment pipeline flows one way.
+
+Every ``import`` and ``from ... import`` in ``fedcomp/`` is read from the source (function-
+level imports included: a lazy import is still a dependency), resolved to the module it
+names (``from . import x`` is the submodule ``x`` when there is one, else the package), and
+the graph is checked. ``docs/ARCHITECTURE.md`` draws the same layers.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "fedcomp"
+
+#: The experiment pipeline, in the order data flow through it.
+PIPELINE = ["fedcomp.config", "fedcomp.experiments._setting", "fedcomp.experiments._build",
+            "fedcomp.experiments._plan", "fedcomp.experiments._execute",
+            "fedcomp.experiments._results", "fedcomp.experiments._runner"]
+
+#: Modules above the core: the pipeline, the experiments' rules and the front ends.
+UPPER = ("fedcomp.config", "fedcomp.experiments", "fedcomp.report", "fedcomp.cli",
+         "fedcomp.flower", "fedcomp.__main__")
+
+
+def modules(root: Path = PACKAGE) -> dict[str, tuple[Path, bool]]:
+    """``{dotted name: (file, is a package __init__)}`` of every module under ``root``."""
+    out = {}
+    for path in root.rglob("*.py"):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        out[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
+    return out
+
+
+def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
+    """``{module: the fedcomp modules it imports}``, read from the source."""
+    known = modules(root)
+    graph: dict[str, set[str]] = {name: set() for name in known}
+    for name, (path, is_package) in known.items():
+        here = name.split(".") if is_package else name.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = here[:len(here) - (node.level - 1)]
+                    module = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    module = node.module or ""
+                targets = [f"{module}.{alias.name}" if f"{module}.{alias.name}" in known
+                           else module for alias in node.names]
+            graph[name] |= {t for t in targets if t in known and t != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_graph_reader_sees_cycles_and_lazy_imports(tmp_path):
+    pkg = tmp_path / "fedcomp"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from . import b\n")
+    (pkg / "b.py").write_text("def f():\n    from .sub import c\n")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "c.py").write_text("from .. import a\n")
+    graph = import_graph(pkg)
+    assert graph["fedcomp.b"] == {"fedcomp.sub.c"}  # a function-level import counts
+    assert cycles(graph) == [["fedcomp.a", "fedcomp.b", "fedcomp.sub.c"]]
+
+
+def test_no_import_cycles():
+    found = cycles(import_graph())
+    assert not found, f"import cycles in fedcomp/: {found}"
+
+
+@pytest.mark.parametrize("stage", PIPELINE)
+def test_no_pipeline_stage_imports_a_later_one(stage):
+    graph = import_graph()
+    later = set(PIPELINE[PIPELINE.index(stage) + 1:])
+    assert not graph[stage] & later, f"{stage} imports a later stage: {graph[stage] & later}"
+
+
+def test_the_core_never_imports_the_pipeline_or_the_front_ends():
+    graph = import_graph()
+    core = [m for m in graph if not m.startswith(UPPER) and m not in ("fedcomp",)]
+    upward = {m: sorted(t for t in graph[m] if t.startswith(UPPER)) for m in core}
+    assert not {m: t for m, t in upward.items() if t}
+
+
+def test_the_verdict_rules_read_results_not_runs():
+    """An experiment's module judges summaries: it may build a setting (a timing re-run) but
+    never plans, executes or writes an output directory."""
+    graph = import_graph()
+    rules = [m for m in graph if m.startswith("fedcomp.experiments.")
+             and not m.rsplit(".", 1)[-1].startswith("_")]
+    assert len(rules) >= 13
+    forbidden = {"fedcomp.experiments._plan", "fedcomp.experiments._execute",
+                 "fedcomp.experiments._results", "fedcomp.experiments._runner"}
+    assert {m: graph[m] & forbidden for m in rules if graph[m] & forbidden} == {}
