@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import http.client
-import inspect
 import os
 import shutil
 import tarfile
@@ -40,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from .._registry import Entry, Registry
 from ._client_data import ClientData
 from ._partition import split_to_clients
 
@@ -111,7 +111,7 @@ SOURCES: dict[str, dict[str, Any]] = {
 }
 
 
-def _partitioners() -> dict[str, Any]:
+def _partitioners() -> Registry[Entry]:
     from . import PARTITIONERS  # the registry (imported late: this module is part of it)
 
     return PARTITIONERS
@@ -214,15 +214,9 @@ def partition_spec(partition: Any) -> tuple[str, dict[str, Any]]:
     else:
         raise ValueError(f"partition must be a name or a table with a 'name' key, e.g. "
                          f"{{name = \"dirichlet\", concentration = 0.2}} (got {partition!r})")
-    registry = _partitioners()
-    if name not in registry:
-        raise ValueError(f"unknown partition {name!r}; valid: {sorted(registry)}")
-    accepted = set(inspect.signature(registry[name]).parameters) - {
-        "labels", "n_samples", "groups", "n_clients", "seed"}
-    unknown = sorted(set(params) - accepted)
-    if unknown:
-        raise ValueError(f"partition {name!r}: unknown parameter(s) {unknown}; accepted: "
-                         f"{sorted(accepted)}")
+    # the data set supplies the samples, the number of clients and the seed
+    _partitioners().check_keys(name, params, f"partition {name!r}",
+                               supplied=("labels", "n_samples", "groups", "n_clients", "seed"))
     return name, params
 
 
@@ -256,9 +250,10 @@ def federate(features: Any, labels: Any, n_clients: int, partition: Any = "iid",
     3
     """
     name, params = partition_spec(partition)
-    fn = _partitioners()[name]
+    registry = _partitioners()
+    fn = registry[name]
     labels = np.asarray(labels)
-    first = next(iter(inspect.signature(fn).parameters))
+    first = registry.parameters(name)[0]  # what the partitioner splits: labels, groups, a count
     if first == "groups" and groups is None:
         raise ValueError(f"partition {name!r} splits by writer, but this data set has no writer "
                          "ids; use it with digits or femnist, or choose another partition")
