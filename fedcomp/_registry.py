@@ -13,7 +13,8 @@ entry, not something learned by constructing it: an algorithm's ``execution`` (s
 rounds, asynchronous event clock, or decentralized gossip), a data set's ground truth and
 streaming sampler. Family-specific facts live in subclasses of :class:`Entry`.
 
-This module imports nothing from fedcomp (the families import it).
+This module imports nothing from fedcomp at import time (the families import it);
+:func:`catalogue` imports the families when called.
 """
 
 from __future__ import annotations
@@ -252,5 +253,30 @@ class Registry(Mapping[str, Callable[..., Any]], Generic[E]):
         return self.entry(name).factory(**params)
 
 
+def catalogue() -> dict[str, Registry[Any]]:
+    """Every family's registry, in the order ``fedcomp list`` prints them.
+
+    Examples
+    --------
+    >>> list(catalogue())
+    ['algorithms', 'regularizers', 'losses', 'datasets', 'partitioners', 'metrics', 'topologies']
+    >>> catalogue()["algorithms"].entry("async_feddr").execution
+    'async'
+    """
+    # imported here, not at the top: the families import this module
+    from . import algorithms, data, losses, metrics, regularizers, topology
+
+    return {
+        "algorithms": algorithms.REGISTRY,
+        "regularizers": regularizers.REGULARIZERS,
+        "losses": losses.LOSSES,
+        "datasets": data.DATASETS,
+        "partitioners": data.PARTITIONERS,
+        "metrics": metrics.METRICS,
+        "topologies": topology.TOPOLOGIES,
+    }
+
+
 __all__ = ["EXECUTIONS", "AlgorithmEntry", "DatasetEntry", "Entry", "Execution",
-           "MissingParameterError", "Registry", "UnknownNameError", "UnknownParameterError"]
+           "MissingParameterError", "Registry", "UnknownNameError", "UnknownParameterError",
+           "catalogue"]

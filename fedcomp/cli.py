@@ -136,16 +136,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _catalogue() -> dict[str, dict[str, str]]:
-    from . import algorithms, data, losses, metrics, regularizers
+    from ._registry import catalogue
 
-    return {
-        "algorithms": algorithms.DESCRIPTIONS,
-        "regularizers": regularizers.DESCRIPTIONS,
-        "losses": losses.DESCRIPTIONS,
-        "datasets": data.DATASET_DESCRIPTIONS,
-        "partitioners": data.PARTITIONER_DESCRIPTIONS,
-        "metrics": metrics.DESCRIPTIONS,
-    }
+    return {kind: dict(registry.describe()) for kind, registry in catalogue().items()}
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -441,7 +434,8 @@ errors:
 
     lst = sub.add_parser("list", help="list algorithms, regularizers, losses, datasets, ...")
     lst.add_argument("kind", nargs="?", choices=["algorithms", "regularizers", "losses",
-                                                 "datasets", "partitioners", "metrics"])
+                                                 "datasets", "partitioners", "metrics",
+                                                 "topologies"])
     lst.set_defaults(func=cmd_list)
 
     plot = sub.add_parser("plot", help="plot results.csv of a run directory")
