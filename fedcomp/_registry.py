@@ -112,6 +112,10 @@ class Registry(Mapping[str, Callable[..., Any]], Generic[E]):
         What one entry is, singular (``"algorithm"``); error messages use it.
     entries : iterable of Entry
         Unique names, each with a non-empty one-line description.
+    supplied : collection of str, default ()
+        Parameters the caller fills, which a configuration does not name (a topology's
+        ``n_nodes``, a partitioner's labels and seed, a metric's problem and model):
+        :meth:`check_keys` rejects them, :meth:`make` takes them.
 
     Examples
     --------
@@ -129,8 +133,10 @@ class Registry(Mapping[str, Callable[..., Any]], Generic[E]):
     fedcomp._registry.UnknownParameterError: op 'shift': unknown parameter(s) ['step']; accepted: by
     """
 
-    def __init__(self, kind: str, entries: Iterable[E]) -> None:
+    def __init__(self, kind: str, entries: Iterable[E], *, supplied: Collection[str] = ()
+                 ) -> None:
         self.kind = kind
+        self.supplied = tuple(supplied)
         self._entries: dict[str, E] = {}
         for entry in entries:
             if entry.name in self._entries:
@@ -174,7 +180,8 @@ class Registry(Mapping[str, Callable[..., Any]], Generic[E]):
 
     def filter(self, keep: Callable[[E], bool]) -> Registry[E]:
         """The registry of the entries for which ``keep(entry)`` is true (same kind)."""
-        return Registry(self.kind, [entry for entry in self._entries.values() if keep(entry)])
+        return Registry(self.kind, [entry for entry in self._entries.values() if keep(entry)],
+                        supplied=self.supplied)
 
     def describe(self) -> Mapping[str, str]:
         """``{name: one-line description}`` in registration order (read-only)."""
@@ -195,9 +202,14 @@ class Registry(Mapping[str, Callable[..., Any]], Generic[E]):
         return tuple(p.name for p in self._signature(name).parameters.values()
                      if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
 
+    def settable(self, name: str) -> tuple[str, ...]:
+        """The parameters of ``name`` a configuration may set: :meth:`parameters` less
+        :attr:`supplied`."""
+        return tuple(p for p in self.parameters(name) if p not in self.supplied)
+
     def check_keys(self, name: str, keys: Iterable[str], where: str | None = None, *,
-                   extra: Collection[str] = (), supplied: Collection[str] = ()) -> None:
-        """Raise unless every key is a parameter of ``name``'s factory.
+                   extra: Collection[str] = ()) -> None:
+        """Raise unless every key is a settable parameter of ``name``'s factory.
 
         Parameters
         ----------
@@ -209,21 +221,21 @@ class Registry(Mapping[str, Callable[..., Any]], Generic[E]):
             Where the keys come from, the prefix of the message (default: ``"<kind> 'name'"``).
         extra : collection of str
             Keys accepted besides the parameters (a table's own ``"name"``, ``"label"``).
-        supplied : collection of str
-            Parameters the caller fills itself, which the keys may not name (a topology's
-            ``n_nodes``, a partitioner's labels and seed).
 
         Raises
         ------
         UnknownNameError
             For an unknown ``name``.
         UnknownParameterError
-            Naming the unknown keys and listing the accepted ones.
+            Naming the unknown keys (a :attr:`supplied` one among them) and listing the
+            accepted ones.
         """
+        self._reject_unknown(name, keys, where, [*self.settable(name), *extra])
+
+    def _reject_unknown(self, name: str, keys: Iterable[str], where: str | None,
+                        accepted: list[str]) -> None:
         if any(p.kind is p.VAR_KEYWORD for p in self._signature(name).parameters.values()):
-            return
-        accepted = [p for p in self.parameters(name) if p not in supplied] + [
-            k for k in extra if k not in supplied]
+            return  # the factory takes **kwargs: any key is a parameter
         unknown = sorted(set(keys) - set(accepted))
         if unknown:
             raise UnknownParameterError(f"{where or f'{self.kind} {name!r}'}: unknown "
@@ -231,6 +243,8 @@ class Registry(Mapping[str, Callable[..., Any]], Generic[E]):
 
     def make(self, name: str, **params: Any) -> Any:
         """Build ``name``'s component: its factory called with the keyword ``params``.
+
+        ``params`` may include the :attr:`supplied` parameters (the caller supplies them).
 
         Raises
         ------
@@ -243,7 +257,7 @@ class Registry(Mapping[str, Callable[..., Any]], Generic[E]):
         ValueError
             From the factory itself, for an invalid value.
         """
-        self.check_keys(name, params)
+        self._reject_unknown(name, params, None, list(self.parameters(name)))
         required = [p.name for p in self._signature(name).parameters.values()
                     if p.default is p.empty and p.name not in params
                     and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]

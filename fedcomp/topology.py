@@ -283,7 +283,25 @@ def _random_graph(name: str, n: int, adj: np.ndarray, fix: str) -> Topology:
 
 
 def erdos_renyi(n_nodes: int, edge_prob: float = 0.3, seed: int = 0) -> Topology:
-    """Erdős–Rényi graph ``G(n, edge_prob)`` with Metropolis weights (must be connected)."""
+    """Erdős–Rényi graph ``G(n, edge_prob)`` with Metropolis weights (must be connected).
+
+    Parameters
+    ----------
+    n_nodes : int
+    edge_prob : float, default 0.3
+        Probability of each edge, in ``(0, 1]``.
+    seed : int, default 0
+        Seeds the graph (with ``n_nodes``); a disconnected draw raises naming the fix.
+
+    Returns
+    -------
+    Topology
+
+    Examples
+    --------
+    >>> erdos_renyi(10, edge_prob=0.5, seed=1).n_nodes
+    10
+    """
     n = _check_nodes("erdos_renyi", n_nodes, 1)
     if not 0 < edge_prob <= 1:
         raise ValueError(f"erdos_renyi: edge_prob must be in (0, 1] (got {edge_prob!r})")
@@ -294,7 +312,25 @@ def erdos_renyi(n_nodes: int, edge_prob: float = 0.3, seed: int = 0) -> Topology
 
 
 def random_geometric(n_nodes: int, radius: float = 0.4, seed: int = 0) -> Topology:
-    """Random geometric graph (uniform points in the unit square, edges within ``radius``)."""
+    """Random geometric graph (uniform points in the unit square, edges within ``radius``).
+
+    Parameters
+    ----------
+    n_nodes : int
+    radius : float, default 0.4
+        Points closer than this are neighbours.
+    seed : int, default 0
+        Seeds the points (with ``n_nodes``); a disconnected draw raises naming the fix.
+
+    Returns
+    -------
+    Topology
+
+    Examples
+    --------
+    >>> random_geometric(10, radius=0.6, seed=1).n_nodes
+    10
+    """
     n = _check_nodes("random_geometric", n_nodes, 1)
     if not radius > 0:
         raise ValueError(f"random_geometric: radius must be positive (got {radius!r})")
@@ -361,7 +397,7 @@ def from_mixing(n_nodes: int, mixing: Any = None) -> Topology:
 
 
 #: Topology builders by configuration name: ``TOPOLOGIES[name](n_nodes, **params)``, with
-#: one line each for ``fedcomp list``.
+#: one line each for ``fedcomp list``; the problem supplies ``n_nodes`` (its clients).
 TOPOLOGIES: Registry[Entry] = Registry("topology", [
     Entry("complete", complete, "complete graph, U = 11^T/n: one gossip is the exact average"),
     Entry("chain", chain, "path graph with Metropolis weights (Liang et al.'s default graph)"),
@@ -373,7 +409,7 @@ TOPOLOGIES: Registry[Entry] = Registry("topology", [
     Entry("random_geometric", random_geometric,
           "random points in the unit square, edges within radius, Metropolis weights"),
     Entry("matrix", from_mixing, "a given symmetric doubly stochastic mixing matrix (mixing)"),
-])
+], supplied=("n_nodes",))
 
 
 def make_topology(name: str, n_nodes: int, **params: Any) -> Topology:

@@ -137,7 +137,8 @@ SAMPLERS: Mapping[str, Callable[..., Any]] = MappingProxyType(
     {e.name: e.sampler for e in DATASETS.entries() if e.sampler is not None})
 
 #: Partitioners by name: pure functions returning one index array per client, with one line
-#: each for ``fedcomp list``.
+#: each for ``fedcomp list``. The data set supplies the samples (labels, a count or writer
+#: ids), the number of clients and the seed; a partition spec names the rest.
 PARTITIONERS: Registry[Entry] = Registry("partitioner", [
     Entry("iid", partition_iid, "uniform shuffle into near-equal clients"),
     Entry("dirichlet", partition_dirichlet,
@@ -152,7 +153,7 @@ PARTITIONERS: Registry[Entry] = Registry("partitioner", [
     Entry("dirichlet_writers", partition_dirichlet_groups,
           "Dirichlet over writer ids: whole writers, Dir(concentration) shares of them per "
           "client; femnist, digits"),
-])
+], supplied=("labels", "n_samples", "groups", "n_clients", "seed"))
 
 #: One line per partitioner, for ``fedcomp list``.
 PARTITIONER_DESCRIPTIONS = PARTITIONERS.describe()

@@ -214,9 +214,7 @@ def partition_spec(partition: Any) -> tuple[str, dict[str, Any]]:
     else:
         raise ValueError(f"partition must be a name or a table with a 'name' key, e.g. "
                          f"{{name = \"dirichlet\", concentration = 0.2}} (got {partition!r})")
-    # the data set supplies the samples, the number of clients and the seed
-    _partitioners().check_keys(name, params, f"partition {name!r}",
-                               supplied=("labels", "n_samples", "groups", "n_clients", "seed"))
+    _partitioners().check_keys(name, params, f"partition {name!r}")
     return name, params
 
 

@@ -294,7 +294,7 @@ def sparsity(problem: Problem, x: Array, **_: Any) -> float:
 
 
 #: Metric functions ``f(problem, x, reference=...)`` by name, one line each for
-#: ``fedcomp list``.
+#: ``fedcomp list``; :func:`evaluate` supplies the problem, the model and the reference.
 METRICS: Registry[Entry] = Registry("metric", [
     Entry("objective", objective, "F(x) = sum_i pi_i f_i(x) + g(x)"),
     Entry("optimality", optimality,
@@ -326,7 +326,7 @@ METRICS: Registry[Entry] = Registry("metric", [
           "fraction of held-out samples classified correctly (data sets with a test split)"),
     Entry("test_loss", test_loss, "mean loss on the held-out samples"),
     Entry("sparsity", sparsity, "fraction of the model's entries that are exactly zero"),
-])
+], supplied=("problem", "x", "reference"))
 
 #: One line per metric, for ``fedcomp list``.
 DESCRIPTIONS = METRICS.describe()
