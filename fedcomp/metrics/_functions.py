@@ -86,7 +86,20 @@ def prox_grad_norm(problem: Problem, x: Array, step: float | None = None, **_: A
 
 
 def nnz(problem: Problem, x: Array, tol: float = 0.0, **_: Any) -> float:
-    """Number of entries with ``|x_j| > tol`` (exact zeros by default: prox outputs are exact)."""
+    """Number of entries with ``|x_j| > tol`` (exact zeros by default: prox outputs are exact).
+
+    Parameters
+    ----------
+    problem : Problem
+    x : array
+        The model.
+    tol : float, default 0.0
+        Entries at most this large in magnitude count as zero.
+
+    Returns
+    -------
+    float
+    """
     return float(np.count_nonzero(np.abs(to_numpy(x)) > tol))
 
 
