@@ -153,16 +153,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _catalogue() -> dict[str, dict[str, str]]:
-    from . import algorithms, data, losses, metrics, regularizers
+    from .catalogue import catalogue
 
-    return {
-        "algorithms": algorithms.DESCRIPTIONS,
-        "regularizers": regularizers.DESCRIPTIONS,
-        "losses": losses.DESCRIPTIONS,
-        "datasets": data.DATASET_DESCRIPTIONS,
-        "partitioners": data.PARTITIONER_DESCRIPTIONS,
-        "metrics": metrics.DESCRIPTIONS,
-    }
+    return {kind: dict(registry.describe()) for kind, registry in catalogue().items()}
 
 
 def _experiments() -> dict[str, str]:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ._array import Array, asarray_like, namespace, take_rows
+from ._registry import Entry, Registry
 
 #: Tolerance of the symmetry / stochasticity checks of a user matrix.
 MATRIX_TOL = 1e-10
@@ -282,7 +283,25 @@ def _random_graph(name: str, n: int, adj: np.ndarray, fix: str) -> Topology:
 
 
 def erdos_renyi(n_nodes: int, edge_prob: float = 0.3, seed: int = 0) -> Topology:
-    """Erdős–Rényi graph ``G(n, edge_prob)`` with Metropolis weights (must be connected)."""
+    """Erdős–Rényi graph ``G(n, edge_prob)`` with Metropolis weights (must be connected).
+
+    Parameters
+    ----------
+    n_nodes : int
+    edge_prob : float, default 0.3
+        Probability of each edge, in ``(0, 1]``.
+    seed : int, default 0
+        Seeds the graph (with ``n_nodes``); a disconnected draw raises naming the fix.
+
+    Returns
+    -------
+    Topology
+
+    Examples
+    --------
+    >>> erdos_renyi(10, edge_prob=0.5, seed=1).n_nodes
+    10
+    """
     n = _check_nodes("erdos_renyi", n_nodes, 1)
     if not 0 < edge_prob <= 1:
         raise ValueError(f"erdos_renyi: edge_prob must be in (0, 1] (got {edge_prob!r})")
@@ -293,7 +312,25 @@ def erdos_renyi(n_nodes: int, edge_prob: float = 0.3, seed: int = 0) -> Topology
 
 
 def random_geometric(n_nodes: int, radius: float = 0.4, seed: int = 0) -> Topology:
-    """Random geometric graph (uniform points in the unit square, edges within ``radius``)."""
+    """Random geometric graph (uniform points in the unit square, edges within ``radius``).
+
+    Parameters
+    ----------
+    n_nodes : int
+    radius : float, default 0.4
+        Points closer than this are neighbours.
+    seed : int, default 0
+        Seeds the points (with ``n_nodes``); a disconnected draw raises naming the fix.
+
+    Returns
+    -------
+    Topology
+
+    Examples
+    --------
+    >>> random_geometric(10, radius=0.6, seed=1).n_nodes
+    10
+    """
     n = _check_nodes("random_geometric", n_nodes, 1)
     if not radius > 0:
         raise ValueError(f"random_geometric: radius must be positive (got {radius!r})")
@@ -303,44 +340,110 @@ def random_geometric(n_nodes: int, radius: float = 0.4, seed: int = 0) -> Topolo
     return _random_graph("random_geometric", n, adj, "raise radius or try another seed")
 
 
-#: Topology builders by configuration name: ``TOPOLOGIES[name](n_nodes, **params)``.
-TOPOLOGIES: dict[str, Callable[..., Topology]] = {
-    "complete": complete,
-    "chain": chain,
-    "ring": ring,
-    "erdos_renyi": erdos_renyi,
-    "random_geometric": random_geometric,
-}
+def grid_of(n_nodes: int, rows: int | None = None) -> Topology:
+    """The 2-D grid of ``n_nodes`` nodes in ``rows`` rows: :func:`grid` by node count.
+
+    Parameters
+    ----------
+    n_nodes : int
+        Number of nodes; ``rows`` must divide it.
+    rows : int, optional
+        Number of rows (default: the nearest integer to ``sqrt(n_nodes)``).
+
+    Returns
+    -------
+    Topology
+
+    Examples
+    --------
+    >>> grid_of(6, rows=2).n_nodes
+    6
+    """
+    rows = int(round(np.sqrt(n_nodes))) if rows is None else int(rows)
+    if rows < 1 or n_nodes % rows:
+        raise ValueError(f"grid: rows={rows} does not divide n_nodes={n_nodes}")
+    return grid(rows, n_nodes // rows)
+
+
+def from_mixing(n_nodes: int, mixing: Any = None) -> Topology:
+    """The topology of a given gossip matrix, checked against the number of nodes.
+
+    Parameters
+    ----------
+    n_nodes : int
+        Number of nodes the caller expects (the problem's clients).
+    mixing : array, shape (n_nodes, n_nodes)
+        Symmetric, doubly stochastic, nonnegative off the diagonal, with ``σ₂ < 1``
+        (:func:`check_mixing`). Required: leaving it out raises naming the fix.
+
+    Returns
+    -------
+    Topology
+
+    Examples
+    --------
+    >>> from_mixing(2, [[0.5, 0.5], [0.5, 0.5]]).sigma2
+    0.0
+    """
+    if mixing is None:
+        raise ValueError(f"topology 'matrix' needs mixing=<{n_nodes} x {n_nodes} symmetric "
+                         "doubly stochastic matrix> (in a config: [topology] mixing = "
+                         "[[...], ...]); or use a named graph such as 'chain'")
+    topo = Topology(mixing, "matrix")
+    if topo.n_nodes != n_nodes:
+        raise ValueError(f"the mixing matrix has {topo.n_nodes} nodes but the problem has "
+                         f"{n_nodes} clients")
+    return topo
+
+
+#: Topology builders by configuration name: ``TOPOLOGIES[name](n_nodes, **params)``, with
+#: one line each for ``fedcomp list``; the problem supplies ``n_nodes`` (its clients).
+TOPOLOGIES: Registry[Entry] = Registry("topology", [
+    Entry("complete", complete, "complete graph, U = 11^T/n: one gossip is the exact average"),
+    Entry("chain", chain, "path graph with Metropolis weights (Liang et al.'s default graph)"),
+    Entry("ring", ring, "cycle graph with Metropolis weights (1/3 to each neighbour and itself)"),
+    Entry("grid", grid_of, "2-D grid, 4-neighbourhood, rows x (n_nodes / rows) nodes, "
+                           "Metropolis weights"),
+    Entry("erdos_renyi", erdos_renyi,
+          "Erdos-Renyi G(n, edge_prob) with Metropolis weights; must be connected"),
+    Entry("random_geometric", random_geometric,
+          "random points in the unit square, edges within radius, Metropolis weights"),
+    Entry("matrix", from_mixing, "a given symmetric doubly stochastic mixing matrix (mixing)"),
+], supplied=("n_nodes",))
 
 
 def make_topology(name: str, n_nodes: int, **params: Any) -> Topology:
-    """Build a topology by name (``"grid"`` takes ``rows``; ``"matrix"`` takes ``mixing``).
+    """Build the topology registered as ``name`` on ``n_nodes`` nodes.
+
+    Parameters
+    ----------
+    name : str
+        A name of :data:`TOPOLOGIES` (``"chain"``, ``"grid"`` (takes ``rows``), ``"matrix"``
+        (takes ``mixing``), ...).
+    n_nodes : int
+    **params
+        The builder's other parameters.
+
+    Returns
+    -------
+    Topology
+
+    Raises
+    ------
+    ValueError
+        For an unknown name or parameter (:class:`~fedcomp._registry.UnknownNameError`,
+        :class:`~fedcomp._registry.UnknownParameterError`, listing the valid ones) or an
+        invalid graph.
 
     Examples
     --------
     >>> make_topology("ring", 5).name
     'ring'
     """
-    if name == "grid":
-        rows = int(params.pop("rows", int(round(np.sqrt(n_nodes)))))
-        if rows < 1 or n_nodes % rows:
-            raise ValueError(f"grid: rows={rows} does not divide n_nodes={n_nodes}")
-        return grid(rows, n_nodes // rows, **params)
-    if name == "matrix":
-        if "mixing" not in params:
-            raise ValueError(f"topology 'matrix' needs mixing=<{n_nodes} x {n_nodes} symmetric "
-                             "doubly stochastic matrix> (in a config: [topology] mixing = "
-                             "[[...], ...]); or use a named graph such as 'chain'")
-        topo = Topology(params.pop("mixing"), "matrix")
-        if topo.n_nodes != n_nodes:
-            raise ValueError(f"the mixing matrix has {topo.n_nodes} nodes but the problem "
-                             f"{n_nodes} clients")
-        return topo
-    if name not in TOPOLOGIES:
-        valid = ", ".join([*TOPOLOGIES, "grid", "matrix"])
-        raise ValueError(f"unknown topology {name!r}; valid names: {valid}")
-    return TOPOLOGIES[name](n_nodes, **params)
+    topology: Topology = TOPOLOGIES.make(name, n_nodes=n_nodes, **params)
+    return topology
 
 
 __all__ = ["TOPOLOGIES", "Topology", "chain", "check_mixing", "complete", "erdos_renyi",
-           "grid", "make_topology", "metropolis", "random_geometric", "ring"]
+           "from_mixing", "grid", "grid_of", "make_topology", "metropolis", "random_geometric",
+           "ring"]

@@ -1,4 +1,7 @@
-"""The simulator: block-size invariance, backends, dtypes, counters, loggers, failure modes."""
+"""The simulator: sampling schedules, seeds, counters, loggers, failure modes.
+
+Block-size invariance, backends and dtypes of every registered algorithm: test_contract.py.
+"""
 
 from __future__ import annotations
 
@@ -9,55 +12,10 @@ import numpy as np
 import pytest
 from conftest import make_problem
 
-from fedcomp import NonFiniteError, Problem, simulate
-from fedcomp._array import to_numpy
-from fedcomp.algorithms import ALGORITHMS as REGISTRY
+from fedcomp import NonFiniteError, simulate
 from fedcomp.algorithms import fedavg, fedmid, make_algorithm, za1
 from fedcomp.metrics import CSVLogger, JSONLLogger, MemoryLogger
 from fedcomp.runtime import auto_block_size
-
-# the contract suite runs every registered algorithm automatically (small steps, 3 local steps)
-CONTRACT_PARAMS = {"fast_fedda": dict(smoothness=2.0, strong_convexity=0.01, local_steps=3),
-                   "c_fedda": dict(radius=0.5, strong_convexity=0.01, local_steps=3,
-                                   domain_radius=2.0),
-                   "mc_fedda": dict(stages=2, stage_rounds=2, radius=0.5, smoothness=2.0,
-                                    strong_convexity=0.01, local_steps=3, domain_radius=2.0),
-                   "scaffold": dict(client_lr=0.5, local_steps=3, server_prox=True),
-                   "scaffnew": dict(client_lr=0.5, comm_prob=0.4, server_prox=True)}
-CONTRACT_PARAMS["fedsplit"] = dict(eta=0.5)
-ALGORITHMS = [make_algorithm(name, **CONTRACT_PARAMS.get(name, dict(client_lr=0.5, local_steps=3)))
-              for name in sorted(REGISTRY)]
-ALGORITHMS = [alg for alg in ALGORITHMS if alg.execution == "rounds"]  # async: test_feddr.py
-# the exact (Newton) local solver of the primal-dual family, epochs with masks
-ALGORITHMS += [make_algorithm("feddr", local_solver="exact", eta=0.5, alpha=1.5),
-               make_algorithm("fedprox", mu=0.5, client_lr=0.5, local_epochs=2)]
-
-
-def supports_sampling(alg, problem) -> bool:
-    try:
-        alg.validate(problem, 2)
-    except ValueError:
-        return False
-    return True
-
-
-def on_backend(problem: Problem, like) -> Problem:
-    return Problem(problem.loss, problem.regularizer, problem.data.to(like),
-                   weighting=problem.weighting)
-
-
-@pytest.mark.parametrize("alg", ALGORITHMS, ids=lambda a: a.name)
-@pytest.mark.parametrize("batch_size", [None, 4])
-def test_block_size_does_not_change_results(alg, batch_size):
-    p = make_problem("logistic", n_clients=7)
-    cpr = 4 if supports_sampling(alg, p) else None
-    runs = [simulate(alg, p, 5, batch_size=batch_size, clients_per_round=cpr, seed=11,
-                     client_block=block, metrics=[])
-            for block in (1, 3, "all", "auto")]
-    for run in runs[1:]:
-        np.testing.assert_array_equal(run.x, runs[0].x)
-        for a, b in zip(run.client_states, runs[0].client_states, strict=True):
-            np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("client_block", [1, 4, "all"])
@@ -97,44 +55,6 @@ def test_seed_changes_minibatches_and_sampling():
     c = simulate(fedavg(0.5, 3), p, 3, batch_size=2, clients_per_round=3, seed=0, metrics=[])
     assert np.abs(a.x - b.x).max() > 1e-6
     np.testing.assert_array_equal(a.x, c.x)
-
-
-@pytest.mark.parametrize("alg", ALGORITHMS, ids=lambda a: a.name)
-def test_array_api_strict_matches_numpy(alg):
-    xps = pytest.importorskip("array_api_strict")
-    p = make_problem("logistic")
-    ref = simulate(alg, p, 4, batch_size=3, seed=2, metrics=[])
-    strict = simulate(alg, on_backend(p, xps.zeros(0, dtype=xps.float64)), 4, batch_size=3,
-                      seed=2, metrics=[])
-    np.testing.assert_allclose(to_numpy(strict.x), ref.x, rtol=0, atol=1e-12)
-
-
-@pytest.mark.torch
-@pytest.mark.parametrize("alg", ALGORITHMS, ids=lambda a: a.name)
-def test_torch_matches_numpy_and_keeps_float32(alg):
-    torch = pytest.importorskip("torch")
-    p = make_problem("logistic")
-    ref = simulate(alg, p, 4, batch_size=3, seed=2, metrics=[])
-    t64 = simulate(alg, on_backend(p, torch.zeros(0, dtype=torch.float64)), 4, batch_size=3,
-                   seed=2, metrics=[])
-    assert isinstance(t64.x, torch.Tensor)
-    np.testing.assert_allclose(to_numpy(t64.x), ref.x, rtol=0, atol=1e-12)
-    t32 = simulate(alg, on_backend(p, torch.zeros(0, dtype=torch.float32)), 4, batch_size=3,
-                   seed=2, metrics=["objective"])
-    assert t32.x.dtype == torch.float32
-    np.testing.assert_allclose(to_numpy(t32.x), ref.x, rtol=0, atol=1e-4)
-
-
-@pytest.mark.parametrize("alg", ALGORITHMS, ids=lambda a: a.name)
-def test_numpy_float32_stays_float32(alg):
-    p = make_problem("logistic")
-    p32 = on_backend(p, np.zeros(0, dtype=np.float32))
-    run = simulate(alg, p32, 3, batch_size=3, metrics=["objective"])
-    assert run.x.dtype == np.float32
-    for field in run.server_state:
-        assert field.dtype == np.float32
-    for field in run.client_states:
-        assert field.dtype == np.float32
 
 
 def test_counters_count_what_the_algorithms_do():

@@ -6,9 +6,9 @@ Every factory closes over its hyperparameters and returns a :class:`FederatedAlg
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
+from .._registry import AlgorithmEntry, Registry
 from ._base import ClientContext, EmptyState, FederatedAlgorithm, ServerContext
 from ._decentralized import DecentralizedAlgorithm, NodeContext
 from .c_fedda import c_fedda
@@ -28,95 +28,127 @@ from .scaffnew import scaffnew
 from .scaffold import scaffold
 from .za1 import za1, za1_correction
 
-ALGORITHMS: dict[str, Callable[..., FederatedAlgorithm]] = {
-    "fedavg": fedavg,
-    "fedmid": fedmid,
-    "fedda": fedda,
-    "za1": za1,
-    "fast_fedda": fast_fedda,
-    "c_fedda": c_fedda,
-    "feddr": feddr,
-    "fedsplit": fedsplit,
-    "async_feddr": async_feddr,
-    "fedadmm": fedadmm,
-    "fedpd": fedpd,
-    "fedprox": fedprox,
-    "mc_fedda": mc_fedda,
-    "fedcanon": fedcanon,
-    "fedcanon2": fedcanon2,
-    "scaffold": scaffold,
-    "scaffnew": scaffnew,
-    "fedda_gt": fedda_gt,
-    "refedda_gt": refedda_gt,
-    "multistep_refedda_gt": multistep_refedda_gt,
-}
+#: Every algorithm by configuration name, with how the runner executes it (a static fact:
+#: ``REGISTRY.entry(name).execution``, no need to build the algorithm to learn it).
+REGISTRY: Registry[AlgorithmEntry] = Registry("algorithm", [
+    AlgorithmEntry("fedavg", fedavg,
+                   "FedAvg / local SGD, optional server prox (McMahan et al. 2017)"),
+    AlgorithmEntry("fedmid", fedmid,
+                   "Federated mirror descent: local prox-SGD, primal averaging (Yuan et al. 2021)"),
+    AlgorithmEntry("fedda", fedda,
+                   "Federated dual averaging: local dual averaging, dual averaging "
+                   "(Yuan et al. 2021)"),
+    AlgorithmEntry("za1", za1,
+                   "Decoupled prox + drift correction (Zhang, Hu, Johansson 2024, seed 000)"),
+    AlgorithmEntry("fast_fedda", fast_fedda,
+                   "Dual averaging with increasing weights, strongly convex (Bao et al. 2022)"),
+    AlgorithmEntry("c_fedda", c_fedda,
+                   "Constrained dual averaging, exact l1/nuclear-ball constrained prox "
+                   "(Bao et al. 2022)"),
+    AlgorithmEntry("feddr", feddr,
+                   "Randomized Douglas-Rachford splitting, client sampling "
+                   "(Tran-Dinh et al. 2021)"),
+    AlgorithmEntry("fedsplit", fedsplit,
+                   "Peaceman-Rachford = FedDR with alpha=2, exact prox (Pathak, Wainwright 2020)"),
+    AlgorithmEntry("async_feddr", async_feddr,
+                   "Asynchronous FedDR on an event clock, stale models (Tran-Dinh et al. 2021)",
+                   execution="async"),
+    AlgorithmEntry("fedadmm", fedadmm,
+                   "ADMM, server keeps every client's latest upload "
+                   "(Wang, Marella, Anderson 2022)"),
+    AlgorithmEntry("fedpd", fedpd,
+                   "Federated primal-dual, communicate with probability p (Zhang et al. 2021)"),
+    AlgorithmEntry("fedprox", fedprox,
+                   "Local proximal term mu/2||x - xbar||^2, optional server prox (Li et al. 2020)"),
+    AlgorithmEntry("mc_fedda", mc_fedda,
+                   "Multistage C-FedDA: shrinking lambda and radius, warm starts "
+                   "(Bao et al. 2022)"),
+    AlgorithmEntry("fedcanon", fedcanon,
+                   "Prox-free local steps + control variates, one server prox "
+                   "(Zhou et al., seed 002)"),
+    AlgorithmEntry("fedcanon2", fedcanon2,
+                   "FedCanon II: each client applies the prox, only the average is broadcast"),
+    AlgorithmEntry("scaffold", scaffold,
+                   "SCAFFOLD, option II control variates, optional server prox (Karimireddy 2020)"),
+    AlgorithmEntry("scaffnew", scaffnew,
+                   "Scaffnew/ProxSkip: communicate with probability p per step (Mishchenko 2022)"),
+    AlgorithmEntry("fedda_gt", fedda_gt,
+                   "l_q dual averaging with gradient tracking, server form (Liang et al. 2023)"),
+    AlgorithmEntry("refedda_gt", refedda_gt,
+                   "Restricted FedDA-GT, l_q-ball dual-to-primal map, top-s output (Liang et al.)"),
+    AlgorithmEntry("multistep_refedda_gt", multistep_refedda_gt,
+                   "Restarted ReFedDA-GT with halving radius (Liang et al. 2023)"),
+    AlgorithmEntry("dfedda", dfedda,
+                   "Decentralized l_q dual averaging, gossip of duals (Liang et al. 2023)",
+                   execution="decentralized"),
+    AlgorithmEntry("dfedda_gt", dfedda_gt,
+                   "DFedDA with gradient tracking (Liang, Peng, Zhang 2023, Algorithm 1)",
+                   execution="decentralized"),
+    AlgorithmEntry("drefedda_gt", drefedda_gt,
+                   "Gossip ReFedDA-GT: restricted map, sparsified average (Liang et al. 2023)",
+                   execution="decentralized"),
+    AlgorithmEntry("dfedmid", dfedmid,
+                   "Decentralized FedMiD: local prox-SGD, gossip of primal models (baseline)",
+                   execution="decentralized"),
+])
+
+#: Star-topology algorithms (synchronous rounds and asynchronous), run by
+#: :func:`fedcomp.runtime.simulate` / :func:`fedcomp.runtime.simulate_async`.
+ALGORITHMS: Registry[AlgorithmEntry] = REGISTRY.filter(lambda e: e.execution != "decentralized")
 
 #: Gossip algorithms, run by :func:`fedcomp.runtime.simulate_decentralized` over a topology.
-DECENTRALIZED: dict[str, Callable[..., DecentralizedAlgorithm]] = {
-    "dfedda": dfedda,
-    "dfedda_gt": dfedda_gt,
-    "drefedda_gt": drefedda_gt,
-    "dfedmid": dfedmid,
-}
+DECENTRALIZED: Registry[AlgorithmEntry] = REGISTRY.filter(
+    lambda e: e.execution == "decentralized")
 
-DESCRIPTIONS: dict[str, str] = {
-    "fedavg": "FedAvg / local SGD, optional server prox (McMahan et al. 2017)",
-    "fedmid": "Federated mirror descent: local prox-SGD, primal averaging (Yuan et al. 2021)",
-    "fedda": "Federated dual averaging: local dual averaging, dual averaging (Yuan et al. 2021)",
-    "za1": "Decoupled prox + drift correction (Zhang, Hu, Johansson 2024, seed 000)",
-    "fast_fedda": "Dual averaging with increasing weights, strongly convex (Bao et al. 2022)",
-    "c_fedda": "Constrained dual averaging, exact l1/nuclear-ball constrained prox "
-               "(Bao et al. 2022)",
-    "mc_fedda": "Multistage C-FedDA: shrinking lambda and radius, warm starts (Bao et al. 2022)",
-    "fedcanon": "Prox-free local steps + control variates, one server prox (Zhou et al., seed 002)",
-    "fedcanon2": "FedCanon II: each client applies the prox, only the average is broadcast",
-    "scaffold": "SCAFFOLD, option II control variates, optional server prox (Karimireddy 2020)",
-    "scaffnew": "Scaffnew/ProxSkip: communicate with probability p per step (Mishchenko 2022)",
-    "fedda_gt": "l_q dual averaging with gradient tracking, server form (Liang et al. 2023)",
-    "refedda_gt": "Restricted FedDA-GT, l_q-ball dual-to-primal map, top-s output (Liang et al.)",
-    "multistep_refedda_gt": "Restarted ReFedDA-GT with halving radius (Liang et al. 2023)",
-    "dfedda": "Decentralized l_q dual averaging, gossip of duals (Liang et al. 2023)",
-    "dfedda_gt": "DFedDA with gradient tracking (Liang, Peng, Zhang 2023, Algorithm 1)",
-    "drefedda_gt": "Gossip ReFedDA-GT: restricted map, sparsified average (Liang et al. 2023)",
-    "dfedmid": "Decentralized FedMiD: local prox-SGD, gossip of primal models (baseline)",
-    "feddr": "Randomized Douglas-Rachford splitting, client sampling (Tran-Dinh et al. 2021)",
-    "fedsplit": "Peaceman-Rachford = FedDR with alpha=2, exact prox (Pathak, Wainwright 2020)",
-    "async_feddr": "Asynchronous FedDR on an event clock, stale models (Tran-Dinh et al. 2021)",
-    "fedadmm": "ADMM, server keeps every client's latest upload (Wang, Marella, Anderson 2022)",
-    "fedpd": "Federated primal-dual, communicate with probability p (Zhang et al. 2021)",
-    "fedprox": "Local proximal term mu/2||x - xbar||^2, optional server prox (Li et al. 2020)",
-}
+#: One line per algorithm, for ``fedcomp list``.
+DESCRIPTIONS = REGISTRY.describe()
 
 
 def execution_of(name: str) -> str:
-    """The engine of a registered algorithm: ``"rounds"``, ``"async"`` or ``"decentralized"``."""
-    if name in DECENTRALIZED:
-        return "decentralized"
-    if name not in ALGORITHMS:
-        valid = ", ".join(sorted([*ALGORITHMS, *DECENTRALIZED]))
-        raise ValueError(f"unknown algorithm {name!r}; valid names: {valid}")
-    return "async" if name == "async_feddr" else "rounds"
+    """The engine of a registered algorithm: ``"rounds"``, ``"async"`` or ``"decentralized"``.
+
+    A static fact of its :data:`REGISTRY` entry (nothing is built to learn it).
+
+    Examples
+    --------
+    >>> execution_of("async_feddr"), execution_of("dfedda_gt")
+    ('async', 'decentralized')
+    """
+    return REGISTRY.entry(name).execution
 
 
 def make_algorithm(name: str, **hyperparameters: Any) -> Any:
     """Build a registered (federated or decentralized) algorithm by name.
 
-    Raises ``ValueError`` listing the valid names, or the accepted hyperparameters.
+    Parameters
+    ----------
+    name : str
+        A name of :data:`REGISTRY`.
+    **hyperparameters
+        Keyword arguments of that algorithm's factory.
+
+    Returns
+    -------
+    FederatedAlgorithm or DecentralizedAlgorithm
+
+    Raises
+    ------
+    UnknownNameError
+        For an unknown name (the message lists the valid ones).
+    UnknownParameterError
+        For a hyperparameter the factory does not take (the message lists the accepted ones).
+    ValueError
+        For an invalid value (both errors above are ``ValueError`` too).
+
+    Examples
+    --------
+    >>> make_algorithm("fedavg", client_lr=0.1).name
+    'fedavg'
     """
-    import inspect
-
-    if name not in ALGORITHMS and name not in DECENTRALIZED:
-        valid = ", ".join(sorted([*ALGORITHMS, *DECENTRALIZED]))
-        raise ValueError(f"unknown algorithm {name!r}; valid names: {valid}")
-    factory: Callable[..., Any] = ALGORITHMS.get(name) or DECENTRALIZED[name]
-    accepted = list(inspect.signature(factory).parameters)
-    unknown = sorted(set(hyperparameters) - set(accepted))
-    if unknown:
-        raise ValueError(f"{name}: unknown hyperparameter(s) {unknown}; accepted: {accepted}")
-    return factory(**hyperparameters)
+    return REGISTRY.make(name, **hyperparameters)
 
 
-__all__ = ["ALGORITHMS", "DECENTRALIZED", "DESCRIPTIONS", "ClientContext",
+__all__ = ["ALGORITHMS", "DECENTRALIZED", "DESCRIPTIONS", "REGISTRY", "ClientContext",
            "DecentralizedAlgorithm", "EmptyState", "FederatedAlgorithm", "NodeContext",
            "ServerContext", "c_fedda", "dfedda", "dfedda_gt", "dfedmid", "drefedda_gt",
            "fast_fedda", "fedavg", "fedda", "fedda_gt", "fedmid", "make_algorithm", "mc_fedda",

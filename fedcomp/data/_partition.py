@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from .._registry import Entry, Registry
 from ._client_data import ClientData
 
 #: Dirichlet label-skew draws tried before giving up on ``min_size``.
@@ -424,5 +425,25 @@ def split_to_clients(features: Any, targets: Any, parts: Sequence[Any], dtype: A
                                  dtype=dtype)
 
 
-__all__ = ["partition_dirichlet", "partition_dirichlet_groups", "partition_groups",
+
+#: Partitioners by name: pure functions returning one index array per client, with one line
+#: each for ``fedcomp list``. The data set supplies the samples (labels, a count or writer
+#: ids), the number of clients and the seed; a partition spec names the rest.
+PARTITIONERS: Registry[Entry] = Registry("partitioner", [
+    Entry("iid", partition_iid, "uniform shuffle into near-equal clients"),
+    Entry("dirichlet", partition_dirichlet,
+          "label skew: each class spread over clients by Dir(concentration) shares"),
+    Entry("shards", partition_shards,
+          "label-sorted shards, shards_per_client per client (McMahan et al.)"),
+    Entry("quantity_skew", partition_quantity_skew,
+          "IID samples, client sizes from Dir(concentration) shares"),
+    Entry("writers", partition_groups,
+          "natural partition: whole writers dealt to clients (one each when n_clients = "
+          "writers); femnist, digits"),
+    Entry("dirichlet_writers", partition_dirichlet_groups,
+          "Dirichlet over writer ids: whole writers, Dir(concentration) shares of them per "
+          "client; femnist, digits"),
+], supplied=("labels", "n_samples", "groups", "n_clients", "seed"))
+
+__all__ = ["PARTITIONERS", "partition_dirichlet", "partition_dirichlet_groups", "partition_groups",
            "partition_iid", "partition_quantity_skew", "partition_shards", "split_to_clients"]

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import http.client
-import inspect
 import os
 import shutil
 import tarfile
@@ -41,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from ._client_data import ClientData
-from ._partition import split_to_clients
+from ._partition import PARTITIONERS, split_to_clients
 
 #: Environment variable naming the directory of downloaded / user-provided data files.
 DATA_DIR_ENV = "FEDCOMP_DATA_DIR"
@@ -109,12 +108,6 @@ SOURCES: dict[str, dict[str, Any]] = {
             "holds them"),
     },
 }
-
-
-def _partitioners() -> dict[str, Any]:
-    from . import PARTITIONERS  # the registry (imported late: this module is part of it)
-
-    return PARTITIONERS
 
 
 # --- LIBSVM format -----------------------------------------------------------------------
@@ -214,15 +207,7 @@ def partition_spec(partition: Any) -> tuple[str, dict[str, Any]]:
     else:
         raise ValueError(f"partition must be a name or a table with a 'name' key, e.g. "
                          f"{{name = \"dirichlet\", concentration = 0.2}} (got {partition!r})")
-    registry = _partitioners()
-    if name not in registry:
-        raise ValueError(f"unknown partition {name!r}; valid: {sorted(registry)}")
-    accepted = set(inspect.signature(registry[name]).parameters) - {
-        "labels", "n_samples", "groups", "n_clients", "seed"}
-    unknown = sorted(set(params) - accepted)
-    if unknown:
-        raise ValueError(f"partition {name!r}: unknown parameter(s) {unknown}; accepted: "
-                         f"{sorted(accepted)}")
+    PARTITIONERS.check_keys(name, params, f"partition {name!r}")
     return name, params
 
 
@@ -256,9 +241,10 @@ def federate(features: Any, labels: Any, n_clients: int, partition: Any = "iid",
     3
     """
     name, params = partition_spec(partition)
-    fn = _partitioners()[name]
+    registry = PARTITIONERS
+    fn = registry[name]
     labels = np.asarray(labels)
-    first = next(iter(inspect.signature(fn).parameters))
+    first = registry.parameters(name)[0]  # what the partitioner splits: labels, groups, a count
     if first == "groups" and groups is None:
         raise ValueError(f"partition {name!r} splits by writer, but this data set has no writer "
                          "ids; use it with digits or femnist, or choose another partition")

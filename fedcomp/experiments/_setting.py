@@ -361,7 +361,6 @@ def validate(config: dict[str, Any]) -> dict[str, Any]:
     return cfg
 
 
-
 def _check_variants(cfg: dict[str, Any]) -> None:
     variants = cfg["variants"]
     if not isinstance(variants, list):
@@ -398,10 +397,27 @@ def _check_compute_times(value: Any) -> None:
         raise ConfigError(str(exc)) from exc
 
 
+def _check_component(registry: Any, table: dict[str, Any], key: str, where: str,
+                     extra: tuple[str, ...] = (), types_where: str | None = None) -> str:
+    """The registered name ``table[key]``, its table's keys and number types checked.
+
+    One check for every family: the name must be in ``registry`` (the error lists the
+    valid ones), the other keys settable parameters of its factory or ``extra``, and the
+    values numbers or integers where the factory's signature says so.
+    """
+    name = table.get(key)
+    if not isinstance(name, str) or name not in registry:
+        raise ConfigError(f"{where}.{key}: unknown {registry.kind} {name!r}; valid: "
+                          f"{sorted(registry)}")
+    _check_keys(table, {key, *extra, *registry.settable(name)}, f"{where} ({name})")
+    _check_types(table, registry[name], types_where or where)
+    return name
+
+
 def _check_setting(cfg: dict[str, Any]) -> None:
     """Validate one setting (the base config, or a variant merged over it)."""
-    from ..algorithms import ALGORITHMS, DECENTRALIZED
-    from ..data import DATASETS, SAMPLERS
+    from ..algorithms import REGISTRY
+    from ..data import DATASETS, PARTITIONERS, partition_spec
     from ..losses import LOSSES
     from ..metrics import METRICS
     from ..regularizers import REGULARIZERS
@@ -412,20 +428,16 @@ def _check_setting(cfg: dict[str, Any]) -> None:
         raise ConfigError(f"config: rounds must be a positive integer (got {cfg['rounds']!r})")
     _check_seeds(cfg["seeds"])
     _batch_modes(cfg["batch_size"])
+    if not (isinstance(cfg["metrics"], list) and all(isinstance(m, str) for m in cfg["metrics"])):
+        raise ConfigError(f"metrics must be a list of names, e.g. metrics = ['objective'] "
+                          f"(got {cfg['metrics']!r})")
     for metric in cfg["metrics"]:
         if metric not in METRICS:
             raise ConfigError(f"config: unknown metric {metric!r}; valid: {sorted(METRICS)}")
 
     data = _check_table(cfg["data"], "data", '{generator = "breast_cancer", n_clients = 10}')
-    if data.get("generator") not in DATASETS:
-        raise ConfigError(f"data.generator: unknown dataset {data.get('generator')!r}; valid: "
-                          f"{sorted(DATASETS)}")
-    _check_keys(data, {"generator", *inspect.signature(DATASETS[data['generator']]).parameters},
-                f"data ({data['generator']})")
-    _check_types(data, DATASETS[data["generator"]], "data")
+    generator = _check_component(DATASETS, data, "generator", "data")
     if "partition" in data:
-        from ..data import PARTITIONERS, partition_spec
-
         try:
             name, params = partition_spec(data["partition"])
         except ValueError as exc:
@@ -433,56 +445,43 @@ def _check_setting(cfg: dict[str, Any]) -> None:
         _check_types(params, PARTITIONERS[name], "data.partition")
 
     problem = _check_table(cfg["problem"], "problem", '{loss = "logistic"}')
-    if problem.get("loss") not in LOSSES:
-        raise ConfigError(f"problem.loss: unknown loss {problem.get('loss')!r}; valid: "
-                          f"{sorted(LOSSES)}")
-    loss_params = set(inspect.signature(LOSSES[problem["loss"]]).parameters)
-    _check_keys(problem, {"loss", "weighting", *loss_params}, f"problem ({problem['loss']})")
-    _check_types(problem, LOSSES[problem["loss"]], "problem")
+    loss = _check_component(LOSSES, problem, "loss", "problem", extra=("weighting",))
     n_classes = data.get("n_classes")
-    if problem["loss"] in CLASS_LOSSES and not (_is_integer(n_classes) and n_classes > 2):
-        raise ConfigError(f"problem.loss = {problem['loss']!r} shapes a (features x classes) "
+    if loss in CLASS_LOSSES and not (_is_integer(n_classes) and n_classes > 2):
+        raise ConfigError(f"problem.loss = {loss!r} shapes a (features x classes) "
                           f"model: set data.n_classes = K, the number of classes (K >= 3; got "
                           f"{n_classes!r}); for two classes use loss = 'logistic'")
 
     reg = _check_table(cfg["regularizer"], "regularizer", '{name = "l1", alpha = 1e-4}')
-    if reg.get("name") not in REGULARIZERS:
-        raise ConfigError(f"regularizer.name: unknown regularizer {reg.get('name')!r}; valid: "
-                          f"{sorted(REGULARIZERS)}")
-    reg_params = set(inspect.signature(REGULARIZERS[reg["name"]]).parameters)
-    _check_keys(reg, {"name", "scope", *reg_params}, f"regularizer ({reg['name']})")
-    _check_types(reg, REGULARIZERS[reg["name"]], "regularizer")
+    _check_component(REGULARIZERS, reg, "name", "regularizer", extra=("scope",))
     if reg.get("scope", "all") not in ("all", "weights"):
         raise ConfigError(f"regularizer.scope must be 'all' or 'weights' (network weights and "
                           f"kernels, not biases); got {reg['scope']!r}")
-    if reg.get("scope") == "weights" and problem["loss"] != "torch_model":
+    if reg.get("scope") == "weights" and loss != "torch_model":
         raise ConfigError("regularizer.scope = 'weights' needs a network (loss = "
                           "'torch_model'); other models have no biases to leave out")
 
-    if cfg.get("streaming") and data["generator"] not in SAMPLERS:
-        streamable = sorted(SAMPLERS)
+    if cfg.get("streaming") and DATASETS.entry(generator).sampler is None:
+        streamable = sorted(n for n in DATASETS if DATASETS.entry(n).sampler is not None)
         raise ConfigError(f"streaming = true needs a generator with a sampler ({streamable}); "
-                          f"{data['generator']!r} has none")
+                          f"{generator!r} has none")
     _check_topology(cfg.get("topology"))
+    if not isinstance(cfg["algorithms"], list) or not all(
+            isinstance(entry, dict) for entry in cfg["algorithms"]):
+        raise ConfigError("algorithms must be a list of tables ([[algorithms]] entries with a "
+                          f"name), got {cfg['algorithms']!r}")
     if not cfg["algorithms"]:
         raise ConfigError("config: algorithms is empty; add at least one [[algorithms]] entry")
     labels = []
     for entry in cfg["algorithms"]:
-        name = entry.get("name")
-        if name not in ALGORITHMS and name not in DECENTRALIZED:
-            raise ConfigError(f"algorithms: unknown algorithm {name!r}; valid: "
-                              f"{sorted([*ALGORITHMS, *DECENTRALIZED])}")
-        if name in DECENTRALIZED and not cfg.get("topology"):
-            raise ConfigError(f"algorithms ({name}) is decentralized: add a [topology] table, "
-                              'e.g. topology = { name = "chain" }')
-        accepted = set(inspect.signature(ALGORITHMS.get(name) or DECENTRALIZED[name]
-                                         ).parameters)
         # clients_per_round per entry: an algorithm defined for full participation (FedPD)
         # runs beside sampled ones, as in the FedDR paper's comparisons
-        _check_keys(entry, {"name", "label", "clients_per_round", *accepted},
-                    f"algorithms ({name})")
-        _check_types(entry, ALGORITHMS.get(name) or DECENTRALIZED[name],
-                     f"algorithms.{entry.get('label', name)}")
+        name = _check_component(REGISTRY, entry, "name", "algorithms",
+                                extra=("label", "clients_per_round"),
+                                types_where=f"algorithms.{entry.get('label', entry.get('name'))}")
+        if REGISTRY.entry(name).execution == "decentralized" and not cfg.get("topology"):
+            raise ConfigError(f"algorithms ({name}) is decentralized: add a [topology] table, "
+                              'e.g. topology = { name = "chain" }')
         labels.append(entry.get("label", name))
     if len(set(labels)) != len(labels):
         raise ConfigError(f"algorithms: labels must be unique (got {labels}); give repeated "
@@ -515,12 +514,4 @@ def _check_topology(table: Any) -> None:
     if not isinstance(table, dict) or "name" not in table:
         raise ConfigError(f'topology must be a table with a name, e.g. {{ name = "chain" }} '
                           f"(got {table!r})")
-    name = table["name"]
-    if name in TOPOLOGIES:
-        params = set(inspect.signature(TOPOLOGIES[name]).parameters) - {"n_nodes"}
-    elif name in ("grid", "matrix"):
-        params = {"rows"} if name == "grid" else {"mixing"}
-    else:
-        raise ConfigError(f"topology.name: unknown topology {name!r}; valid: "
-                          f"{sorted([*TOPOLOGIES, 'grid', 'matrix'])}")
-    _check_keys(table, {"name", *params, *TOPOLOGY_EVAL_KEYS}, f"topology ({name})")
+    _check_component(TOPOLOGIES, table, "name", "topology", extra=tuple(TOPOLOGY_EVAL_KEYS))

@@ -2,41 +2,38 @@
 
 Every loss is a frozen dataclass of hyperparameters whose ``value``, ``grad`` and
 ``smoothness`` take a block of models ``(B, *param_shape)`` and a :class:`fedcomp.data.Batch`
-with the same leading axis B. Register new ones in :data:`LOSSES` and :data:`DESCRIPTIONS`:
-the contract tests in ``tests/test_losses.py`` then cover them.
+with the same leading axis B. Register new ones in :data:`LOSSES` (name, class, one-line
+description): the contract tests in ``tests/test_losses.py`` and ``tests/test_contract.py``
+then cover them.
 """
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
+from .._registry import Entry, Registry
 from ._base import Loss
 from ._linear import LeastSquares, Logistic
 from ._softmax import Softmax
 from ._torch import ParamEntry, ParamLayout, TorchModel
 from ._trace import TraceRegression
 
-#: Loss classes by configuration name.
-LOSSES: dict[str, type] = {
-    "least_squares": LeastSquares,
-    "logistic": Logistic,
-    "softmax": Softmax,
-    "trace_regression": TraceRegression,
-    "torch_model": TorchModel,
-}
+#: Loss classes by configuration name, with one line each for ``fedcomp list``.
+LOSSES: Registry[Entry] = Registry("loss", [
+    Entry("least_squares", LeastSquares,
+          "½ mean squared residual of a linear model, optional ridge l2"),
+    Entry("logistic", Logistic, "binary logistic regression, labels ±1, optional ridge l2"),
+    Entry("softmax", Softmax, "multiclass logistic regression, (d, n_classes) model, class-id "
+                              "labels, optional ridge l2"),
+    Entry("trace_regression", TraceRegression, "least squares on matrix features "
+                                               "y = <X, W>, (p1, p2) model, optional ridge l2"),
+    Entry("torch_model", TorchModel,
+          "cross-entropy of a PyTorch network (mlp, cnn, resnet18 or any nn.Module) on class "
+          "ids; the model is its flat parameter vector (needs torch)", extra="torch"),
+])
 
 #: One line per loss, for ``fedcomp list``.
-DESCRIPTIONS: dict[str, str] = {
-    "least_squares": "½ mean squared residual of a linear model, optional ridge l2",
-    "logistic": "binary logistic regression, labels ±1, optional ridge l2",
-    "softmax": "multiclass logistic regression, (d, n_classes) model, class-id labels, "
-               "optional ridge l2",
-    "trace_regression": "least squares on matrix features y = <X, W>, (p1, p2) model, "
-                        "optional ridge l2",
-    "torch_model": "cross-entropy of a PyTorch network (mlp, cnn, resnet18 or any nn.Module) "
-                   "on class ids; the model is its flat parameter vector (needs torch)",
-}
+DESCRIPTIONS = LOSSES.describe()
 
 
 def make_loss(name: str, **params: Any) -> Loss:
@@ -45,7 +42,7 @@ def make_loss(name: str, **params: Any) -> Loss:
     Parameters
     ----------
     name : str
-        A key of :data:`LOSSES`.
+        A name of :data:`LOSSES`.
     **params
         Constructor arguments of that loss (e.g. ``l2``).
 
@@ -56,8 +53,9 @@ def make_loss(name: str, **params: Any) -> Loss:
     Raises
     ------
     ValueError
-        For an unknown name (listing the valid ones) or an unknown parameter (listing the
-        accepted ones).
+        For an unknown name (:class:`~fedcomp._registry.UnknownNameError`, listing the valid
+        ones) or an unknown parameter (:class:`~fedcomp._registry.UnknownParameterError`,
+        listing the accepted ones).
 
     Examples
     --------
@@ -66,19 +64,10 @@ def make_loss(name: str, **params: Any) -> Loss:
     >>> make_loss("hinge")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: unknown loss 'hinge'; valid: least_squares, logistic, softmax, ...
+    fedcomp._registry.UnknownNameError: unknown loss 'hinge'; valid: least_squares, logistic, ...
     """
-    if name not in LOSSES:
-        raise ValueError(f"unknown loss {name!r}; valid: {', '.join(sorted(LOSSES))}")
-    cls = LOSSES[name]
-    accepted = list(inspect.signature(cls).parameters)
-    unknown = sorted(set(params) - set(accepted))
-    if unknown:
-        raise ValueError(f"loss {name!r}: unknown parameter(s) {', '.join(unknown)}; accepted: "
-                         f"{', '.join(accepted) or '(none)'}")
-    return cls(**params)
-
-
+    loss: Loss = LOSSES.make(name, **params)
+    return loss
 
 
 def __getattr__(name: str) -> object:

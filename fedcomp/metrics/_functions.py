@@ -12,12 +12,12 @@ Composite Optimization and Statistical Recovery in Federated Learning", ICML 202
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from .._array import Array, asarray_like, to_numpy
+from .._registry import Entry, Registry
 from ..problem import Problem
 
 
@@ -86,7 +86,20 @@ def prox_grad_norm(problem: Problem, x: Array, step: float | None = None, **_: A
 
 
 def nnz(problem: Problem, x: Array, tol: float = 0.0, **_: Any) -> float:
-    """Number of entries with ``|x_j| > tol`` (exact zeros by default: prox outputs are exact)."""
+    """Number of entries with ``|x_j| > tol`` (exact zeros by default: prox outputs are exact).
+
+    Parameters
+    ----------
+    problem : Problem
+    x : array
+        The model.
+    tol : float, default 0.0
+        Entries at most this large in magnitude count as zero.
+
+    Returns
+    -------
+    float
+    """
     return float(np.count_nonzero(np.abs(to_numpy(x)) > tol))
 
 
@@ -293,51 +306,43 @@ def sparsity(problem: Problem, x: Array, **_: Any) -> float:
     return float(np.count_nonzero(model == 0) / max(model.size, 1))
 
 
-METRICS: dict[str, Callable[..., Any]] = {
-    "objective": objective,
-    "optimality": optimality,
-    "suboptimality": suboptimality,
-    "prox_grad_norm": prox_grad_norm,
-    "nnz": nnz,
-    "support": support,
-    "l2_error": l2_error,
-    "l1_error": l1_error,
-    "support_f1": support_f1,
-    "operator_error": operator_error,
-    "rank": rank,
-    "training_loss": training_loss,
-    "population_gap": population_gap,
-    "lq_error": lq_error,
-    "train_accuracy": train_accuracy,
-    "test_accuracy": test_accuracy,
-    "test_loss": test_loss,
-    "sparsity": sparsity,
-}
+#: Metric functions ``f(problem, x, reference=...)`` by name, one line each for
+#: ``fedcomp list``; :func:`evaluate` supplies the problem, the model and the reference.
+METRICS: Registry[Entry] = Registry("metric", [
+    Entry("objective", objective, "F(x) = sum_i pi_i f_i(x) + g(x)"),
+    Entry("optimality", optimality,
+          "||x - x*|| / ||x*|| against the centralized reference solution "
+          "(||x - x*|| when x* = 0)"),
+    Entry("suboptimality", suboptimality, "F(x) - F(x*)"),
+    Entry("prox_grad_norm", prox_grad_norm,
+          "prox-gradient mapping norm ||x - prox_{s g}(x - s grad f(x))|| / s, "
+          "s = 1/L (min(1/L, 1/(2 rho)) for weakly convex MCP/SCAD)"),
+    Entry("nnz", nnz, "number of nonzero entries of the model"),
+    Entry("support", support, "support precision / recall / F1 against a known ground truth"),
+    Entry("l2_error", l2_error,
+          "||x - x_true||_2 (Frobenius for matrices) against the known ground truth"),
+    Entry("l1_error", l1_error, "entrywise ||x - x_true||_1 against the known ground truth"),
+    Entry("support_f1", support_f1,
+          "F1 of the support {|x_j| > 0.01} against the ground truth's support"),
+    Entry("operator_error", operator_error,
+          "spectral norm ||x - X_true||_2 of a matrix model (NaN for vectors)"),
+    Entry("rank", rank, "number of singular values > 1e-4 * the largest (NaN for vector models)"),
+    Entry("training_loss", training_loss,
+          "smooth part f(x) = sum_i pi_i f_i(x), without the regularizer"),
+    Entry("population_gap", population_gap,
+          "f(x) - f(w*) of the population objective of a streaming problem"),
+    Entry("lq_error", lq_error,
+          "||x - x_true||_q^2, q = p/(p-1), p = 2 ln d (the l_q mirror-map geometry)"),
+    Entry("train_accuracy", train_accuracy,
+          "fraction of training samples classified correctly (logistic, softmax, networks)"),
+    Entry("test_accuracy", test_accuracy,
+          "fraction of held-out samples classified correctly (data sets with a test split)"),
+    Entry("test_loss", test_loss, "mean loss on the held-out samples"),
+    Entry("sparsity", sparsity, "fraction of the model's entries that are exactly zero"),
+], supplied=("problem", "x", "reference"))
 
-DESCRIPTIONS: dict[str, str] = {
-    "objective": "F(x) = sum_i pi_i f_i(x) + g(x)",
-    "optimality": "||x - x*|| / ||x*|| against the centralized reference solution "
-                  "(||x - x*|| when x* = 0)",
-    "suboptimality": "F(x) - F(x*)",
-    "prox_grad_norm": "prox-gradient mapping norm ||x - prox_{s g}(x - s grad f(x))|| / s, "
-                      "s = 1/L (min(1/L, 1/(2 rho)) for weakly convex MCP/SCAD)",
-    "nnz": "number of nonzero entries of the model",
-    "support": "support precision / recall / F1 against a known ground truth",
-    "l2_error": "||x - x_true||_2 (Frobenius for matrices) against the known ground truth",
-    "l1_error": "entrywise ||x - x_true||_1 against the known ground truth",
-    "support_f1": "F1 of the support {|x_j| > 0.01} against the ground truth's support",
-    "operator_error": "spectral norm ||x - X_true||_2 of a matrix model (NaN for vectors)",
-    "rank": "number of singular values > 1e-4 * the largest (NaN for vector models)",
-    "training_loss": "smooth part f(x) = sum_i pi_i f_i(x), without the regularizer",
-    "population_gap": "f(x) - f(w*) of the population objective of a streaming problem",
-    "lq_error": "||x - x_true||_q^2, q = p/(p-1), p = 2 ln d (the l_q mirror-map geometry)",
-    "train_accuracy": "fraction of training samples classified correctly (logistic, softmax, "
-                      "networks)",
-    "test_accuracy": "fraction of held-out samples classified correctly (data sets with a "
-                     "test split)",
-    "test_loss": "mean loss on the held-out samples",
-    "sparsity": "fraction of the model's entries that are exactly zero",
-}
+#: One line per metric, for ``fedcomp list``.
+DESCRIPTIONS = METRICS.describe()
 
 DEFAULT_METRICS = ("objective", "optimality", "nnz")
 
@@ -347,9 +352,7 @@ def evaluate(problem: Problem, x: Array, names: Any = DEFAULT_METRICS, reference
     """Evaluate metrics by name (or callables ``f(problem, x, reference=...)``) into one dict."""
     row: dict[str, float] = {}
     for name in names:
-        fn = METRICS.get(name) if isinstance(name, str) else name
-        if fn is None:
-            raise ValueError(f"unknown metric {name!r}; valid names: {', '.join(METRICS)}")
+        fn = METRICS.entry(name).factory if isinstance(name, str) else name
         value = fn(problem, x, reference=reference)
         if isinstance(value, dict):
             row.update({k: _plain(v) for k, v in value.items()})

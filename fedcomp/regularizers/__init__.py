@@ -11,9 +11,9 @@ Use the classes directly, or build one by name (as configuration files do) with
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
+from .._registry import Entry, Registry
 from ._base import Regularizer
 from ._convex import L1, ElasticNet, Zero, soft_threshold
 from ._group import GroupLasso
@@ -22,33 +22,29 @@ from ._masked import Masked
 from ._matrix import Nuclear
 from ._nonconvex import MCP, SCAD
 
-REGULARIZERS: dict[str, type] = {
-    "zero": Zero,
-    "l1": L1,
-    "elastic_net": ElasticNet,
-    "group_lasso": GroupLasso,
-    "nuclear": Nuclear,
-    "mcp": MCP,
-    "scad": SCAD,
-    "l2_ball": L2Ball,
-    "l1_ball": L1Ball,
-    "box": Box,
-    "l1_l2_ball": L1L2Ball,
-}
+#: Regularizer classes by configuration name, with one line each for ``fedcomp list``.
+REGULARIZERS: Registry[Entry] = Registry("regularizer", [
+    Entry("zero", Zero, "no regularizer (smooth problem); prox is the identity"),
+    Entry("l1", L1, "lasso alpha*||x||_1; prox is soft thresholding"),
+    Entry("elastic_net", ElasticNet,
+          "l1*||x||_1 + l2/2*||x||^2; soft thresholding then shrinkage"),
+    Entry("group_lasso", GroupLasso,
+          "alpha * sum_G w_G ||x_G||_2 over coordinate groups; block soft thresholding"),
+    Entry("nuclear", Nuclear, "alpha * nuclear norm of a matrix view; singular value thresholding"),
+    Entry("mcp", MCP, "minimax concave penalty (Zhang 2010), weakly convex; firm thresholding, "
+                      "step < gamma"),
+    Entry("scad", SCAD, "SCAD penalty (Fan & Li 2001), weakly convex; SCAD thresholding, "
+                        "step < a - 1"),
+    Entry("l2_ball", L2Ball, "constraint ||x||_2 <= radius; radial projection"),
+    Entry("l1_ball", L1Ball,
+          "constraint ||x||_1 <= radius; sort-based projection (Duchi et al. 2008)"),
+    Entry("box", Box, "constraint lower <= x_i <= upper; clipping"),
+    Entry("l1_l2_ball", L1L2Ball,
+          "alpha*||x||_1 + constraint ||x||_2 <= radius; soft threshold then projection"),
+])
 
-DESCRIPTIONS: dict[str, str] = {
-    "zero": "no regularizer (smooth problem); prox is the identity",
-    "l1": "lasso alpha*||x||_1; prox is soft thresholding",
-    "elastic_net": "l1*||x||_1 + l2/2*||x||^2; soft thresholding then shrinkage",
-    "group_lasso": "alpha * sum_G w_G ||x_G||_2 over coordinate groups; block soft thresholding",
-    "nuclear": "alpha * nuclear norm of a matrix view; singular value thresholding",
-    "mcp": "minimax concave penalty (Zhang 2010), weakly convex; firm thresholding, step < gamma",
-    "scad": "SCAD penalty (Fan & Li 2001), weakly convex; SCAD thresholding, step < a - 1",
-    "l2_ball": "constraint ||x||_2 <= radius; radial projection",
-    "l1_ball": "constraint ||x||_1 <= radius; sort-based projection (Duchi et al. 2008)",
-    "box": "constraint lower <= x_i <= upper; clipping",
-    "l1_l2_ball": "alpha*||x||_1 + constraint ||x||_2 <= radius; soft threshold then projection",
-}
+#: One line per regularizer, for ``fedcomp list``.
+DESCRIPTIONS = REGULARIZERS.describe()
 
 
 def make_regularizer(name: str, **params: Any) -> Regularizer:
@@ -57,7 +53,7 @@ def make_regularizer(name: str, **params: Any) -> Regularizer:
     Parameters
     ----------
     name : str
-        A key of :data:`REGULARIZERS` (``"l1"``, ``"group_lasso"``, ``"mcp"``, ...).
+        A name of :data:`REGULARIZERS` (``"l1"``, ``"group_lasso"``, ``"mcp"``, ...).
     **params
         The constructor arguments of that class.
 
@@ -68,30 +64,19 @@ def make_regularizer(name: str, **params: Any) -> Regularizer:
     Raises
     ------
     ValueError
-        For an unknown name (the message lists the valid ones), an unknown or missing
-        parameter (the message lists the accepted ones), or an invalid value.
+        For an unknown name (:class:`~fedcomp._registry.UnknownNameError`, the message lists
+        the valid ones), an unknown or missing parameter
+        (:class:`~fedcomp._registry.UnknownParameterError`,
+        :class:`~fedcomp._registry.MissingParameterError`, the message lists the accepted
+        ones), or an invalid value.
 
     Examples
     --------
     >>> make_regularizer("mcp", alpha=0.1, gamma=3.0)
     MCP(alpha=0.1, gamma=3.0, param_ndim=1)
     """
-    if name not in REGULARIZERS:
-        raise ValueError(f"unknown regularizer {name!r}; valid names: "
-                         f"{', '.join(sorted(REGULARIZERS))}")
-    cls = REGULARIZERS[name]
-    signature = inspect.signature(cls)
-    accepted = list(signature.parameters)
-    unknown = sorted(set(params) - set(accepted))
-    if unknown:
-        raise ValueError(f"regularizer {name!r} got unknown parameter(s) {unknown}; accepted: "
-                         f"{', '.join(accepted)}")
-    missing = [p.name for p in signature.parameters.values()
-               if p.default is inspect.Parameter.empty and p.name not in params]
-    if missing:
-        raise ValueError(f"regularizer {name!r} needs parameter(s) {missing}; accepted: "
-                         f"{', '.join(accepted)}")
-    return cls(**params)
+    regularizer: Regularizer = REGULARIZERS.make(name, **params)
+    return regularizer
 
 
 __all__ = [

@@ -1,0 +1,271 @@
+"""One registry mechanism: a name stands for a factory, its one-line description and static facts.
+
+Every family of components (algorithms, regularizers, losses, data sets, partitioners,
+metrics, topologies) is a :class:`Registry` of :class:`Entry` records. A registry reads as a
+read-only ``Mapping`` from name to factory, so ``REGISTRY[name](**params)``, ``name in
+REGISTRY`` and ``inspect.signature(REGISTRY[name])`` work as on a plain dict; on top of that
+it builds by name with checked keyword names (:meth:`Registry.make`), checks a table of
+keys against a factory's signature (:meth:`Registry.check_keys`) and describes itself in one
+line per entry (:meth:`Registry.describe`, what ``fedcomp list`` prints).
+
+What a configuration needs to know *before* building a component is a static fact of its
+entry, not something learned by constructing it: an algorithm's ``execution`` (synchronous
+rounds, asynchronous event clock, or decentralized gossip), a data set's ground truth and
+streaming sampler. Family-specific facts live in subclasses of :class:`Entry`.
+
+This module imports nothing from fedcomp (the families import it);
+:func:`fedcomp.catalogue.catalogue` lists the families' registries.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from dataclasses import KW_ONLY, dataclass
+from types import MappingProxyType
+from typing import Any, Generic, Literal, TypeVar
+
+
+class UnknownNameError(ValueError):
+    """A name that no entry of the registry has; the message lists the valid names."""
+
+
+class UnknownParameterError(ValueError):
+    """Keyword names the factory does not accept; the message lists the accepted ones."""
+
+
+class MissingParameterError(ValueError):
+    """A required parameter of the factory was not given; the message lists the accepted ones."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One registered component.
+
+    Parameters
+    ----------
+    name : str
+        The name configurations and the command line use.
+    factory : callable
+        What the name stands for: a class or a builder called with keyword parameters
+        (for metrics, the metric function itself).
+    description : str
+        One line for ``fedcomp list``.
+    extra : str or None, default None
+        The optional dependency group the component needs (``pip install fedcomp[extra]``),
+        or None when the core dependencies suffice.
+    """
+
+    name: str
+    factory: Callable[..., Any]
+    description: str
+    _: KW_ONLY
+    extra: str | None = None
+
+
+#: How the runner executes an algorithm: synchronous rounds, an asynchronous event clock,
+#: or decentralized gossip over a topology.
+Execution = Literal["rounds", "async", "decentralized"]
+EXECUTIONS: tuple[Execution, ...] = ("rounds", "async", "decentralized")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AlgorithmEntry(Entry):
+    """An algorithm, with how the runner executes it (one of :data:`EXECUTIONS`)."""
+
+    execution: Execution = "rounds"
+
+    def __post_init__(self) -> None:
+        if self.execution not in EXECUTIONS:
+            raise ValueError(f"{self.name}: execution must be one of {EXECUTIONS} "
+                             f"(got {self.execution!r})")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DatasetEntry(Entry):
+    """A data set, with what is known about it besides its samples.
+
+    ``ground_truth(**params)`` and ``sampler(**params)`` take the generator's parameters
+    (ignoring those they do not need) and return the model the data were generated from,
+    and a streaming sampler of fresh samples, where the data set has one. ``pooled`` marks
+    a pooled data set split among clients by a partitioner (its ``partition`` parameter).
+    """
+
+    ground_truth: Callable[..., Any] | None = None
+    sampler: Callable[..., Any] | None = None
+    pooled: bool = False
+
+
+E = TypeVar("E", bound=Entry)
+
+
+def _names(names: Iterable[str]) -> str:
+    return ", ".join(names) or "(none)"
+
+
+class Registry(Mapping[str, Callable[..., Any]], Generic[E]):
+    """A read-only ``Mapping`` from name to factory, in registration order.
+
+    Parameters
+    ----------
+    kind : str
+        What one entry is, singular (``"algorithm"``); error messages use it.
+    entries : iterable of Entry
+        Unique names, each with a non-empty one-line description.
+    supplied : collection of str, default ()
+        Parameters the caller fills, which a configuration does not name (a topology's
+        ``n_nodes``, a partitioner's labels and seed, a metric's problem and model):
+        :meth:`check_keys` rejects them, :meth:`make` takes them.
+
+    Examples
+    --------
+    >>> def shift(by=1.0):
+    ...     '''Add ``by``.'''
+    ...     return lambda v: v + by
+    >>> OPS = Registry("op", [Entry("shift", shift, "adds a constant")])
+    >>> OPS.make("shift", by=2.0)(1.0)
+    3.0
+    >>> OPS["shift"] is shift, "shift" in OPS, OPS.parameters("shift")
+    (True, True, ('by',))
+    >>> OPS.make("shift", step=2.0)
+    Traceback (most recent call last):
+    ...
+    fedcomp._registry.UnknownParameterError: op 'shift': unknown parameter(s) ['step']; accepted: by
+    """
+
+    def __init__(self, kind: str, entries: Iterable[E], *, supplied: Collection[str] = ()
+                 ) -> None:
+        self.kind = kind
+        self.supplied = tuple(supplied)
+        self._entries: dict[str, E] = {}
+        for entry in entries:
+            if entry.name in self._entries:
+                raise ValueError(f"{kind} {entry.name!r} is registered twice")
+            if not entry.description.strip() or "\n" in entry.description:
+                raise ValueError(f"{kind} {entry.name!r} needs a one-line description "
+                                 f"(got {entry.description!r})")
+            self._entries[entry.name] = entry
+        self._descriptions = MappingProxyType(
+            {name: entry.description for name, entry in self._entries.items()})
+        self._signatures: dict[str, inspect.Signature] = {}
+
+    # --- the Mapping: name -> factory ----------------------------------------------------
+    def __getitem__(self, name: str) -> Callable[..., Any]:
+        return self._entries[name].factory  # a KeyError, as from a dict (.get relies on it)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __repr__(self) -> str:
+        return f"Registry({self.kind!r}, [{_names(self._entries)}])"
+
+    # --- entries and their facts ---------------------------------------------------------
+    def entry(self, name: str) -> E:
+        """The entry registered as ``name``; :class:`UnknownNameError` lists the valid ones."""
+        try:
+            return self._entries[name]
+        except (KeyError, TypeError):  # TypeError: an unhashable name from a config
+            raise UnknownNameError(f"unknown {self.kind} {name!r}; valid: "
+                                   f"{_names(sorted(self._entries))}") from None
+
+    def entries(self) -> tuple[E, ...]:
+        """Every entry, in registration order."""
+        return tuple(self._entries.values())
+
+    def filter(self, keep: Callable[[E], bool]) -> Registry[E]:
+        """The registry of the entries for which ``keep(entry)`` is true (same kind)."""
+        return Registry(self.kind, [entry for entry in self._entries.values() if keep(entry)],
+                        supplied=self.supplied)
+
+    def describe(self) -> Mapping[str, str]:
+        """``{name: one-line description}`` in registration order (read-only)."""
+        return self._descriptions
+
+    # --- parameters ----------------------------------------------------------------------
+    def _signature(self, name: str) -> inspect.Signature:
+        if name not in self._signatures:
+            self._signatures[name] = inspect.signature(self.entry(name).factory)
+        return self._signatures[name]
+
+    def parameters(self, name: str) -> tuple[str, ...]:
+        """The keyword names the factory of ``name`` accepts, in signature order.
+
+        Variadic ``*args`` / ``**kwargs`` are not names and are left out; a factory with
+        ``**kwargs`` accepts any key besides these (:meth:`check_keys`).
+        """
+        return tuple(p.name for p in self._signature(name).parameters.values()
+                     if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+
+    def settable(self, name: str) -> tuple[str, ...]:
+        """The parameters of ``name`` a configuration may set: :meth:`parameters` less
+        :attr:`supplied`."""
+        return tuple(p for p in self.parameters(name) if p not in self.supplied)
+
+    def check_keys(self, name: str, keys: Iterable[str], where: str | None = None, *,
+                   extra: Collection[str] = ()) -> None:
+        """Raise unless every key is a settable parameter of ``name``'s factory.
+
+        Parameters
+        ----------
+        name : str
+            A registered name (else :class:`UnknownNameError`).
+        keys : iterable of str
+            The keys given, e.g. those of a configuration table.
+        where : str, optional
+            Where the keys come from, the prefix of the message (default: ``"<kind> 'name'"``).
+        extra : collection of str
+            Keys accepted besides the parameters (a table's own ``"name"``, ``"label"``).
+
+        Raises
+        ------
+        UnknownNameError
+            For an unknown ``name``.
+        UnknownParameterError
+            Naming the unknown keys (a :attr:`supplied` one among them) and listing the
+            accepted ones.
+        """
+        self._reject_unknown(name, keys, where, [*self.settable(name), *extra])
+
+    def _reject_unknown(self, name: str, keys: Iterable[str], where: str | None,
+                        accepted: list[str]) -> None:
+        if any(p.kind is p.VAR_KEYWORD for p in self._signature(name).parameters.values()):
+            return  # the factory takes **kwargs: any key is a parameter
+        unknown = sorted(set(keys) - set(accepted))
+        if unknown:
+            raise UnknownParameterError(f"{where or f'{self.kind} {name!r}'}: unknown "
+                                        f"parameter(s) {unknown}; accepted: {_names(accepted)}")
+
+    def make(self, name: str, **params: Any) -> Any:
+        """Build ``name``'s component: its factory called with the keyword ``params``.
+
+        ``params`` may include the :attr:`supplied` parameters (the caller supplies them).
+
+        Raises
+        ------
+        UnknownNameError
+            For an unknown name (listing the valid ones).
+        UnknownParameterError
+            For a keyword the factory does not take (listing the accepted ones).
+        MissingParameterError
+            For a required parameter left out (listing the accepted ones).
+        ValueError
+            From the factory itself, for an invalid value.
+        """
+        self._reject_unknown(name, params, None, list(self.parameters(name)))
+        required = [p.name for p in self._signature(name).parameters.values()
+                    if p.default is p.empty and p.name not in params
+                    and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        if required:
+            raise MissingParameterError(f"{self.kind} {name!r} needs parameter(s) {required}; "
+                                        f"accepted: {_names(self.parameters(name))}")
+        return self.entry(name).factory(**params)
+
+
+__all__ = ["EXECUTIONS", "AlgorithmEntry", "DatasetEntry", "Entry", "Execution",
+           "MissingParameterError", "Registry", "UnknownNameError", "UnknownParameterError"]
