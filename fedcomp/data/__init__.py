@@ -4,7 +4,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from .._registry import DatasetEntry, Entry, Registry
+from .._registry import DatasetEntry, Registry
 from ._bao import (
     bao_lowrank_matrix,
     bao_sparse_regression,
