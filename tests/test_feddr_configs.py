@@ -32,7 +32,7 @@ def rows(out: Path) -> list[dict]:
 
 
 def test_feddr_synthetic_config_runs_every_variant(tmp_path):
-    cfg = small("feddr_synthetic.toml", samples_per_client=12)
+    cfg = small("feddr_synthetic", samples_per_client=12)
     summary = run_experiment(cfg, tmp_path, progress=False, stream=open("/dev/null", "w"))
     assert all(row["status"] == "ok" for row in summary)
     got = {(r["variant"], r["algorithm"]) for r in rows(tmp_path)}
@@ -51,7 +51,7 @@ def test_feddr_synthetic_config_runs_every_variant(tmp_path):
 
 
 def test_feddr_async_config_runs_on_simulated_time(tmp_path):
-    cfg = small("feddr_async.toml", samples_per_client=12)
+    cfg = small("feddr_async", samples_per_client=12)
     summary = run_experiment(cfg, tmp_path, progress=False, stream=open("/dev/null", "w"))
     assert [row["status"] for row in summary] == ["ok", "ok"]
     result = rows(tmp_path)
@@ -69,7 +69,7 @@ def test_feddr_async_config_runs_on_simulated_time(tmp_path):
 
 
 def test_feddr_async_config_bounds_the_staleness(tmp_path):
-    cfg = small("feddr_async.toml", samples_per_client=12)
+    cfg = small("feddr_async", samples_per_client=12)
     cfg = config.apply_override(cfg, "algorithms.async_feddr.max_delay=3")
     run_experiment(cfg, tmp_path, progress=False, stream=open("/dev/null", "w"))
     asyn = [r for r in rows(tmp_path) if r["algorithm"] == "async_feddr"]

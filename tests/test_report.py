@@ -262,7 +262,7 @@ def test_quick_report_of_every_config(tmp_path):
 def test_event_clock_experiments_get_simulated_time_figures(tmp_path):
     from tests.test_feddr_configs import small
 
-    cfg = small("feddr_async.toml", samples_per_client=12)
+    cfg = small("feddr_async", samples_per_client=12)
     (result,) = rep.run_report(tmp_path, configs=[("feddr_async", cfg)], stream=io.StringIO())
     assert result.figures[:2] == ["fig_optimality_simtime.png", "fig_objective_simtime.png"]
     assert all((tmp_path / "feddr_async" / name).exists() for name in result.figures)

@@ -12,7 +12,19 @@ import time
 from typing import Any, NamedTuple
 
 from ..config import ConfigError
-from ._setting import TOPOLOGY_EVAL_KEYS, Setting
+from ._setting import TOPOLOGY_EVAL_KEYS, Setting, resolve
+
+
+def as_setting(setting: Setting | dict[str, Any]) -> Setting:
+    """A :class:`Setting`, or a configuration dict resolved to its base setting.
+
+    Examples
+    --------
+    >>> from fedcomp.config import load
+    >>> as_setting(load("seed000")).data["n_clients"]
+    30
+    """
+    return setting if isinstance(setting, Setting) else resolve(setting).base
 
 
 class Prepared(NamedTuple):
@@ -27,23 +39,27 @@ class Prepared(NamedTuple):
     meta: dict[str, Any]
 
 
-def build_topology(setting: Setting, n_nodes: int) -> tuple[Any, dict[str, Any]]:
-    """The :class:`~fedcomp.topology.Topology` of a setting and its evaluation options."""
+def build_topology(setting: Setting | dict[str, Any], n_nodes: int
+                   ) -> tuple[Any, dict[str, Any]]:
+    """The :class:`~fedcomp.topology.Topology` of a setting (or of a configuration's
+    ``[topology]`` table) and its evaluation options."""
     from ..topology import make_topology
 
-    if setting.topology is None:
-        raise ConfigError(f"{setting.name}: no [topology] table to build a graph from")
-    table = dict(setting.topology)
+    topology = setting.topology if isinstance(setting, Setting) else setting.get("topology")
+    if topology is None:
+        raise ConfigError("no [topology] table to build a graph from")
+    table = dict(topology)
     options = {k: table.pop(k) for k in TOPOLOGY_EVAL_KEYS if k in table}
     options["evaluate_on"] = tuple(options.get("evaluate_on", ("average",)))
     return make_topology(table.pop("name"), n_nodes, **table), options
 
 
-def build_problem(setting: Setting) -> Any:
-    """The :class:`~fedcomp.problem.Problem` a setting describes."""
+def build_problem(setting: Setting | dict[str, Any]) -> Any:
+    """The :class:`~fedcomp.problem.Problem` a setting (or a configuration's base) describes."""
     from ..data import DATASETS, GROUND_TRUTHS
     from ..problem import Problem
 
+    setting = as_setting(setting)
     data_cfg = dict(setting.data)
     name = data_cfg.pop("generator")
     data = _on_backend(DATASETS[name](**data_cfg), setting)
@@ -54,7 +70,7 @@ def build_problem(setting: Setting) -> Any:
                    sampler=build_sampler(setting))
 
 
-def build_sampler(setting: Setting) -> Any:
+def build_sampler(setting: Setting | dict[str, Any]) -> Any:
     """The streaming sampler of a setting (``None`` without ``streaming``).
 
     It draws every client's fresh samples from the generator's parameters alone, keyed by
@@ -62,6 +78,7 @@ def build_sampler(setting: Setting) -> Any:
     """
     from ..data import SAMPLERS
 
+    setting = as_setting(setting)
     if not setting.streaming:
         return None
     data_cfg = dict(setting.data)
@@ -89,11 +106,12 @@ def _on_backend(data: Any, setting: Setting) -> Any:
     return data.to(torch.zeros(0, dtype=dtype, device="cuda" if backend == "cuda" else "cpu"))
 
 
-def build_components(setting: Setting) -> tuple[Any, Any, int | None]:
+def build_components(setting: Setting | dict[str, Any]) -> tuple[Any, Any, int | None]:
     """``(loss, regularizer, n_classes)`` of a setting, without its data."""
     from ..losses import make_loss
     from ..regularizers import REGULARIZERS, Masked, make_regularizer
 
+    setting = as_setting(setting)
     problem_cfg = dict(setting.problem)
     loss = make_loss(problem_cfg.pop("loss"), **{k: v for k, v in problem_cfg.items()
                                                    if k != "weighting"})
