@@ -14,7 +14,7 @@ from fedcomp._array import to_numpy
 from fedcomp.algorithms import ALGORITHMS as REGISTRY
 from fedcomp.algorithms import fedavg, fedmid, make_algorithm, za1
 from fedcomp.metrics import CSVLogger, JSONLLogger, MemoryLogger
-from fedcomp.runtime import auto_block_size
+from fedcomp.runtime import auto_block_size, setup_context
 
 # the contract suite runs every registered algorithm automatically (small steps, 3 local steps)
 CONTRACT_PARAMS = {"fast_fedda": dict(smoothness=2.0, strong_convexity=0.01, local_steps=3),
@@ -35,7 +35,7 @@ ALGORITHMS += [make_algorithm("feddr", local_solver="exact", eta=0.5, alpha=1.5)
 
 def supports_sampling(alg, problem) -> bool:
     try:
-        alg.validate(problem, 2)
+        alg.prepare(setup_context(problem, 2))
     except ValueError:
         return False
     return True

@@ -97,7 +97,7 @@ def primal_averaging(name: str, client_lr: float, local_steps: int, server_lr: f
     ``prox_{server_step · g}`` unless ``server_step`` is ``None``.
     """
 
-    def init(x0: Array, n_clients: int, regularizer: object) -> tuple[ServerState, EmptyState]:
+    def init(x0: Array, n_clients: int) -> tuple[ServerState, EmptyState]:
         return ServerState(x0), EmptyState()
 
     def broadcast(state: ServerState) -> Message:
@@ -124,6 +124,6 @@ def primal_averaging(name: str, client_lr: float, local_steps: int, server_lr: f
         name=name, init=init, broadcast=broadcast, client_update=client_update,
         server_update=server_update, output=lambda state: state.x,
         hyperparameters=hyperparameters,
-        validate=check_prox_steps(name, max(prox_steps, default=0.0),
-                                  "lower client_lr / server_lr, or use server_prox='unscaled'"
-                                  if name == "fedmid" else "lower client_lr / server_lr"))
+        prepare=check_prox_steps(name, max(prox_steps, default=0.0),
+                                 "lower client_lr / server_lr, or use server_prox='unscaled'"
+                                 if name == "fedmid" else "lower client_lr / server_lr"))

@@ -111,7 +111,7 @@ def fedpd(eta: float = 1.0, comm_prob: float = 1.0, server_prox: bool = True,
     solver = make_solver("fedpd", local_solver, client_lr, local_steps, local_epochs, tol,
                          max_iter)
 
-    def init(x0: Array, n_clients: int, regularizer: object) -> tuple[ServerState, ClientState]:
+    def init(x0: Array, n_clients: int) -> tuple[ServerState, ClientState]:
         xs = replicate(x0, n_clients) * 1.0
         return ServerState(x0), ClientState(xs, namespace(x0).zeros_like(xs))
 
@@ -135,6 +135,6 @@ def fedpd(eta: float = 1.0, comm_prob: float = 1.0, server_prox: bool = True,
         output=lambda state: state.x,
         hyperparameters={"eta": eta, "comm_prob": comm_prob, "server_prox": server_prox,
                          **solver.describe()},
-        validate=all_of(require_full_participation("fedpd"),
-                        check_prox_steps("fedpd", eta if server_prox else 0.0, "lower eta")),
+        prepare=all_of(require_full_participation("fedpd"),
+                       check_prox_steps("fedpd", eta if server_prox else 0.0, "lower eta")),
         divergence_hint="try a smaller eta or client_lr")

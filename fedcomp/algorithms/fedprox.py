@@ -93,9 +93,9 @@ def fedprox(mu: float = 0.01, local_solver: str = "sgd", client_lr: float = 0.01
         return ServerState(x if server_step is None else ctx.prox(x, server_step))
 
     return FederatedAlgorithm(
-        name="fedprox", init=lambda x0, n, reg: (ServerState(x0), EmptyState()),
+        name="fedprox", init=lambda x0, n: (ServerState(x0), EmptyState()),
         broadcast=lambda state: Message(state.x), client_update=client_update,
         server_update=server_update, output=lambda state: state.x,
         hyperparameters={"mu": mu, **solver.describe(), "server_lr": server_lr,
                          "server_step": server_step},
-        validate=check_prox_steps("fedprox", server_step or 0.0, "lower server_step"))
+        prepare=check_prox_steps("fedprox", server_step or 0.0, "lower server_step"))

@@ -11,7 +11,7 @@ Zhou et al., "FedCanon" (``shared/papers/seed002_*``), eq. (15): the baseline of
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from .._array import Array, namespace
 from .._random import common_uniform
@@ -119,7 +119,7 @@ def scaffnew(client_lr: float = 0.1, comm_prob: float = 0.2, server_prox: bool =
         raise ValueError(f"scaffnew: comm_prob must be in (0, 1] (got comm_prob={comm_prob!r})")
     big_step = client_lr / comm_prob  # γ/p
 
-    def init(x0: Array, n_clients: int, regularizer: Any) -> tuple[ServerState, ClientState]:
+    def init(x0: Array, n_clients: int) -> tuple[ServerState, ClientState]:
         zeros = namespace(x0).zeros((n_clients, *x0.shape), dtype=x0.dtype)
         return ServerState(x0), ClientState(zeros, zeros + x0)
 
@@ -142,6 +142,6 @@ def scaffnew(client_lr: float = 0.1, comm_prob: float = 0.2, server_prox: bool =
         name="scaffnew", init=init, broadcast=broadcast, client_update=client_update,
         server_update=server_update, output=lambda state: state.x,
         hyperparameters=dict(client_lr=client_lr, comm_prob=comm_prob, server_prox=server_prox),
-        validate=all_of(require_full_participation("scaffnew"),
-                        check_prox_steps("scaffnew", big_step if server_prox else 0.0,
-                                         "lower client_lr or raise comm_prob")))
+        prepare=all_of(require_full_participation("scaffnew"),
+                       check_prox_steps("scaffnew", big_step if server_prox else 0.0,
+                                        "lower client_lr or raise comm_prob")))

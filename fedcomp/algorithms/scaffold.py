@@ -9,7 +9,7 @@ Zhou et al., "FedCanon" (``shared/papers/seed002_*``), eq. (14): the smooth base
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from .._array import Array, namespace, weighted_sum
 from ._base import (
@@ -93,7 +93,7 @@ def scaffold(client_lr: float = 0.1, local_steps: int = 5, server_lr: float = 1.
     check_flag("scaffold", server_prox=server_prox)
     prox_step = server_lr * local_steps * client_lr
 
-    def init(x0: Array, n_clients: int, regularizer: Any) -> tuple[ServerState, ClientState]:
+    def init(x0: Array, n_clients: int) -> tuple[ServerState, ClientState]:
         xp = namespace(x0)
         return (ServerState(x0, xp.zeros_like(x0)),
                 ClientState(xp.zeros((n_clients, *x0.shape), dtype=x0.dtype)))
@@ -121,5 +121,5 @@ def scaffold(client_lr: float = 0.1, local_steps: int = 5, server_lr: float = 1.
         server_update=server_update, output=lambda state: state.x,
         hyperparameters=dict(client_lr=client_lr, local_steps=local_steps, server_lr=server_lr,
                              server_prox=server_prox),
-        validate=check_prox_steps("scaffold", prox_step if server_prox else 0.0,
-                                  "lower client_lr, server_lr or local_steps"))
+        prepare=check_prox_steps("scaffold", prox_step if server_prox else 0.0,
+                                 "lower client_lr, server_lr or local_steps"))
