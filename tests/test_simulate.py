@@ -60,6 +60,24 @@ def test_block_size_does_not_change_results(alg, batch_size):
             np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("alg", ALGORITHMS, ids=lambda a: a.name)
+def test_prepare_is_the_one_door_and_preparing_again_changes_nothing(alg):
+    p = make_problem("logistic", n_clients=5)
+    setup = setup_context(p)
+    prepared = alg.prepare(setup) or alg
+    again = prepared.prepare(setup) or prepared
+    assert again.hyperparameters == prepared.hyperparameters
+    server_state, client_states = prepared.init(p.zeros(), p.n_clients)  # no regularizer
+    assert all(field.shape[0] == p.n_clients for field in client_states)
+    np.testing.assert_array_equal(again.output(again.init(p.zeros(), p.n_clients)[0]),
+                                  prepared.output(server_state))
+
+
+def test_an_algorithm_whose_init_needs_the_problem_says_prepare():
+    with pytest.raises(RuntimeError, match=r"za1: prepare it .*setup_context"):
+        za1().init(np.zeros(3), 2)
+
+
 @pytest.mark.parametrize("client_block", [1, 4, "all"])
 def test_a_sampling_schedule_is_read_as_a_set_of_clients(client_block):
     # [0, 1, 5, 3] once became slice(0, 4): client 2 ran in client 5's place
