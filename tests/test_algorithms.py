@@ -30,7 +30,7 @@ def test_fedavg_fedmid_fedda_match_per_client_loops(batch_size, clients_per_roun
          loop_fedavg(p, 6, 0.5, 3, server_prox=True, **kw)),
         (fedmid(0.5, 3, server_lr=0.7),
          loop_fedmid(p, 6, 0.5, 3, server_lr=0.7, **kw)),
-        (fedmid(0.5, 3, server_prox="unscaled"),
+        (fedmid(0.5, 3, server_prox_step="unscaled"),
          loop_fedmid(p, 6, 0.5, 3, server_step=0.5, **kw)),
         (fedda(0.5, 3, server_lr=0.8), loop_fedda(p, 6, 0.5, 3, server_lr=0.8, **kw)),
     ]
@@ -68,7 +68,7 @@ def test_fedda_one_client_one_step_is_centralized_dual_averaging():
 def test_fedmid_one_client_one_step_is_proximal_gradient(reg):
     p = single_client(make_problem("least_squares", reg=reg))
     lr, rounds = 0.5, 30
-    run = simulate(fedmid(lr, 1, server_prox="none"), p, rounds, metrics=[])
+    run = simulate(fedmid(lr, 1, server_prox=False), p, rounds, metrics=[])
     x = np.zeros(p.param_shape)
     for _ in range(rounds):
         x = p.prox(x - lr * np.asarray(p.smooth_grad(x)), lr)
@@ -154,7 +154,7 @@ def test_invalid_hyperparameters_raise(name):
 
 @pytest.mark.parametrize("name, switch", [("fedavg", "server_prox"), ("scaffold", "server_prox"),
                                           ("scaffnew", "server_prox"), ("fedpd", "server_prox"),
-                                          ("za1", "final_prox")])
+                                          ("fedmid", "server_prox"), ("za1", "final_prox")])
 @pytest.mark.parametrize("value", ["False", "none", 0, None])
 def test_switches_must_be_booleans(name, switch, value):
     # "False" is what `--set ...server_prox=False` gives (TOML booleans are lowercase); taken
@@ -162,6 +162,15 @@ def test_switches_must_be_booleans(name, switch, value):
     with pytest.raises(ValueError, match=rf"{switch} must be True or False \(got {switch}="):
         make_algorithm(name, **{switch: value})
     assert not make_algorithm(name, **{switch: np.bool_(False)}).hyperparameters[switch]
+
+
+@pytest.mark.parametrize("value", ["scaled", "unscaled", "none"])
+def test_fedmid_server_prox_strings_name_the_step_option(value):
+    # the server prox is a switch in every algorithm; FedMiD's step convention is its own
+    with pytest.raises(ValueError, match="server_prox must be True or False.*server_prox_step"):
+        fedmid(server_prox=value)
+    with pytest.raises(ValueError, match="server_prox_step must be one of"):
+        fedmid(server_prox_step="none")
 
 
 @pytest.mark.parametrize("params, hint", [
@@ -203,7 +212,7 @@ def test_logistic_problem_fixture_is_heterogeneous(logistic_problem):
 @pytest.mark.parametrize("alg, match", [
     (fedmid(client_lr=0.7, local_steps=5), "up to 3.5"),  # the scaled server prox step
     (za1(client_lr=1.0, local_steps=5), "up to 5"),
-    (fedmid(client_lr=4.0, local_steps=1, server_prox="none"), "up to 4"),
+    (fedmid(client_lr=4.0, local_steps=1, server_prox=False), "up to 4"),
 ])
 def test_weakly_convex_prox_steps_are_checked_before_round_one(alg, match):
     from fedcomp.regularizers import MCP

@@ -38,6 +38,7 @@ from fedcomp.algorithms import (
     make_algorithm,
 )
 from fedcomp.catalogue import catalogue
+from fedcomp.runtime import setup_context
 
 CATALOGUE = catalogue()
 ENTRIES = [(family, name) for family, registry in CATALOGUE.items() for name in registry]
@@ -231,10 +232,23 @@ SYNCHRONOUS += [make_algorithm("feddr", local_solver="exact", eta=0.5, alpha=1.5
 
 def supports_sampling(alg, problem) -> bool:
     try:
-        alg.validate(problem, 2)
+        alg.prepare(setup_context(problem, 2))
     except ValueError:
         return False
     return True
+
+
+@pytest.mark.parametrize("alg", ALGORITHMS, ids=lambda a: a.name)
+def test_prepare_is_the_one_door_and_preparing_again_changes_nothing(alg):
+    p = make_problem("logistic", n_clients=5)
+    setup = setup_context(p)
+    prepared = alg.prepare(setup) or alg
+    again = prepared.prepare(setup) or prepared
+    assert again.hyperparameters == prepared.hyperparameters
+    server_state, client_states = prepared.init(p.zeros(), p.n_clients)  # no regularizer
+    assert all(field.shape[0] == p.n_clients for field in client_states)
+    np.testing.assert_array_equal(again.output(again.init(p.zeros(), p.n_clients)[0]),
+                                  prepared.output(server_state))
 
 
 def on_backend(problem: Problem, like) -> Problem:

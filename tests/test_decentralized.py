@@ -427,7 +427,7 @@ def test_complete_graph_dfedmid_equals_fedmid_with_primal_averaging(batch_size):
 
     problem = make_problem("least_squares", reg=L1(0.05), n_clients=6, d=5)
     dec = run_states(dfedmid(0.1, 3), problem, complete(6), 5, batch_size=batch_size, seed=4)
-    srv = simulate(fedmid(0.1, 3, server_prox="none"), problem, 5, batch_size=batch_size,
+    srv = simulate(fedmid(0.1, 3, server_prox=False), problem, 5, batch_size=batch_size,
                    seed=4, metrics=[])
     np.testing.assert_allclose(np.asarray(dec.client_states.x),
                                np.broadcast_to(srv.x, (6, 5)), rtol=0, atol=1e-13)

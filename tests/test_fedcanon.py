@@ -269,6 +269,6 @@ def test_fedcanon2_without_setup_explains_itself():
     alg = fedcanon2(0.1, 2)
     p = make_problem("logistic")
     x0 = p.zeros()
-    state, _ = alg.init(x0, p.n_clients, p.regularizer)
+    state, _ = alg.init(x0, p.n_clients)
     with pytest.raises(RuntimeError, match="setup"):
         alg.server_update(state, None, None)

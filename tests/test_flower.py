@@ -37,6 +37,7 @@ from fedcomp.flower._codec import decode, encode  # noqa: E402
 from fedcomp.flower._data import load_node_data, subset  # noqa: E402
 from fedcomp.flower._local import alive, run_local, write_app  # noqa: E402
 from fedcomp.oracle import Counters, Oracle  # noqa: E402
+from fedcomp.runtime import setup_context  # noqa: E402
 
 pytestmark = pytest.mark.flower
 
@@ -94,9 +95,8 @@ def participation(cfg, algorithm, params):
     """2 clients per round, or all for an algorithm defined for full participation only."""
     problem = build_problem(resolve(cfg).base)
     alg = make_algorithm(algorithm, **params)
-    alg = alg.setup(problem) or alg
     try:
-        alg.validate(problem, 2)
+        alg.prepare(setup_context(problem, 2))
     except ValueError as exc:
         assert "full participation" in str(exc)
         return None
@@ -500,14 +500,14 @@ def test_every_algorithm_rebuilds_from_its_hyperparameters(name):
 
     problem = make_problem("logistic")
     algorithm = make_algorithm(name)
-    algorithm = algorithm.setup(problem) or algorithm
+    algorithm = algorithm.prepare(setup_context(problem)) or algorithm
     again = make_algorithm(name, **json.loads(json.dumps(algorithm.hyperparameters)))
     assert again.hyperparameters == algorithm.hyperparameters
-    # a node sets the rebuilt algorithm up on its own clients only: setup must have
+    # a node prepares the rebuilt algorithm on its own clients only: prepare must have
     # recorded whatever it derived from all the data (a smoothness, a λ)
     smallest = np.argmin(problem.loss.smoothness(problem.data.full_batch()))  # L_i < max L
     node = dataclasses.replace(problem, data=subset(problem.data, np.array([smallest])))
-    on_node = again.setup(node) or again
+    on_node = again.prepare(setup_context(node)) or again
     assert on_node.hyperparameters == algorithm.hyperparameters
 
 

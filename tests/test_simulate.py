@@ -18,6 +18,11 @@ from fedcomp.metrics import CSVLogger, JSONLLogger, MemoryLogger
 from fedcomp.runtime import auto_block_size
 
 
+def test_an_algorithm_whose_init_needs_the_problem_says_prepare():
+    with pytest.raises(RuntimeError, match=r"za1: prepare it .*setup_context"):
+        za1().init(np.zeros(3), 2)
+
+
 @pytest.mark.parametrize("client_block", [1, 4, "all"])
 def test_a_sampling_schedule_is_read_as_a_set_of_clients(client_block):
     # [0, 1, 5, 3] once became slice(0, 4): client 2 ran in client 5's place

@@ -1,10 +1,21 @@
-"""The federated algorithm interface: five pure functions over NamedTuple states.
+"""The federated algorithm interface: a set-up hook and five pure functions over NamedTuple states.
 
 An algorithm is built by a factory that closes over its hyperparameters and returns a
 :class:`FederatedAlgorithm`. The runner (``fedcomp.runtime``) owns execution — client
-sampling, blocks, counters, Flower — and calls:
+sampling, blocks, counters, Flower — and calls, once before round 1:
 
-``init(x0, n_clients, regularizer) -> (server_state, client_states)``
+``prepare(setup) -> FederatedAlgorithm | None``
+    The one door from the problem into the algorithm: ``setup`` is a :class:`SetupContext`
+    (clients, participation, model shape, the regularizer, the clients' smoothness
+    constants) built by :func:`setup_context`. ``prepare`` raises a ``ValueError`` naming
+    the fix when the algorithm cannot run on it (partial participation where the algorithm
+    needs every client, a prox step ``≥ 1/ρ``, ...) and returns the algorithm to run with
+    every problem-derived default resolved (and recorded in its ``hyperparameters``), or
+    ``None`` to run it as it is: ``algorithm = algorithm.prepare(setup) or algorithm``.
+
+then
+
+``init(x0, n_clients) -> (server_state, client_states)``
     ``client_states`` is a NamedTuple whose fields are stacked on axis 0 (one row per
     client, all n of them); an algorithm without client state returns ``EmptyState()``.
 ``broadcast(server_state) -> message``
@@ -12,7 +23,8 @@ sampling, blocks, counters, Flower — and calls:
 ``client_update(message, client_states, ctx) -> (upload, client_states)``
     Runs the local work of a *block* of B clients at once: states and upload fields have
     a leading axis of size B. Data come only through ``ctx.oracle``; prox evaluations
-    through ``ctx.prox`` (both counted).
+    through ``ctx.prox`` (both counted): the regularizer of ``prepare``'s context is for
+    set-up constants, never for the proxes of a round.
 ``server_update(server_state, uploads, ctx) -> server_state``
     ``uploads`` stacks every participant's upload on axis 0; ``ctx.weights`` are the
     client weights renormalised over the participants.
@@ -27,13 +39,17 @@ counted. ``execution="async"`` marks an algorithm for the event-clock runner
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from .._array import Array, namespace
+from .._array import Array, namespace, to_numpy
 from ..oracle import Oracle
+
+if TYPE_CHECKING:
+    from ..regularizers import Regularizer
 
 
 class EmptyState(NamedTuple):
@@ -90,11 +106,73 @@ class ServerContext(NamedTuple):
     n_clients: int
 
 
-def _no_checks(problem: Any, clients_per_round: int | None) -> None:
-    return None
+class SetupContext(NamedTuple):
+    """What an algorithm may know of the problem before round 1: the argument of ``prepare``.
+
+    Built once per run by the runner (:func:`setup_context`); a Flower node builds its own
+    from the clients it hosts (the values ``prepare`` resolved on all the data reach it as
+    hyperparameters).
+
+    Attributes
+    ----------
+    n_clients : int
+        The clients of the run.
+    clients_per_round : int or None
+        Participants per round; ``None`` when every client takes part in every round (or
+        when the caller does not know: a Flower node, whose server has checked it).
+    param_shape : tuple of int
+        The shape of one model.
+    dtype : dtype
+        The models' floating dtype.
+    regularizer : Regularizer
+        ``g``, for set-up constants only: its ``weak_convexity`` and ``convex`` (step
+        checks), its type and strength (C-FedDA's norm), its exact prox of values no
+        message carries (ZA1's ``P(x̄⁰)``, FedCanon II's evaluation copy). The proxes of a
+        round go through the counted ``ctx.prox`` of :class:`ClientContext` and
+        :class:`ServerContext`.
+    client_smoothness : callable
+        ``client_smoothness()`` — each client's smoothness constant ``L_i`` as a NumPy
+        array ``(n_clients,)``, reported once by every client: a pass over the data on the
+        first call, cached.
+    """
+
+    n_clients: int
+    clients_per_round: int | None
+    param_shape: tuple[int, ...]
+    dtype: Any
+    regularizer: Regularizer
+    client_smoothness: Callable[[], np.ndarray]
 
 
-def _as_is(problem: Any) -> None:
+def setup_context(problem: Any, clients_per_round: int | None = None) -> SetupContext:
+    """The :class:`SetupContext` of a run of ``problem`` with ``clients_per_round``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fedcomp import ClientData, Problem
+    >>> from fedcomp.losses import LeastSquares
+    >>> from fedcomp.regularizers import L1
+    >>> rng = np.random.default_rng(0)
+    >>> data = ClientData.from_lists([rng.normal(size=(20, 3)) for _ in range(4)],
+    ...                              [rng.normal(size=20) for _ in range(4)])
+    >>> setup = setup_context(Problem(LeastSquares(), L1(0.01), data), clients_per_round=2)
+    >>> setup.n_clients, setup.clients_per_round, setup.param_shape
+    (4, 2, (3,))
+    >>> setup.client_smoothness().shape
+    (4,)
+    """
+
+    @functools.cache
+    def client_smoothness() -> np.ndarray:
+        return to_numpy(problem.loss.smoothness(problem.data.full_batch()))
+
+    return SetupContext(problem.n_clients, clients_per_round, problem.param_shape,
+                        problem.data.dtype, problem.regularizer, client_smoothness)
+
+
+def _ready(setup: SetupContext) -> None:
+    """The default ``prepare``: nothing to check or resolve."""
     return None
 
 
@@ -106,16 +184,17 @@ class FederatedAlgorithm(NamedTuple):
     """A star-topology federated algorithm (see the module docstring for the contract)."""
 
     name: str
-    init: Callable[[Array, int, Any], tuple[Any, Any]]
+    init: Callable[[Array, int], tuple[Any, Any]]
     broadcast: Callable[[Any], Any]
     client_update: Callable[[Any, Any, ClientContext], tuple[Any, Any]]
     server_update: Callable[[Any, Any, ServerContext], Any]
     output: Callable[[Any], Array]
     hyperparameters: dict[str, Any]
-    validate: Callable[[Any, int | None], None] = _no_checks
-    #: ``setup(problem)`` returns a copy with problem-derived defaults resolved (e.g. a
-    #: smoothness constant reported once by every client), or ``None`` to keep it as is.
-    setup: Callable[[Any], Any] = _as_is
+    #: ``prepare(setup)`` checks the algorithm against the problem's :class:`SetupContext`
+    #: and returns a copy with problem-derived defaults resolved (e.g. a smoothness constant
+    #: reported once by every client), or ``None`` to run it as is. The algorithm it
+    #: returns keeps the checks: preparing it again checks and gives the same algorithm.
+    prepare: Callable[[SetupContext], FederatedAlgorithm | None] = _ready
     divergence_hint: str = STEP_HINT
     #: one round with every client (``round == -1``) before round 1
     warmup: bool = False
@@ -183,45 +262,48 @@ def check_max_delay(value: Any, owner: str) -> None:
                          f"for no bound (got {value!r})")
 
 
-def require_full_participation(owner: str) -> Callable[[Any, int | None], None]:
-    """A ``validate`` hook for algorithms defined only with every client in every round."""
+#: A check of ``prepare``: raises a ``ValueError`` naming the fix, else returns ``None``.
+Check = Callable[[SetupContext], None]
 
-    def validate(problem: Any, clients_per_round: int | None) -> None:
-        if clients_per_round is not None and clients_per_round < problem.n_clients:
+
+def require_full_participation(owner: str) -> Check:
+    """A ``prepare`` check for algorithms defined only with every client in every round."""
+
+    def check(setup: SetupContext) -> None:
+        if setup.clients_per_round is not None and setup.clients_per_round < setup.n_clients:
             raise ValueError(
                 f"{owner} is defined for full participation only (its correction term uses the "
-                f"server update of the previous round); got {clients_per_round} of "
-                f"{problem.n_clients} clients per round. Use every client in every round "
+                f"server update of the previous round); got {setup.clients_per_round} of "
+                f"{setup.n_clients} clients per round. Use every client in every round "
                 "(clients_per_round=None, no sampling=), or an algorithm with client sampling "
                 "such as FedDR or SCAFFOLD.")
 
-    return validate
+    return check
 
 
-def check_prox_steps(owner: str, largest_step: float, fix: str
-                     ) -> Callable[[Any, int | None], None]:
-    """A ``validate`` hook: every prox step stays below ``1/ρ`` for a ρ-weakly convex ``g``.
+def check_prox_steps(owner: str, largest_step: float, fix: str) -> Check:
+    """A ``prepare`` check: every prox step stays below ``1/ρ`` for a ρ-weakly convex ``g``.
 
     Checked before round 1 so a run never starts with hyperparameters that would fail
     (or, worse, silently stop being a prox) in its first round.
     """
 
-    def validate(problem: Any, clients_per_round: int | None) -> None:
-        rho = problem.regularizer.weak_convexity
+    def check(setup: SetupContext) -> None:
+        rho = setup.regularizer.weak_convexity
         if rho > 0 and largest_step * rho >= 1:
             raise ValueError(
-                f"{owner}: {type(problem.regularizer).__name__} is weakly convex with "
+                f"{owner}: {type(setup.regularizer).__name__} is weakly convex with "
                 f"rho={rho:g}, so every prox step must be < 1/rho={1 / rho:g}, but this "
                 f"configuration uses prox steps up to {largest_step:g}; {fix}")
 
-    return validate
+    return check
 
 
-def all_of(*hooks: Callable[[Any, int | None], None]) -> Callable[[Any, int | None], None]:
-    """Run several ``validate`` hooks in order."""
+def all_of(*checks: Check) -> Check:
+    """Run several ``prepare`` checks in order."""
 
-    def validate(problem: Any, clients_per_round: int | None) -> None:
-        for hook in hooks:
-            hook(problem, clients_per_round)
+    def check(setup: SetupContext) -> None:
+        for each in checks:
+            each(setup)
 
-    return validate
+    return check

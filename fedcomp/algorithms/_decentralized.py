@@ -11,8 +11,11 @@ and talk only to their graph neighbours through a gossip matrix ``U``. The runne
     The communication of the round on *all* nodes: ``mix(v)`` returns ``Uᵀ v`` over the node
     axis (node m receives ``Σ_j u_jm v_j``); the runner counts the floats each call sends.
 
-and, once, ``init(x0, ctx, mix) -> states`` with a context over all nodes (some
-algorithms query gradients at ``x0``, e.g. the tracker initialisation of DFedDA-GT).
+and, once, ``prepare(setup)`` with the problem's :class:`~fedcomp.algorithms._base.SetupContext`
+(as for a federated algorithm: raises what cannot run, returns the algorithm with
+problem-derived defaults resolved, or ``None`` to run it as is), then
+``init(x0, ctx, mix) -> states`` with a context over all nodes (some algorithms query
+gradients at ``x0``, e.g. the tracker initialisation of DFedDA-GT).
 ``output(states) -> (n, *shape)`` gives every node's model; the runner evaluates their
 average, one node, and the min/mean/max over nodes.
 
@@ -30,7 +33,7 @@ import numpy as np
 
 from .._array import Array
 from ..oracle import Oracle
-from ._base import STEP_HINT, _as_is, _no_checks
+from ._base import STEP_HINT, SetupContext, _ready
 
 
 class NodeContext(NamedTuple):
@@ -68,6 +71,5 @@ class DecentralizedAlgorithm(NamedTuple):
     gossip: Callable[[Any, Callable[[Array], Array], int], Any]
     output: Callable[[Any], Array]
     hyperparameters: dict[str, Any]
-    validate: Callable[[Any, int | None], None] = _no_checks
-    setup: Callable[[Any], Any] = _as_is
+    prepare: Callable[[SetupContext], DecentralizedAlgorithm | None] = _ready
     divergence_hint: str = STEP_HINT

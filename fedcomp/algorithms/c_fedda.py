@@ -17,13 +17,14 @@ from ._base import (
     ClientContext,
     FederatedAlgorithm,
     ServerContext,
+    SetupContext,
     average,
     check_local_steps,
     check_positive,
     replicate,
 )
 from ._cprox import cprox_l1
-from .fast_fedda import max_client_smoothness, placeholder
+from .fast_fedda import placeholder
 
 CPROX = ("exact", "soft_then_project")
 
@@ -265,9 +266,9 @@ def c_fedda(radius: float = 1.0, smoothness: float | str = "auto", strong_convex
                            strong_convexity=strong_convexity, local_steps=local_steps,
                            domain_radius=domain_radius, reg_strength=reg_strength, cprox=cprox)
 
-    def setup(problem: Any) -> FederatedAlgorithm:
-        norm, lam, shape = constraint_norm(problem.regularizer)
-        lip = float(smoothness if smoothness != "auto" else max_client_smoothness(problem))
+    def prepare(setup: SetupContext) -> FederatedAlgorithm:
+        norm, lam, shape = constraint_norm(setup.regularizer)
+        lip = float(smoothness if smoothness != "auto" else setup.client_smoothness().max())
         lam = float(reg_strength) if reg_strength is not None else lam
         # the resolved L and λ are hyperparameters from now on: a Flower node rebuilds the
         # algorithm from them and must not re-derive L from its own clients only
@@ -275,7 +276,7 @@ def c_fedda(radius: float = 1.0, smoothness: float | str = "auto", strong_convex
         return _c_fedda(radius, lip, strong_convexity, local_steps, domain_radius, lam,
                         cprox, constrained_prox_solver(norm, cprox, shape), resolved)
 
-    return placeholder("c_fedda", hyperparameters, setup)
+    return placeholder("c_fedda", hyperparameters, prepare)
 
 
 def _c_fedda(radius: float, lip: float, mu: float, big_e: int, domain_radius: float | None,
@@ -284,7 +285,7 @@ def _c_fedda(radius: float, lip: float, mu: float, big_e: int, domain_radius: fl
     """C-FedDA with every constant resolved against the problem (see :func:`c_fedda`)."""
     rules = c_fedda_rules(lip, mu, big_e, domain_radius, solve)
 
-    def init(x0: Array, n_clients: int, regularizer: Any) -> tuple[ServerState, ClientState]:
+    def init(x0: Array, n_clients: int) -> tuple[ServerState, ClientState]:
         zero = namespace(x0).zeros_like(x0)
         return ServerState(x0, zero, zero, x0, x0, x0), ClientState(replicate(x0, n_clients))
 

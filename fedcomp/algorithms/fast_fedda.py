@@ -8,17 +8,20 @@ Recovery in Federated Learning." ICML 2022 (``shared/papers/seed001_*``), Algori
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from .._array import Array, expand_to, model_norm, namespace, to_numpy
+from .._array import Array, expand_to, model_norm, namespace
 from ._base import (
     ClientContext,
     FederatedAlgorithm,
     ServerContext,
+    SetupContext,
     average,
     check_local_steps,
     check_positive,
     replicate,
+    setup_context,
 )
 
 #: Regularizers h for which ``argmin_{w ∈ ball} q(w) + h(w)`` is the radial projection of
@@ -82,8 +85,12 @@ class Upload(NamedTuple):
 
 
 def max_client_smoothness(problem: Any) -> float:
-    """``max_i L_i``: the largest client smoothness constant (each client reports its own once)."""
-    return float(to_numpy(problem.loss.smoothness(problem.data.full_batch())).max())
+    """``max_i L_i``: the largest client smoothness constant (each client reports its own once).
+
+    What ``smoothness="auto"`` resolves to: ``setup.client_smoothness().max()`` of the run's
+    :class:`~fedcomp.algorithms._base.SetupContext`.
+    """
+    return float(setup_context(problem).client_smoothness().max())
 
 
 def fast_fedda(smoothness: float | str = "auto", strong_convexity: float = 0.0,
@@ -160,14 +167,14 @@ def fast_fedda(smoothness: float | str = "auto", strong_convexity: float = 0.0,
                            local_steps=local_steps, radius=radius, weights=weights,
                            output=output)
 
-    def setup(problem: Any) -> FederatedAlgorithm | None:
-        if smoothness != "auto":
-            return None
-        return fast_fedda(max_client_smoothness(problem), strong_convexity, local_steps, radius,
-                          weights, output)
+    if smoothness == "auto":  # a placeholder until the runner prepares it
 
-    if smoothness == "auto":  # a placeholder until the runner calls setup(problem)
-        return placeholder("fast_fedda", hyperparameters, setup,
+        def resolve(setup: SetupContext) -> FederatedAlgorithm:
+            resolved = fast_fedda(float(setup.client_smoothness().max()), strong_convexity,
+                                  local_steps, radius, weights, output)
+            return resolved.prepare(setup) or resolved
+
+        return placeholder("fast_fedda", hyperparameters, resolve,
                            "or pass a number for smoothness")
     lipschitz = float(smoothness)
     mu, big_e = strong_convexity, local_steps
@@ -175,7 +182,7 @@ def fast_fedda(smoothness: float | str = "auto", strong_convexity: float = 0.0,
     def p_t(z: Array, w0: Array, t: int, prox: Any) -> Array:
         return prox_t(z, w0, t, prox, lipschitz, mu, radius, weights)
 
-    def init(x0: Array, n_clients: int, regularizer: Any) -> tuple[ServerState, ClientState]:
+    def init(x0: Array, n_clients: int) -> tuple[ServerState, ClientState]:
         xp = namespace(x0)
         zero = xp.zeros_like(x0)
         # round 0 starts from w_0 with w̃_0 = α_0 w_0; the server message is (0, 0) and
@@ -221,8 +228,8 @@ def fast_fedda(smoothness: float | str = "auto", strong_convexity: float = 0.0,
         w_avg = state.w_avg + (alpha / total) * (w - state.w_avg)
         return ServerState(state.w0, g, w_tilde, w, w_avg, total)
 
-    def validate(problem: Any, clients_per_round: int | None) -> None:
-        reg = problem.regularizer
+    def prepare(setup: SetupContext) -> None:
+        reg = setup.regularizer
         if not reg.convex:
             raise ValueError("fast_fedda needs a convex regularizer (its prox parameter A_t/c "
                              f"grows with t); got the weakly convex {type(reg).__name__}")
@@ -235,27 +242,30 @@ def fast_fedda(smoothness: float | str = "auto", strong_convexity: float = 0.0,
         name="fast_fedda", init=init, broadcast=broadcast, client_update=client_update,
         server_update=server_update,
         output=(lambda state: state.w) if output == "last" else (lambda state: state.w_avg),
-        hyperparameters=hyperparameters, validate=validate,
+        hyperparameters=hyperparameters, prepare=prepare,
         divergence_hint=(f"raise smoothness (L={lipschitz:g}): L must bound every client's "
                          "local smoothness, not only the global one (smoothness='auto' uses "
                          "the largest client constant)"))
 
 
-def placeholder(name: str, hyperparameters: dict[str, Any], setup: Any, fix: str = ""
+def placeholder(name: str, hyperparameters: dict[str, Any],
+                prepare: Callable[[SetupContext], FederatedAlgorithm], fix: str = ""
                 ) -> FederatedAlgorithm:
-    """An algorithm whose constants come from the problem: every function but ``setup``
-    raises until ``algorithm = algorithm.setup(problem) or algorithm`` resolves them.
+    """An algorithm whose constants come from the problem: every function but ``prepare``
+    raises until ``algorithm = algorithm.prepare(setup)`` resolves them.
 
-    ``setup`` must record the resolved values in the returned algorithm's
+    ``prepare`` must record the resolved values in the returned algorithm's
     ``hyperparameters``, so that rebuilding it by name from them (a Flower node does) and
-    calling ``setup`` on any part of the data gives the same algorithm.
+    preparing it on any part of the data gives the same algorithm.
     """
     def needs_setup(*args: Any) -> Any:
         raise RuntimeError(f"{name} must be set up with a problem first: "
-                           f"algorithm = algorithm.setup(problem) or algorithm (fedcomp.simulate "
-                           f"and the Flower nodes do){'; ' + fix if fix else ''}")
+                           f"algorithm = algorithm.prepare(fedcomp.runtime.setup_context("
+                           f"problem))"
+                           f" (fedcomp.simulate and the Flower nodes do)"
+                           f"{'; ' + fix if fix else ''}")
 
     return FederatedAlgorithm(
         name=name, init=needs_setup, broadcast=needs_setup, client_update=needs_setup,
         server_update=needs_setup, output=needs_setup, hyperparameters=hyperparameters,
-        setup=setup)
+        prepare=prepare)

@@ -77,7 +77,7 @@ def fedadmm(rho: float = 1.0, local_solver: str = "sgd", client_lr: float = 0.01
                          max_iter)
     step = 1.0 / rho
 
-    def init(x0: Array, n_clients: int, regularizer: object) -> tuple[ServerState, ClientState]:
+    def init(x0: Array, n_clients: int) -> tuple[ServerState, ClientState]:
         xp = namespace(x0)
         xs = replicate(x0, n_clients) * 1.0
         return ServerState(x0, x0 * 1.0), ClientState(xs, xp.zeros_like(xs))
@@ -98,5 +98,5 @@ def fedadmm(rho: float = 1.0, local_solver: str = "sgd", client_lr: float = 0.01
         client_update=client_update, server_update=server_update,
         output=lambda state: state.x,
         hyperparameters={"rho": rho, **solver.describe()},
-        validate=check_prox_steps("fedadmm", step, "raise rho"),
+        prepare=check_prox_steps("fedadmm", step, "raise rho"),
         divergence_hint="try a larger rho or a smaller client_lr")

@@ -8,7 +8,8 @@ Learning of Deep Networks from Decentralized Data." AISTATS 2017.
 
 from __future__ import annotations
 
-from ._base import FederatedAlgorithm, check_flag, check_local_steps, check_positive
+from ._base import FederatedAlgorithm, check_local_steps, check_positive
+from ._server_prox import resolve_server_prox
 from .fedmid import primal_averaging
 
 
@@ -48,9 +49,10 @@ def fedavg(client_lr: float = 0.1, local_steps: int = 5, server_lr: float = 1.0,
     """
     check_positive("fedavg", client_lr=client_lr, server_lr=server_lr)
     check_local_steps("fedavg", local_steps)
-    check_flag("fedavg", server_prox=server_prox)
+    server_step = resolve_server_prox("fedavg", server_prox,
+                                      server_lr * local_steps * client_lr)
     return primal_averaging(
         "fedavg", client_lr, local_steps, server_lr, client_prox=False,
-        server_step=server_lr * local_steps * client_lr if server_prox else None,
+        server_step=server_step,
         hyperparameters=dict(client_lr=client_lr, local_steps=local_steps, server_lr=server_lr,
                              server_prox=server_prox))

@@ -15,13 +15,14 @@ Learning with Efficient Proximal Operation on Heterogeneous Data."
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from .._array import Array, namespace
 from ._base import (
     ClientContext,
     FederatedAlgorithm,
     ServerContext,
+    SetupContext,
     all_of,
     average,
     check_local_steps,
@@ -152,7 +153,7 @@ def fedcanon(client_lr: float = 0.05, local_steps: int = 10, server_lr: float | 
     """
     alpha = _resolve(client_lr, local_steps, server_lr, "fedcanon")
 
-    def init(x0: Array, n_clients: int, regularizer: Any) -> tuple[ServerState, ClientState]:
+    def init(x0: Array, n_clients: int) -> tuple[ServerState, ClientState]:
         zeros = _zeros_like_block(x0, n_clients)
         return ServerState(x0, namespace(x0).zeros_like(x0)), ClientState(zeros, zeros)
 
@@ -173,8 +174,8 @@ def fedcanon(client_lr: float = 0.05, local_steps: int = 10, server_lr: float | 
         name="fedcanon", init=init, broadcast=broadcast, client_update=client_update,
         server_update=server_update, output=lambda state: state.z,
         hyperparameters=dict(client_lr=client_lr, local_steps=local_steps, server_lr=alpha),
-        validate=all_of(require_full_participation("fedcanon"),
-                        check_prox_steps("fedcanon", alpha, "lower server_lr (alpha)")))
+        prepare=all_of(require_full_participation("fedcanon"),
+                       check_prox_steps("fedcanon", alpha, "lower server_lr (alpha)")))
 
 
 def fedcanon2(client_lr: float = 0.05, local_steps: int = 10, server_lr: float | None = None
@@ -209,8 +210,8 @@ def fedcanon2(client_lr: float = 0.05, local_steps: int = 10, server_lr: float |
     i.e. at the start of its next ``client_update``: rounds ≥ 1 count N client prox
     evaluations each, round 0 none. The model to evaluate is the one every client holds
     after receiving ``Δ̄^{t+1}``; the server does not need it, so it keeps an uncounted
-    copy ``z^{t+1} = prox_{αh}(z^t − αΔ̄^{t+1})`` for evaluation only (built by ``setup``
-    from the problem's regularizer; the prox counters and messages stay those of
+    copy ``z^{t+1} = prox_{αh}(z^t − αΔ̄^{t+1})`` for evaluation only (built by ``prepare``
+    from the regularizer of the set-up context; the prox counters and messages stay those of
     Algorithm 2, the wall time includes this one extra prox per round). The bias of
     :func:`fedcanon` applies unchanged.
 
@@ -226,8 +227,10 @@ def fedcanon2(client_lr: float = 0.05, local_steps: int = 10, server_lr: float |
     """
     alpha = _resolve(client_lr, local_steps, server_lr, "fedcanon2")
     hyperparameters = dict(client_lr=client_lr, local_steps=local_steps, server_lr=alpha)
+    checks = all_of(require_full_participation("fedcanon2"),
+                    check_prox_steps("fedcanon2", alpha, "lower server_lr (alpha)"))
 
-    def init(x0: Array, n_clients: int, regularizer: Any) -> tuple[ServerState, ClientState2]:
+    def init(x0: Array, n_clients: int) -> tuple[ServerState, ClientState2]:
         zeros = _zeros_like_block(x0, n_clients)
         return (ServerState(x0, namespace(x0).zeros_like(x0)),
                 ClientState2(zeros + x0, zeros, zeros))
@@ -248,22 +251,22 @@ def fedcanon2(client_lr: float = 0.05, local_steps: int = 10, server_lr: float |
         def server_update(state: ServerState, uploads: Upload, ctx: ServerContext
                           ) -> ServerState:
             if evaluation_prox is None:
-                raise RuntimeError("fedcanon2: call algorithm.setup(problem) before running it "
-                                   "(fedcomp.simulate does); the evaluation copy of the "
-                                   "clients' model needs the problem's regularizer")
+                raise RuntimeError("fedcanon2: prepare it with the problem's setup context "
+                                   "before running it, algorithm = algorithm.prepare("
+                                   "fedcomp.runtime.setup_context(problem)) (fedcomp.simulate "
+                                   "does); the evaluation copy of the clients' model needs "
+                                   "the problem's regularizer")
             delta_bar = average(uploads.delta, ctx.weights)
             z = evaluation_prox((state.z - alpha * delta_bar)[None, ...], alpha)[0, ...]
             return ServerState(z, delta_bar)
 
-        def setup(problem: Any) -> FederatedAlgorithm:
-            return build(problem.regularizer.prox)
+        def prepare(setup: SetupContext) -> FederatedAlgorithm:
+            checks(setup)
+            return build(setup.regularizer.prox)
 
         return FederatedAlgorithm(
             name="fedcanon2", init=init, broadcast=broadcast, client_update=client_update,
             server_update=server_update, output=lambda state: state.z,
-            hyperparameters=hyperparameters,
-            validate=all_of(require_full_participation("fedcanon2"),
-                            check_prox_steps("fedcanon2", alpha, "lower server_lr (alpha)")),
-            setup=setup)
+            hyperparameters=hyperparameters, prepare=prepare)
 
     return build(None)

@@ -15,6 +15,7 @@ from ._base import (
     EmptyState,
     FederatedAlgorithm,
     ServerContext,
+    SetupContext,
     average,
     check_local_steps,
     check_positive,
@@ -69,7 +70,7 @@ def fedda(client_lr: float = 0.1, local_steps: int = 5, server_lr: float = 1.0
     check_positive("fedda", client_lr=client_lr, server_lr=server_lr)
     check_local_steps("fedda", local_steps)
 
-    def init(x0: Array, n_clients: int, regularizer: object) -> tuple[ServerState, EmptyState]:
+    def init(x0: Array, n_clients: int) -> tuple[ServerState, EmptyState]:
         return ServerState(x0, x0), EmptyState()
 
     def broadcast(state: ServerState) -> Message:
@@ -89,8 +90,8 @@ def fedda(client_lr: float = 0.1, local_steps: int = 5, server_lr: float = 1.0
         x = ctx.prox(z, server_lr * client_lr * (ctx.round + 1) * local_steps)
         return ServerState(z, x)
 
-    def validate(problem: object, clients_per_round: int | None) -> None:
-        reg = problem.regularizer  # type: ignore[attr-defined]
+    def prepare(setup: SetupContext) -> None:
+        reg = setup.regularizer
         if not reg.convex:
             raise ValueError(
                 f"fedda needs a convex regularizer: its prox parameter grows with the round, so "
@@ -101,4 +102,4 @@ def fedda(client_lr: float = 0.1, local_steps: int = 5, server_lr: float = 1.0
         name="fedda", init=init, broadcast=broadcast, client_update=client_update,
         server_update=server_update, output=lambda state: state.x,
         hyperparameters=dict(client_lr=client_lr, local_steps=local_steps, server_lr=server_lr),
-        validate=validate)
+        prepare=prepare)

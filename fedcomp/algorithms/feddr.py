@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 from .._array import Array, namespace
 from ._base import (
+    Check,
     ClientContext,
     FederatedAlgorithm,
     ServerContext,
@@ -135,10 +136,10 @@ def fedsplit(eta: float = 1.0, tol: float = 1e-10, max_iter: int = 50) -> Federa
     {'eta': 0.1, 'tol': 1e-10, 'max_iter': 50}
     """
     solver = _checked("fedsplit", eta, 2.0, "exact", 0.01, None, None, tol, max_iter, "paper")
-    alg = douglas_rachford("fedsplit", eta, 2.0, solver, "paper")
+    alg = douglas_rachford("fedsplit", eta, 2.0, solver, "paper",
+                           require_full_participation("fedsplit"))
     # hyperparameters are what the factory accepts (Flower nodes rebuild it from them)
-    return alg._replace(validate=all_of(alg.validate, require_full_participation("fedsplit")),
-                        hyperparameters={"eta": eta, "tol": tol, "max_iter": max_iter})
+    return alg._replace(hyperparameters={"eta": eta, "tol": tol, "max_iter": max_iter})
 
 
 def async_feddr(eta: float = 1.0, alpha: float = 1.0, local_solver: str = "sgd",
@@ -199,12 +200,12 @@ def _checked(owner: str, eta: Any, alpha: Any, local_solver: str, client_lr: flo
 
 
 def douglas_rachford(name: str, eta: float, alpha: float, solver: LocalSolver,
-                     init: str) -> FederatedAlgorithm:
-    """The FedDR update functions (shared by FedDR, FedSplit and asyncFedDR)."""
+                     init: str, *checks: Check) -> FederatedAlgorithm:
+    """The FedDR update functions (shared by FedDR, FedSplit and asyncFedDR); ``checks``
+    are ``prepare`` checks beside the prox-step one (FedSplit's full participation)."""
     alpha = float(alpha)
 
-    def init_fn(x0: Array, n_clients: int, regularizer: object
-                ) -> tuple[ServerState, ClientState]:
+    def init_fn(x0: Array, n_clients: int) -> tuple[ServerState, ClientState]:
         # "code": y_i = x̂_i = 0, x_i = x⁰, x̃ = 0. "paper" starts from the same arrays and
         # its warm-up round (every client, before round 1) sets y_i, x_i, x̂_i and x̃.
         xp = namespace(x0)
@@ -237,7 +238,7 @@ def douglas_rachford(name: str, eta: float, alpha: float, solver: LocalSolver,
     return FederatedAlgorithm(
         name=name, init=init_fn, broadcast=broadcast, client_update=client_update,
         server_update=server_update, output=lambda state: state.x, hyperparameters=hyper,
-        validate=check_prox_steps(name, eta, "lower eta"),
+        prepare=all_of(check_prox_steps(name, eta, "lower eta"), *checks),
         divergence_hint="try a smaller eta or alpha < 2, or a smaller client_lr",
         warmup=init == "paper")
 

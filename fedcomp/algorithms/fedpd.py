@@ -23,13 +23,13 @@ from ._base import (
     ServerContext,
     all_of,
     average,
-    check_flag,
     check_positive,
     check_prox_steps,
     replicate,
     require_full_participation,
 )
 from ._local import local_prox, make_solver
+from ._server_prox import apply_server_prox, resolve_server_prox
 
 
 class ServerState(NamedTuple):
@@ -105,13 +105,13 @@ def fedpd(eta: float = 1.0, comm_prob: float = 1.0, server_prox: bool = True,
     0.5
     """
     check_positive("fedpd", eta=eta, comm_prob=comm_prob)
-    check_flag("fedpd", server_prox=server_prox)
+    prox_step = resolve_server_prox("fedpd", server_prox, eta)
     if comm_prob > 1:
         raise ValueError(f"fedpd: comm_prob must be in (0, 1] (got comm_prob={comm_prob!r})")
     solver = make_solver("fedpd", local_solver, client_lr, local_steps, local_epochs, tol,
                          max_iter)
 
-    def init(x0: Array, n_clients: int, regularizer: object) -> tuple[ServerState, ClientState]:
+    def init(x0: Array, n_clients: int) -> tuple[ServerState, ClientState]:
         xs = replicate(x0, n_clients) * 1.0
         return ServerState(x0), ClientState(xs, namespace(x0).zeros_like(xs))
 
@@ -127,7 +127,7 @@ def fedpd(eta: float = 1.0, comm_prob: float = 1.0, server_prox: bool = True,
 
     def server_update(state: ServerState, uploads: Upload, ctx: ServerContext) -> ServerState:
         x = average(uploads.anchor, ctx.weights)
-        return ServerState(ctx.prox(x, eta) if server_prox else x)
+        return ServerState(apply_server_prox(x, prox_step, ctx))
 
     return FederatedAlgorithm(
         name="fedpd", init=init, broadcast=lambda state: Message(state.x),
@@ -135,6 +135,6 @@ def fedpd(eta: float = 1.0, comm_prob: float = 1.0, server_prox: bool = True,
         output=lambda state: state.x,
         hyperparameters={"eta": eta, "comm_prob": comm_prob, "server_prox": server_prox,
                          **solver.describe()},
-        validate=all_of(require_full_participation("fedpd"),
-                        check_prox_steps("fedpd", eta if server_prox else 0.0, "lower eta")),
+        prepare=all_of(require_full_participation("fedpd"),
+                       check_prox_steps("fedpd", prox_step or 0.0, "lower eta")),
         divergence_hint="try a smaller eta or client_lr")

@@ -22,6 +22,7 @@ from ._base import (
     replicate,
 )
 from ._local import local_prox, make_solver
+from ._server_prox import apply_server_prox
 
 
 class ServerState(NamedTuple):
@@ -52,8 +53,9 @@ def fedprox(mu: float = 0.01, local_solver: str = "sgd", client_lr: float = 0.01
     server_lr : float, default 1.0
         Server step on the averaged update.
     server_step : float, optional
-        Composite extension: ``x̄ ← prox_{server_step·g}(x̄)`` after averaging (FedProx
-        itself has no regularizer; without it ``g`` is ignored by the updates).
+        Composite extension: the server prox ``x̄ ← prox_{server_step·g}(x̄)`` after
+        averaging (FedProx itself has no regularizer, and no step of its own to scale, so
+        the step is given as a number; without it ``g`` is ignored by the updates).
 
     Returns
     -------
@@ -90,12 +92,12 @@ def fedprox(mu: float = 0.01, local_solver: str = "sgd", client_lr: float = 0.01
 
     def server_update(state: ServerState, uploads: Upload, ctx: ServerContext) -> ServerState:
         x = state.x + server_lr * average(uploads.delta, ctx.weights)
-        return ServerState(x if server_step is None else ctx.prox(x, server_step))
+        return ServerState(apply_server_prox(x, server_step, ctx))
 
     return FederatedAlgorithm(
-        name="fedprox", init=lambda x0, n, reg: (ServerState(x0), EmptyState()),
+        name="fedprox", init=lambda x0, n: (ServerState(x0), EmptyState()),
         broadcast=lambda state: Message(state.x), client_update=client_update,
         server_update=server_update, output=lambda state: state.x,
         hyperparameters={"mu": mu, **solver.describe(), "server_lr": server_lr,
                          "server_step": server_step},
-        validate=check_prox_steps("fedprox", server_step or 0.0, "lower server_step"))
+        prepare=check_prox_steps("fedprox", server_step or 0.0, "lower server_step"))

@@ -20,6 +20,7 @@ from ._base import (
     ClientContext,
     FederatedAlgorithm,
     ServerContext,
+    SetupContext,
     average,
     check_local_steps,
     check_positive,
@@ -32,7 +33,7 @@ from .c_fedda import (
     constraint_norm,
     round_weight_sum,
 )
-from .fast_fedda import max_client_smoothness, placeholder
+from .fast_fedda import placeholder
 
 
 class ServerState(NamedTuple):
@@ -162,7 +163,7 @@ def mc_fedda(stages: int = 3, stage_rounds: int | Sequence[int] = 100, radius: f
     if cprox not in CPROX:
         raise ValueError(f"mc_fedda: cprox must be one of {CPROX} (got {cprox!r})")
     radii_m = _sequence("radii", radii, stages) or [radius * 0.5**m for m in range(stages)]
-    # λ_m = 0 is no regularization (a Zero regularizer resolves to it in setup)
+    # λ_m = 0 is no regularization (a Zero regularizer resolves to it in prepare)
     lams = _sequence("reg_strengths", reg_strengths, stages, zero=True)
     starts = [0]
     for n in lengths:
@@ -172,9 +173,9 @@ def mc_fedda(stages: int = 3, stage_rounds: int | Sequence[int] = 100, radius: f
                            strong_convexity=strong_convexity, local_steps=local_steps,
                            domain_radius=domain_radius, cprox=cprox)
 
-    def setup(problem: Any) -> FederatedAlgorithm:
-        norm, lam, shape = constraint_norm(problem.regularizer)
-        lip = float(smoothness if smoothness != "auto" else max_client_smoothness(problem))
+    def prepare(setup: SetupContext) -> FederatedAlgorithm:
+        norm, lam, shape = constraint_norm(setup.regularizer)
+        lip = float(smoothness if smoothness != "auto" else setup.client_smoothness().max())
         schedule = Schedule(starts, lams or [lam * 2.0 ** (stages - 1 - m)
                                              for m in range(stages)], radii_m)
         # resolved L and λ_m become hyperparameters (Flower nodes rebuild from them)
@@ -183,7 +184,7 @@ def mc_fedda(stages: int = 3, stage_rounds: int | Sequence[int] = 100, radius: f
         return _mc_fedda(schedule, lip, strong_convexity, local_steps, domain_radius,
                          constrained_prox_solver(norm, cprox, shape), resolved)
 
-    return placeholder("mc_fedda", hyperparameters, setup)
+    return placeholder("mc_fedda", hyperparameters, prepare)
 
 
 def _fresh_stage(w0: Array) -> ServerState:
@@ -196,7 +197,7 @@ def _mc_fedda(schedule: Schedule, lip: float, mu: float, big_e: int,
               hyperparameters: dict[str, Any]) -> FederatedAlgorithm:
     rules = c_fedda_rules(lip, mu, big_e, domain_radius, solve)
 
-    def init(x0: Array, n_clients: int, regularizer: Any) -> tuple[ServerState, tuple]:
+    def init(x0: Array, n_clients: int) -> tuple[ServerState, tuple]:
         from ._base import EmptyState
 
         return _fresh_stage(x0), EmptyState()

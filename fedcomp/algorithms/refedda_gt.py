@@ -118,8 +118,7 @@ def fedda_gt(client_lr: float = 0.01, local_steps: int = 10, server_lr: float = 
         raise ValueError(f"fedda_gt: tracker_init must be one of {TRACKER_INIT} "
                          f"(got {tracker_init!r})")
 
-    def init(x0: Array, n_clients: int, regularizer: object
-             ) -> tuple[GTServerState, GTClientState]:
+    def init(x0: Array, n_clients: int) -> tuple[GTServerState, GTClientState]:
         xp = namespace(x0)
         z = grad_h(x0[None, ...], _p_of(x0, p))[0, ...]
         zeros = xp.zeros((n_clients, *x0.shape), dtype=x0.dtype)
@@ -156,7 +155,7 @@ def fedda_gt(client_lr: float = 0.01, local_steps: int = 10, server_lr: float = 
         output=lambda s: grad_h_conj(s.z[None, ...], _p_of(s.z, p))[0, ...],
         hyperparameters=dict(client_lr=client_lr, local_steps=local_steps,
                              server_lr=server_lr, p=p, tracker_init=tracker_init),
-        validate=require_full_participation("fedda_gt"), warmup=tracker_init == "gradient")
+        prepare=require_full_participation("fedda_gt"), warmup=tracker_init == "gradient")
 
 
 # --- ReFedDA-GT / Multistep ReFedDA-GT (Algorithms 2 and 3) ----------------------------------
@@ -232,8 +231,7 @@ def _refedda(name: str, client_lr: float, local_steps: int, server_lr: float,
         return restricted_primal(anchor[None, ...], z[None, ...], _p_of(z, p),
                                  radius(stage))[0, ...]
 
-    def init(x0: Array, n_clients: int, regularizer: object
-             ) -> tuple[ReServerState, ReClientState]:
+    def init(x0: Array, n_clients: int) -> tuple[ReServerState, ReClientState]:
         xp = namespace(x0)
         zero = xp.zeros_like(x0)
         scalar = xp.zeros((), dtype=x0.dtype)

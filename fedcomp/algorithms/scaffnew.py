@@ -11,7 +11,7 @@ Zhou et al., "FedCanon" (``shared/papers/seed002_*``), eq. (15): the baseline of
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from .._array import Array, namespace
 from .._random import common_uniform
@@ -21,12 +21,12 @@ from ._base import (
     ServerContext,
     all_of,
     average,
-    check_flag,
     check_positive,
     check_prox_steps,
     replicate,
     require_full_participation,
 )
+from ._server_prox import apply_server_prox, resolve_server_prox
 
 
 class ServerState(NamedTuple):
@@ -114,12 +114,12 @@ def scaffnew(client_lr: float = 0.1, comm_prob: float = 0.2, server_prox: bool =
     0.25
     """
     check_positive("scaffnew", client_lr=client_lr, comm_prob=comm_prob)
-    check_flag("scaffnew", server_prox=server_prox)
+    big_step = client_lr / comm_prob  # γ/p
+    prox_step = resolve_server_prox("scaffnew", server_prox, big_step)
     if not comm_prob <= 1:
         raise ValueError(f"scaffnew: comm_prob must be in (0, 1] (got comm_prob={comm_prob!r})")
-    big_step = client_lr / comm_prob  # γ/p
 
-    def init(x0: Array, n_clients: int, regularizer: Any) -> tuple[ServerState, ClientState]:
+    def init(x0: Array, n_clients: int) -> tuple[ServerState, ClientState]:
         zeros = namespace(x0).zeros((n_clients, *x0.shape), dtype=x0.dtype)
         return ServerState(x0), ClientState(zeros, zeros + x0)
 
@@ -136,12 +136,12 @@ def scaffnew(client_lr: float = 0.1, comm_prob: float = 0.2, server_prox: bool =
 
     def server_update(state: ServerState, uploads: Upload, ctx: ServerContext) -> ServerState:
         x = average(uploads.v, ctx.weights)
-        return ServerState(ctx.prox(x, big_step) if server_prox else x)
+        return ServerState(apply_server_prox(x, prox_step, ctx))
 
     return FederatedAlgorithm(
         name="scaffnew", init=init, broadcast=broadcast, client_update=client_update,
         server_update=server_update, output=lambda state: state.x,
         hyperparameters=dict(client_lr=client_lr, comm_prob=comm_prob, server_prox=server_prox),
-        validate=all_of(require_full_participation("scaffnew"),
-                        check_prox_steps("scaffnew", big_step if server_prox else 0.0,
-                                         "lower client_lr or raise comm_prob")))
+        prepare=all_of(require_full_participation("scaffnew"),
+                       check_prox_steps("scaffnew", prox_step or 0.0,
+                                        "lower client_lr or raise comm_prob")))

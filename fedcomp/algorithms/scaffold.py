@@ -9,7 +9,7 @@ Zhou et al., "FedCanon" (``shared/papers/seed002_*``), eq. (14): the smooth base
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from .._array import Array, namespace, weighted_sum
 from ._base import (
@@ -17,12 +17,12 @@ from ._base import (
     FederatedAlgorithm,
     ServerContext,
     average,
-    check_flag,
     check_local_steps,
     check_positive,
     check_prox_steps,
     replicate,
 )
+from ._server_prox import apply_server_prox, resolve_server_prox
 
 
 class ServerState(NamedTuple):
@@ -90,10 +90,10 @@ def scaffold(client_lr: float = 0.1, local_steps: int = 5, server_lr: float = 1.
     """
     check_positive("scaffold", client_lr=client_lr, server_lr=server_lr)
     check_local_steps("scaffold", local_steps)
-    check_flag("scaffold", server_prox=server_prox)
-    prox_step = server_lr * local_steps * client_lr
+    prox_step = resolve_server_prox("scaffold", server_prox,
+                                    server_lr * local_steps * client_lr)
 
-    def init(x0: Array, n_clients: int, regularizer: Any) -> tuple[ServerState, ClientState]:
+    def init(x0: Array, n_clients: int) -> tuple[ServerState, ClientState]:
         xp = namespace(x0)
         return (ServerState(x0, xp.zeros_like(x0)),
                 ClientState(xp.zeros((n_clients, *x0.shape), dtype=x0.dtype)))
@@ -111,9 +111,8 @@ def scaffold(client_lr: float = 0.1, local_steps: int = 5, server_lr: float = 1.
         return Upload(y - msg.x, c_new - states.c), ClientState(c_new)
 
     def server_update(state: ServerState, uploads: Upload, ctx: ServerContext) -> ServerState:
-        x = state.x + server_lr * average(uploads.delta, ctx.weights)
-        if server_prox:
-            x = ctx.prox(x, prox_step)
+        x = apply_server_prox(state.x + server_lr * average(uploads.delta, ctx.weights),
+                              prox_step, ctx)
         return ServerState(x, state.c + weighted_sum(uploads.delta_c, ctx.pi))
 
     return FederatedAlgorithm(
@@ -121,5 +120,5 @@ def scaffold(client_lr: float = 0.1, local_steps: int = 5, server_lr: float = 1.
         server_update=server_update, output=lambda state: state.x,
         hyperparameters=dict(client_lr=client_lr, local_steps=local_steps, server_lr=server_lr,
                              server_prox=server_prox),
-        validate=check_prox_steps("scaffold", prox_step if server_prox else 0.0,
-                                  "lower client_lr, server_lr or local_steps"))
+        prepare=check_prox_steps("scaffold", prox_step or 0.0,
+                                 "lower client_lr, server_lr or local_steps"))

@@ -14,13 +14,15 @@ ICASSP 2024 (``shared/papers/seed000_*``), Algorithm 1.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 from .._array import Array, expand_to, namespace
 from ._base import (
     ClientContext,
     FederatedAlgorithm,
     ServerContext,
+    SetupContext,
     all_of,
     average,
     check_flag,
@@ -99,9 +101,11 @@ def za1(client_lr: float = 1.0, local_steps: int = 5, server_lr: float = 1.0,
     Prox evaluations per round: each worker computes ``P(x̄^r)`` and ``z_1 .. z_τ``
     (τ + 1), the server ``P(x̄^{r+1})`` (stored, so the next round's broadcast reuses it):
     ``N(τ + 1) + 1``, the count of TABLE III of Zhou et al. (FedCanon) for ZA1. With
-    ``final_prox=False`` the unused ``z_τ`` is skipped: ``Nτ + 1``. The correction term
-    needs the previous global update, so ZA1 is defined for full participation only
-    (checked before round 1).
+    ``final_prox=False`` the unused ``z_τ`` is skipped: ``Nτ + 1``. The initial
+    ``P(x̄^0)``, which no message carries, is computed once, uncounted, by ``init`` with
+    the exact prox of the set-up context (``prepare``). The correction term needs the
+    previous global update, so ZA1 is defined for full participation only (checked before
+    round 1).
     With weights π the server average is π-weighted (uniform π is the paper's 1/n).
 
     Examples
@@ -114,13 +118,9 @@ def za1(client_lr: float = 1.0, local_steps: int = 5, server_lr: float = 1.0,
     check_flag("za1", final_prox=final_prox)
     big_step = client_lr * server_lr * local_steps  # η̃
     last_local_step = local_steps if final_prox else local_steps - 1  # largest prox_{(t+1)η g}
-
-    def init(x0: Array, n_clients: int, regularizer: Any) -> tuple[ServerState, ClientState]:
-        xp = namespace(x0)
-        zeros = xp.zeros((n_clients, *x0.shape), dtype=x0.dtype)
-        x_post = regularizer.prox(x0[None, ...], big_step)[0, ...]
-        return (ServerState(x0, x_post),
-                ClientState(zeros, zeros, xp.zeros((n_clients,), dtype=x0.dtype)))
+    checks = all_of(require_full_participation("za1"),
+                    check_prox_steps("za1", max(big_step, last_local_step * client_lr),
+                                     "lower client_lr, server_lr or local_steps"))
 
     def broadcast(state: ServerState) -> Message:
         return Message(state.x)
@@ -147,11 +147,28 @@ def za1(client_lr: float = 1.0, local_steps: int = 5, server_lr: float = 1.0,
         x = post + server_lr * (average(uploads.z_hat, ctx.weights) - post)
         return ServerState(x, ctx.prox(x, big_step))
 
-    return FederatedAlgorithm(
-        name="za1", init=init, broadcast=broadcast, client_update=client_update,
-        server_update=server_update, output=lambda state: state.x_post,
-        hyperparameters=dict(client_lr=client_lr, local_steps=local_steps, server_lr=server_lr,
-                             final_prox=bool(final_prox)),
-        validate=all_of(require_full_participation("za1"),
-                        check_prox_steps("za1", max(big_step, last_local_step * client_lr),
-                                         "lower client_lr, server_lr or local_steps")))
+    def build(initial_prox: Callable[[Array, float], Array] | None) -> FederatedAlgorithm:
+        def init(x0: Array, n_clients: int) -> tuple[ServerState, ClientState]:
+            if initial_prox is None:
+                raise RuntimeError("za1: prepare it with the problem's setup context before "
+                                   "running it, algorithm = algorithm.prepare(fedcomp.runtime."
+                                   "setup_context(problem)) (fedcomp.simulate does); the "
+                                   "initial P(x0) needs the problem's regularizer")
+            xp = namespace(x0)
+            zeros = xp.zeros((n_clients, *x0.shape), dtype=x0.dtype)
+            x_post = initial_prox(x0[None, ...], big_step)[0, ...]
+            return (ServerState(x0, x_post),
+                    ClientState(zeros, zeros, xp.zeros((n_clients,), dtype=x0.dtype)))
+
+        def prepare(setup: SetupContext) -> FederatedAlgorithm:
+            checks(setup)
+            return build(setup.regularizer.prox)
+
+        return FederatedAlgorithm(
+            name="za1", init=init, broadcast=broadcast, client_update=client_update,
+            server_update=server_update, output=lambda state: state.x_post,
+            hyperparameters=dict(client_lr=client_lr, local_steps=local_steps,
+                                 server_lr=server_lr, final_prox=bool(final_prox)),
+            prepare=prepare)
+
+    return build(None)

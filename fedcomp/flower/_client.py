@@ -30,6 +30,7 @@ from flwr.clientapp import ClientApp
 
 from .._array import asarray_like
 from ..algorithms import ClientContext, make_algorithm
+from ..algorithms._base import setup_context
 from ..oracle import Counters, Oracle
 from ..runtime._simulate import _gather, _scatter
 from ._codec import decode, encode
@@ -173,10 +174,12 @@ def handle_train(msg: Message, context: Context) -> Message:
     algorithm = make_algorithm(str(spec["algorithm"]),
                                **json.loads(str(spec["hyperparameters"])))
     # as the simulator does: algorithms whose constants come from the problem (C-FedDA's
-    # norm, FedCanon II's evaluation prox) are placeholders until set up. The server sent
-    # the values its setup resolved on all the data (smoothness, λ), so setting up on the
-    # node's clients only changes nothing else.
-    algorithm = algorithm.setup(problem) or algorithm
+    # norm, FedCanon II's evaluation prox) are placeholders until prepared. The node's set-up
+    # context is the server's but for what only the server knows: the participation (the
+    # server checked it) and the smoothness of the other nodes' clients (the server sent the
+    # values its prepare resolved on all the data, smoothness and λ, as hyperparameters).
+    setup = setup_context(problem)._replace(n_clients=int(spec["n-clients"]))
+    algorithm = algorithm.prepare(setup) or algorithm
     run = str(spec["run"])
     round_ = int(spec["round"])
     batch_size = int(spec["batch-size"]) or None
@@ -189,7 +192,7 @@ def handle_train(msg: Message, context: Context) -> Message:
 
     # client states of all the node's clients, updated only for the participants; a fresh
     # start uses the server's initial states (see _initial_states)
-    _, template = algorithm.init(problem.zeros(), len(node.client_ids), problem.regularizer)
+    _, template = algorithm.init(problem.zeros(), len(node.client_ids))
     resume = bool(spec.get("resume", False))
     if not resume:
         template = _initial_states(msg, template, like, run)

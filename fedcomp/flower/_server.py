@@ -174,6 +174,7 @@ class FlowerClients:
                  rounds: int, round_timeout: float, config_json: str = "",
                  rejoin_timeout: float = 0.0, log: Any = None) -> None:
         from ..algorithms import make_algorithm
+        from ..algorithms._base import setup_context
 
         self.algorithm, self.problem, self.counters = algorithm, problem, counters
         self.settings, self.grid, self.nodes, self.run = settings, grid, nodes, run
@@ -185,18 +186,18 @@ class FlowerClients:
         self.dead: set[int] = set()
         self.owner = {c: n for n, info in nodes.items() for c in info["client-ids"]}
         self.hyperparameters = json.dumps(to_jsonable(algorithm.hyperparameters))
-        try:  # nodes rebuild the (set-up) algorithm from its name and hyperparameters
+        try:  # nodes rebuild the (prepared) algorithm from its name and hyperparameters
             rebuilt = make_algorithm(algorithm.name, **json.loads(self.hyperparameters))
-            rebuilt = rebuilt.setup(problem) or rebuilt
+            rebuilt = rebuilt.prepare(setup_context(problem)) or rebuilt
         except (TypeError, ValueError) as exc:
             raise FlowerRunError(f"{algorithm.name}: its hyperparameters "
                                  f"{algorithm.hyperparameters} do not rebuild it on a node "
                                  f"({exc})") from exc
         again = json.dumps(to_jsonable(rebuilt.hyperparameters))
-        if again != self.hyperparameters:  # setup must record what it resolved
+        if again != self.hyperparameters:  # prepare must record what it resolved
             raise FlowerRunError(f"{algorithm.name}: rebuilt from its hyperparameters "
-                                 f"{self.hyperparameters} and set up, it has {again}; its "
-                                 "setup must record every value it resolves")
+                                 f"{self.hyperparameters} and prepared, it has {again}; its "
+                                 "prepare must record every value it resolves")
 
     def _train_message(self, node_id: int, ids: list[int], record: Any, round_: int
                        ) -> Message:

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._array import Array
-from ..algorithms._base import FederatedAlgorithm, check_max_delay
+from ..algorithms._base import FederatedAlgorithm, check_max_delay, setup_context
 from ..metrics import DEFAULT_METRICS, evaluate
 from ..oracle import Counters
 from ..problem import Problem
@@ -191,12 +191,11 @@ def simulate_async(
     bound = _delay_bound(max_delay, algorithm)
     n = problem.n_clients
     clock = ComputeTimes.build(ComputeTimes() if compute_times is None else compute_times, n)
-    algorithm = algorithm.setup(problem) or algorithm
-    algorithm.validate(problem, 1)
+    algorithm = algorithm.prepare(setup_context(problem, 1)) or algorithm
     norm_limit = _norm_limit(max_norm)
     x = problem.initial_model() if x0 is None else problem.as_model(x0)
     regularizer = problem.regularizer
-    server_state, client_states = algorithm.init(x, n, regularizer)
+    server_state, client_states = algorithm.init(x, n)
     counters = Counters()
     history: list[dict[str, Any]] = []
     tags = dict(tags or {})

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from .._array import Array, asarray_like, namespace, to_numpy
+from ..algorithms._base import setup_context
 from ..algorithms._decentralized import DecentralizedAlgorithm, NodeContext
 from ..algorithms._mirror import check_sparsity, top_s
 from ..metrics import DEFAULT_METRICS, evaluate
@@ -177,8 +178,7 @@ def simulate_decentralized(
     if not 0 <= node < problem.n_clients:
         raise ValueError(f"node must be in 0..{problem.n_clients - 1} (got {node})")
     check_sparsity("simulate_decentralized", sparsity)
-    algorithm = algorithm.setup(problem) or algorithm
-    algorithm.validate(problem, None)
+    algorithm = algorithm.prepare(setup_context(problem)) or algorithm
     norm_limit = _norm_limit(max_norm)
     block_size = resolve_block_size(node_block, problem, batch_size)
     n = problem.n_clients

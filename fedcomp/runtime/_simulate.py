@@ -21,7 +21,7 @@ import numpy as np
 
 from .._array import Array, asarray_like, namespace, replace_rows, take_rows, to_numpy
 from .._random import sample_clients
-from ..algorithms._base import ClientContext, FederatedAlgorithm, ServerContext
+from ..algorithms._base import ClientContext, FederatedAlgorithm, ServerContext, setup_context
 from ..metrics import DEFAULT_METRICS, evaluate
 from ..oracle import Counters, Oracle
 from ..problem import Problem
@@ -468,14 +468,14 @@ def simulate(
     if algorithm.execution != "rounds":
         raise ValueError(f"{algorithm.name} runs on an event clock, not in rounds; use "
                          "fedcomp.runtime.simulate_async")
-    algorithm = algorithm.setup(problem) or algorithm
     # a custom sampling is checked round by round (below): it may well pick every client
-    algorithm.validate(problem, clients_per_round if sampling is None else None)
+    setup = setup_context(problem, clients_per_round if sampling is None else None)
+    algorithm = algorithm.prepare(setup) or algorithm
     norm_limit = _norm_limit(max_norm)
     block_size = resolve_block_size(client_block, problem, batch_size)
     x = problem.initial_model() if x0 is None else problem.as_model(x0)
     regularizer = problem.regularizer
-    server_state, client_states = algorithm.init(x, problem.n_clients, regularizer)
+    server_state, client_states = algorithm.init(x, problem.n_clients)
     counters = Counters()
     history: list[dict[str, Any]] = []
     tags = dict(tags or {})
@@ -541,8 +541,8 @@ def simulate(
             participants = sample_clients(seed, r, problem.n_clients, clients_per_round)
         else:
             participants = _sampled(sampling, r, problem.n_clients)
-            if len(participants) < problem.n_clients:
-                algorithm.validate(problem, len(participants))
+            if len(participants) < problem.n_clients:  # raises what this round breaks
+                algorithm.prepare(setup._replace(clients_per_round=len(participants)))
         step(r, participants)
         wall += time.perf_counter() - tic
         check_divergence(algorithm.output(server_state), norm_limit, algorithm, tags,
