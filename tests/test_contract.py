@@ -238,7 +238,7 @@ def supports_sampling(alg, problem) -> bool:
     return True
 
 
-@pytest.mark.parametrize("alg", ALGORITHMS, ids=lambda a: a.name)
+@pytest.mark.parametrize("alg", SYNCHRONOUS, ids=lambda a: a.name)
 def test_prepare_is_the_one_door_and_preparing_again_changes_nothing(alg):
     p = make_problem("logistic", n_clients=5)
     setup = setup_context(p)
