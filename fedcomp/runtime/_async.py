@@ -32,11 +32,11 @@ from ._clock import ComputeTimes
 from ._simulate import (
     ClientSettings,
     LocalClients,
+    _check_run_args,
     _floats,
     _norm_limit,
     _Progress,
     check_divergence,
-    check_seed,
     server_context,
 )
 
@@ -181,13 +181,8 @@ def simulate_async(
     >>> len(run.order), bool(np.all(np.diff(run.times) >= 0))
     (8, True)
     """
-    if not (isinstance(server_steps, int) and server_steps >= 0):
-        raise ValueError(f"server_steps must be a nonnegative integer (got {server_steps!r})")
-    if not (isinstance(eval_every, int) and eval_every >= 1):
-        raise ValueError(f"eval_every must be a positive integer (got {eval_every!r})")
-    if batch_size is not None and not (isinstance(batch_size, int) and batch_size >= 1):
-        raise ValueError(f"batch_size must be a positive integer or None (got {batch_size!r})")
-    check_seed(seed)
+    _check_run_args(problem, server_steps, None, batch_size, eval_every, seed,
+                    rounds_name="server_steps")
     bound = _delay_bound(max_delay, algorithm)
     n = problem.n_clients
     clock = ComputeTimes.build(ComputeTimes() if compute_times is None else compute_times, n)

@@ -568,10 +568,12 @@ def check_seed(seed: Any) -> None:
 
 
 def _check_run_args(problem: Problem, rounds: Any, clients_per_round: Any, batch_size: Any,
-                    eval_every: Any, seed: Any = 0) -> None:
+                    eval_every: Any, seed: Any = 0, rounds_name: str = "rounds") -> None:
+    """The checks of the arguments every runner shares (``rounds_name``: what the runner
+    calls its rounds, e.g. ``"server_steps"``; ``clients_per_round=None`` where it has none)."""
     check_seed(seed)
     if not (_is_int(rounds) and rounds >= 0):
-        raise ValueError(f"rounds must be a nonnegative integer (got {rounds!r})")
+        raise ValueError(f"{rounds_name} must be a nonnegative integer (got {rounds!r})")
     if clients_per_round is not None and not (_is_int(clients_per_round)
                                               and 1 <= clients_per_round <= problem.n_clients):
         raise ValueError(f"clients_per_round must be an integer in 1..{problem.n_clients} or None "
