@@ -357,3 +357,22 @@ def test_async_seed_must_be_a_nonnegative_integer():
     p = make_problem("logistic", n_clients=3)
     with pytest.raises(ValueError, match=r"seed must be a nonnegative integer \(got seed=-1\)"):
         simulate_async(async_feddr(eta=1.0, local_solver="exact"), p, 3, seed=-1)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(server_steps=-1), r"server_steps must be a nonnegative integer \(got -1\)"),
+    (dict(server_steps=2.0), "server_steps"),
+    (dict(server_steps=2, eval_every=0), "eval_every"),
+    (dict(server_steps=2, batch_size=0), "batch_size"),
+])
+def test_async_checks_the_run_arguments_like_simulate(kwargs, match):
+    p = make_problem("logistic", n_clients=3)
+    with pytest.raises(ValueError, match=match):
+        simulate_async(async_feddr(eta=1.0, local_solver="exact"), p, **kwargs)
+
+
+def test_async_takes_numpy_integers_like_simulate():
+    p = make_problem("logistic", n_clients=3)
+    run = simulate_async(async_feddr(eta=1.0, local_solver="exact"), p, np.int64(3),
+                         eval_every=np.int64(2), metrics=[])
+    assert [row["round"] for row in run.history] == [0, 2, 3]

@@ -182,3 +182,39 @@ def test_norm_limit_catches_divergence_before_overflow():
         simulate(alg, p, 2000, metrics=[], max_norm=None)
     with pytest.raises(ValueError, match="max_norm"):
         simulate(alg, p, 1, max_norm=-1.0)
+
+
+def test_recorder_writes_the_rows_of_every_runner_in_one_column_order():
+    from fedcomp.oracle import Counters
+    from fedcomp.runtime._recording import Recorder
+
+    p = make_problem("logistic", n_clients=3)
+    logger = MemoryLogger()
+    recorder = Recorder(p, 5, eval_every=2, metrics=["nnz"], reference=None, logger=logger,
+                        tags={"algorithm": "a", "round": -1}, progress=False, label="x")
+    assert [r for r in range(6) if recorder.due(r)] == [0, 2, 4, 5]
+    row = recorder.record(2, np.zeros(p.param_shape), Counters(), 0.5, sim_time=1.0)
+    # a tag named like a column keeps its place and takes the column's value
+    assert list(row) == ["algorithm", "round", *Counters().as_dict(), "wall_s", "sim_time", "nnz"]
+    assert (row["round"], row["wall_s"], row["nnz"]) == (2, 0.5, 0)
+    assert recorder.history == logger.rows == [row]
+    own = Recorder(p, 1, eval_every=1, metrics=[], reference=None, logger=None, tags=None,
+                   progress=False, label="x", evaluation=lambda model: {"mine": 7})
+    assert own.record(1, np.zeros(p.param_shape), Counters(), 0.0)["mine"] == 7
+
+
+def test_the_three_runners_share_the_row_head():
+    from fedcomp.algorithms import async_feddr, dfedda_gt
+    from fedcomp.runtime import simulate_async, simulate_decentralized
+    from fedcomp.topology import ring
+
+    p = make_problem("least_squares", n_clients=4)
+    kw = dict(eval_every=2, metrics=["nnz"], tags={"algorithm": "t"}, progress=False)
+    runs = [simulate(fedavg(client_lr=0.1), p, 3, **kw),
+            simulate_async(async_feddr(eta=0.5, local_solver="exact"), p, 3, **kw),
+            simulate_decentralized(dfedda_gt(client_lr=0.05, p=2.0), p, ring(4), 3, **kw)]
+    head = ["algorithm", "round", *runs[0].counters.as_dict(), "wall_s"]
+    for run in runs:
+        assert [row["round"] for row in run.history] == [0, 2, 3]
+        assert list(run.history[-1])[:len(head)] == head
+        assert "nnz" in run.history[-1]

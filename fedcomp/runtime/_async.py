@@ -25,18 +25,18 @@ import numpy as np
 
 from .._array import Array
 from ..algorithms._base import FederatedAlgorithm, check_max_delay, setup_context
-from ..metrics import DEFAULT_METRICS, evaluate
+from ..metrics import DEFAULT_METRICS
 from ..oracle import Counters
 from ..problem import Problem
 from ._clock import ComputeTimes
+from ._recording import Recorder
 from ._simulate import (
     ClientSettings,
     LocalClients,
+    _check_run_args,
     _floats,
     _norm_limit,
-    _Progress,
     check_divergence,
-    check_seed,
     server_context,
 )
 
@@ -181,13 +181,8 @@ def simulate_async(
     >>> len(run.order), bool(np.all(np.diff(run.times) >= 0))
     (8, True)
     """
-    if not (isinstance(server_steps, int) and server_steps >= 0):
-        raise ValueError(f"server_steps must be a nonnegative integer (got {server_steps!r})")
-    if not (isinstance(eval_every, int) and eval_every >= 1):
-        raise ValueError(f"eval_every must be a positive integer (got {eval_every!r})")
-    if batch_size is not None and not (isinstance(batch_size, int) and batch_size >= 1):
-        raise ValueError(f"batch_size must be a positive integer or None (got {batch_size!r})")
-    check_seed(seed)
+    _check_run_args(problem, server_steps, None, batch_size, eval_every, seed,
+                    rounds_name="server_steps")
     bound = _delay_bound(max_delay, algorithm)
     n = problem.n_clients
     clock = ComputeTimes.build(ComputeTimes() if compute_times is None else compute_times, n)
@@ -197,9 +192,9 @@ def simulate_async(
     regularizer = problem.regularizer
     server_state, client_states = algorithm.init(x, n)
     counters = Counters()
-    history: list[dict[str, Any]] = []
-    tags = dict(tags or {})
-    bar = _Progress(progress, server_steps, tags.get("algorithm", algorithm.name))
+    recorder = Recorder(problem, server_steps, eval_every=eval_every, metrics=metrics,
+                        reference=reference, logger=logger, tags=tags, progress=progress,
+                        label=algorithm.name)
     like = problem.data.features
     wall, now, largest, waited = 0.0, 0.0, 0, 0.0
 
@@ -255,13 +250,9 @@ def simulate_async(
         """Client idle time at the barrier so far, counting the clients still waiting."""
         return waited + sum(now - since for since, _ in ready)
 
-    def record(step: int) -> None:
-        row: dict[str, Any] = {**tags, "round": step, **counters.as_dict(), "wall_s": wall,
-                               "sim_time": now, "max_delay": largest, "waited": idle()}
-        row.update(evaluate(problem, algorithm.output(server_state), metrics, reference))
-        history.append(row)
-        if logger is not None:
-            logger.log(row)
+    def record(k: int) -> None:
+        recorder.record(k, algorithm.output(server_state), counters, wall, sim_time=now,
+                        max_delay=largest, waited=idle())
 
     jobs = np.zeros(n, dtype=np.int64)  # each client's job counter keys its compute times
     if algorithm.warmup:
@@ -299,12 +290,12 @@ def simulate_async(
         ready.append((now, i))
         admit()
         wall += time.perf_counter() - tic
-        check_divergence(algorithm.output(server_state), norm_limit, algorithm, tags,
+        check_divergence(algorithm.output(server_state), norm_limit, algorithm, recorder.tags,
                          f"at server step {k}")
-        if k % eval_every == 0 or k == server_steps:
+        if recorder.due(k):
             record(k)
-        bar.update(k)
-    return AsyncRunResult(algorithm.output(server_state), history, server_state,
+        recorder.progress(k)
+    return AsyncRunResult(algorithm.output(server_state), recorder.history, server_state,
                           getattr(run_clients, "client_states", None), counters, order, times,
                           delays, idle())
 

@@ -27,6 +27,7 @@ from ..metrics import DEFAULT_METRICS, evaluate
 from ..oracle import Counters, Oracle
 from ..problem import Problem
 from ..topology import Topology
+from ._recording import Recorder
 from ._simulate import (
     RunResult,
     _blocks,
@@ -34,7 +35,6 @@ from ._simulate import (
     _concat,
     _gather,
     _norm_limit,
-    _Progress,
     check_divergence,
     resolve_block_size,
 )
@@ -219,20 +219,13 @@ def simulate_decentralized(
         return NodeContext(grad, oracle, prox, round_, oracle.client_ids, n)
 
     states = algorithm.init(x, context(slice(0, n), -1), mix)
-    history: list[dict[str, Any]] = []
-    tags = dict(tags or {})
-    bar = _Progress(progress, rounds, tags.get("algorithm", algorithm.name))
+    recorder = Recorder(
+        problem, rounds, eval_every=eval_every, metrics=metrics, reference=reference,
+        logger=logger, tags=tags, progress=progress, label=algorithm.name,
+        evaluation=lambda models: _node_rows(problem, models, metrics, reference, evaluate_on,
+                                             node, sparsity))
     wall = 0.0
-
-    def record(round_: int) -> None:
-        models = algorithm.output(states)
-        row: dict[str, Any] = {**tags, "round": round_, **counters.as_dict(), "wall_s": wall}
-        row.update(_node_rows(problem, models, metrics, reference, evaluate_on, node, sparsity))
-        history.append(row)
-        if logger is not None:
-            logger.log(row)
-
-    record(0)
+    recorder.record(0, algorithm.output(states), counters, wall)
     everyone = np.arange(n)
     for r in range(rounds):
         tic = time.perf_counter()
@@ -241,10 +234,10 @@ def simulate_decentralized(
         states = algorithm.gossip(_concat(parts), mix, r)
         wall += time.perf_counter() - tic
         models = algorithm.output(states)
-        check_divergence(models, norm_limit * np.sqrt(n), algorithm, tags, f"in round {r + 1}",
-                         what="the node models")
-        if (r + 1) % eval_every == 0 or r + 1 == rounds:
-            record(r + 1)
-        bar.update(r + 1)
+        check_divergence(models, norm_limit * np.sqrt(n), algorithm, recorder.tags,
+                         f"in round {r + 1}", what="the node models")
+        if recorder.due(r + 1):
+            recorder.record(r + 1, models, counters, wall)
+        recorder.progress(r + 1)
     final = namespace(x).mean(algorithm.output(states), axis=0)
-    return RunResult(final, history, None, states, counters)
+    return RunResult(final, recorder.history, None, states, counters)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,10 +21,11 @@ import numpy as np
 from .._array import Array, asarray_like, namespace, replace_rows, take_rows, to_numpy
 from .._random import sample_clients
 from ..algorithms._base import ClientContext, FederatedAlgorithm, ServerContext, setup_context
-from ..metrics import DEFAULT_METRICS, evaluate
+from ..metrics import DEFAULT_METRICS
 from ..oracle import Counters, Oracle
 from ..problem import Problem
 from ._clock import ComputeTimes
+from ._recording import Recorder
 
 
 class NonFiniteError(FloatingPointError):
@@ -218,30 +218,6 @@ def _norm_limit(max_norm: float | None) -> float:
     if not max_norm > 0:
         raise ValueError(f"max_norm must be positive or None (got {max_norm!r})")
     return float(max_norm)
-
-
-class _Progress:
-    """A one-line progress display on a terminal (rounds/s and ETA); silent otherwise."""
-
-    def __init__(self, enabled: Any, total: int, label: str) -> None:
-        self.enabled = sys.stderr.isatty() if enabled == "auto" else bool(enabled)
-        self.total, self.label = total, label
-        self.start = self.last = time.perf_counter()
-
-    def update(self, done: int, extra: str = "") -> None:
-        if not self.enabled:
-            return
-        now = time.perf_counter()
-        if now - self.last < 0.2 and done < self.total:
-            return
-        self.last = now
-        rate = done / max(now - self.start, 1e-9)
-        eta = (self.total - done) / rate if rate > 0 else float("inf")
-        sys.stderr.write(f"\r{self.label}: round {done}/{self.total}  {rate:.1f} rounds/s  "
-                         f"ETA {eta:.0f}s  {extra}   ")
-        if done >= self.total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
 
 
 class ClientSettings(NamedTuple):
@@ -477,9 +453,9 @@ def simulate(
     regularizer = problem.regularizer
     server_state, client_states = algorithm.init(x, problem.n_clients)
     counters = Counters()
-    history: list[dict[str, Any]] = []
-    tags = dict(tags or {})
-    bar = _Progress(progress, rounds, tags.get("algorithm", algorithm.name))
+    recorder = Recorder(problem, rounds, eval_every=eval_every, metrics=metrics,
+                        reference=reference, logger=logger, tags=tags, progress=progress,
+                        label=algorithm.name)
     wall = 0.0
 
     def client_prox(v: Array, step: Any) -> Array:
@@ -491,14 +467,8 @@ def simulate(
         return regularizer.prox(v[None, ...], step)[0, ...]
 
     def record(round_: int) -> None:
-        model = algorithm.output(server_state)
-        row: dict[str, Any] = {**tags, "round": round_, **counters.as_dict(), "wall_s": wall}
-        if clock is not None:
-            row["sim_time"] = sim_time
-        row.update(evaluate(problem, model, metrics, reference))
-        history.append(row)
-        if logger is not None:
-            logger.log(row)
+        clocked = {} if clock is None else {"sim_time": sim_time}
+        recorder.record(round_, algorithm.output(server_state), counters, wall, **clocked)
 
     like = problem.data.features
     clock = None if compute_times is None else ComputeTimes.build(compute_times, problem.n_clients)
@@ -545,14 +515,14 @@ def simulate(
                 algorithm.prepare(setup._replace(clients_per_round=len(participants)))
         step(r, participants)
         wall += time.perf_counter() - tic
-        check_divergence(algorithm.output(server_state), norm_limit, algorithm, tags,
+        check_divergence(algorithm.output(server_state), norm_limit, algorithm, recorder.tags,
                          f"in round {r + 1}")
-        if (r + 1) % eval_every == 0 or r + 1 == rounds:
+        if recorder.due(r + 1):
             record(r + 1)
-        bar.update(r + 1)
+        recorder.progress(r + 1)
     if scratch is not None:  # the returned maps stay readable (POSIX unlinks lazily)
         scratch.cleanup()
-    return RunResult(algorithm.output(server_state), history, server_state,
+    return RunResult(algorithm.output(server_state), recorder.history, server_state,
                      getattr(run_clients, "client_states", None), counters)
 
 
@@ -568,10 +538,12 @@ def check_seed(seed: Any) -> None:
 
 
 def _check_run_args(problem: Problem, rounds: Any, clients_per_round: Any, batch_size: Any,
-                    eval_every: Any, seed: Any = 0) -> None:
+                    eval_every: Any, seed: Any = 0, rounds_name: str = "rounds") -> None:
+    """The checks of the arguments every runner shares (``rounds_name``: what the runner
+    calls its rounds, e.g. ``"server_steps"``; ``clients_per_round=None`` where it has none)."""
     check_seed(seed)
     if not (_is_int(rounds) and rounds >= 0):
-        raise ValueError(f"rounds must be a nonnegative integer (got {rounds!r})")
+        raise ValueError(f"{rounds_name} must be a nonnegative integer (got {rounds!r})")
     if clients_per_round is not None and not (_is_int(clients_per_round)
                                               and 1 <= clients_per_round <= problem.n_clients):
         raise ValueError(f"clients_per_round must be an integer in 1..{problem.n_clients} or None "
