@@ -75,6 +75,8 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
+from ._extras import check_installed, require
+
 TOP_LEVEL_KEYS = {"name", "description", "rounds", "eval_every", "seeds", "batch_size",
                   "clients_per_round", "client_block", "metrics", "data", "problem",
                   "regularizer", "algorithms", "reference", "claim", "variants", "topology",
@@ -555,6 +557,7 @@ def _check_setting(cfg: dict[str, Any]) -> None:
     if reg.get("scope", "all") not in ("all", "weights"):
         raise ConfigError(f"regularizer.scope must be 'all' or 'weights' (network weights and "
                           f"kernels, not biases); got {reg['scope']!r}")
+    _check_extras(cfg)
     if reg.get("scope") == "weights" and problem["loss"] != "torch_model":
         raise ConfigError("regularizer.scope = 'weights' needs a network (loss = "
                           "'torch_model'); other models have no biases to leave out")
@@ -588,6 +591,25 @@ def _check_setting(cfg: dict[str, Any]) -> None:
         raise ConfigError(f"algorithms: labels must be unique (got {labels}); give repeated "
                           "algorithms a distinct 'label'")
     _check_client_state(cfg)
+
+
+def _check_extras(cfg: dict[str, Any]) -> None:
+    """Refuse a setting whose data set, loss or backend needs an extra that is missing, naming
+    every missing one (before any run starts or any file is written)."""
+    from .data import DATASET_NEEDS
+
+    needs, reasons = [], []
+    generator = cfg["data"]["generator"]
+    if generator in DATASET_NEEDS:
+        needs.append(DATASET_NEEDS[generator])
+        reasons.append(f"data.generator = {generator!r}")
+    if cfg["problem"]["loss"] == "torch_model":
+        needs.append("torch")
+        reasons.append("problem.loss = 'torch_model'")
+    elif cfg["backend"] not in ("auto", "numpy"):
+        needs.append("torch")
+        reasons.append(f"backend = {cfg['backend']!r}")
+    check_installed(needs, f"config {cfg['name']!r} ({', '.join(reasons)})")
 
 
 def _check_client_state(cfg: dict[str, Any]) -> None:
@@ -676,11 +698,7 @@ def _on_backend(data: Any, cfg: dict[str, Any]) -> Any:
         backend = "torch" if cfg["problem"].get("loss") == "torch_model" else "numpy"
     if backend == "numpy":
         return data
-    try:
-        import torch
-    except ImportError as exc:
-        raise ConfigError(f"backend = {backend!r} needs PyTorch: pip install 'fedcomp[torch]'"
-                          ) from exc
+    torch = require("torch", f"backend = {backend!r}")
     if backend == "cuda" and not torch.cuda.is_available():
         raise ConfigError("backend = 'cuda' but torch sees no GPU; use backend = 'torch'")
     dtype = torch.float64 if backend == "torch-float64" else torch.float32

@@ -39,6 +39,7 @@ import numpy as np
 
 from .. import __version__
 from .._array import to_numpy
+from .._extras import MissingExtraError
 from ..algorithms import DECENTRALIZED, make_algorithm
 from ..config import (
     batch_modes,
@@ -484,9 +485,8 @@ def _write_summary(cfg: dict[str, Any], out: Path, summary: list[dict[str, Any]]
             if metric not in ("support",) and choose_metric(rows, metric) == metric:
                 plot_results(out / "results.csv", out / f"plot_{metric}.png", metric=metric,
                              title=cfg["name"], fallback=False)
-    except ImportError:
-        print("matplotlib is not installed: no plot.png (pip install 'fedcomp[plot]')",
-              file=sys.stderr)
+    except MissingExtraError as exc:
+        print(f"no plot.png: {exc}", file=sys.stderr)
 
 
 def _run_timing(config: dict[str, Any], out_dir: str | Path, stream: TextIO,
