@@ -8,6 +8,7 @@ centralized reference solver and a command-line tool.
 
 __version__ = "0.1.0"
 
+from ._extras import MissingExtraError  # noqa: E402
 from .algorithms import (  # noqa: E402
                          ALGORITHMS,
                          ClientContext,
@@ -69,3 +70,4 @@ __all__ = [
 ]
 __all__ += ["AsyncRunResult", "ComputeTimes", "async_feddr", "fedadmm", "feddr", "fedpd",
             "fedprox", "fedsplit", "simulate_async"]
+__all__ += ["MissingExtraError"]

@@ -261,10 +261,9 @@ def _flower_config(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _import_flower() -> Any:
-    try:
-        from . import flower
-    except ImportError as exc:
-        raise ValueError(f"{exc}. Install the extra: pip install 'fedcomp[flower]'") from exc
+    """``fedcomp.flower`` (a MissingExtraError naming ``fedcomp[flower]`` without Flower)."""
+    from . import flower
+
     return flower
 
 
@@ -490,6 +489,7 @@ errors:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ._extras import MissingExtraError
     from .config import ConfigError
 
     parser = build_parser()
@@ -503,11 +503,12 @@ def main(argv: list[str] | None = None) -> int:
     reuse_freed_memory()  # batched network rounds free and re-request MBs per operation
     try:
         return int(args.func(args))
-    except (ConfigError, ValueError, OSError, TypeError) as exc:
+    except (ConfigError, MissingExtraError, ValueError, OSError, TypeError) as exc:
         if os.environ.get(DEBUG_ENV):
             raise
-        # OSError: a data or output file missing or unwritable; TypeError: a value of the
-        # wrong type that validation let through (the message names it)
+        # MissingExtraError: an optional extra not installed (the message names the pip
+        # install); OSError: a data or output file missing or unwritable; TypeError: a value
+        # of the wrong type that validation let through (the message names it)
         hint = (f" (set {DEBUG_ENV}=1 for the traceback)" if isinstance(exc, TypeError)
                 else "")
         print(f"error: {exc}{hint}", file=sys.stderr)

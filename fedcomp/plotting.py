@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from ._extras import require
+
 #: One color per method, fixed for every figure of every experiment (and the report):
 #: each paper's methods have fixed strong colors; the other registered algorithms follow
 #: in registry order on the remaining distinct colors (tab20's, dark shades first).
@@ -198,8 +200,7 @@ def plot_results(results: str | Path, out: str | Path, metric: str = "optimality
     replaced by ``objective``. ``title`` is the figure's title; each panel is titled by its
     gradient mode. The figure is :func:`results_figure`'s.
     """
-    import matplotlib.pyplot as plt
-
+    plt = require("matplotlib.pyplot", "fedcomp.plotting")
     fig = results_figure(results, metric, x_axis, title, fallback)
     out = Path(out)
     fig.savefig(out, dpi=110)
@@ -210,8 +211,7 @@ def plot_results(results: str | Path, out: str | Path, metric: str = "optimality
 def results_figure(results: str | Path, metric: str = "optimality", x_axis: str = "round",
                    title: str = "", fallback: bool = True) -> Any:
     """The matplotlib ``Figure`` that :func:`plot_results` saves (same arguments)."""
-    import matplotlib
-
+    matplotlib = require("matplotlib", "fedcomp.plotting")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

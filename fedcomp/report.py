@@ -40,6 +40,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from ._extras import check_installed, require
 from .config import experiment_names, load, quick_config, to_jsonable
 from .experiments import ConfigMismatchError, validate
 
@@ -250,8 +251,7 @@ def main_metric(config: dict[str, Any]) -> str:
 
 def draw_figures(result: ExperimentResult, out: Path) -> list[str]:
     """Write the experiment's figures into ``out``; their file names."""
-    import matplotlib
-
+    matplotlib = require("matplotlib", "fedcomp.report")
     matplotlib.use("Agg")
     from .plotting import plot_results, read_results
 
@@ -311,8 +311,7 @@ def _mark_paper_ratios(ax: Any, result: ExperimentResult, rows: list[dict[str, A
 
 def draw_timing_figure(result: ExperimentResult, out: Path) -> list[str]:
     """Write :func:`timing_figure` as ``fig_ratios.png``; its file name."""
-    import matplotlib.pyplot as plt
-
+    plt = require("matplotlib.pyplot", "fedcomp.report")
     fig = timing_figure(result)
     fig.savefig(out / "fig_ratios.png", dpi=110)
     plt.close(fig)
@@ -322,8 +321,7 @@ def draw_timing_figure(result: ExperimentResult, out: Path) -> list[str]:
 def timing_figure(result: ExperimentResult) -> Any:
     """Bars of prox time / forward-backward time per network and penalty (log scale), with
     the paper's ratios marked where the module gives them."""
-    import matplotlib
-
+    matplotlib = require("matplotlib", "fedcomp.report")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -373,6 +371,8 @@ def run_report(out_dir: str | Path, *, quick: bool = False, only: list[str] | No
     -------
     list of ExperimentResult
     """
+    # every experiment's figures need matplotlib: refuse before hours of runs, not after
+    check_installed(["matplotlib"], "fedcomp report (its figures)")
     stream = stream or sys.stderr
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -50,6 +50,7 @@ def test_za1_converges_to_machine_precision(setup):
     assert curve[100] / curve[200] > 10 and curve[200] / curve[300] > 10
 
 
+@pytest.mark.slow  # 3 x 300 rounds: ~6 s, the only unmarked test over 5 s
 def test_fedmid_and_fedda_stall_at_a_drift_floor(setup):
     za1 = optimality_curve(setup, "za1", 300, 100)
     assert za1[200] / za1[300] > 10  # ZA1 gains more than 10x between rounds 200 and 300

@@ -125,6 +125,10 @@ DATASETS: Registry[DatasetEntry] = Registry("dataset", [
 #: One line per data set, for ``fedcomp list``.
 DATASET_DESCRIPTIONS = DATASETS.describe()
 
+#: The optional module each data set loads from (a key of ``fedcomp._extras.EXTRAS``): a
+#: configuration naming the data set is refused up front when it is not installed.
+DATASET_NEEDS: dict[str, str] = {"breast_cancer": "sklearn", "digits": "sklearn"}
+
 #: Known true models of synthetic data sets: ``GROUND_TRUTHS[name](**params)`` takes the
 #: generator's parameters (it ignores those it does not need) and returns the model the
 #: data were generated from — what the statistical-recovery metrics compare against.
@@ -142,7 +146,7 @@ SAMPLERS: Mapping[str, Callable[..., Any]] = MappingProxyType(
 PARTITIONER_DESCRIPTIONS = PARTITIONERS.describe()
 
 __all__ = [
-    "DATASETS", "DATASET_DESCRIPTIONS", "GROUND_TRUTHS", "PARTITIONERS",
+    "DATASETS", "DATASET_DESCRIPTIONS", "DATASET_NEEDS", "GROUND_TRUTHS", "PARTITIONERS",
     "PARTITIONER_DESCRIPTIONS", "SAMPLERS", "Batch",
     "ClientData", "LiangSampler", "bao_lowrank_matrix", "bao_sparse_regression",
     "liang_linear_models", "liang_logistic_models", "liang_sparse_linear",

@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from .._extras import require
 from ._client_data import ClientData
 from ._real import _resolve, federate, manual_download_hint
 
@@ -441,11 +442,8 @@ def digits(n_clients: int = 10, partition: Any = "iid", seed: int = 0, flatten: 
     (5, (1, 8, 8), (359, 1, 8, 8))
     """
     _check_classes("digits", n_classes, 10)
-    try:
-        from sklearn.datasets import load_digits
-    except ImportError as exc:  # pragma: no cover - scikit-learn is a dev dependency
-        raise ImportError("digits needs scikit-learn: pip install scikit-learn") from exc
-    bunch = load_digits()
+    datasets = require("sklearn.datasets", "fedcomp.data.digits")
+    bunch = datasets.load_digits()
     images = np.asarray(bunch.images).reshape(-1, 1, 8, 8)
     labels = np.asarray(bunch.target, dtype=np.int64)
     forms = digit_forms(labels)

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from .._extras import require
 from ._client_data import ClientData
 from ._partition import PARTITIONERS, split_to_clients
 
@@ -287,12 +288,8 @@ def breast_cancer(n_clients: int = 10, partition: Any = "iid", seed: int = 0,
     >>> data.n_clients, data.n_samples, data.feature_shape
     (5, 569, (30,))
     """
-    try:
-        from sklearn.datasets import load_breast_cancer
-    except ImportError as exc:  # scikit-learn is the `data` extra (and in `dev`)
-        raise ImportError("breast_cancer needs scikit-learn: pip install 'fedcomp[data]' "
-                          "(or pip install scikit-learn)") from exc
-    bunch = load_breast_cancer()
+    datasets = require("sklearn.datasets", "fedcomp.data.breast_cancer")
+    bunch = datasets.load_breast_cancer()
     features = np.asarray(bunch.data, dtype=np.float64)
     labels = np.where(np.asarray(bunch.target) == 1, 1.0, -1.0)
     return _prepare(features, labels, n_clients, partition, seed, standardize, unit_norm)

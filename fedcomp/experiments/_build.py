@@ -99,7 +99,7 @@ def _on_backend(data: Any, setting: Setting) -> Any:
         return data
     from .._extras import require
 
-    torch = require("torch", "torch", f"backend = {backend!r}")
+    torch = require("torch", f"backend = {backend!r}")
     if backend == "cuda" and not torch.cuda.is_available():
         raise ConfigError("backend = 'cuda' but torch sees no GPU; use backend = 'torch'")
     dtype = torch.float64 if backend == "torch-float64" else torch.float32

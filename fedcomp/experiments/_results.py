@@ -38,6 +38,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from .. import __version__
+from .._extras import MissingExtraError
 from ..config import ConfigError, to_jsonable
 from ._catalog import rule_module
 from ._plan import Run, cell
@@ -218,9 +219,8 @@ def write_outputs(experiment: Experiment, out: Path, summary: list[dict[str, Any
             if metric not in ("support",) and choose_metric(rows, metric) == metric:
                 plot_results(out / "results.csv", out / f"plot_{metric}.png", metric=metric,
                              title=cfg["name"], fallback=False)
-    except ImportError:
-        print("matplotlib is not installed: no plot.png (pip install 'fedcomp[plot]')",
-              file=sys.stderr)
+    except MissingExtraError as exc:
+        print(f"no plot.png: {exc}", file=sys.stderr)
 
 
 def write_summary(out: Path, summary: list[dict[str, Any]]) -> Path:

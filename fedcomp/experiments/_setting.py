@@ -457,6 +457,7 @@ def _check_setting(cfg: dict[str, Any]) -> None:
     if reg.get("scope", "all") not in ("all", "weights"):
         raise ConfigError(f"regularizer.scope must be 'all' or 'weights' (network weights and "
                           f"kernels, not biases); got {reg['scope']!r}")
+    _check_extras(cfg)
     if reg.get("scope") == "weights" and loss != "torch_model":
         raise ConfigError("regularizer.scope = 'weights' needs a network (loss = "
                           "'torch_model'); other models have no biases to leave out")
@@ -487,6 +488,26 @@ def _check_setting(cfg: dict[str, Any]) -> None:
         raise ConfigError(f"algorithms: labels must be unique (got {labels}); give repeated "
                           "algorithms a distinct 'label'")
     _check_client_state(cfg)
+
+
+def _check_extras(cfg: dict[str, Any]) -> None:
+    """Refuse a setting whose data set, loss or backend needs an extra that is missing, naming
+    every missing one (before any run starts or any file is written)."""
+    from .._extras import check_installed
+    from ..data import DATASET_NEEDS
+
+    needs, reasons = [], []
+    generator = cfg["data"]["generator"]
+    if generator in DATASET_NEEDS:
+        needs.append(DATASET_NEEDS[generator])
+        reasons.append(f"data.generator = {generator!r}")
+    if cfg["problem"]["loss"] == "torch_model":
+        needs.append("torch")
+        reasons.append("problem.loss = 'torch_model'")
+    elif cfg["backend"] not in ("auto", "numpy"):
+        needs.append("torch")
+        reasons.append(f"backend = {cfg['backend']!r}")
+    check_installed(needs, f"config {cfg['name']!r} ({', '.join(reasons)})")
 
 
 def _check_client_state(cfg: dict[str, Any]) -> None:

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from .._extras import check_installed, require
+
 CLAIM = ("TABLE I: on ResNet-18 one l1 / MCP / SCAD proximal mapping costs 1.38x / 2.57x / "
          "4.47x a forward-backward pass (MNIST), so K local proxes per round are a client-side "
          "bottleneck.")
@@ -50,6 +52,8 @@ def check_config(config: dict[str, Any]) -> None:
     ------
     fedcomp.config.ConfigError
         Naming the unknown key and the accepted ones, or the bad value.
+    fedcomp.MissingExtraError
+        When PyTorch (the ``torch`` extra) is not installed.
     """
     import inspect
 
@@ -84,6 +88,8 @@ def check_config(config: dict[str, Any]) -> None:
                               f"{sorted(REGULARIZERS)}")
         check_keys(penalty, {"name", *inspect.signature(REGULARIZERS[name]).parameters},
                    f"penalties ({name})")
+    # the networks are TorchModel specifications: refuse before anything is timed or written
+    check_installed(["torch"], f"{config.get('name', 'timing')!r} (kind = 'timing', networks)")
 
 
 def _best_time(fn: Any, repeats: int) -> float:
@@ -99,7 +105,7 @@ def _best_time(fn: Any, repeats: int) -> float:
 def time_network(spec: dict[str, Any], penalties: list[dict[str, Any]], batch_size: int,
                  repeats: int, n_classes: int = 10) -> dict[str, Any]:
     """Milliseconds of one forward-backward pass and of each penalty's prox for one network."""
-    import torch
+    torch = require("torch", "fedcomp.experiments.prox_cost")
 
     from ..data import Batch
     from ..losses import TorchModel
@@ -144,9 +150,8 @@ def verdict(rows: list[dict[str, Any]]) -> tuple[str, str]:
 def run(config: dict[str, Any], out_dir: str | Path, stream: TextIO | None = None
         ) -> list[dict[str, Any]]:
     """Time every network of ``config`` and write ``results.csv`` / ``summary.md``."""
-    import torch
-
     check_config(config)
+    torch = require("torch", "fedcomp.experiments.prox_cost")
     stream = stream or sys.stdout
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -48,14 +48,13 @@ What runs where:
 
 from __future__ import annotations
 
-try:
-    import flwr  # noqa: F401
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError("fedcomp.flower needs Flower: pip install 'fedcomp[flower]'") from exc
+from .._extras import require
 
-from ._client import make_client_app
-from ._data import partition_clients, save_partition
-from ._server import (
+require("flwr", "fedcomp.flower")  # before the submodules, which import flwr
+
+from ._client import make_client_app  # noqa: E402
+from ._data import partition_clients, save_partition  # noqa: E402
+from ._server import (  # noqa: E402
     RUN_CONFIG_DEFAULTS,
     STATUS_FILE,
     FlowerClients,
@@ -64,7 +63,7 @@ from ._server import (
     make_server_app,
     run_server,
 )
-from ._simulation import run_simulation
+from ._simulation import run_simulation  # noqa: E402
 
 #: the apps ``fedcomp flower app`` points Flower to (configuration from the run config)
 server_app = make_server_app()

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .._extras import check_installed
 from ._client import make_client_app
 from ._server import make_server_app
 
@@ -36,6 +37,9 @@ def run_simulation(config: dict[str, Any], out_dir: str | Path, *, num_nodes: in
     Path
         ``out_dir``.
     """
+    # Flower's simulation engine runs on Ray (flwr[simulation]); without it Flower would
+    # sys.exit() from inside this call
+    check_installed(["ray"], "fedcomp.flower.run_simulation")
     from flwr.simulation import run_simulation as flwr_run_simulation
 
     from ..experiments import validate

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._extras import require
 from .._registry import Entry, Registry
 from ._base import Loss
 from ._linear import LeastSquares, Logistic
@@ -73,6 +74,7 @@ def make_loss(name: str, **params: Any) -> Loss:
 def __getattr__(name: str) -> object:
     # the network builders import torch: only on demand (torch is an optional extra)
     if name == "NETWORKS":
+        require("torch", "fedcomp.losses.NETWORKS")
         from ._networks import NETWORKS
 
         return NETWORKS

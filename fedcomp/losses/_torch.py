@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._array import Array
+from .._extras import require
 from ..data._client_data import Batch
 from ._base import check_class_ids, check_l2
 from ._block_forward import block_logits, block_plan
@@ -223,6 +224,7 @@ class TorchModel:
     _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        require("torch", "fedcomp.losses.TorchModel")  # before _networks, which imports torch
         from ._networks import NETWORKS
 
         check_l2(self.l2, "TorchModel")
