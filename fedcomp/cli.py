@@ -108,7 +108,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     """Print an experiment's configuration: resolved (defaults filled in) or as shipped."""
     from .config import experiment_source, to_toml
-    from .experiments import validate
+    from .experiments import as_written, validate
 
     if args.source:
         if args.set or args.quick:
@@ -122,7 +122,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         timing_module(config).check_config(config)
         print(to_toml(config), end="")
         return 0
-    print(to_toml(validate(config)), end="")
+    print(to_toml(as_written(validate(config))), end="")
     return 0
 
 

@@ -10,7 +10,7 @@ import math
 import pytest
 
 from fedcomp.cli import main
-from fedcomp.config import ConfigError, expand_sweep, parse_sweep
+from fedcomp.config import parse_sweep
 from fedcomp.experiments import _execute, best_settings, run_experiment
 from tests.test_variants import small_config
 
@@ -57,25 +57,6 @@ def test_sweep_expands_a_grid_into_columns(tmp_path):
         tmp_path / "summary.md").read_text()
     meta = json.loads((tmp_path / "config.json").read_text())
     assert meta["sweep"] == {"algorithm.client_lr": [0.1, 0.5], "rounds": [3, 6]}
-
-
-def test_sweep_keys_address_entries_or_top_level():
-    cfg = tiny_config()
-    [(_, one)] = expand_sweep(cfg, [("algorithms.fedmid.local_steps", ["7"])])
-    assert [a["local_steps"] for a in one["algorithms"]] == [7, 2]
-    [(values, two)] = expand_sweep(cfg, [("data.n_clients", ["3"])])
-    assert values == {"data.n_clients": 3} and two["data"]["n_clients"] == 3
-
-
-@pytest.mark.parametrize("sweep, message", [
-    ("algorithm.momentum=0.1", "no algorithm of the config accepts 'momentum'; accepted"),
-    ("bogus=1,2", "unknown key 'bogus'"),
-    ("rounds", "expects KEY=V1,V2"),
-    ("algorithms.nope.client_lr=1", "no algorithm named 'nope'"),
-])
-def test_bad_sweeps_fail_clearly(sweep, message):
-    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
-        expand_sweep(tiny_config(), [parse_sweep(sweep)])
 
 
 def test_best_picks_the_known_best_setting(tmp_path):
@@ -175,24 +156,3 @@ def test_run_help_documents_the_options():
         assert option in text
 
 
-def test_sweep_reaches_the_algorithm_lists_of_variants():
-    """feddr_synthetic's variant "epochs" has its own algorithms: a swept client_lr must
-    reach them, or its rows would be tagged with a step size they did not run at."""
-    from pathlib import Path
-
-    from fedcomp.config import load, variant_settings
-    from fedcomp.experiments import validate
-
-    cfg = load(Path(__file__).parents[1] / "fedcomp" / "configs" / "feddr_synthetic.toml")
-    points = expand_sweep(cfg, [parse_sweep("algorithm.client_lr=0.1,0.3")])
-    for values, point in points:
-        for label, setting in variant_settings(validate(point)):
-            assert {a["client_lr"] for a in setting["algorithms"]} == {
-                values["algorithm.client_lr"]}, label
-    (_, point), = expand_sweep(cfg, [parse_sweep("algorithms.feddr_E30.local_epochs=40")])
-    epochs = dict(variant_settings(validate(point)))["epochs"]["algorithms"]
-    assert [a["local_epochs"] for a in epochs] == [5, 10, 20, 40]
-    with pytest.raises(ConfigError, match="different labels"):
-        expand_sweep({"algorithms": [{"name": "fedprox", "label": "a"},
-                                     {"name": "fedprox", "label": "b"}]},
-                     [parse_sweep("algorithms.fedprox.mu=0,1")])

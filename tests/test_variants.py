@@ -7,10 +7,9 @@ import csv
 import io
 
 import numpy as np
-import pytest
 
-from fedcomp.config import ConfigError, load, variant_settings
-from fedcomp.experiments import final_metrics, run_experiment, validate
+from fedcomp.config import load
+from fedcomp.experiments import final_metrics, run_experiment
 
 
 def small_config():
@@ -24,15 +23,6 @@ def small_config():
                        {"label": "heterogeneous", "data": {"alpha": 1.0, "beta": 1.0},
                         "rounds": 3, "clients_per_round": 2}]
     return cfg
-
-
-def test_variants_merge_over_the_base():
-    settings = variant_settings(validate(small_config()))
-    assert [label for label, _ in settings] == ["homogeneous", "heterogeneous"]
-    homo, hetero = settings[0][1], settings[1][1]
-    assert (homo["data"]["alpha"], homo["data"]["n_clients"], homo["rounds"]) == (0.0, 4, 6)
-    assert (hetero["data"]["beta"], hetero["clients_per_round"], hetero["rounds"]) == (1.0, 2, 3)
-    assert variant_settings(validate(load("seed000")))[0][0] is None
 
 
 def test_every_variant_runs_every_algorithm(tmp_path):
@@ -59,16 +49,3 @@ def test_every_variant_runs_every_algorithm(tmp_path):
     assert finals[("fedmid", "full", "heterogeneous")]["round"] == 3
 
 
-@pytest.mark.parametrize("variants, message", [
-    ([{"data": {"alpha": 1.0}}], "needs a string 'label'"),
-    ([{"label": "a"}, {"label": "a"}], "labels must be unique"),
-    ([{"label": "a", "seeds": [1]}], "unknown key(s) ['seeds']"),
-    ([{"label": "a", "data": {"generator": "nope"}}], "variants (a): data.generator"),
-    ([{"label": "a", "algorithms": [{"name": "za1", "step": 1}]}], "variants (a): algorithms"),
-])
-def test_bad_variants_fail_clearly(variants, message):
-    cfg = small_config()
-    cfg["variants"] = variants
-    with pytest.raises(ConfigError) as info:
-        validate(cfg)
-    assert message in str(info.value)

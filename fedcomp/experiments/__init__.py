@@ -27,10 +27,11 @@ from ._results import (
     read_summary,
 )
 from ._runner import run_experiment
-from ._setting import AlgorithmSpec, Experiment, Setting, resolve, validate
+from ._setting import AlgorithmSpec, Experiment, Setting, as_written, resolve, validate
 
 __all__ = ["EXPERIMENTS", "RESULT_COLUMNS", "TIMINGS", "AlgorithmSpec", "ConfigMismatchError",
-           "Experiment", "OutputExistsError", "Run", "Setting", "best_settings", "best_table",
+           "Experiment", "OutputExistsError", "Run", "Setting", "as_written", "best_settings",
+           "best_table",
            "build_components", "build_problem", "build_sampler", "build_topology",
            "final_metrics", "plan", "prepare", "read_summary", "resolve", "rule_module",
            "run_experiment", "validate"]

@@ -190,6 +190,20 @@ class Experiment:
         return _setting(self.config, None, {})
 
 
+def as_written(config: dict[str, Any]) -> dict[str, Any]:
+    """A validated configuration as one a user would write: what ``fedcomp show`` prints.
+
+    :func:`validate` turns ``reference = false`` into ``None``, which TOML cannot hold (it
+    would be left out and the default, a reference solution, come back); here it is
+    ``false`` again, in the base and in every variant.
+    """
+    out = copy.deepcopy(config)
+    for table in [out, *(v for v in out.get("variants") or [] if isinstance(v, dict))]:
+        if "reference" in table and table["reference"] is None:
+            table["reference"] = False
+    return out
+
+
 def resolve(config: dict[str, Any], *, seeds: list[int] | None = None,
             sweep: list[tuple[str, list[str]]] | None = None) -> Experiment:
     """Check ``config`` and resolve it into an :class:`Experiment` (once per run).
