@@ -168,7 +168,8 @@ def _run_resuming(run: Callable[..., Any], config: dict[str, Any], out: Path,
 
 def judge(result: ExperimentResult) -> tuple[str, str]:
     """``(verdict, rule)`` of an experiment from its final rows (the module's rule)."""
-    from .experiments import EXPERIMENTS, TIMINGS, final_metrics
+    from .experiments import EXPERIMENTS, TIMINGS
+    from .experiments._results import judge as judge_claim
 
     module = EXPERIMENTS.get(result.config.get("name", result.name))
     if result.error:
@@ -177,7 +178,9 @@ def judge(result: ExperimentResult) -> tuple[str, str]:
         return "not assessed (no verdict rule)", ""
     if result.config.get("name") in TIMINGS:
         return module.verdict(result.rows)
-    return module.verdict(final_metrics(result.rows), validate(result.config))
+    judged = judge_claim(validate(result.config), result.rows)
+    assert judged is not None  # the module has a rule
+    return judged
 
 
 def verdict_class(verdict: str) -> str:

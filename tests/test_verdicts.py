@@ -417,3 +417,61 @@ def test_composite_experiment_with_a_diverging_method_finishes(tmp_path):
     assert "(fedmid_iid diverged)" in (tmp_path / "summary.md").read_text()
     times = fedcanon_vs_composite.variant_times(cfg, repeats=1)
     assert times["iid"]["fedmid"] == math.inf and math.isfinite(times["iid"]["fedcanon"])
+
+
+# --- a verdict over seeds: the median's level stands only where two thirds of seeds reach it --
+@pytest.mark.parametrize("median, per_seed, expected", [
+    ("reproduced", ["reproduced"] * 3, "reproduced (3 of 3 seeds)"),
+    ("reproduced", ["reproduced", "reproduced", "partly"], "reproduced (2 of 3 seeds)"),
+    # a win in the median but not in two thirds of the seeds is not a win
+    ("reproduced", ["reproduced", "partly", "partly"],
+     "partly (reproduced on the median but in 1 of 3 seeds)"),
+    ("reproduced", ["reproduced", "not reproduced", "not reproduced"],
+     "not reproduced (reproduced on the median but in 1 of 3 seeds)"),
+    ("reproduced (fedpd diverged)", ["reproduced (fedpd diverged)"] * 2 + ["partly"],
+     "reproduced (fedpd diverged; 2 of 3 seeds)"),
+    ("partly (x)", ["partly", "reproduced", "not reproduced"], "partly (x; 2 of 3 seeds)"),
+    ("partly", ["not reproduced", "not reproduced", "reproduced"],
+     "not reproduced (partly on the median but in 1 of 3 seeds)"),
+    # five seeds need four
+    ("reproduced", ["reproduced"] * 3 + ["partly"] * 2,
+     "partly (reproduced on the median but in 3 of 5 seeds)"),
+    ("reproduced", ["reproduced"] * 4 + ["not reproduced"], "reproduced (4 of 5 seeds)"),
+    # the median's level is a ceiling: seeds doing better do not lift it
+    ("not reproduced (za1 diverged on 1 of 3 seeds)", ["reproduced"] * 3,
+     "not reproduced (za1 diverged on 1 of 3 seeds)"),
+    ("partly", ["reproduced"] * 3, "partly (3 of 3 seeds)"),
+    ("reproduced", ["partly"], "reproduced"),  # one seed: the median is that seed
+])
+def test_a_verdict_over_seeds_needs_two_thirds_of_them(median, per_seed, expected):
+    from fedcomp.experiments._verdict import over_seeds
+
+    assert over_seeds(median, per_seed) == expected
+
+
+def test_the_rule_is_applied_to_the_medians_and_to_every_seed():
+    """seed000's rule on three seeds where ZA1's full-gradient optimality is 1e-9 on the
+    median but 1e-3 on one seed: still reproduced (2 of 3); on two seeds: partly at most."""
+    from fedcomp.experiments import final_metrics
+    from fedcomp.experiments._verdict import judge_over_seeds
+
+    def rows(za1_per_seed):
+        out = []
+        for seed, za1 in enumerate(za1_per_seed):
+            for label, mode, opt in [("za1", "full", za1), ("fedmid", "full", 0.3),
+                                     ("fedda", "full", 0.3), ("za1", "b20", 0.01),
+                                     ("fedmid", "b20", 0.3), ("fedda", "b20", 0.3)]:
+                out.append({"label": label, "batch_size": mode, "seed": seed,
+                            "optimality": opt, "status": "ok"})
+        return out
+
+    config = {**load("seed000")}
+    verdict, rule = judge_over_seeds(seed000.verdict, rows([1e-9, 1e-9, 1e-3]),
+                                     final_metrics, config)
+    assert verdict == "reproduced (2 of 3 seeds)" and "two thirds of the seeds" in rule
+    verdict, _ = judge_over_seeds(seed000.verdict, rows([1e-9, 1e-3, 1e-3]), final_metrics,
+                                  config)
+    assert verdict.startswith("not reproduced")  # the median itself fails here
+    verdict, _ = judge_over_seeds(seed000.verdict, rows([1e-9, 1e-9, 1e-9, 1e-3, 1e-3]),
+                                  final_metrics, config)
+    assert verdict == "not reproduced (reproduced on the median but in 3 of 5 seeds)"

@@ -43,7 +43,7 @@ from ..config import ConfigError, to_jsonable
 from ._catalog import rule_module
 from ._plan import Run, cell
 from ._setting import Experiment
-from ._verdict import DIVERGED, SEEDS
+from ._verdict import DIVERGED, SEEDS, judge_over_seeds
 
 #: Metrics where larger is better (``fedcomp best`` maximises them unless ``--mode`` says).
 MAXIMIZED = ("accuracy", "f1", "auc", "precision", "recall")
@@ -269,17 +269,25 @@ def final_metrics(summary: list[dict[str, Any]]) -> dict[tuple[str, ...], dict[s
     return finals
 
 
-def claim_verdict(cfg: dict[str, Any], summary: list[dict[str, Any]]) -> str:
-    """"Verdict: ..." for a paper experiment (by config name) from its final metrics.
+def judge(cfg: dict[str, Any], summary: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """``(verdict, rule)`` of a paper experiment (by config name), or None without a rule.
 
-    The rule lives in the experiment module: ``verdict(finals, config)`` with ``finals``
-    from :func:`final_metrics` and the resolved configuration returns ``(verdict, rule)``.
+    The rule lives in the experiment module: ``verdict(finals, config, **inputs)`` with
+    ``finals`` from :func:`final_metrics` returns ``(verdict, rule)``; ``inputs`` are what
+    the module's optional ``verdict_inputs(config)`` measures once (FedCanon's re-timed
+    runs). The rule is applied over seeds (:func:`~fedcomp.experiments._verdict.over_seeds`).
     """
     module = rule_module(cfg["name"])
     if module is None or not hasattr(module, "verdict"):
-        return ""
-    verdict, rule = module.verdict(final_metrics(summary), cfg)
-    return f"Verdict: {verdict} (rule: {rule})"
+        return None
+    inputs = module.verdict_inputs(cfg) if hasattr(module, "verdict_inputs") else {}
+    return judge_over_seeds(module.verdict, summary, final_metrics, cfg, **inputs)
+
+
+def claim_verdict(cfg: dict[str, Any], summary: list[dict[str, Any]]) -> str:
+    """"Verdict: ... (rule: ...)" of a paper experiment (:func:`judge`), or ``""``."""
+    judged = judge(cfg, summary)
+    return "" if judged is None else f"Verdict: {judged[0]} (rule: {judged[1]})"
 
 
 def _fmt(value: Any) -> str:

@@ -16,12 +16,18 @@ the GT methods, a sweep point) and the *baselines*, and:
   :func:`noted` names it in the verdict, ``"reproduced (fedpd diverged)"``;
 * when no baseline ran at all there is nothing to compare: ``"not reproduced (no baseline
   ran: ...)"``, never "reproduced".
+
+A verdict is a statistic over seeds (:func:`over_seeds`): the rule is applied to the median
+over seeds *and* to every seed alone, and a level — reproduced, partly — stands only when
+the median reaches it and at least two thirds of the seeds do; a margin that holds in the
+median but not seed by seed is not a result.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 #: Keys :func:`~fedcomp.experiments.final_metrics` adds to every run label's final metrics:
 #: the number of its seeds that diverged, and of its seeds in all.
@@ -160,3 +166,109 @@ def noted(verdict: str, baselines: Mapping[str, Entry], metric: str | Sequence[s
     if verdict.endswith(")"):
         return f"{verdict[:-1]}; {'; '.join(bad)})"
     return f"{verdict} ({'; '.join(bad)})"
+
+
+#: The verdict levels, weakest first.
+LEVELS = ("not reproduced", "partly", "reproduced")
+
+#: The share of seeds that must reach a level for the verdict to keep it.
+SEED_SHARE = 2 / 3
+
+#: The across-seeds rule as the report states it.
+SEED_RULE = ("a level (reproduced, partly) stands when the median over seeds reaches it and "
+             "at least two thirds of the seeds, each judged alone, do")
+
+
+def level(verdict: str) -> int:
+    """The index of a verdict's level in :data:`LEVELS` (-1 for anything else).
+
+    Examples
+    --------
+    >>> level("reproduced (fedpd diverged)"), level("partly"), level("not reproduced (x)")
+    (2, 1, 0)
+    """
+    for index, name in enumerate(LEVELS):
+        if verdict.startswith(name):
+            return index
+    return -1
+
+
+def seeds_needed(n_seeds: int, share: float = SEED_SHARE) -> int:
+    """Seeds that must reach a level out of ``n_seeds``: ``ceil(share · n)``.
+
+    Examples
+    --------
+    >>> [seeds_needed(n) for n in (1, 2, 3, 4, 5)]
+    [1, 2, 2, 3, 4]
+    """
+    return math.ceil(share * n_seeds - 1e-9)
+
+
+def over_seeds(median: str, per_seed: Sequence[str], share: float = SEED_SHARE) -> str:
+    """The verdict over seeds: the median's, unless too few seeds reach its level.
+
+    Parameters
+    ----------
+    median : str
+        The rule's verdict on the medians over seeds.
+    per_seed : sequence of str
+        The rule's verdict on each seed alone.
+    share : float
+        The share of seeds a level needs (:data:`SEED_SHARE`).
+
+    Returns
+    -------
+    str
+        With one seed, ``median``. Otherwise the highest level that the median reaches and
+        at least ``ceil(share · n)`` seeds reach, with ``"k of n seeds"`` said: the median's
+        own verdict when it stands (``"reproduced (fedpd diverged; 3 of 3 seeds)"``), else
+        that level and why (``"partly (reproduced on the median but in 1 of 3 seeds)"``).
+
+    Examples
+    --------
+    >>> over_seeds("reproduced", ["reproduced", "reproduced", "partly"])
+    'reproduced (2 of 3 seeds)'
+    >>> over_seeds("reproduced", ["reproduced", "partly", "partly"])
+    'partly (reproduced on the median but in 1 of 3 seeds)'
+    >>> over_seeds("partly (FedPD ends lower)", ["not reproduced"] * 3)
+    'not reproduced (partly on the median but in 0 of 3 seeds)'
+    >>> over_seeds("reproduced", ["reproduced"])
+    'reproduced'
+    """
+    n = len(per_seed)
+    top = level(median)
+    if n < 2 or top <= 0:
+        return median
+    reached = [level(v) for v in per_seed]
+
+    def count(at_least: int) -> int:
+        return sum(r >= at_least for r in reached)
+
+    needed = seeds_needed(n, share)
+    if count(top) >= needed:
+        return _with_note(median, f"{count(top)} of {n} seeds")
+    kept = max((lv for lv in range(top) if count(lv) >= needed), default=0)
+    return (f"{LEVELS[kept]} ({LEVELS[top]} on the median but in {count(top)} of {n} "
+            f"seeds)")
+
+
+def _with_note(verdict: str, note: str) -> str:
+    return f"{verdict[:-1]}; {note})" if verdict.endswith(")") else f"{verdict} ({note})"
+
+
+def judge_over_seeds(rule: Callable[..., tuple[str, str]], summary: Sequence[Mapping[str, Any]],
+                     finals_of: Callable[[Sequence[Mapping[str, Any]]], Any], *args: Any,
+                     **kwargs: Any) -> tuple[str, str]:
+    """``rule`` applied to the medians and to every seed; :func:`over_seeds` decides.
+
+    ``summary`` are the runs' final rows (each with its ``seed``), ``finals_of`` turns rows
+    into a rule's ``finals`` (:func:`~fedcomp.experiments.final_metrics`), and ``args`` /
+    ``kwargs`` go to every call of ``rule`` (the configuration, inputs measured once).
+    """
+    verdict, text = rule(finals_of(summary), *args, **kwargs)
+    seeds = sorted({row.get("seed") for row in summary}, key=str)
+    if len(seeds) < 2:
+        return verdict, text
+    per_seed = [rule(finals_of([r for r in summary if r.get("seed") == seed]), *args,
+                     **kwargs)[0] for seed in seeds]
+    return over_seeds(verdict, per_seed), f"{text}; over seeds: {SEED_RULE}"

@@ -135,6 +135,12 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None,
     return noted(result, baselines, accuracy), f"{rule}; {detail}"
 
 
+def verdict_inputs(config: dict[str, Any]) -> dict[str, Any]:
+    """What the verdict measures once, before it is applied to the medians and to every
+    seed: every method's training time again (:func:`variant_times`)."""
+    return {"times": variant_times(config)}
+
+
 def variant_times(config: dict[str, Any], repeats: int = TIME_REPEATS
                   ) -> dict[str, dict[str, float]]:
     """Best-of-``repeats`` training time of every method of every variant (no evaluation).
