@@ -158,6 +158,29 @@ def test_a_bad_value_fails_before_anything_is_written(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_the_data_follow_the_run_seed_unless_pinned(tmp_path):
+    """seed000 pins data.seed = 0: its seeds share one data set. Unpinned (or "run"),
+    every seed draws its own data, problem and reference."""
+    import json
+
+    pinned = {**tiny_config(), "seeds": [0, 1]}
+    free = {**pinned, "data": {k: v for k, v in pinned["data"].items() if k != "seed"}}
+    named = {**pinned, "data": {**pinned["data"], "seed": "run"}}
+    for cfg, out in [(pinned, "pinned"), (free, "free"), (named, "named")]:
+        run_experiment(cfg, tmp_path / out, progress=False, stream=io.StringIO())
+    settings = {out: json.loads((tmp_path / out / "config.json").read_text())["settings"]
+                for out in ("pinned", "free", "named")}
+    assert list(settings["pinned"]) == ["base"]
+    assert list(settings["free"]) == ["base (data seed 0)", "base (data seed 1)"]
+    def prints(out):
+        return [m["problem"]["fingerprint"] for m in settings[out].values()]
+
+    assert prints("free")[0] != prints("free")[1] and prints("named") == prints("free")
+    assert prints("free")[0] == prints("pinned")[0]  # data seed 0 either way
+    with pytest.raises(ConfigError, match=r"data.seed must be an integer"):
+        validate({**pinned, "data": {**pinned["data"], "seed": "first"}})
+
+
 def test_timing_experiments_are_not_training_settings():
     with pytest.raises(ConfigError, match="timing experiment"):
         resolve(load("prox_cost"))

@@ -238,6 +238,19 @@ def test_server_and_client_handlers_reproduce_the_simulator(task_identity, no_pl
     assert meta["versions"]["flwr"] == flwr.__version__
 
 
+def test_data_drawn_for_each_run_seed_reach_the_nodes(task_identity, no_plots, tmp_path):
+    """No data.seed pinned: every run seed draws its own data, on the server and on the
+    nodes alike (the train message carries the run's seed)."""
+    cfg = {**small_config("za1", client_lr=0.5, local_steps=2), "seeds": [3, 4]}
+    run_server(InProcessGrid(2), cfg, tmp_path / "flower", num_nodes=2, node_timeout=5,
+               log=lambda line: None)
+    assert_same_run(tmp_path / "flower", simulator_outputs(cfg, tmp_path / "sim"), tol=0.0)
+    meta = json.loads((tmp_path / "sim" / "config.json").read_text())
+    prints = {k: v["problem"]["fingerprint"] for k, v in meta["settings"].items()}
+    assert set(prints) == {"base (data seed 3)", "base (data seed 4)"}
+    assert len(set(prints.values())) == 2  # two data sets
+
+
 @pytest.mark.parametrize("data_path", [False, True], ids=["partition", "data-path"])
 def test_streaming_config_gives_the_simulators_iterates(task_identity, no_plots, tmp_path,
                                                         data_path):

@@ -46,7 +46,7 @@ def test_config_runs_every_algorithm_at_reduced_size(name, tmp_path):
     import json
 
     meta = json.loads((tmp_path / "config.json").read_text())
-    assert abs(meta["settings"]["base"]["topology"]["sigma2"] - 0.987) < 5e-4
+    assert abs(meta["settings"]["base (data seed 0)"]["topology"]["sigma2"] - 0.987) < 5e-4
 
 
 def test_decentralized_algorithms_need_a_topology_and_streaming_a_sampler():

@@ -54,23 +54,32 @@ def build_topology(setting: Setting | dict[str, Any], n_nodes: int
     return make_topology(table.pop("name"), n_nodes, **table), options
 
 
-def build_problem(setting: Setting | dict[str, Any]) -> Any:
-    """The :class:`~fedcomp.problem.Problem` a setting (or a configuration's base) describes."""
+def _data_table(setting: Setting, seed: int | None) -> dict[str, Any]:
+    """The generator's keyword arguments, with the data seed of a run seed ``seed``."""
+    return {**setting.data, "seed": setting.data_seed(seed)}
+
+
+def build_problem(setting: Setting | dict[str, Any], seed: int | None = None) -> Any:
+    """The :class:`~fedcomp.problem.Problem` a setting (or a configuration's base) describes.
+
+    ``seed`` is the run's seed: the data follow it unless the configuration pins
+    ``data.seed`` (:meth:`Setting.data_seed`).
+    """
     from ..data import DATASETS, GROUND_TRUTHS
     from ..problem import Problem
 
     setting = as_setting(setting)
-    data_cfg = dict(setting.data)
+    data_cfg = _data_table(setting, seed)
     name = data_cfg.pop("generator")
     data = _on_backend(DATASETS[name](**data_cfg), setting)
     truth = GROUND_TRUTHS[name](**data_cfg) if name in GROUND_TRUTHS else None
     loss, regularizer, n_classes = build_components(setting)
     return Problem(loss, regularizer, data, weighting=setting.problem.get("weighting", "uniform"),
                    n_classes=n_classes, ground_truth=truth, name=setting.name,
-                   sampler=build_sampler(setting))
+                   sampler=build_sampler(setting, seed))
 
 
-def build_sampler(setting: Setting | dict[str, Any]) -> Any:
+def build_sampler(setting: Setting | dict[str, Any], seed: int | None = None) -> Any:
     """The streaming sampler of a setting (``None`` without ``streaming``).
 
     It draws every client's fresh samples from the generator's parameters alone, keyed by
@@ -81,7 +90,7 @@ def build_sampler(setting: Setting | dict[str, Any]) -> Any:
     setting = as_setting(setting)
     if not setting.streaming:
         return None
-    data_cfg = dict(setting.data)
+    data_cfg = _data_table(setting, seed)
     return SAMPLERS[data_cfg.pop("generator")](**data_cfg)
 
 
@@ -130,15 +139,17 @@ def build_components(setting: Setting | dict[str, Any]) -> tuple[Any, Any, int |
     return loss, regularizer, n_classes
 
 
-def prepare(setting: Setting) -> Prepared:
-    """The problem, its reference solution (or None) and their metadata for one setting."""
+def prepare(setting: Setting, seed: int | None = None) -> Prepared:
+    """The problem of a setting (for the run seed ``seed``), its reference solution (or
+    None) and their metadata."""
     from ..reference import solve_reference
 
     tic = time.perf_counter()
-    problem = build_problem(setting)
+    problem = build_problem(setting, seed)
     reference = (solve_reference(problem, tol=setting.reference_tol)
                  if setting.reference_tol is not None else None)
     meta: dict[str, Any] = {
+        "data_seed": setting.data_seed(seed),
         "problem": {"fingerprint": problem.fingerprint(), "n_clients": problem.n_clients,
                     "param_shape": list(problem.param_shape),
                     "n_samples": problem.data.n_samples},

@@ -30,11 +30,12 @@ _PREPARED: dict[str, Prepared] = {}
 
 
 def prepared(run: Run) -> Prepared:
-    """The run's setting built (cached: the plan orders runs by setting)."""
-    key = run.setting.problem_key
+    """The run's setting built for its data seed (cached: the plan orders runs by setting,
+    then seed)."""
+    key = run.setting.problem_key(run.setting.data_seed(run.seed))
     if key not in _PREPARED:
-        _PREPARED.clear()  # one setting at a time
-        _PREPARED[key] = prepare(run.setting)
+        _PREPARED.clear()  # one setting (and data seed) at a time
+        _PREPARED[key] = prepare(run.setting, run.seed)
     return _PREPARED[key]
 
 

@@ -85,6 +85,8 @@ def plan(experiment: Experiment) -> list[Run]:
                 model = (label if variant is None else f"{label}_{variant}") + suffix
                 setting_name = f"{variant or 'base'}" + (f" {json.dumps(values)}" if values
                                                          else "")
+                if setting.data_follows_seed:  # its own data, problem and reference
+                    setting_name += f" (data seed {setting.data_seed(seed)})"
                 runs.append(Run(setting, spec, batch_size, seed, tags, model, setting_name))
     return runs
 

@@ -53,6 +53,10 @@ DEFAULTS: dict[str, Any] = {
     "client_state": "memory",
 }
 
+#: ``data.seed`` of a configuration whose data follow the run seed (also what an absent
+#: ``data.seed`` means): every seed of the experiment draws its own data.
+DATA_SEED_FOLLOWS_RUN = "run"
+
 #: Losses whose model has one column per class: they need ``data.n_classes``.
 CLASS_LOSSES = ("softmax",)
 
@@ -142,12 +146,39 @@ class Setting:
     variant: str | None = None
     swept: dict[str, Any] = field(default_factory=dict)
 
+    def data_seed(self, run_seed: int | None) -> int:
+        """The seed that draws the data of a run with seed ``run_seed``.
+
+        ``data.seed`` when the configuration pins it; otherwise the run's own seed, so that
+        every seed of an experiment re-draws the data (synthetic data, a partition of
+        pooled data) — a verdict over seeds then covers the data's randomness too. Without
+        a run (``run_seed=None``) an unpinned seed is 0, the generators' default.
+
+        Examples
+        --------
+        >>> from fedcomp.config import load
+        >>> pinned = resolve(load("seed000")).base
+        >>> free = resolve({**load("seed000"), "data": {**load("seed000")["data"],
+        ...                                             "seed": "run"}}).base
+        >>> pinned.data_seed(3), free.data_seed(3), free.data_seed(None)
+        (0, 3, 0)
+        """
+        pinned = self.data.get("seed", DATA_SEED_FOLLOWS_RUN)
+        if pinned != DATA_SEED_FOLLOWS_RUN:
+            return int(pinned)
+        return 0 if run_seed is None else int(run_seed)
+
     @property
-    def problem_key(self) -> str:
-        """What determines the problem and its reference (settings sharing it share them)."""
-        return json.dumps(to_jsonable([self.name, self.data, self.problem, self.regularizer,
-                                       self.backend, self.streaming, self.reference_tol,
-                                       self.topology]), sort_keys=True, default=str)
+    def data_follows_seed(self) -> bool:
+        """Whether the data are re-drawn for every run seed (``data.seed`` not pinned)."""
+        return self.data.get("seed", DATA_SEED_FOLLOWS_RUN) == DATA_SEED_FOLLOWS_RUN
+
+    def problem_key(self, data_seed: int) -> str:
+        """What determines the problem and its reference (runs sharing it share them)."""
+        return json.dumps(to_jsonable([self.name, self.data, data_seed, self.problem,
+                                       self.regularizer, self.backend, self.streaming,
+                                       self.reference_tol, self.topology]),
+                          sort_keys=True, default=str)
 
 
 @dataclass(frozen=True)
@@ -450,7 +481,9 @@ def _check_setting(cfg: dict[str, Any]) -> None:
             raise ConfigError(f"config: unknown metric {metric!r}; valid: {sorted(METRICS)}")
 
     data = _check_table(cfg["data"], "data", '{generator = "breast_cancer", n_clients = 10}')
-    generator = _check_component(DATASETS, data, "generator", "data")
+    # data.seed = "run" (or no data.seed): every run seed draws its own data
+    generator = _check_component(DATASETS, {k: v for k, v in data.items() if not (
+        k == "seed" and v == DATA_SEED_FOLLOWS_RUN)}, "generator", "data")
     if "partition" in data:
         try:
             name, params = partition_spec(data["partition"])

@@ -48,12 +48,13 @@ def _node_options(context: Context) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted((str(k), v) for k, v in context.node_config.items()))
 
 
-def _node_data(context: Context) -> NodeData:
+def _node_data(context: Context, seed: int | None = None) -> NodeData:
+    """The node's clients, their data drawn for the run seed ``seed`` where data follow it."""
     if CONFIG_KEY not in context.state:
         raise RuntimeError("this SuperNode has no fedcomp configuration for the run (it was "
                            "restarted or joined late); the server sends it on discovery")
     config_json = str(context.state.config_records[CONFIG_KEY]["config"])
-    return load_node_data(config_json, _node_options(context))
+    return load_node_data(config_json, _node_options(context), seed)
 
 
 def handle_query(msg: Message, context: Context) -> Message:
@@ -168,7 +169,7 @@ def _initial_states(msg: Message, template: Any, like: Any, run: str) -> Any:
 def handle_train(msg: Message, context: Context) -> Message:
     """One round of ``client_update`` for the node's participating clients."""
     spec: dict[str, Any] = dict(msg.content.config_records[CONFIG_KEY])
-    node = _node_data(context)
+    node = _node_data(context, int(spec["seed"]))
     problem = node.problem
     like = problem.data.features
     algorithm = make_algorithm(str(spec["algorithm"]),

@@ -89,15 +89,18 @@ def save_partition(problem: Problem, client_ids: Any, path: str | Path) -> Path:
 
 
 @lru_cache(maxsize=4)
-def _full_problem(config_json: str) -> Problem:
-    return build_problem(resolve(json.loads(config_json)).base)
+def _full_problem(config_json: str, seed: int | None) -> Problem:
+    return build_problem(resolve(json.loads(config_json)).base, seed)
 
 
 @lru_cache(maxsize=8)
-def load_node_data(config_json: str, node_config: tuple[tuple[str, Any], ...]) -> NodeData:
+def load_node_data(config_json: str, node_config: tuple[tuple[str, Any], ...],
+                   seed: int | None = None) -> NodeData:
     """The node's clients for a resolved fedcomp configuration (JSON) and its node_config.
 
-    Cached per process: the simulation engine keeps ClientApps alive across rounds.
+    ``seed`` is the run's seed: data that follow it (no ``data.seed`` pinned) are drawn
+    for it, as the simulator draws them. Cached per process: the simulation engine keeps
+    ClientApps alive across rounds.
     """
     cfg = json.loads(config_json)
     setting = resolve(cfg).base
@@ -122,7 +125,7 @@ def load_node_data(config_json: str, node_config: tuple[tuple[str, Any], ...]) -
         if missing:
             raise ValueError(f"SuperNode node_config lacks {missing}: start it with "
                              "--node-config 'partition-id=K num-partitions=N' (or data-path=...)")
-        full = _full_problem(config_json)  # the simulator's generator and partitioner
+        full = _full_problem(config_json, seed)  # the simulator's generator and partitioner
         n_clients = full.n_clients
         ids = partition_clients(n_clients, int(options["partition-id"]),
                                 int(options["num-partitions"]))
@@ -131,5 +134,5 @@ def load_node_data(config_json: str, node_config: tuple[tuple[str, Any], ...]) -
     # streaming (``streaming = true``): minibatches are fresh draws of the generator keyed by
     # the global client id, as in the simulator; the node's data then only fix shapes
     problem = Problem(loss, regularizer, data, n_classes=n_classes, name=setting.name,
-                      sampler=build_sampler(setting))
+                      sampler=build_sampler(setting, seed))
     return NodeData(problem, ids, n_clients)
