@@ -76,6 +76,8 @@ EQUIVALENCE = [
     # FedDR: its warm-up round (round −1, every client) goes through the nodes too
     ("feddr", {"eta": 2.0, "alpha": 1.5, "client_lr": 0.3, "local_steps": 3}, 1),
     ("feddr", {"eta": 2.0, "local_solver": "exact", "init": "code"}, 2),
+    # FedSplit from Pathak & Wainwright's start: no warm-up, x̃ = x⁰ on the server
+    ("fedsplit", {"eta": 2.0, "init": "fedsplit"}, None),
     # a staleness bound below n − 1: the server's barrier holds clients back between jobs
     ("async_feddr", {"eta": 2.0, "client_lr": 0.3, "local_steps": 2, "max_delay": 1}, None),
 ]

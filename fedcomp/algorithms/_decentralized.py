@@ -10,6 +10,11 @@ and talk only to their graph neighbours through a gossip matrix ``U``. The runne
 ``gossip(states, mix, round) -> states``
     The communication of the round on *all* nodes: ``mix(v)`` returns ``Uᵀ v`` over the node
     axis (node m receives ``Σ_j u_jm v_j``); the runner counts the floats each call sends.
+``after_gossip(states, prox) -> states`` (optional; ``None`` for most)
+    Local work of *all* nodes on what they received, before the round's models are
+    evaluated: ``prox(v, step)`` is ``prox_{step·g}`` of each row (counted), e.g. the
+    soft-threshold DFedMiD's authors apply to the mixed models. Proxes only: gradients
+    belong to ``local_update``.
 
 and, once, ``prepare(setup)`` with the problem's :class:`~fedcomp.algorithms._base.SetupContext`
 (as for a federated algorithm: raises what cannot run, returns the algorithm with
@@ -73,3 +78,5 @@ class DecentralizedAlgorithm(NamedTuple):
     hyperparameters: dict[str, Any]
     prepare: Callable[[SetupContext], DecentralizedAlgorithm | None] = _ready
     divergence_hint: str = STEP_HINT
+    #: ``after_gossip(states, prox) -> states``: the nodes' prox of what they received
+    after_gossip: Callable[[Any, Callable[[Array, Any], Array]], Any] | None = None

@@ -222,15 +222,25 @@ def drefedda_gt(client_lr: float = 0.01, local_steps: int = 10, server_lr: float
                    radius_sq=radius_sq, sparsity=sparsity, restricted=True, output=output)
 
 
-def dfedmid(client_lr: float = 0.01, local_steps: int = 10) -> DecentralizedAlgorithm:
+def dfedmid(client_lr: float = 0.01, local_steps: int = 10, server_lr: float = 1.0,
+            second_prox: bool = False) -> DecentralizedAlgorithm:
     """DFedMiD: local proximal SGD on every node, then gossip of the primal models.
 
     Parameters
     ----------
     client_lr : float, default 0.01
-        ``η`` (also the prox parameter of the problem's regularizer ``g``).
+        ``η_c`` (also the prox parameter of the problem's regularizer ``g``).
     local_steps : int, default 10
         ``K``.
+    server_lr : float, default 1.0
+        ``η_s``: node m sends ``x^m_0 + η_s (x^m_K − x^m_0)`` (its round-start model moved
+        by η_s times its local displacement); 1 sends the local model itself.
+    second_prox : bool, default False
+        ``True`` (as run: pengyang7881187/DFedDA-GT, ``DecOptMethod.py`` lines 396-402,
+        the baseline plotted by Liang, Peng, Zhang): after mixing, every node applies
+        ``prox_{η_c K η_s g}`` (the soft-threshold at ``λ η_c K η_s`` for ``g = λ‖·‖₁``),
+        FedMiD's server prox with the server average replaced by gossip. ``False``: the
+        mixed models are kept (the paper's description of the baseline).
 
     Returns
     -------
@@ -238,33 +248,51 @@ def dfedmid(client_lr: float = 0.01, local_steps: int = 10) -> DecentralizedAlgo
 
     Notes
     -----
-    Round r, node m: K steps ``x^m ← prox_{η g}(x^m − η ∇F_m(x^m; ξ))``, then
-    ``x^m ← Σ_j u_jm x^j``. The decentralized FedMiD of Yuan, Zaheer, Reddi (ICML 2021), the
-    baseline of Liang, Peng, Zhang (2023), Section 7.
+    Round r, node m: K steps ``x^m ← prox_{η_c g}(x^m − η_c ∇F_m(x^m; ξ))`` from
+    ``x^m_0``, then ``x^m_0 ← Σ_j u_jm (x^j_0 + η_s (x^j_K − x^j_0))`` and, with
+    ``second_prox``, ``x^m_0 ← prox_{η_c K η_s g}(x^m_0)``. The defaults (η_s = 1, no second
+    prox) mix the local models, the decentralized FedMiD of Yuan, Zaheer, Reddi (ICML 2021)
+    as Liang, Peng, Zhang (2023, Section 7) name their baseline; ``server_lr`` and
+    ``second_prox`` give the update of the authors' code (their ``server_step_size``
+    defaults to 0.1, ``train.py`` line 105).
 
     Examples
     --------
     >>> dfedmid().name
     'dfedmid'
+    >>> dfedmid(server_lr=0.5, second_prox=True).hyperparameters["second_prox"]
+    True
     """
-    check_positive("dfedmid", client_lr=client_lr)
+    check_positive("dfedmid", client_lr=client_lr, server_lr=server_lr)
     check_local_steps("dfedmid", local_steps)
+    check_flag("dfedmid", second_prox=second_prox)
 
     class State(NamedTuple):
-        x: Array
+        x0: Array  # x^m_0: the model each node starts the round from
+        x: Array   # x^m_k: the local model (x^m_K after the local steps)
 
     def init(x0: Array, ctx: NodeContext, mix: Callable[[Array], Array]) -> Any:
-        return State(replicate(x0, ctx.n_nodes) + 0.0)
+        x = replicate(x0, ctx.n_nodes) + 0.0
+        return State(x, x)
 
     def local_update(states: Any, ctx: NodeContext) -> Any:
-        x = states.x
+        x = states.x0
         for _ in range(local_steps):
             x = ctx.prox(x - client_lr * ctx.grad(x), client_lr)
-        return State(x)
+        return State(states.x0, x)
 
     def gossip(states: Any, mix: Callable[[Array], Array], round_: int) -> Any:
-        return State(mix(states.x))
+        sent = states.x if server_lr == 1.0 else states.x0 + server_lr * (states.x - states.x0)
+        x = mix(sent)
+        return State(x, x)
+
+    def threshold(states: Any, prox: Callable[[Array, Any], Array]) -> Any:
+        x = prox(states.x0, client_lr * local_steps * server_lr)
+        return State(x, x)
 
     return DecentralizedAlgorithm(
         name="dfedmid", init=init, local_update=local_update, gossip=gossip,
-        output=lambda s: s.x, hyperparameters=dict(client_lr=client_lr, local_steps=local_steps))
+        output=lambda s: s.x0,
+        hyperparameters=dict(client_lr=client_lr, local_steps=local_steps,
+                             server_lr=server_lr, second_prox=second_prox),
+        after_gossip=threshold if second_prox else None)

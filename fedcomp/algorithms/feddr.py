@@ -30,6 +30,8 @@ from ._base import (
 from ._local import LocalSolver, local_prox, make_solver
 
 INITS = ("paper", "code")
+#: FedSplit's starts: FedDR's Algorithm 1 (with its warm-up round), or Pathak & Wainwright's
+FEDSPLIT_INITS = ("feddr", "fedsplit")
 
 
 class ServerState(NamedTuple):
@@ -73,9 +75,18 @@ def feddr(eta: float = 1.0, alpha: float = 1.0, local_solver: str = "sgd",
     tol, max_iter
         Exact solver: gradient-norm tolerance and Newton iteration cap.
     init : {"paper", "code"}, default "paper"
-        ``"paper"``: ``y_i = x⁰``, ``x_i = prox_{η f_i}(x⁰)``, ``x̂_i = 2x_i − y_i``, computed by
-        every client in a warm-up round before round 1 (counted; it needs all clients).
-        ``"code"``: ``y_i = x̂_i = 0``, ``x_i = x⁰`` as the authors' code initialises.
+        ``"paper"`` (as written: Algorithm 1's initialisation): ``y_i = x⁰``,
+        ``x_i = prox_{η f_i}(x⁰)``, ``x̂_i = 2x_i − y_i``, computed by every client in a
+        warm-up round before round 1 (counted; it needs all clients).
+        ``"code"`` (as run: unc-optimization/FedDR, ``FedDR/flearn/models/client_dr.py``
+        lines 27-28 and ``trainers/feddr.py`` lines 47-49): ``y_i = x̂_i = 0``,
+        ``x_i = x⁰``, ``x̃ = 0``, under full and partial participation alike. The client's
+        ``first_update`` flag (``client_dr.py`` lines 24, 33-37) sets its local model to the
+        server's model at the first ``set_params`` call, but that call is the evaluation
+        before round 0 (``trainers/feddr.py`` lines 187-188 → 105-108, which runs for every
+        client whatever ``eval_every``), so it sets every ``x_i`` to ``x̄⁰ = x⁰`` — which
+        all models already hold (one graph seed, ``models/synthetic/ann.py`` line 23) —
+        before anyone trains: there is no later "first visit" to model.
 
     Returns
     -------
@@ -107,7 +118,8 @@ def feddr(eta: float = 1.0, alpha: float = 1.0, local_solver: str = "sgd",
     return douglas_rachford("feddr", eta, alpha, solver, init)
 
 
-def fedsplit(eta: float = 1.0, tol: float = 1e-10, max_iter: int = 50) -> FederatedAlgorithm:
+def fedsplit(eta: float = 1.0, tol: float = 1e-10, max_iter: int = 50,
+             init: str = "feddr") -> FederatedAlgorithm:
     """FedSplit: FedDR with ``α = 2``, full participation and an exact local prox.
 
     Parameters
@@ -116,6 +128,14 @@ def fedsplit(eta: float = 1.0, tol: float = 1e-10, max_iter: int = 50) -> Federa
         The prox step ``s`` of Pathak & Wainwright.
     tol, max_iter
         Accuracy of the exact local prox (Newton; one step for least squares).
+    init : {"feddr", "fedsplit"}, default "feddr"
+        ``"feddr"``: FedDR's Algorithm 1 start (``feddr(init="paper")``): a counted
+        warm-up round sets ``z_i = x̂_i = 2 prox_{η f_i}(x⁰) − x⁰`` and keeps ``x̄ = x⁰``.
+        ``"fedsplit"`` (as written in Pathak & Wainwright, Algorithm 1: ``x⁽¹⁾ = z_1⁽¹⁾ =
+        … = z_m⁽¹⁾ = x``): ``z_i = x⁰`` for every client and ``x̄ = x̃ = x⁰``, no warm-up.
+        Its first round computes ``z_i = 2 prox_{η f_i}(x⁰) − x⁰`` — what ``"feddr"``'s
+        warm-up computes — and then updates ``x̄`` as well, so the two paths differ from
+        round 1 on by one server step and share their limit.
 
     Returns
     -------
@@ -130,16 +150,23 @@ def fedsplit(eta: float = 1.0, tol: float = 1e-10, max_iter: int = 50) -> Federa
     strongly convex ``f_i`` (Pathak & Wainwright) but may oscillate or diverge when the
     ``f_i`` are merely convex or nonconvex; use :func:`feddr` with α < 2 there.
 
+    In FedDR's state ``y_i = x_i = x̂_i = x⁰`` is the start ``z_i = x⁰``: with α = 2 the
+    update reads only ``x̂_i`` (``y_i + 2(x̄ − x_i) = 2x̄ − x̂_i``).
+
     Examples
     --------
     >>> fedsplit(eta=0.1).hyperparameters
-    {'eta': 0.1, 'tol': 1e-10, 'max_iter': 50}
+    {'eta': 0.1, 'tol': 1e-10, 'max_iter': 50, 'init': 'feddr'}
     """
+    if init not in FEDSPLIT_INITS:
+        raise ValueError(f"fedsplit: init must be one of {FEDSPLIT_INITS} (got {init!r})")
+    start = "paper" if init == "feddr" else "fedsplit"
     solver = _checked("fedsplit", eta, 2.0, "exact", 0.01, None, None, tol, max_iter, "paper")
-    alg = douglas_rachford("fedsplit", eta, 2.0, solver, "paper",
+    alg = douglas_rachford("fedsplit", eta, 2.0, solver, start,
                            require_full_participation("fedsplit"))
     # hyperparameters are what the factory accepts (Flower nodes rebuild it from them)
-    return alg._replace(hyperparameters={"eta": eta, "tol": tol, "max_iter": max_iter})
+    return alg._replace(hyperparameters={"eta": eta, "tol": tol, "max_iter": max_iter,
+                                         "init": init})
 
 
 def async_feddr(eta: float = 1.0, alpha: float = 1.0, local_solver: str = "sgd",
@@ -201,14 +228,20 @@ def _checked(owner: str, eta: Any, alpha: Any, local_solver: str, client_lr: flo
 
 def douglas_rachford(name: str, eta: float, alpha: float, solver: LocalSolver,
                      init: str, *checks: Check) -> FederatedAlgorithm:
-    """The FedDR update functions (shared by FedDR, FedSplit and asyncFedDR); ``checks``
-    are ``prepare`` checks beside the prox-step one (FedSplit's full participation)."""
+    """The FedDR update functions (shared by FedDR, FedSplit and asyncFedDR); ``init`` is
+    ``"paper"``, ``"code"`` or ``"fedsplit"`` (``y_i = x_i = x̂_i = x⁰``, ``x̃ = x⁰``);
+    ``checks`` are ``prepare`` checks beside the prox-step one (FedSplit's full
+    participation)."""
     alpha = float(alpha)
 
     def init_fn(x0: Array, n_clients: int) -> tuple[ServerState, ClientState]:
         # "code": y_i = x̂_i = 0, x_i = x⁰, x̃ = 0. "paper" starts from the same arrays and
         # its warm-up round (every client, before round 1) sets y_i, x_i, x̂_i and x̃.
         xp = namespace(x0)
+        if init == "fedsplit":  # z_i = x̂_i = x⁰ (y_i = x_i = x⁰), x̃ = Σ π_i x⁰ = x⁰
+            # three real copies: client rows are replaced field by field later
+            copies = [replicate(x0, n_clients) * 1.0 for _ in range(3)]
+            return ServerState(x0, x0 * 1.0), ClientState(*copies)
         zeros = xp.zeros((n_clients, *x0.shape), dtype=x0.dtype)
         xs = replicate(x0, n_clients) * 1.0  # a real copy: client rows are replaced later
         return ServerState(x0, xp.zeros_like(x0)), ClientState(zeros, xs, zeros)

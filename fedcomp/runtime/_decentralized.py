@@ -2,7 +2,8 @@
 
 Per round: every node runs its local steps (nodes in blocks, exactly like the clients of
 :func:`fedcomp.runtime.simulate`), then the algorithm's ``gossip`` mixes the stacked node
-states with the topology's matrix. Randomness is keyed by ``(seed, round, node_id, draw)``,
+states with the topology's matrix (and its ``after_gossip``, if any, applies the nodes'
+proxes to what they received). Randomness is keyed by ``(seed, round, node_id, draw)``,
 so results never depend on the block size. Evaluations report each metric on the node
 average (plain names), on one node (``node<i>_`` prefix; the authors' code evaluates node
 0), and as min/mean/max over nodes (``_min``/``_mean``/``_max`` suffixes), plus the
@@ -232,6 +233,8 @@ def simulate_decentralized(
         parts = [algorithm.local_update(_gather(states, block), context(block, r))
                  for block in _blocks(everyone, block_size)]
         states = algorithm.gossip(_concat(parts), mix, r)
+        if algorithm.after_gossip is not None:
+            states = algorithm.after_gossip(states, prox)
         wall += time.perf_counter() - tic
         models = algorithm.output(states)
         check_divergence(models, norm_limit * np.sqrt(n), algorithm, recorder.tags,
