@@ -228,9 +228,10 @@ def test_torch_api_without_torch(tmp_path):
         "model": "from fedcomp.losses import TorchModel; TorchModel('mlp', input_shape=(3,), "
                  "n_classes=2)",
         "networks": "import fedcomp.losses; fedcomp.losses.NETWORKS",
-        "backend": "from fedcomp.config import resolve; from fedcomp.experiments import "
-                   "seed000; resolve({**seed000.CONFIG, 'backend': 'torch'})",
-        "timing": "from fedcomp.experiments import prox_cost; prox_cost.run(prox_cost.CONFIG, "
+        "backend": "from fedcomp.config import load; from fedcomp.experiments import "
+                   "resolve; resolve({**load('seed000'), 'backend': 'torch'})",
+        "timing": "from fedcomp.config import load; from fedcomp.experiments import prox_cost; "
+                  "prox_cost.run(load('prox_cost'), "
                   "'timing-out')",
     }, tmp_path)
     assert_missing(results["model"], "torch", "fedcomp.losses.TorchModel")
@@ -297,7 +298,7 @@ def test_flower_without_flwr(tmp_path):
 @pytest.mark.skipif(importlib.util.find_spec("flwr") is None, reason="needs Flower")
 def test_flower_simulation_without_ray(tmp_path):
     results = probe_api("ray", {
-        "simulation": "import fedcomp.flower as f; from fedcomp.experiments import seed000; "
-                      "f.run_simulation(seed000.CONFIG, 'sim')"}, tmp_path)
+        "simulation": "import fedcomp.flower as f; from fedcomp.config import load; "
+                      "f.run_simulation(load('seed000'), 'sim')"}, tmp_path)
     assert_missing(results["simulation"], "flower", "fedcomp.flower.run_simulation")
     assert "needs ray" in results["simulation"][1]

@@ -322,7 +322,7 @@ def test_nodes_start_from_the_x0_given_to_simulate(task_identity, tmp_path, algo
     from fedcomp.runtime import simulate
 
     cfg = validate(small_config(algorithm, **params))
-    problem = build_problem(cfg)
+    problem = build_problem(cfg, 3)  # the data of run seed 3, which the nodes draw too
     x0 = np.random.default_rng(1).normal(size=problem.param_shape)
     grid = InProcessGrid(3)
     config_json = json.dumps(cfg, sort_keys=True)
@@ -345,7 +345,7 @@ def test_nodes_with_interleaved_clients_from_data_files(task_identity, tmp_path)
     cfg = small_config("za1", n_clients=4, client_lr=0.5, local_steps=2)
     cfg["data"]["samples_per_client"] = [20, 30, 40, 50]
     cfg["problem"]["weighting"] = "samples"  # unequal weights: a misordered upload shows
-    full = build_problem(resolve(cfg).base)
+    full = build_problem(resolve(cfg).base, cfg["seeds"][0])  # the run seed's data
     grid = InProcessGrid(2)
     for node, ids in zip(grid.contexts, ([0, 2], [3, 1]), strict=True):
         path = save_partition(full, ids, tmp_path / f"node{node}.npz")

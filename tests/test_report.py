@@ -76,8 +76,10 @@ def test_report_files_verdict_and_tables(report_dir):
         assert (out / "seed000" / fig).stat().st_size > 0
     # the verdict is the module's rule applied to the final rows written to summary.json
     from fedcomp.experiments import final_metrics, read_summary
+    from fedcomp.experiments._verdict import judge_over_seeds
 
-    expected = seed000.verdict(final_metrics(read_summary(out / "seed000")))
+    expected = judge_over_seeds(seed000.verdict, read_summary(out / "seed000"), final_metrics,
+                                validate(ok.config))
     assert (ok.verdict, ok.rule) == expected
     md = (out / "report.md").read_text()
     assert f"Verdict: {ok.verdict}." in md and expected[1] in md
