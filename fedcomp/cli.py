@@ -28,11 +28,14 @@ DEFAULT_EXPERIMENT = "seed000"
 
 
 def _load_config(spec: str | None, assignments: list[str] | None = None,
-                 quick: bool = False) -> dict[str, Any]:
-    """The configuration a command names (a file or a built-in name), ``--set`` applied."""
-    from .config import apply_override, load, quick_config
+                 quick: bool = False, reading: str | None = None) -> dict[str, Any]:
+    """The configuration a command names (a file or a built-in name): in ``reading`` (one
+    of its ``[readings]``), at its ``[quick]`` sizes, then ``--set`` applied."""
+    from .config import apply_override, load, quick_config, reading_config
 
     config = load(spec or DEFAULT_EXPERIMENT)
+    if reading is not None:
+        config = reading_config(config, reading)
     if quick:
         config = quick_config(config)
     for assignment in assignments or []:
@@ -72,7 +75,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .config import parse_seeds, parse_sweep
     from .experiments import Experiment, run_experiment
 
-    config = _load_config(args.config, args.set)
+    config = _load_config(args.config, args.set, reading=args.reading)
     seeds = parse_seeds(args.seeds) if args.seeds else None
     sweep = [parse_sweep(s) for s in args.sweep or []]
     resolved = resolve_run(config, seeds, sweep)  # a bad config fails before anything is written
@@ -111,11 +114,12 @@ def cmd_show(args: argparse.Namespace) -> int:
     from .experiments import as_written, validate
 
     if args.source:
-        if args.set or args.quick:
-            raise ValueError("--source prints the file as shipped: leave out --set and --quick")
+        if args.set or args.quick or args.reading:
+            raise ValueError("--source prints the file as shipped: leave out --set, --quick "
+                             "and --reading")
         print(experiment_source(args.config), end="")
         return 0
-    config = _load_config(args.config, args.set, quick=args.quick)
+    config = _load_config(args.config, args.set, quick=args.quick, reading=args.reading)
     if config.get("kind") == "timing":
         from .experiments._catalog import timing_module
 
@@ -425,6 +429,9 @@ errors:
                           "(repeatable: the Cartesian product)")
     run.add_argument("--resume", action="store_true", help="finish an interrupted run in "
                      "--out DIR: keep finished runs, rerun the rest")
+    run.add_argument("--reading", metavar="NAME", help="run one of the config's [readings] "
+                     "(e.g. as_run: the conventions of the authors' official code); default "
+                     "as_written, the paper's equations")
     run.add_argument("--quiet", action="store_true", help="no progress lines")
     run.set_defaults(func=cmd_run)
 
@@ -470,6 +477,8 @@ errors:
     show.add_argument("--set", action="append", metavar="KEY=VALUE",
                       help="override a config value first (repeatable)")
     show.add_argument("--quick", action="store_true", help="with its [quick] reduced sizes")
+    show.add_argument("--reading", metavar="NAME", help="in one of its [readings] (e.g. "
+                      "as_run: the conventions of the authors' code); default as_written")
     show.add_argument("--source", action="store_true", help="the built-in experiment's TOML "
                       "file as shipped, comments included")
     show.set_defaults(func=cmd_show)

@@ -87,13 +87,18 @@ import numpy as np
 TOP_LEVEL_KEYS = {"name", "description", "rounds", "eval_every", "seeds", "batch_size",
                   "clients_per_round", "client_block", "metrics", "data", "problem",
                   "regularizer", "algorithms", "reference", "claim", "variants", "topology",
-                  "streaming", "compute_times", "backend", "client_state", "quick"}
+                  "streaming", "compute_times", "backend", "client_state", "quick",
+                  "readings", "reading"}
 
 #: The order :func:`to_toml` writes the top-level keys in (tables after the values).
-KEY_ORDER = ("name", "kind", "description", "claim", "rounds", "eval_every", "seeds",
+KEY_ORDER = ("name", "reading", "kind", "description", "claim", "rounds", "eval_every", "seeds",
              "batch_size", "clients_per_round", "client_block", "metrics", "reference",
              "backend", "client_state", "streaming", "compute_times", "data", "problem",
-             "regularizer", "topology", "algorithms", "variants", "quick")
+             "regularizer", "topology", "algorithms", "variants", "quick", "readings")
+
+#: The reading a configuration is written in: the paper's equations. Other readings are
+#: declared in its ``[readings]`` table (:func:`reading_config`).
+AS_WRITTEN = "as_written"
 
 #: What a ``[[variants]]`` entry may override.
 VARIANT_KEYS = {"data", "problem", "regularizer", "algorithms", "rounds", "eval_every",
@@ -339,6 +344,70 @@ def quick_config(config: dict[str, Any]) -> dict[str, Any]:
     for assignment in assignments:
         config = apply_override(config, assignment)
     return config
+
+
+def readings(config: dict[str, Any]) -> dict[str, str]:
+    """The readings of a paper a configuration can run, with what each one follows.
+
+    Always :data:`AS_WRITTEN` (the configuration as written: the paper's equations and the
+    choices its comments document), then every entry of its ``[readings]`` table, e.g. the
+    conventions of the authors' official code::
+
+        [readings.as_run]
+        follows = "the authors' MATLAB code (MingruiLiu-ML-Lab/Federated-Sparse-Learning)"
+        set = ["algorithms.fast_fedda.weights='uniform'", "data.seed=1"]
+
+    Examples
+    --------
+    >>> readings({"readings": {"as_run": {"follows": "code", "set": ["rounds=3"]}}})
+    {'as_written': 'the paper as written', 'as_run': 'code'}
+    """
+    table = config.get("readings") or {}
+    if not isinstance(table, dict):
+        raise ConfigError(f"readings must be a table of [readings.NAME] tables (got {table!r})")
+    out = {AS_WRITTEN: "the paper as written"}
+    for name, reading in table.items():
+        if name == AS_WRITTEN:
+            raise ConfigError(f"readings.{AS_WRITTEN} is the configuration itself: name the "
+                              "other reading (e.g. readings.as_run)")
+        if not isinstance(reading, dict) or set(reading) - {"follows", "set"} or not (
+                isinstance(reading.get("follows"), str) and reading["follows"]):
+            raise ConfigError(f"readings.{name} must be a table {{follows = \"what it follows\", "
+                              f"set = [\"key=value\", ...]}} (got {reading!r})")
+        out[name] = reading["follows"]
+    return out
+
+
+def reading_config(config: dict[str, Any], reading: str) -> dict[str, Any]:
+    """``config`` in one of its :func:`readings`: that reading's ``set`` applied in order.
+
+    The ``[readings]`` table is dropped (a reading is one configuration) and the
+    reading's name recorded as ``reading`` (``config.json`` and the report say which
+    reading ran). ``as_written`` is the configuration itself.
+
+    Examples
+    --------
+    >>> cfg = {"rounds": 5, "readings": {"as_run": {"follows": "code", "set": ["rounds=3"]}}}
+    >>> reading_config(cfg, "as_run")["rounds"], reading_config(cfg, "as_written")["rounds"]
+    (3, 5)
+    """
+    known = readings(config)
+    if reading not in known:
+        raise ConfigError(f"reading {reading!r}: {config.get('name', 'the configuration')} has "
+                          f"{list(known)}")
+    out = {**{k: v for k, v in config.items() if k != "readings"}, "reading": reading}
+    if reading == AS_WRITTEN:
+        return out
+    assignments = config["readings"][reading].get("set", [])
+    if not isinstance(assignments, list) or not all(isinstance(a, str) for a in assignments):
+        raise ConfigError(f"readings.{reading}.set must be a list of 'key=value' strings "
+                          f"(got {assignments!r})")
+    for assignment in assignments:
+        try:
+            out = apply_override(out, assignment)
+        except ConfigError as exc:
+            raise ConfigError(f"readings.{reading}: {exc}") from None
+    return out
 
 
 def parse_seeds(text: str) -> list[int]:

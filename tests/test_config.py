@@ -313,3 +313,57 @@ def test_sweep_reaches_the_algorithm_lists_of_variants():
         expand_sweep({"algorithms": [{"name": "fedprox", "label": "a"},
                                      {"name": "fedprox", "label": "b"}]},
                      [parse_sweep("algorithms.fedprox.mu=0,1")])
+
+
+# --- readings: the paper as written, and as its authors' code ran it -----------------------
+def with_reading(**reading):
+    return {**tiny_config(), "readings": {"as_run": {"follows": "the authors' code",
+                                                     "set": ["rounds=3"], **reading}}}
+
+
+def test_a_reading_is_a_named_set_of_assignments():
+    from fedcomp.config import reading_config, readings
+
+    cfg = with_reading()
+    assert readings(cfg) == {"as_written": "the paper as written",
+                             "as_run": "the authors' code"}
+    as_run = reading_config(cfg, "as_run")
+    assert as_run["rounds"] == 3 and as_run["reading"] == "as_run" and "readings" not in as_run
+    assert reading_config(cfg, "as_written")["rounds"] == cfg["rounds"]
+    assert validate(as_run)["reading"] == "as_run"
+    assert validate(cfg)["reading"] == "as_written" and "readings" not in validate(cfg)
+    with pytest.raises(ConfigError, match=r"reading 'as_ran': .* has \['as_written', 'as_run'\]"):
+        reading_config(cfg, "as_ran")
+
+
+@pytest.mark.parametrize("reading, message", [
+    ({"set": ["rounds=0"]}, r"readings.as_run: config: rounds must be a positive integer"),
+    ({"set": ["algorithms.nope.client_lr=1"]}, r"readings.as_run: .*no algorithm named 'nope'"),
+    ({"follows": ""}, r"readings.as_run must be a table \{follows"),
+    ({"sett": []}, r"readings.as_run must be a table"),
+])
+def test_a_bad_reading_fails_when_the_config_is_checked(reading, message):
+    with pytest.raises(ConfigError, match=message):
+        validate(with_reading(**reading))
+
+
+def test_as_written_is_not_a_reading_to_declare():
+    cfg = {**tiny_config(), "readings": {"as_written": {"follows": "x", "set": []}}}
+    with pytest.raises(ConfigError, match="readings.as_written is the configuration itself"):
+        validate(cfg)
+
+
+def test_run_and_show_take_a_reading(tmp_path, capsys):
+    import json
+
+    path = tmp_path / "r.toml"
+    path.write_text(to_toml(with_reading()))
+    assert main(["show", str(path), "--reading", "as_run"]) == 0
+    shown = tomllib.loads(capsys.readouterr().out)
+    assert shown["rounds"] == 3 and shown["reading"] == "as_run"
+    assert main(["run", str(path), "--reading", "as_run", "--out", str(tmp_path / "o"),
+                 "--quiet", "--seeds", "0"]) == 0
+    meta = json.loads((tmp_path / "o" / "config.json").read_text())
+    assert meta["config"]["reading"] == "as_run" and meta["config"]["rounds"] == 3
+    assert main(["run", str(path), "--reading", "nope", "--out", str(tmp_path / "p")]) == 2
+    assert "reading 'nope'" in capsys.readouterr().err and not (tmp_path / "p").exists()

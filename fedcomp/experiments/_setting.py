@@ -27,6 +27,8 @@ from ..config import (
     expand_sweep,
     merge_variant,
     parse_value,
+    reading_config,
+    readings,
     to_jsonable,
     variant_settings,
 )
@@ -36,6 +38,7 @@ TOPOLOGY_EVAL_KEYS = {"evaluate_on", "node", "sparsity"}
 
 #: The values of the optional top-level keys when a configuration leaves them out.
 DEFAULTS: dict[str, Any] = {
+    "reading": "as_written",
     "description": "",
     "eval_every": 1,
     "seeds": [0],
@@ -389,6 +392,16 @@ def validate(config: dict[str, Any]) -> dict[str, Any]:
     cfg = {**copy.deepcopy(DEFAULTS), **copy.deepcopy(config)}
     _check_keys(cfg, TOP_LEVEL_KEYS, "config")
     cfg.pop("quick", None)  # how the config shrinks for --quick (see quick_config)
+    # the other readings of the paper (see reading_config): checked here, each one runs
+    # as a configuration of its own
+    for reading in list(readings(cfg))[1:]:
+        try:
+            validate(reading_config(cfg, reading))
+        except ConfigError as exc:
+            raise ConfigError(f"readings.{reading}: {exc}") from None
+    cfg.pop("readings", None)
+    if not (isinstance(cfg["reading"], str) and cfg["reading"]):
+        raise ConfigError(f"reading must be the name of a reading (got {cfg['reading']!r})")
     for key in ("name", "rounds", "data", "problem", "regularizer", "algorithms"):
         if key not in cfg:
             raise ConfigError(f"config: missing required key {key!r}")
