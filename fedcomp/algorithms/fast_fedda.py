@@ -184,7 +184,8 @@ def fast_fedda(smoothness: float | str = "auto", strong_convexity: float = 0.0,
     ``weights="uniform", iterate_sum="every_prox"`` (``LassoRun.m``), plus
     ``order="prox_first"`` (``NuclearRun.m``), ``smoothness=550``, ``strong_convexity=0.1``
     and a random start ``x0 = randn`` (``simulate(x0=...)``; ``LassoRun.m`` line 44,
-    ``NuclearRun.m`` line 35). Tested in ``tests/test_bao_readings.py``.
+    ``NuclearRun.m`` line 35; ``EmnistRun.m`` starts from zeros, ``gamma = 25``).
+    Tested in ``tests/test_bao_readings.py``.
 
     Examples
     --------

@@ -159,10 +159,14 @@ def mc_fedda(stages: int = 3, stage_rounds: int | Sequence[int] = 100, radius: f
     ``cprox="soft_then_project", weights="uniform", proximal_weight="constant",
     output="last", warm_start="last"``, plus ``order="prox_first"`` for the nuclear norm,
     ``smoothness=600``, ``strong_convexity=0.1``, ``radius=5000`` (radii 5000, 2500, 1250:
-    ``rho_set``), the default halving λ sequence, ``stage_rounds=[250, 250]`` with 2000
-    rounds for the lasso (1500 for the nuclear norm, last stage 1000) and a random start
-    ``x0 = randn`` (``simulate(x0=...)``; ``LassoRun.m`` lines 218-266, ``NuclearRun.m``
-    lines 181-228). Tested in ``tests/test_bao_readings.py``.
+    ``rho_set``), ``reg_strengths`` 0.5³, 0.5⁴, 0.5⁵ (lasso) or 0.3, 0.15, 0.1 (nuclear),
+    ``stage_rounds=[250, 250]`` with 2000 rounds for the lasso (1500 for the nuclear norm,
+    last stage 1000) and a random start ``x0 = randn`` (``simulate(x0=...)``;
+    ``LassoRun.m`` lines 218-266, ``NuclearRun.m`` lines 181-228). Their
+    ``nuc_prox_cs.m`` projects only when every singular value of ``A_st − W0`` exceeds ρ
+    (line 10) and then multiplies by ``Vv``, not ``Vv'`` (line 12): at those radii its
+    ball never acts, whereas ``soft_then_project`` projects correctly.
+    Tested in ``tests/test_bao_readings.py``.
 
     .. warning::
         The stages are a round schedule, and the algorithm cannot see how many rounds the
