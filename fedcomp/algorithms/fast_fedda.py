@@ -29,6 +29,10 @@ from ._base import (
 #: structure of the ball (see the proof in ``L1L2Ball``).
 BALL_COMPATIBLE = ("Zero", "L1", "GroupLasso", "Nuclear")
 
+#: The readings of the running sum w̃ and of a local step's order (see :func:`fast_fedda`).
+ITERATE_SUMS = ("paired", "every_prox")
+ORDERS = ("gradient_first", "prox_first")
+
 
 def weight(t: int, weights: str) -> float:
     """``α_t``: ``t + 1`` (the paper) or 1 (Bao et al.'s MATLAB, ``weights="uniform"``)."""
@@ -95,7 +99,8 @@ def max_client_smoothness(problem: Any) -> float:
 
 def fast_fedda(smoothness: float | str = "auto", strong_convexity: float = 0.0,
                local_steps: int = 10,
-               radius: float | None = None, weights: str = "increasing", output: str = "last"
+               radius: float | None = None, weights: str = "increasing", output: str = "last",
+               iterate_sum: str = "paired", order: str = "gradient_first"
                ) -> FederatedAlgorithm:
     """Fast-FedDA (Bao et al. 2022, Algorithm 1).
 
@@ -114,14 +119,41 @@ def fast_fedda(smoothness: float | str = "auto", strong_convexity: float = 0.0,
     radius : float, optional
         Radius of the ℓ2-ball domain ``W`` (the whole space by default).
     weights : {"increasing", "uniform"}, default "increasing"
-        ``α_t = t + 1`` (the paper) or ``α_t = 1`` (the authors' MATLAB; their division of
-        the sums by t scales the Prox_t objective and leaves its argmin unchanged).
+        ``α_t = t + 1`` (the paper: Algorithm 1, line 2, and Theorem 2.1) or ``α_t = 1``
+        (as run: Bao et al.'s MATLAB, ``LassoRun.m`` lines 159-162 and 170-172,
+        ``NuclearRun.m`` lines 118-121 and 134-136, which divide the sums by the step count
+        ``(r−1)K + k``; that division scales the Prox_t objective and leaves its argmin
+        unchanged). With ``"uniform"``, ``γ_t = L α_t = L`` is constant per local step:
+        the reading of Appendix F's "L = 550" that the code runs (``gamma = 550``,
+        ``LassoRun.m`` line 138, ``NuclearRun.m`` line 101).
     output : {"last", "average"}, default "last"
         Evaluate the last server model, or the α-weighted average of the server models,
         ``Σ_r α_{t_r} w_{t_r} / Σ_r α_{t_r}`` over the round ends ``t_r = (r+1)E``. The
         server can only average the round-end server iterates it computes, not the
         iterates of every local step t that the theorem's average runs over (those exist
         only on the clients, one per client, between communications).
+    iterate_sum : {"paired", "every_prox"}, default "paired"
+        Which points the running sum ``w̃`` of past iterates holds. ``"paired"`` (the
+        paper, Algorithm 1, lines 9 and 16): exactly the points whose gradients are in
+        ``g`` — ``w_0``, the server models and the local iterates before a round's last
+        step, where a client computes no Prox. ``"every_prox"`` (as run: Bao et al.'s
+        MATLAB, ``LassoRun.m`` lines 154-164): every point a Prox produces, so each client
+        also computes ``w = Prox_t(g − μw̃/2)`` at its last step ``t`` and adds
+        ``α_{t+1} w`` to ``w̃`` before uploading it (line 163); that point gets no
+        gradient, and it enters the server's Prox of the same round (lines 168-172) and
+        every later one. The server model enters ``w̃`` under both readings (line 177; the
+        paper's line 16).
+    order : {"gradient_first", "prox_first"}, default "gradient_first"
+        ``"gradient_first"`` (the paper, Algorithm 1, lines 6-9, and ``LassoRun.m``
+        lines 156-162): a local step takes the gradient at the current point, then the
+        Prox; round r's first gradient is at the server model. ``"prox_first"`` (as run:
+        Bao et al.'s ``NuclearRun.m`` lines 117-126): a local step first moves to
+        ``w = Prox_t(g − μw̃/2)`` of the gradients so far (``t = rE + k``, so A_t counts
+        one more term than g holds), then adds ``∇f_k(w; ξ)`` to ``g`` and ``w`` to
+        ``w̃``; every local point gets a gradient and the server models get none (line 116
+        is overwritten at line 121). The code runs it only with uniform weights and every
+        Prox output in the sum, so it needs ``weights="uniform"`` and
+        ``iterate_sum="every_prox"``; neither source pairs it with increasing weights.
 
     Returns
     -------
@@ -147,6 +179,14 @@ def fast_fedda(smoothness: float | str = "auto", strong_convexity: float = 0.0,
     towards the client's own minimiser as FedDA's do; the ``μA_t/2`` term makes that step
     about ``4/(μt)`` and the drift decays. Tested in ``tests/test_fast_fedda.py``.
 
+    **As run.** The defaults are the paper's equations. The authors' MATLAB
+    (github.com/MingruiLiu-ML-Lab/Federated-Sparse-Learning) made Figs. 1-2 with
+    ``weights="uniform", iterate_sum="every_prox"`` (``LassoRun.m``), plus
+    ``order="prox_first"`` (``NuclearRun.m``), ``smoothness=550``, ``strong_convexity=0.1``
+    and a random start ``x0 = randn`` (``simulate(x0=...)``; ``LassoRun.m`` line 44,
+    ``NuclearRun.m`` line 35; ``EmnistRun.m`` starts from zeros, ``gamma = 25``).
+    Tested in ``tests/test_bao_readings.py``.
+
     Examples
     --------
     >>> fast_fedda(smoothness=2.0, strong_convexity=0.1).hyperparameters["weights"]
@@ -163,15 +203,24 @@ def fast_fedda(smoothness: float | str = "auto", strong_convexity: float = 0.0,
         raise ValueError(f"fast_fedda: weights must be 'increasing' or 'uniform' (got {weights!r})")
     if output not in ("last", "average"):
         raise ValueError(f"fast_fedda: output must be 'last' or 'average' (got {output!r})")
+    if iterate_sum not in ITERATE_SUMS:
+        raise ValueError(f"fast_fedda: iterate_sum must be one of {ITERATE_SUMS} "
+                         f"(got {iterate_sum!r})")
+    if order not in ORDERS:
+        raise ValueError(f"fast_fedda: order must be one of {ORDERS} (got {order!r})")
+    if order == "prox_first" and (weights, iterate_sum) != ("uniform", "every_prox"):
+        raise ValueError(f"fast_fedda: order='prox_first' is NuclearRun.m's reading and is "
+                         f"defined only with weights='uniform' and iterate_sum='every_prox' "
+                         f"(got weights={weights!r}, iterate_sum={iterate_sum!r}); set both")
     hyperparameters = dict(smoothness=smoothness, strong_convexity=strong_convexity,
                            local_steps=local_steps, radius=radius, weights=weights,
-                           output=output)
+                           output=output, iterate_sum=iterate_sum, order=order)
 
     if smoothness == "auto":  # a placeholder until the runner prepares it
 
         def resolve(setup: SetupContext) -> FederatedAlgorithm:
             resolved = fast_fedda(float(setup.client_smoothness().max()), strong_convexity,
-                                  local_steps, radius, weights, output)
+                                  local_steps, radius, weights, output, iterate_sum, order)
             return resolved.prepare(setup) or resolved
 
         return placeholder("fast_fedda", hyperparameters, resolve,
@@ -206,9 +255,18 @@ def fast_fedda(smoothness: float | str = "auto", strong_convexity: float = 0.0,
             g = replicate(msg.g, size)
             w = p_t(g - 0.5 * mu * msg.w_tilde, w0, start - 1, ctx.prox)
             w_tilde = msg.w_tilde + weight(start, weights) * w
+        if order == "prox_first":  # NuclearRun.m: the server model w gets no gradient
+            for t in range(start, start + big_e):
+                w = p_t(g - 0.5 * mu * w_tilde, w0, t, ctx.prox)
+                g = g + ctx.oracle.grad(w)  # α_t = 1: prox_first needs uniform weights
+                w_tilde = w_tilde + w
+            return Upload(g, w_tilde), states
+        # "paired" skips the last step's Prox (its point would get no gradient);
+        # "every_prox" computes it and adds it to w̃ (LassoRun.m, lines 162-163)
+        last_prox = start + big_e - (1 if iterate_sum == "paired" else 0)
         for t in range(start, start + big_e):
             g = g + weight(t, weights) * ctx.oracle.grad(w)
-            if t < start + big_e - 1:
+            if t < last_prox:
                 w = p_t(g - 0.5 * mu * w_tilde, w0, t, ctx.prox)
                 w_tilde = w_tilde + weight(t + 1, weights) * w
         return Upload(g, w_tilde), states

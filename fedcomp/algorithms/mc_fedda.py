@@ -12,7 +12,7 @@ Recovery in Federated Learning." ICML 2022 (``shared/papers/seed001_*``), Algori
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from .._array import Array, namespace
@@ -28,9 +28,12 @@ from ._base import (
 )
 from .c_fedda import (
     CPROX,
+    CFedDARules,
     c_fedda_rules,
+    check_readings,
     constrained_prox_solver,
     constraint_norm,
+    round_weight,
     round_weight_sum,
 )
 from .fast_fedda import placeholder
@@ -99,8 +102,10 @@ def _stage_lengths(stage_rounds: int | Sequence[int], stages: int) -> list[int]:
 def mc_fedda(stages: int = 3, stage_rounds: int | Sequence[int] = 100, radius: float = 1.0,
              radii: Sequence[float] | None = None, reg_strengths: Sequence[float] | None = None,
              smoothness: float | str = "auto", strong_convexity: float = 0.0,
-             local_steps: int = 10, domain_radius: float | None = None, cprox: str = "exact"
-             ) -> FederatedAlgorithm:
+             local_steps: int = 10, domain_radius: float | None = None, cprox: str = "exact",
+             weights: str = "increasing", proximal_weight: str = "paper",
+             order: str = "gradient_first", output: str = "average",
+             warm_start: str = "average") -> FederatedAlgorithm:
     """MC-FedDA (Bao et al. 2022, Algorithm 3).
 
     Parameters
@@ -122,6 +127,19 @@ def mc_fedda(stages: int = 3, stage_rounds: int | Sequence[int] = 100, radius: f
         (the paper's {0.5³, 0.5⁴, 0.5⁵} for λ = 0.5⁵).
     smoothness, strong_convexity, local_steps, domain_radius, cprox
         As for :func:`~fedcomp.algorithms.c_fedda`.
+    weights, proximal_weight, order
+        The readings of every stage's C-FedDA, as for :func:`~fedcomp.algorithms.c_fedda`
+        (the authors' MC-FedDA: ``LassoRun.m`` lines 238-258, ``NuclearRun.m`` lines
+        202-220).
+    output : {"average", "last"}, default "average"
+        Evaluate the current stage's C-FedDA output ``Σ_r α_r w̄_{r+1} / A_r`` (the paper:
+        ``ŵ_{m+1}`` of Algorithm 3 and the estimator of Theorem 3.2), or its last server
+        model (as run: ``LassoRun.m`` line 260, ``NuclearRun.m`` line 222 evaluate ``wr``).
+    warm_start : {"average", "last"}, default "average"
+        What the next stage starts from and is centred on: the stage's C-FedDA output (the
+        paper, Algorithm 3: ``ŵ_{m+1} = C-FedDA(ŵ_m, ...)``), or the stage's last server
+        model (as run: ``x0 = wr; xr = wr; gr = 0``, ``LassoRun.m`` lines 233-235,
+        ``NuclearRun.m`` lines 197-199).
 
     Returns
     -------
@@ -135,6 +153,20 @@ def mc_fedda(stages: int = 3, stage_rounds: int | Sequence[int] = 100, radius: f
     Output: the current stage's C-FedDA output. Communication: the server also broadcasts
     the stage centre ``ŵ_m`` (3d floats down per client per round instead of C-FedDA's
     2d), since a client cannot know the previous stage's output otherwise.
+
+    **As run.** The defaults are the paper's equations. The authors' MATLAB
+    (github.com/MingruiLiu-ML-Lab/Federated-Sparse-Learning) made Figs. 1-2 with
+    ``cprox="soft_then_project", weights="uniform", proximal_weight="constant",
+    output="last", warm_start="last"``, plus ``order="prox_first"`` for the nuclear norm,
+    ``smoothness=600``, ``strong_convexity=0.1``, ``radius=5000`` (radii 5000, 2500, 1250:
+    ``rho_set``), ``reg_strengths`` 0.5³, 0.5⁴, 0.5⁵ (lasso) or 0.3, 0.15, 0.1 (nuclear),
+    ``stage_rounds=[250, 250]`` with 2000 rounds for the lasso (1500 for the nuclear norm,
+    last stage 1000) and a random start ``x0 = randn`` (``simulate(x0=...)``;
+    ``LassoRun.m`` lines 218-266, ``NuclearRun.m`` lines 181-228). Their
+    ``nuc_prox_cs.m`` projects only when every singular value of ``A_st − W0`` exceeds ρ
+    (line 10) and then multiplies by ``Vv``, not ``Vv'`` (line 12): at those radii its
+    ball never acts, whereas ``soft_then_project`` projects correctly.
+    Tested in ``tests/test_bao_readings.py``.
 
     .. warning::
         The stages are a round schedule, and the algorithm cannot see how many rounds the
@@ -162,6 +194,8 @@ def mc_fedda(stages: int = 3, stage_rounds: int | Sequence[int] = 100, radius: f
         raise ValueError(f"mc_fedda: strong_convexity must be >= 0 (got {strong_convexity!r})")
     if cprox not in CPROX:
         raise ValueError(f"mc_fedda: cprox must be one of {CPROX} (got {cprox!r})")
+    check_readings("mc_fedda", weights=weights, proximal_weight=proximal_weight, order=order,
+                   output=output, warm_start=warm_start)
     radii_m = _sequence("radii", radii, stages) or [radius * 0.5**m for m in range(stages)]
     # λ_m = 0 is no regularization (a Zero regularizer resolves to it in prepare)
     lams = _sequence("reg_strengths", reg_strengths, stages, zero=True)
@@ -171,7 +205,9 @@ def mc_fedda(stages: int = 3, stage_rounds: int | Sequence[int] = 100, radius: f
     hyperparameters = dict(stages=stages, stage_rounds=stage_rounds, radius=radius,
                            radii=radii, reg_strengths=reg_strengths, smoothness=smoothness,
                            strong_convexity=strong_convexity, local_steps=local_steps,
-                           domain_radius=domain_radius, cprox=cprox)
+                           domain_radius=domain_radius, cprox=cprox, weights=weights,
+                           proximal_weight=proximal_weight, order=order, output=output,
+                           warm_start=warm_start)
 
     def prepare(setup: SetupContext) -> FederatedAlgorithm:
         norm, lam, shape = constraint_norm(setup.regularizer)
@@ -181,8 +217,10 @@ def mc_fedda(stages: int = 3, stage_rounds: int | Sequence[int] = 100, radius: f
         # resolved L and λ_m become hyperparameters (Flower nodes rebuild from them)
         resolved = {**hyperparameters, "smoothness": lip,
                     "reg_strengths": list(schedule.reg_strengths)}
-        return _mc_fedda(schedule, lip, strong_convexity, local_steps, domain_radius,
-                         constrained_prox_solver(norm, cprox, shape), resolved)
+        rules = c_fedda_rules(lip, strong_convexity, local_steps, domain_radius,
+                              constrained_prox_solver(norm, cprox, shape), weights,
+                              proximal_weight, order)
+        return _mc_fedda(schedule, lip, rules, weights, output, warm_start, resolved)
 
     return placeholder("mc_fedda", hyperparameters, prepare)
 
@@ -192,10 +230,8 @@ def _fresh_stage(w0: Array) -> ServerState:
     return ServerState(w0, zero, zero, w0, w0, w0)
 
 
-def _mc_fedda(schedule: Schedule, lip: float, mu: float, big_e: int,
-              domain_radius: float | None, solve: Callable[..., Array],
-              hyperparameters: dict[str, Any]) -> FederatedAlgorithm:
-    rules = c_fedda_rules(lip, mu, big_e, domain_radius, solve)
+def _mc_fedda(schedule: Schedule, lip: float, rules: CFedDARules, weights: str, output: str,
+              warm_start: str, hyperparameters: dict[str, Any]) -> FederatedAlgorithm:
 
     def init(x0: Array, n_clients: int) -> tuple[ServerState, tuple]:
         from ._base import EmptyState
@@ -217,14 +253,16 @@ def _mc_fedda(schedule: Schedule, lip: float, mu: float, big_e: int,
         g = average(uploads.g, ctx.weights)
         w, w_tilde = rules.server(g, state.w_tilde, state.w0, r, schedule.reg_strengths[m],
                                   schedule.radii[m])
-        w_avg = state.w_avg + ((r + 1) / round_weight_sum(r)) * (w - state.w_avg)
+        w_avg = state.w_avg + (round_weight(r, weights) / round_weight_sum(r, weights)) * (
+            w - state.w_avg)
         if schedule.ends_stage(ctx.round):  # warm start: ŵ_{m+1} is this stage's output
-            return _fresh_stage(w_avg)
+            return _fresh_stage(w_avg if warm_start == "average" else w)
         return ServerState(state.w0, g, state.w_tilde, w_tilde, w, w_avg)
 
     return FederatedAlgorithm(
         name="mc_fedda", init=init, broadcast=broadcast, client_update=client_update,
-        server_update=server_update, output=lambda state: state.w_avg,
+        server_update=server_update,
+        output=(lambda state: state.w_avg) if output == "average" else (lambda state: state.w),
         hyperparameters=hyperparameters,
         divergence_hint=(f"raise smoothness (L={lip:g}): L must bound every client's local "
                          "smoothness"))
