@@ -21,6 +21,8 @@ STREAM_SAMPLING = 2
 STREAM_ALGORITHM = 3
 #: Draws shared by every client of a round (a common coin), keyed by (seed, round) only.
 STREAM_COMMON = 4
+#: A run's random starting model (a configuration's ``x0`` table), keyed by its seed.
+STREAM_START = 5
 
 
 def _mix(z: np.ndarray) -> np.ndarray:

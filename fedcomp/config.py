@@ -88,11 +88,11 @@ TOP_LEVEL_KEYS = {"name", "description", "rounds", "eval_every", "seeds", "batch
                   "clients_per_round", "client_block", "metrics", "data", "problem",
                   "regularizer", "algorithms", "reference", "claim", "variants", "topology",
                   "streaming", "compute_times", "backend", "client_state", "quick",
-                  "readings", "reading"}
+                  "readings", "reading", "x0"}
 
 #: The order :func:`to_toml` writes the top-level keys in (tables after the values).
 KEY_ORDER = ("name", "reading", "kind", "description", "claim", "rounds", "eval_every", "seeds",
-             "batch_size", "clients_per_round", "client_block", "metrics", "reference",
+             "batch_size", "clients_per_round", "client_block", "metrics", "reference", "x0",
              "backend", "client_state", "streaming", "compute_times", "data", "problem",
              "regularizer", "topology", "algorithms", "variants", "quick", "readings")
 
@@ -103,7 +103,7 @@ AS_WRITTEN = "as_written"
 #: What a ``[[variants]]`` entry may override.
 VARIANT_KEYS = {"data", "problem", "regularizer", "algorithms", "rounds", "eval_every",
                 "batch_size", "clients_per_round", "client_block", "topology", "streaming",
-                "compute_times", "client_state"}
+                "compute_times", "client_state", "x0"}
 
 
 class ConfigError(ValueError):

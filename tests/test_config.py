@@ -367,3 +367,57 @@ def test_run_and_show_take_a_reading(tmp_path, capsys):
     assert meta["config"]["reading"] == "as_run" and meta["config"]["rounds"] == 3
     assert main(["run", str(path), "--reading", "nope", "--out", str(tmp_path / "p")]) == 2
     assert "reading 'nope'" in capsys.readouterr().err and not (tmp_path / "p").exists()
+
+
+# --- x0: the problem's own start, or a seeded random one (Bao et al.'s randn start) ---------
+def test_a_random_start_is_drawn_per_run_seed_unless_pinned():
+    import numpy as np
+
+    from fedcomp.experiments import build_problem
+    from fedcomp.experiments._build import start_model
+
+    cfg = {**tiny_config(), "x0": {"distribution": "normal", "scale": 2.0}}
+    setting = resolve(cfg).base
+    problem = build_problem(setting)
+    first, again, other = (start_model(setting, problem, s) for s in (0, 0, 1))
+    np.testing.assert_array_equal(first, again)
+    assert not np.array_equal(first, other) and first.shape == problem.param_shape
+    assert 1.5 < float(np.std(first)) < 2.5  # N(0, scale²) entries
+    pinned = resolve({**cfg, "x0": {"seed": 7}}).base
+    np.testing.assert_array_equal(start_model(pinned, problem, 0),
+                                  start_model(pinned, problem, 1))
+    assert start_model(resolve(tiny_config()).base, problem, 0) is None  # the default
+
+
+def test_a_run_starts_from_the_configured_random_model(tmp_path):
+    import numpy as np
+
+    from fedcomp.runtime import simulate
+
+    cfg = {**tiny_config(), "seeds": [1], "x0": {"distribution": "normal"}}
+    cfg["algorithms"] = cfg["algorithms"][:1]
+    run_experiment(cfg, tmp_path, progress=False, stream=io.StringIO())
+    experiment = resolve(cfg)
+    setting, spec = experiment.base, experiment.base.algorithms[0]
+    from fedcomp.experiments import build_problem
+    from fedcomp.experiments._build import start_model
+
+    problem = build_problem(setting, 1)
+    direct = simulate(spec.build(), problem, setting.rounds, seed=1, metrics=[],
+                      x0=start_model(setting, problem, 1), progress=False)
+    saved = np.load(next((tmp_path / "models").iterdir()))
+    np.testing.assert_array_equal(saved, direct.x)
+    zero = simulate(spec.build(), problem, setting.rounds, seed=1, metrics=[], progress=False)
+    assert not np.array_equal(saved, zero.x)
+
+
+@pytest.mark.parametrize("x0, message", [
+    ("zeros", r'x0 must be "default" or a table'),
+    ({"distribution": "uniform"}, r"x0.distribution: only 'normal'"),
+    ({"scale": -1.0}, r"x0.scale must be a positive finite number"),
+    ({"seed": -2}, r'x0.seed must be "run"'),
+    ({"mean": 1.0}, r"x0: unknown key\(s\) \['mean'\]"),
+])
+def test_a_bad_start_names_the_key(x0, message):
+    with pytest.raises(ConfigError, match=message):
+        validate({**tiny_config(), "x0": x0})

@@ -240,6 +240,15 @@ def test_server_and_client_handlers_reproduce_the_simulator(task_identity, no_pl
     assert meta["versions"]["flwr"] == flwr.__version__
 
 
+def test_a_configured_random_start_reaches_the_nodes(task_identity, no_plots, tmp_path):
+    """x0 = {distribution = "normal"}: the server draws the start, the nodes start from it."""
+    cfg = {**small_config("feddr", eta=2.0, client_lr=0.3, local_steps=2),
+           "x0": {"distribution": "normal", "scale": 0.5}}
+    run_server(InProcessGrid(2), cfg, tmp_path / "flower", num_nodes=2, node_timeout=5,
+               log=lambda line: None)
+    assert_same_run(tmp_path / "flower", simulator_outputs(cfg, tmp_path / "sim"), tol=0.0)
+
+
 def test_data_drawn_for_each_run_seed_reach_the_nodes(task_identity, no_plots, tmp_path):
     """No data.seed pinned: every run seed draws its own data, on the server and on the
     nodes alike (the train message carries the run's seed)."""

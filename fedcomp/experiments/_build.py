@@ -139,6 +139,23 @@ def build_components(setting: Setting | dict[str, Any]) -> tuple[Any, Any, int |
     return loss, regularizer, n_classes
 
 
+def start_model(setting: Setting, problem: Any, seed: int) -> Any:
+    """The run's starting model: ``None`` for the problem's own (zeros, a network's seeded
+    parameters), else the configuration's random start for run seed ``seed``.
+
+    A random start has i.i.d. ``N(0, scale²)`` entries drawn from a stream of its own keyed
+    by ``x0.seed`` (the run's seed unless pinned): Bao et al.'s MATLAB scripts start every
+    method from ``randn(d)``. MATLAB's own stream is not reproduced, only its law.
+    """
+    if setting.x0 is None:
+        return None
+    from .._random import STREAM_START, generator
+
+    x0_seed = seed if setting.x0["seed"] == "run" else int(setting.x0["seed"])
+    draw = generator(x0_seed, STREAM_START).standard_normal(problem.param_shape)
+    return problem.as_model(setting.x0["scale"] * draw)
+
+
 def prepare(setting: Setting, seed: int | None = None) -> Prepared:
     """The problem of a setting (for the run seed ``seed``), its reference solution (or
     None) and their metadata."""

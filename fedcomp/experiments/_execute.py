@@ -22,7 +22,7 @@ from typing import Any
 from .._array import to_numpy
 from ..metrics import CSVLogger
 from ..runtime import NonFiniteError, simulate, simulate_async, simulate_decentralized
-from ._build import Prepared, build_topology, prepare
+from ._build import Prepared, build_topology, prepare, start_model
 from ._plan import Run
 
 #: Problems and references built in this process, by setting (a worker reuses them).
@@ -57,7 +57,8 @@ def run_one(run: Run, built: Prepared, logger: Any, progress: Any, clients: Any 
     row: dict[str, Any] = {**tags, "status": "ok"}
     common = {"batch_size": run.batch_size, "metrics": list(setting.metrics),
               "reference": reference, "logger": logger, "seed": run.seed,
-              "progress": progress, "tags": tags}
+              "progress": progress, "tags": tags,
+              "x0": start_model(setting, problem, run.seed)}
     result: Any
     try:
         if spec.execution == "decentralized":  # gossip over the setting's graph

@@ -54,7 +54,11 @@ DEFAULTS: dict[str, Any] = {
     "compute_times": None,
     "backend": "auto",
     "client_state": "memory",
+    "x0": "default",
 }
+
+#: Keys of an ``x0 = {...}`` table: a random start, i.i.d. normal entries.
+X0_KEYS = {"distribution", "scale", "seed"}
 
 #: ``data.seed`` of a configuration whose data follow the run seed (also what an absent
 #: ``data.seed`` means): every seed of the experiment draws its own data.
@@ -148,6 +152,9 @@ class Setting:
     client_state: str
     variant: str | None = None
     swept: dict[str, Any] = field(default_factory=dict)
+    #: ``None``: the problem's own start (zeros, a network's seeded parameters); else a
+    #: random start ``{"distribution": "normal", "scale": s, "seed": int | "run"}``.
+    x0: dict[str, Any] | None = None
 
     def data_seed(self, run_seed: int | None) -> int:
         """The seed that draws the data of a run with seed ``run_seed``.
@@ -296,7 +303,9 @@ def _setting(cfg: dict[str, Any], variant: str | None, swept: dict[str, Any]) ->
         algorithms=tuple(specs), reference_tol=None if reference is None else reference["tol"],
         topology=copy.deepcopy(cfg["topology"]), streaming=bool(cfg["streaming"]),
         compute_times=copy.deepcopy(cfg["compute_times"]), backend=cfg["backend"],
-        client_state=cfg["client_state"], variant=variant, swept=dict(swept))
+        client_state=cfg["client_state"], variant=variant, swept=dict(swept),
+        x0=None if cfg["x0"] == "default" else {"distribution": "normal", "scale": 1.0,
+                                                 "seed": "run", **cfg["x0"]})
 
 
 def _check_keys(table: dict[str, Any], accepted: set[str], where: str) -> None:
@@ -548,6 +557,27 @@ def _check_setting(cfg: dict[str, Any]) -> None:
         raise ConfigError(f"algorithms: labels must be unique (got {labels}); give repeated "
                           "algorithms a distinct 'label'")
     _check_client_state(cfg)
+    _check_x0(cfg["x0"])
+
+
+def _check_x0(value: Any) -> None:
+    """``x0 = "default"`` (the problem's own start) or a random start table."""
+    if value == "default":
+        return
+    example = 'x0 = { distribution = "normal", scale = 1.0, seed = "run" }'
+    if not isinstance(value, dict):
+        raise ConfigError(f'x0 must be "default" or a table such as {example} (got {value!r})')
+    _check_keys(value, X0_KEYS, "x0")
+    if value.get("distribution", "normal") != "normal":
+        raise ConfigError(f"x0.distribution: only 'normal' (i.i.d. N(0, scale^2) entries, as "
+                          f"Bao et al.'s randn start) is known (got {value['distribution']!r})")
+    scale = value.get("scale", 1.0)
+    if not (_is_real(scale) and 0 < scale < float("inf")):
+        raise ConfigError(f"x0.scale must be a positive finite number (got {scale!r})")
+    seed = value.get("seed", DATA_SEED_FOLLOWS_RUN)
+    if not (seed == DATA_SEED_FOLLOWS_RUN or (_is_integer(seed) and seed >= 0)):
+        raise ConfigError(f'x0.seed must be "run" (the run\'s seed) or an integer >= 0 '
+                          f"(got {seed!r})")
 
 
 def _check_extras(cfg: dict[str, Any]) -> None:
