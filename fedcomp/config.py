@@ -41,6 +41,11 @@ algorithms with their hyperparameters, and the run settings::
 
     streaming = true                   # fresh samples per minibatch (generators with a sampler)
     client_state = "disk"              # client states memory-mapped on disk, one block in RAM
+    x0 = { distribution = "normal", scale = 1.0, seed = "run" }   # default: "default"
+
+    [readings.as_run]                  # another reading of the paper (fedcomp run --reading)
+    follows = "the authors' official code (repository, files)"
+    set = ["algorithms.c_fedda.output='last'", "x0={distribution='normal'}"]
 
     [[variants]]                       # optional: several settings in one experiment
     label = "strong-heterogeneity"
@@ -53,6 +58,13 @@ replaces that table — other values replaced; ``algorithms`` replaces the whole
 list). Every variant runs every algorithm on every seed; results get a ``variant`` column.
 Without ``variants`` the base configuration is the single setting.
 
+Seeds: every run of ``seeds`` draws its own data (synthetic data, a partition of pooled
+data) unless ``data.seed`` pins them (``data.seed = "run"`` says "follow the run seed"
+explicitly), and so does a random start ``x0`` unless its ``seed`` is pinned. A reading
+(``[readings.NAME]``) is a named list of ``--set`` assignments, e.g. the conventions of the
+authors' official code against the paper's equations (``as_written``, the configuration
+itself); ``fedcomp run NAME --reading as_run`` runs it.
+
 Pooled data sets (real data: ``breast_cancer``, ``a9a``, ``libsvm_file``, ...) are split
 among clients by a named partitioner of ``fedcomp.data.PARTITIONERS``, given as a name or
 as an inline table of the partitioner's own parameters (``n_clients`` and ``seed`` are
@@ -62,7 +74,7 @@ the data set's keys)::
     generator = "breast_cancer"        # or "a9a" with path = "...", "libsvm_file", ...
     n_clients = 10
     partition = { name = "dirichlet", concentration = 0.2 }   # or partition = "iid"
-    seed = 0                           # seeds the partition
+    seed = 0                           # seeds the partition (absent: the run's seed)
 
 Every pooled loader takes ``n_clients``, ``partition`` and ``seed`` (built on
 ``fedcomp.data.federate``), so a new loader or partitioner needs no change here.
