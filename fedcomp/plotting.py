@@ -22,16 +22,17 @@ from ._extras import require
 
 #: One color per method, fixed for every figure of every experiment (and the report). Each
 #: paper's methods keep their strong colors; the others are chosen so that the methods one
-#: built-in experiment draws together are at least :data:`MIN_COLOR_DISTANCE` apart (a
-#: decentralized method takes a dark shade of its server counterpart's hue).
+#: built-in experiment draws together are at least :data:`MIN_COLOR_DISTANCE` apart
+#: (decentralized FedMiD and FedDA take dark shades of their server counterparts' hues,
+#: DFedDA-GT a magenta that no dark green or teal beside DFedDA could be).
 COLORS = {"za1": "#d62728", "fedmid": "#1f77b4", "fedda": "#2ca02c", "fedavg": "#7f7f7f",
           "fedcanon": "#17becf", "feddr": "#8c564b", "fast_fedda": "#ff7f0e",
           "c_fedda": "#9467bd", "mc_fedda": "#e377c2", "fedprox": "#bcbd22",
           "fedpd": "#6a3d9a", "async_feddr": "#e6ab02", "fedsplit": "#7570b3",
           "fedadmm": "#66a61e", "fedcanon2": "#00429d", "scaffold": "#a6761d",
-          "scaffnew": "#e7298a", "fedda_gt": "#1b9e77", "refedda_gt": "#b15928",
+          "scaffnew": "#b8860b", "fedda_gt": "#1b9e77", "refedda_gt": "#b15928",
           "multistep_refedda_gt": "#000000", "dfedmid": "#08306b", "dfedda": "#006d2c",
-          "dfedda_gt": "#008080", "drefedda_gt": "#800000"}
+          "dfedda_gt": "#e7298a", "drefedda_gt": "#800000"}
 
 #: Colors for curves that share a method (the points of a sweep, one method under several
 #: labels) and for methods without a color of their own, tried in this order: strong,
