@@ -147,7 +147,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     scale = "reduced sizes (--quick)" if args.quick else "full sizes"
     print(f"fedcomp {__version__}: report of every experiment config at {scale} -> "
           f"{args.out}/ (finished experiments there are reused)", file=sys.stderr)
-    results = run_report(args.out, quick=args.quick, only=only, seeds=seeds)
+    command = shlex.join(["fedcomp", "report", *(["--quick"] if args.quick else []),
+                          "--out", args.out, *(["--only", args.only] if args.only else []),
+                          *(["--seeds", args.seeds] if args.seeds else [])])
+    results = run_report(args.out, quick=args.quick, only=only, seeds=seeds, command=command)
     print(f"report written to {args.out}/index.html and {args.out}/report.md", file=sys.stderr)
     failed = [r.name for r in results if r.error]
     if failed:

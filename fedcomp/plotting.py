@@ -20,32 +20,93 @@ import numpy as np
 
 from ._extras import require
 
-#: One color per method, fixed for every figure of every experiment (and the report):
-#: each paper's methods have fixed strong colors; the other registered algorithms follow
-#: in registry order on the remaining distinct colors (tab20's, dark shades first).
+#: One color per method, fixed for every figure of every experiment (and the report). Each
+#: paper's methods keep their strong colors; the others are chosen so that the methods one
+#: built-in experiment draws together are at least :data:`MIN_COLOR_DISTANCE` apart
+#: (decentralized FedMiD and FedDA take dark shades of their server counterparts' hues,
+#: DFedDA-GT a magenta that no dark green or teal beside DFedDA could be).
 COLORS = {"za1": "#d62728", "fedmid": "#1f77b4", "fedda": "#2ca02c", "fedavg": "#7f7f7f",
           "fedcanon": "#17becf", "feddr": "#8c564b", "fast_fedda": "#ff7f0e",
-          "c_fedda": "#9467bd", "mc_fedda": "#e377c2", "fedprox": "#bcbd22"}
-_PALETTE = ["#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#aec7e8",
-            "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d",
-            "#9edae5", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173"]
-_FALLBACK = _PALETTE[:6]  # colors of the settings of a sweep (one method, several labels)
+          "c_fedda": "#9467bd", "mc_fedda": "#e377c2", "fedprox": "#bcbd22",
+          "fedpd": "#6a3d9a", "async_feddr": "#e6ab02", "fedsplit": "#7570b3",
+          "fedadmm": "#66a61e", "fedcanon2": "#00429d", "scaffold": "#a6761d",
+          "scaffnew": "#b8860b", "fedda_gt": "#1b9e77", "refedda_gt": "#b15928",
+          "multistep_refedda_gt": "#000000", "dfedmid": "#08306b", "dfedda": "#006d2c",
+          "dfedda_gt": "#e7298a", "drefedda_gt": "#800000"}
 
+#: Colors for curves that share a method (the points of a sweep, one method under several
+#: labels) and for methods without a color of their own, tried in this order: strong,
+#: dark enough to read on white.
+SWEEP_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+                 "#bcbd22", "#17becf", "#000000", "#08306b", "#800000", "#008080", "#e6ab02",
+                 "#66a61e", "#7f7f7f", "#e7298a", "#6a3d9a")
 
-def _registry_colors() -> dict[str, str]:
-    from .algorithms import ALGORITHMS, DECENTRALIZED
-
-    names = [n for n in [*ALGORITHMS, *DECENTRALIZED] if n not in COLORS]
-    free = [c for c in _PALETTE if c not in COLORS.values()]
-    return {**COLORS, **dict(zip(names, free, strict=False))}
+#: Two line colors closer than this CIE76 color difference (ΔE*ab, in CIELAB) are hard to
+#: tell apart on white; tab10's closest pair (purple, pink) is 27.7 apart.
+MIN_COLOR_DISTANCE = 25.0
 
 
 def color_of(method: str) -> str:
     """The color of a method: the same in every figure (a registered algorithm has its own)."""
-    colors = _registry_colors()
-    if method in colors:
-        return colors[method]
-    return _PALETTE[sum(map(ord, method)) % len(_PALETTE)]
+    if method in COLORS:
+        return COLORS[method]
+    return SWEEP_PALETTE[sum(map(ord, method)) % len(SWEEP_PALETTE)]
+
+
+def _lab(color: str) -> np.ndarray:
+    """CIELAB (D65) coordinates of a ``#rrggbb`` color."""
+    rgb = np.array([int(color[i:i + 2], 16) / 255 for i in (1, 3, 5)])
+    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    to_xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722],
+                       [0.0193, 0.1192, 0.9505]])
+    xyz = to_xyz @ linear / np.array([0.95047, 1.0, 1.08883])
+    f = np.where(xyz > (6 / 29) ** 3, np.cbrt(xyz), xyz / (3 * (6 / 29) ** 2) + 4 / 29)
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+def color_distance(a: str, b: str) -> float:
+    """The CIE76 difference ΔE*ab of two ``#rrggbb`` colors (about 2.3: just noticeable).
+
+    Examples
+    --------
+    >>> round(color_distance("#9467bd", "#e377c2"), 1)
+    27.7
+    """
+    return float(np.linalg.norm(_lab(a) - _lab(b)))
+
+
+def curve_colors(curves: list[tuple[str, str]]) -> list[str]:
+    """A color for each curve ``(label, method)`` of one figure, all pairwise distinct.
+
+    A curve takes its label's color when the label is a method's (``fedavg``: FedProx with
+    mu = 0 drawn as FedAvg), else its method's when no other curve has that method. Curves
+    sharing a method (a sweep) and colors within :data:`MIN_COLOR_DISTANCE` of one already
+    taken get the first :data:`SWEEP_PALETTE` color far enough from every color taken (the
+    farthest when none is).
+    """
+    methods = [method for _, method in curves]
+    own: list[str | None] = [
+        COLORS[label] if label in COLORS
+        else color_of(method) if methods.count(method) == 1 else None
+        for label, method in curves]
+    taken: list[str] = []
+
+    def far(color: str) -> bool:
+        return all(color_distance(color, t) >= MIN_COLOR_DISTANCE for t in taken)
+
+    for index, color in enumerate(own):
+        if color is not None and color not in taken and far(color):
+            taken.append(color)
+        else:
+            own[index] = None
+    for index, color in enumerate(own):
+        if color is None:
+            free = [c for c in SWEEP_PALETTE if c not in taken and far(c)]
+            own[index] = free[0] if free else max(
+                SWEEP_PALETTE, key=lambda c: min((color_distance(c, t) for t in taken),
+                                                 default=math.inf))
+            taken.append(own[index])  # type: ignore[arg-type]
+    return [c for c in own if c is not None]
 
 
 def read_results(path: str | Path) -> list[dict[str, Any]]:
@@ -84,16 +145,23 @@ LINEAR_METRICS = ("support_f1", "rank", "nnz", "accuracy", "support_precision",
 X_LABELS = {"round": "communication rounds", "wall_s": "wall time (s)",
             "floats": "floats communicated (up + down)", "floats_up": "floats uploaded",
             "sim_time": "simulated time (s)"}
-Y_LABELS = {"optimality": "optimality ||x - x*|| / ||x*|| (||x - x*|| if x* = 0)",
-            "objective": "objective F(x)", "suboptimality": "F(x) - F(x*)",
-            "prox_grad_norm": "prox-gradient norm", "l2_error": "l2 error ||x - x_true||",
-            "l1_error": "l1 error ||x - x_true||_1", "test_accuracy": "test accuracy (fraction)",
+Y_LABELS = {"optimality": "optimality ‖x − x*‖ / ‖x*‖ (‖x − x*‖ if x* = 0)",
+            "objective": "objective F(x)", "suboptimality": "suboptimality F(x) − F(x*)",
+            "prox_grad_norm": "prox-gradient norm", "l2_error": "ℓ₂ error ‖x − x_true‖₂",
+            "l1_error": "ℓ₁ error ‖x − x_true‖₁", "test_accuracy": "test accuracy (fraction)",
             "train_accuracy": "training accuracy (fraction)", "test_loss": "test loss",
             "training_loss": "training loss f(x)", "sparsity": "sparsity (fraction of zeros)",
-            "nnz": "nonzero entries", "support_f1": "support F1", "rank": "rank",
-            "operator_error": "spectral error ||X - X_true||_2", "lq_error": "||x - x_true||_q^2",
-            "population_gap": "population gap f(x) - f(w*)",
+            "nnz": "nonzero entries", "support_f1": "support recovery F1", "rank": "rank",
+            "operator_error": "spectral error ‖X − X_true‖₂",
+            "lq_error": r"$\ell_q$ error $\|x - x_{\mathrm{true}}\|_q^2$",
+            "population_gap": "population gap f(x) − f(w*)",
             "consensus_error": "consensus error"}
+
+#: Metrics on one scale whatever the variant (relative errors, fractions, scores): the
+#: panels of different variants share their y axis; other metrics share it only between
+#: the panels of one variant (full gradients against minibatches).
+COMPARABLE_METRICS = ("optimality", "support_f1", "accuracy", "support_precision",
+                      "support_recall", "train_accuracy", "test_accuracy", "sparsity")
 
 
 #: The round axis's label when a panel holds asynchronous runs: their ``round`` is the
@@ -198,19 +266,82 @@ def plot_results(results: str | Path, out: str | Path, metric: str = "optimality
     :data:`LINEAR_METRICS`. A panel with asynchronous runs counts server updates on the
     round axis (:func:`x_label`). With ``fallback`` a metric without finite values is
     replaced by ``objective``. ``title`` is the figure's title; each panel is titled by its
-    gradient mode. The figure is :func:`results_figure`'s.
+    gradient mode. The figure is :func:`results_figure`'s; the format is ``out``'s suffix
+    (``.png``, ``.svg``, ...).
     """
     plt = require("matplotlib.pyplot", "fedcomp.plotting")
     fig = results_figure(results, metric, x_axis, title, fallback)
     out = Path(out)
-    fig.savefig(out, dpi=110)
+    save_figure(fig, out)
     plt.close(fig)
     return out
 
 
+def save_figure(fig: Any, out: Path, dpi: int = 110) -> None:
+    """Save ``fig`` to ``out``; an SVG without a date and with fixed ids, so that the same
+    figure gives the same file (a committed report does not change when redrawn)."""
+    matplotlib = require("matplotlib", "fedcomp.plotting")
+    with matplotlib.rc_context({"svg.hashsalt": "fedcomp"}):
+        if out.suffix == ".svg":
+            fig.savefig(out, metadata={"Date": None})
+        else:
+            fig.savefig(out, dpi=dpi)
+
+
+def has_values(rows: list[dict[str, Any]], metric: str) -> bool:
+    """Whether some row has a finite ``metric`` (else a figure of it would be empty)."""
+    return any(isinstance(r.get(metric), float) and math.isfinite(r[metric]) for r in rows)
+
+
+def _mode_order(mode: str) -> tuple[int, float, str]:
+    """Full gradients first, then minibatches by batch size (``b20`` before ``b100``)."""
+    if mode == "full":
+        return 0, 0.0, mode
+    digits = "".join(ch for ch in mode if ch.isdigit() or ch == ".")
+    try:
+        return 1, float(digits), mode
+    except ValueError:
+        return 2, 0.0, mode
+
+
+def panels_of(rows: list[dict[str, Any]], metric: str) -> list[tuple[str, str]]:
+    """The panels of a figure of ``metric``, in reading order.
+
+    Variants in the order the runs wrote them (the config's), within a variant full
+    gradients before minibatches by batch size; a panel whose runs never record a finite
+    ``metric`` (a test accuracy on a data set without a test split) is left out.
+    """
+    order: dict[tuple[str, str], None] = {}
+    for r in rows:
+        if isinstance(r.get(metric), float) and math.isfinite(r[metric]):
+            order.setdefault(_panel(r))
+    variants = list(dict.fromkeys(variant for variant, _ in order))
+    return sorted(order, key=lambda p: (variants.index(p[0]), _mode_order(p[1])))
+
+
+def _legend_name(row: dict[str, Any], modes_differ: bool) -> str:
+    """A curve's name: its algorithm label, less the gradient mode when panels are per mode
+    (``za1_full`` and ``za1_b20`` are both ``za1``, in their own panels)."""
+    label = str(row["algorithm"])
+    if modes_differ:
+        return label.removesuffix(f"_{_panel(row)[1]}")
+    return label
+
+
 def results_figure(results: str | Path, metric: str = "optimality", x_axis: str = "round",
                    title: str = "", fallback: bool = True) -> Any:
-    """The matplotlib ``Figure`` that :func:`plot_results` saves (same arguments)."""
+    """The matplotlib ``Figure`` that :func:`plot_results` saves (same arguments).
+
+    Panels are :func:`panels_of`'s, at most three a row, with a shared y axis where they
+    are compared (every panel for :data:`COMPARABLE_METRICS`, else the panels of one
+    variant); one legend for the whole figure, below the panels (a curve has the same
+    color in every panel: :func:`curve_colors`).
+
+    Raises
+    ------
+    ValueError
+        When no run records a finite ``metric`` (and ``fallback`` is off).
+    """
     matplotlib = require("matplotlib", "fedcomp.plotting")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -220,47 +351,67 @@ def results_figure(results: str | Path, metric: str = "optimality", x_axis: str 
         raise ValueError(f"{results}: no rows to plot")
     if fallback:
         metric = choose_metric(rows, metric)
+    panels = panels_of(rows, metric)
+    if not panels:
+        raise ValueError(f"{results}: no run records a finite {metric!r}; nothing to plot")
     keys = sweep_keys(results)
-    panels = sorted({_panel(r) for r in rows}, key=lambda p: (p[0], p[1] != "full", p[1]))
+    modes_differ = len({mode for _, mode in panels}) > 1
+    curves: dict[tuple[str, str], dict[tuple[str, tuple[tuple[str, str], ...]],
+                                        list[dict[str, Any]]]] = {p: defaultdict(list)
+                                                                  for p in panels}
+    for r in rows:  # a curve is an algorithm label (and a sweep's setting) within a panel
+        if _panel(r) in curves:
+            curves[_panel(r)][(_legend_name(r, modes_differ), curve_key(r, keys)[1])].append(r)
+    names: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}  # curve → its method
+    for panel in panels:
+        for key, curve_rows in list(curves[panel].items()):
+            if not has_values(curve_rows, metric):  # a metric this algorithm does not record
+                del curves[panel][key]
+                continue
+            names.setdefault(key, str(curve_rows[0].get("method", curve_rows[0]["algorithm"])))
+    colors = dict(zip(names, curve_colors(
+        [(f"{name} {_setting_text(setting)}" if setting else name, method)
+         for (name, setting), method in names.items()]), strict=True))
     # at most three panels a row: experiments with many variants wrap instead of stretching
     ncols = min(3, len(panels))
     nrows = math.ceil(len(panels) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 4 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 3.6 * nrows + 0.9),
+                             squeeze=False, layout="constrained")
     for ax in axes.flat[len(panels):]:
-        ax.set_visible(False)
-    for ax, panel in zip(axes.flat, panels, strict=False):
-        panel_rows = [r for r in rows if _panel(r) == panel]
-        curves: dict[tuple[str, tuple[tuple[str, str], ...]], list[dict[str, Any]]] = (
-            defaultdict(list))
-        methods: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
-        for r in panel_rows:
-            key = curve_key(r, keys)
-            methods[key] = str(r.get("method", key[0]))
-            curves[key].append(r)
-        modes_differ = len({p[1] for p in panels}) > 1
-        # a sweep (one method, several labels or settings) needs a color per curve
-        sweep = len(set(methods.values())) < len(methods)
-        for index, (key, curve_rows) in enumerate(curves.items()):
-            label, setting = key
+        ax.remove()
+    shared: dict[str, Any] = {}  # the first axes of a variant (or of all, comparable metrics)
+    handles: dict[str, Any] = {}
+    for index, (ax, panel) in enumerate(zip(axes.flat, panels, strict=False)):
+        group = "" if metric in COMPARABLE_METRICS else panel[0]
+        if group in shared:
+            ax.sharey(shared[group])
+        else:
+            shared[group] = ax
+        panel_rows = [r for rs in curves[panel].values() for r in rs]
+        for key, curve_rows in curves[panel].items():
+            name, setting = key
             xs, mid, lo, hi, seeds = seed_band(curve_rows, metric, x_axis)
-            color = _FALLBACK[index % len(_FALLBACK)] if sweep else color_of(methods[key])
-            name = methods[key] if modes_differ else label
-            ax.plot(xs, mid, color=color,
-                    label=f"{name} {_setting_text(setting)}" if setting else name)
+            label = f"{name} {_setting_text(setting)}" if setting else name
+            (line,) = ax.plot(xs, mid, color=colors[key], label=label)
+            handles.setdefault(label, line)
             if seeds > 1:
-                ax.fill_between(xs, lo, hi, color=color, alpha=0.2, linewidth=0)
+                ax.fill_between(xs, lo, hi, color=colors[key], alpha=0.2, linewidth=0)
         ax.set_yscale("linear" if metric in LINEAR_METRICS else "log")
         if x_axis != "round":
             ax.set_xscale("log" if x_axis == "floats" else "linear")
         ax.set_xlabel(x_label(panel_rows, x_axis))
-        ax.set_ylabel(Y_LABELS.get(metric, metric))
+        if index % ncols == 0:  # the metric is the same in every panel: once a row
+            ax.set_ylabel(Y_LABELS.get(metric, metric))
         variant, mode = panel
         # not `title`: that is the figure's, set below as its suptitle
         mode_title = "full gradients" if mode == "full" else f"minibatch {mode}"
         ax.set_title(f"{variant}: {mode_title}" if variant else mode_title)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend()
+    # below the panels, never over a curve; as many entries a line as fit the width (an
+    # entry: a 0.8 in line and gap, 0.075 in a character at the default 10 pt)
+    entry = 0.8 + 0.075 * max(map(len, handles))
+    fig.legend(handles.values(), handles.keys(), loc="outside lower center", frameon=False,
+               ncols=max(1, min(len(handles), int(5.2 * ncols / entry))))
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
     return fig

@@ -58,6 +58,15 @@ PAPERS = {
                "Optimization",
 }
 
+#: The papers as the page names them: authors — venue and year.
+PAPER_NAMES = {
+    "seed000": "Zhang, Hu, Johansson — ICASSP 2024",
+    "seed001": "Bao, Crawshaw, Luo, Liu — ICML 2022",
+    "seed002": "Zhou, Zhong, Shi, Wen, Yu — FedCanon (preprint)",
+    "seed003": "Tran-Dinh, Pham, Phan, Nguyen — NeurIPS 2021",
+    "seed004": "Liang, Peng, Zhang — preprint 2023",
+}
+
 #: Experiment name prefix → paper.
 _PAPER_OF_PREFIX = {"seed000": "seed000", "bao2022": "seed001", "fedcanon": "seed002",
                     "prox_cost": "seed002", "feddr": "seed003", "liang2024": "seed004"}
@@ -75,6 +84,11 @@ def paper_of(name: str) -> str:
         if name.startswith(prefix):
             return paper
     return "other"
+
+
+def paper_name(paper: str) -> str:
+    """The paper as headings and tables name it (``Bao, Crawshaw, Luo, Liu — ICML 2022``)."""
+    return PAPER_NAMES.get(paper, "other experiments")
 
 
 def experiment_configs(config_dir: str | Path | None = None, only: list[str] | None = None
@@ -111,6 +125,97 @@ class ExperimentResult:
     verdict: str = ""
     rule: str = ""
     figures: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+
+#: An experiment's files the page links to, those its directory holds: the configuration
+#: that ran (resolved: defaults filled in, ``--quick`` and ``--seeds`` applied), the
+#: metrics of every evaluation, the final rows, the log and a failure's traceback.
+LINKED_FILES = ("config.toml", "results.csv", "summary.json", "log.txt", "error.txt")
+
+
+def write_config(config: dict[str, Any], path: Path) -> None:
+    """Write the configuration an experiment runs as TOML (what ``fedcomp show`` prints).
+
+    A timing configuration is written as given (it has no defaults to fill in), and so is
+    one that does not validate (the run reports why).
+    """
+    from .config import ConfigError, to_toml
+    from .experiments import as_written
+
+    if config.get("kind") == "timing":
+        path.write_text(to_toml(config))
+        return
+    try:
+        path.write_text(to_toml(as_written(validate(config))))
+    except ConfigError:
+        path.write_text(to_toml(config))
+
+
+def git_commit() -> str:
+    """The short commit of the checkout fedcomp is imported from, "+ uncommitted changes"
+    when its tracked files differ; "not a git checkout" for an installed package (even one
+    installed inside another repository's ignored virtual environment)."""
+    import subprocess
+
+    package = Path(__file__).resolve().parent
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=package, capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+
+    try:
+        if Path(git("rev-parse", "--show-toplevel")).resolve() != package.parent:
+            return "not a git checkout"
+        commit = git("rev-parse", "--short", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return "not a git checkout"
+    return f"{commit} + uncommitted changes" if dirty else commit
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``, else :func:`platform.processor`)."""
+    import platform
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("model name", "Model")):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def environment(command: str | None = None) -> dict[str, str]:
+    """The report's header: when, with what and on what it was made, and the command.
+
+    PyTorch's version is read from its installed metadata (not imported: seconds).
+    """
+    import datetime
+    import os
+    import platform
+    from importlib import metadata
+
+    from . import __version__
+
+    try:
+        torch = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch = "not installed"
+    cores = os.cpu_count() or 0
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else cores
+    return {
+        "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+        "fedcomp": __version__,
+        "git commit": git_commit(),
+        "Python": platform.python_version(),
+        "NumPy": np.__version__,
+        "PyTorch": torch,
+        "CPU": f"{cpu_model()}, {cores} cores" + (f" ({usable} usable)" if usable != cores
+                                                   else ""),
+        "command": command or "not recorded (run_report called from Python)",
+    }
 
 
 def run_or_reuse(name: str, config: dict[str, Any], out: Path, stream: TextIO,
@@ -253,39 +358,49 @@ def main_metric(config: dict[str, Any]) -> str:
 
 
 def draw_figures(result: ExperimentResult, out: Path) -> list[str]:
-    """Write the experiment's figures into ``out``; their file names."""
+    """Write the experiment's figures into ``out``, each as SVG and PNG; the PNGs' names.
+
+    A metric no run records (all NaN: a test accuracy without a test split) gets no figure,
+    and a variant that does not record it no panel (:func:`fedcomp.plotting.panels_of`).
+    """
     matplotlib = require("matplotlib", "fedcomp.report")
     matplotlib.use("Agg")
-    from .plotting import plot_results, read_results
+    from .plotting import has_values, read_results
 
     if result.error or result.config.get("kind") == "timing":
         return draw_timing_figure(result, out) if not result.error else []
     rows = read_results(out / "results.csv")
     names = []
+    metrics = validate(result.config)["metrics"]
     metric = main_metric(result.config)
+    if not has_values(rows, metric):
+        metric = "objective"  # as plot_results' fallback: no x* recorded
     for stem, x_axis in X_AXES:
         if x_axis == "floats" and not any(r.get("floats_up", 0) for r in rows):
             continue  # nothing communicated (e.g. all gossip counters zero)
-        name = f"fig_{metric}_{stem}.png"
-        plot_results(out / "results.csv", out / name, metric=metric, x_axis=x_axis,
-                     title=f"{result.name}: {metric}")
-        names.append(name)
+        names.append(_figure(out, metric, x_axis, stem, result.name))
     if _has_simulated_time(rows):  # an event-clock experiment: its claim is per simulated time
-        simulated = []
-        for key in dict.fromkeys([metric, "objective"]):
-            if key in validate(result.config)["metrics"] or key == metric:
-                name = f"fig_{key}_simtime.png"
-                plot_results(out / "results.csv", out / name, metric=key, x_axis="sim_time",
-                             title=f"{result.name}: {key}", fallback=False)
-                simulated.append(name)
+        simulated = [_figure(out, key, "sim_time", "simtime", result.name)
+                     for key in dict.fromkeys([metric, "objective"])
+                     if (key in metrics or key == metric) and has_values(rows, key)]
         names = [*simulated, *names]
     for extra in ("test_accuracy", "l2_error", "support_f1", "prox_grad_norm"):
-        if extra != metric and extra in validate(result.config)["metrics"]:
-            name = f"fig_{extra}_rounds.png"
-            plot_results(out / "results.csv", out / name, metric=extra, x_axis="round",
-                         title=f"{result.name}: {extra}", fallback=False)
-            names.append(name)
+        if extra != metric and extra in metrics and has_values(rows, extra):
+            names.append(_figure(out, extra, "round", "rounds", result.name))
     return names
+
+
+def _figure(out: Path, metric: str, x_axis: str, stem: str, name: str) -> str:
+    """Draw ``metric`` against ``x_axis`` as ``fig_{metric}_{stem}.svg`` and ``.png``."""
+    plt = require("matplotlib.pyplot", "fedcomp.report")
+    from .plotting import results_figure, save_figure
+
+    fig = results_figure(out / "results.csv", metric, x_axis,
+                         f"{name}: {metric.replace('_', ' ')}", fallback=False)
+    for suffix in (".svg", ".png"):
+        save_figure(fig, out / f"fig_{metric}_{stem}{suffix}")
+    plt.close(fig)
+    return f"fig_{metric}_{stem}.png"
 
 
 def _has_simulated_time(rows: list[dict[str, Any]]) -> bool:
@@ -313,10 +428,13 @@ def _mark_paper_ratios(ax: Any, result: ExperimentResult, rows: list[dict[str, A
 
 
 def draw_timing_figure(result: ExperimentResult, out: Path) -> list[str]:
-    """Write :func:`timing_figure` as ``fig_ratios.png``; its file name."""
+    """Write :func:`timing_figure` as ``fig_ratios.svg`` and ``.png``; the PNG's name."""
     plt = require("matplotlib.pyplot", "fedcomp.report")
+    from .plotting import save_figure
+
     fig = timing_figure(result)
-    fig.savefig(out / "fig_ratios.png", dpi=110)
+    for suffix in (".svg", ".png"):
+        save_figure(fig, out / f"fig_ratios{suffix}")
     plt.close(fig)
     return ["fig_ratios.png"]
 
@@ -330,7 +448,7 @@ def timing_figure(result: ExperimentResult) -> Any:
 
     rows = result.rows
     ratios = [k for k in rows[0] if k.endswith("_ratio")]
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+    fig, ax = plt.subplots(figsize=(7.5, 4), layout="constrained")
     width = 0.8 / max(1, len(ratios))
     for j, key in enumerate(ratios):
         xs = np.arange(len(rows)) + j * width
@@ -341,16 +459,18 @@ def timing_figure(result: ExperimentResult) -> Any:
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_yscale("log")
     ax.set_ylabel("prox time / forward-backward time (ratio)")
+    ax.set_xlabel("network")
     ax.set_title(f"{result.name}: one prox vs one forward-backward pass")
-    ax.legend()
-    fig.tight_layout()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0),
+              frameon=False)  # beside the bars, never over one
     return fig
 
 
 def run_report(out_dir: str | Path, *, quick: bool = False, only: list[str] | None = None,
                seeds: list[int] | None = None, config_dir: str | Path | None = None,
                configs: list[tuple[str, dict[str, Any]]] | None = None,
-               stream: TextIO | None = None) -> list[ExperimentResult]:
+               stream: TextIO | None = None, command: str | None = None
+               ) -> list[ExperimentResult]:
     """Run (or reuse) every experiment and write ``index.html`` and ``report.md``.
 
     Parameters
@@ -369,6 +489,9 @@ def run_report(out_dir: str | Path, *, quick: bool = False, only: list[str] | No
         The experiments themselves instead of ``config_dir``'s files.
     stream : text stream, optional
         Progress and the experiments' tables (default: stderr).
+    command : str, optional
+        The command line that made the report, for its header (``fedcomp report`` passes
+        its own; :func:`environment`).
 
     Returns
     -------
@@ -381,6 +504,7 @@ def run_report(out_dir: str | Path, *, quick: bool = False, only: list[str] | No
     out.mkdir(parents=True, exist_ok=True)
     selected = configs if configs is not None else experiment_configs(config_dir, only)
     results: list[ExperimentResult] = []
+    header = environment(command)
     started = time.perf_counter()
     for index, (name, raw) in enumerate(selected):
         config = quick_config(raw) if quick else {k: v for k, v in raw.items() if k != "quick"}
@@ -392,6 +516,7 @@ def run_report(out_dir: str | Path, *, quick: bool = False, only: list[str] | No
         print(f"[{index + 1}/{len(selected)}] {name} (elapsed {elapsed:.0f}s{eta})",
               file=stream, flush=True)
         (out / name).mkdir(exist_ok=True)
+        write_config(config, out / name / "config.toml")
         with open(out / name / "log.txt", "w") as log:
             result = run_or_reuse(name, config, out / name, log)
         if not result.error:
@@ -402,10 +527,13 @@ def run_report(out_dir: str | Path, *, quick: bool = False, only: list[str] | No
                 result.error = f"{type(exc).__name__}: {exc}"
         if result.error:
             result.verdict = "not run (error)"
+        result.files = [f for f in LINKED_FILES if (out / name / f).is_file()
+                        and (f != "error.txt" or result.error)]  # not an earlier run's
         state = "reused" if result.reused else f"{result.seconds:.0f}s"
         print(f"    {state}: {result.error or result.verdict}", file=stream, flush=True)
         results.append(result)
-        write_report(out, results, quick, time.perf_counter() - started)  # after each one
+        write_report(out, results, quick, time.perf_counter() - started,
+                     header=header)  # after each one
     return results
 
 
@@ -414,10 +542,12 @@ def _claim(config: dict[str, Any]) -> str:
 
 
 def write_report(out: Path, results: list[ExperimentResult], quick: bool,
-                 seconds: float) -> None:
-    """Write ``index.html`` and ``report.md`` for ``results``."""
-    (out / "report.md").write_text(markdown_report(results, quick, seconds))
-    (out / "index.html").write_text(html_report(results, quick, seconds))
+                 seconds: float, header: dict[str, str] | None = None) -> None:
+    """Write ``index.html`` and ``report.md`` for ``results`` (``header``: :func:`environment`'s,
+    taken now when not given)."""
+    header = header or environment()
+    (out / "report.md").write_text(markdown_report(results, quick, seconds, header))
+    (out / "index.html").write_text(html_report(results, quick, seconds, header))
 
 
 def _by_paper(results: list[ExperimentResult]) -> dict[str, list[ExperimentResult]]:
@@ -450,79 +580,163 @@ READING = ("Figures: median over seeds, min–max spread shaded; one color per a
            "converged; a method that diverged on any seed cannot win.")
 
 
-def markdown_report(results: list[ExperimentResult], quick: bool, seconds: float) -> str:
-    """The report as Markdown (images linked relative to the report directory)."""
-    lines = ["# fedcomp reproduction report", "",
-             f"{len(results)} experiments at {_scale(quick)}; {_time_spent(results, seconds)}",
-             "", READING, "",
-             "| experiment | paper | verdict | time (s) |", "|---|---|---|---:|"]
+def _files_md(r: ExperimentResult) -> str:
+    return " · ".join(f"[{f}]({r.name}/{f})" for f in r.files)
+
+
+def markdown_report(results: list[ExperimentResult], quick: bool, seconds: float,
+                    header: dict[str, str] | None = None) -> str:
+    """The report as Markdown (images and files linked relative to the report directory).
+
+    A header (what made the report: :func:`environment`), the contents (papers, then their
+    experiments, linked), the summary table and a section per experiment; explicit
+    ``<a id>`` anchors, so that the links do not depend on a renderer's heading ids.
+    """
+    header = header or environment()
+    lines = ["# fedcomp reproduction report", "", "| made with | |", "|---|---|"]
+    lines += [f"| {key} | {f'`{value}`' if key == 'command' else value} |"
+              for key, value in header.items()]
+    lines += ["", f"{len(results)} experiments at {_scale(quick)}; "
+              f"{_time_spent(results, seconds)}", "", READING, "",
+              '<a id="contents"></a>', "", "## Contents", "", "- [Summary](#summary)"]
+    papers = _by_paper(results)
+    for paper, group in papers.items():
+        lines.append(f"- [{paper_name(paper)}](#paper-{paper})")
+        lines += [f"  - [{r.name}](#{r.name}): {r.verdict}" for r in group]
+    lines += ["", '<a id="summary"></a>', "", "## Summary", "",
+              "| experiment | paper | verdict | time (s) |", "|---|---|---|---:|"]
     for r in results:
-        lines.append(f"| [{r.name}](#{r.name}) | {paper_of(r.name)} | {r.verdict} | "
-                     f"{r.seconds:.0f}{' (reused)' if r.reused else ''} |")
-    for paper, group in _by_paper(results).items():
-        lines += ["", f"## {paper}: {PAPERS.get(paper, 'other experiments')}"]
+        lines.append(f"| [{r.name}](#{r.name}) | {paper_name(paper_of(r.name))} | "
+                     f"{r.verdict} | {r.seconds:.0f}{' (reused)' if r.reused else ''} |")
+    lines += ["", BACK_MD]
+    for paper, group in papers.items():
+        lines += ["", f'<a id="paper-{paper}"></a>', "", f"## {paper_name(paper)}", "",
+                  f"*{PAPERS.get(paper, 'Experiments of no paper above.')}*"]
         for r in group:
-            lines += ["", f"### {r.name}", "", f"**Claim.** {_claim(r.config)}", ""]
+            lines += ["", f'<a id="{r.name}"></a>', "", f"### {r.name}", ""]
+            if r.files:
+                lines += [f"Files: {_files_md(r)}", ""]
+            lines += [f"**Claim.** {_claim(r.config)}", ""]
             if r.error:
-                lines += [f"**Error.** `{r.error}` (traceback in `{r.name}/error.txt`)"]
+                lines += [f"**Error.** `{r.error}` (traceback in `{r.name}/error.txt`)", "",
+                          BACK_MD]
                 continue
             lines += [f"**Verdict: {r.verdict}.** Rule: {r.rule}", ""]
             lines += [f"![{r.name} {fig}]({r.name}/{fig})" for fig in r.figures]
-            header, body = mean_std_table(r)
-            lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+            header_row, body = mean_std_table(r)
+            lines += ["", "| " + " | ".join(header_row) + " |", "|" + "---|" * len(header_row)]
             lines += ["| " + " | ".join(row) + " |" for row in body]
+            lines += ["", BACK_MD]
     return "\n".join(lines) + "\n"
 
 
+#: The back-link after each section.
+BACK_MD = "[↑ contents](#contents)"
+_BACK_HTML = "<p class='back'><a href='#contents'>↑ contents</a></p>"
+
 _CSS = """
-body { font-family: sans-serif; max-width: 1200px; margin: 2em auto; padding: 0 1em;
-       color: #222; }
+body { font-family: system-ui, sans-serif; max-width: 1200px; margin: 2em auto;
+       padding: 0 1em; color: #222; line-height: 1.45; }
+h2 { border-bottom: 1px solid #ddd; padding-bottom: 0.2em; margin-top: 2em; }
+h3 { margin-top: 1.6em; }
 table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.85em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
-.figures img { max-width: 100%; margin: 0.3em 0; display: block; }
+table.meta th, table.meta td { text-align: left; border: none; padding: 0.1em 0.8em 0.1em 0; }
+table.meta th { color: #555; font-weight: normal; }
+table.summary td:nth-child(2), table.summary td:nth-child(3),
+table.summary th:nth-child(2), table.summary th:nth-child(3) { text-align: left; }
+nav ol { padding-left: 1.4em; } nav li { margin: 0.15em 0; }
+nav .verdict { font-weight: normal; font-size: 0.9em; }
+.figures { display: flex; flex-wrap: wrap; gap: 0.6em; align-items: flex-start; }
+.figures img { max-width: 100%; height: auto; display: block; }
 .claim { background: #f5f5f5; padding: 0.5em 0.8em; border-left: 4px solid #888; }
+.paper { color: #555; font-style: italic; margin-top: -0.5em; }
+.files { font-size: 0.9em; }
 .verdict { font-weight: bold; }
 .reproduced { color: #1a7f37; } .partly { color: #9a6700; }
 .not-reproduced, .error { color: #cf222e; } .other { color: #555; }
 .rule { color: #555; font-size: 0.9em; }
+.back { font-size: 0.85em; text-align: right; margin: 0.4em 0 0; }
+.back a, nav a, .files a { text-decoration: none; }
 """
 
 
-def _html_table(header: list[str], body: list[list[str]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    rows = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
-                   for row in body)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+def _html_table(header: list[str], body: list[list[str]], css: str = "") -> str:
+    """A table of text cells (escaped here)."""
+    return _raw_table([html.escape(h) for h in header],
+                      [[html.escape(c) for c in row] for row in body], css)
 
 
-def html_report(results: list[ExperimentResult], quick: bool, seconds: float) -> str:
-    """The report as one self-contained HTML page (no scripts, no external resources)."""
+def _raw_table(header: list[str], body: list[list[str]], css: str = "") -> str:
+    """A table of HTML cells (escaped by the caller)."""
+    head = "".join(f"<th>{h}</th>" for h in header)
+    rows = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in body)
+    attribute = f" class='{css}'" if css else ""
+    return f"<table{attribute}><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+
+
+def _figure_html(name: str, png: str) -> str:
+    """A figure as its SVG, the PNG beside it where the browser shows no SVG."""
     esc = html.escape
-    summary = _html_table(["experiment", "paper", "verdict", "time (s)"], [
-        [r.name, paper_of(r.name), r.verdict,
-         f"{r.seconds:.0f}{' (reused)' if r.reused else ''}"] for r in results])
+    svg = png.removesuffix(".png") + ".svg"
+    return (f"<picture><source srcset='{esc(name)}/{esc(svg)}' type='image/svg+xml'>"
+            f"<img src='{esc(name)}/{esc(png)}' alt='{esc(name)} {esc(png)}'></picture>")
+
+
+def html_report(results: list[ExperimentResult], quick: bool, seconds: float,
+                header: dict[str, str] | None = None) -> str:
+    """The report as one HTML page (no scripts, no external resources): a header, the
+    contents, the summary and a section per experiment, as :func:`markdown_report`."""
+    esc = html.escape
+    header = header or environment()
+    meta = "".join(f"<tr><th>{esc(key)}</th><td>"
+                   f"{f'<code>{esc(value)}</code>' if key == 'command' else esc(value)}"
+                   f"</td></tr>" for key, value in header.items())
+    papers = _by_paper(results)
+    contents = ["<nav id='contents'><h2>Contents</h2><ol>",
+                "<li><a href='#summary'>Summary of the verdicts</a></li>"]
+    for paper, group in papers.items():
+        contents.append(f"<li><a href='#paper-{esc(paper)}'>{esc(paper_name(paper))}</a><ol>")
+        contents += [f"<li><a href='#{esc(r.name)}'>{esc(r.name)}</a>: <span class='verdict "
+                     f"{verdict_class(r.verdict)}'>{esc(r.verdict)}</span></li>" for r in group]
+        contents.append("</ol></li>")
+    contents.append("</ol></nav>")
+    summary = _raw_table(["experiment", "paper", "verdict", "time (s)"], [
+        [f"<a href='#{esc(r.name)}'>{esc(r.name)}</a>",
+         f"<a href='#paper-{esc(paper_of(r.name))}'>{esc(paper_name(paper_of(r.name)))}</a>",
+         f"<span class='{verdict_class(r.verdict)}'>{esc(r.verdict)}</span>",
+         f"{r.seconds:.0f}{' (reused)' if r.reused else ''}"] for r in results], "summary")
     parts = ["<!DOCTYPE html>", "<html lang='en'><head><meta charset='utf-8'>",
+             "<meta name='viewport' content='width=device-width, initial-scale=1'>",
              "<title>fedcomp reproduction report</title>", f"<style>{_CSS}</style></head><body>",
-             "<h1>fedcomp reproduction report</h1>",
+             "<h1>fedcomp reproduction report</h1>", f"<table class='meta'>{meta}</table>",
              f"<p>{len(results)} experiments at {esc(_scale(quick))}; "
-             f"{esc(_time_spent(results, seconds))} {esc(READING)}</p>", summary]
-    for paper, group in _by_paper(results).items():
-        parts.append(f"<h2>{esc(paper)}: {esc(PAPERS.get(paper, 'other experiments'))}</h2>")
+             f"{esc(_time_spent(results, seconds))}</p>", f"<p>{esc(READING)}</p>",
+             *contents, "<h2 id='summary'>Summary of the verdicts</h2>", summary, _BACK_HTML]
+    for paper, group in papers.items():
+        parts.append(f"<section id='paper-{esc(paper)}'><h2>{esc(paper_name(paper))}</h2>")
+        parts.append(f"<p class='paper'>{esc(PAPERS.get(paper, 'Experiments of no paper above.'))}"
+                     "</p>")
         for r in group:
-            parts.append(f"<h3 id='{esc(r.name)}'>{esc(r.name)}</h3>")
+            parts.append(f"<section id='{esc(r.name)}'><h3>{esc(r.name)}</h3>")
+            if r.files:
+                links = " · ".join(f"<a href='{esc(r.name)}/{esc(f)}'>{esc(f)}</a>"
+                                   for f in r.files)
+                parts.append(f"<p class='files'>Files: {links}</p>")
             parts.append(f"<p class='claim'><b>Claim.</b> {esc(_claim(r.config))}</p>")
             if r.error:
                 parts.append(f"<p class='error'><b>Error.</b> {esc(r.error)} (traceback in "
                              f"{esc(r.name)}/error.txt)</p>")
-                continue
-            css = verdict_class(r.verdict)
-            parts.append(f"<p><span class='verdict {css}'>Verdict: {esc(r.verdict)}</span>"
-                         f"<br><span class='rule'>Rule: {esc(r.rule)}</span></p>")
-            figures = "".join(f"<img src='{esc(r.name)}/{esc(fig)}' alt='{esc(r.name)} "
-                              f"{esc(fig)}'>" for fig in r.figures)
-            parts.append(f"<div class='figures'>{figures}</div>")
-            parts.append(_html_table(*mean_std_table(r)))
+            else:
+                css = verdict_class(r.verdict)
+                parts.append(f"<p><span class='verdict {css}'>Verdict: {esc(r.verdict)}"
+                             f"</span><br><span class='rule'>Rule: {esc(r.rule)}</span></p>")
+                figures = "".join(_figure_html(r.name, fig) for fig in r.figures)
+                parts.append(f"<div class='figures'>{figures}</div>")
+                parts.append(_html_table(*mean_std_table(r)))
+            parts.append(f"{_BACK_HTML}</section>")
+        parts.append("</section>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
@@ -532,7 +746,8 @@ def exit_status(results: list[ExperimentResult]) -> int:
     return int(any(r.error for r in results))
 
 
-__all__ = ["PAPERS", "READING", "ExperimentResult", "draw_figures", "experiment_configs",
-           "exit_status", "format_mean_std", "html_report", "judge", "markdown_report",
-           "mean_std_table", "paper_of", "run_or_reuse", "run_report", "verdict_class",
-           "write_report"]
+__all__ = ["LINKED_FILES", "PAPERS", "PAPER_NAMES", "READING", "ExperimentResult",
+           "draw_figures", "environment", "experiment_configs", "exit_status",
+           "format_mean_std", "html_report", "judge", "markdown_report", "mean_std_table",
+           "paper_name", "paper_of", "run_or_reuse", "run_report", "verdict_class",
+           "write_config", "write_report"]

@@ -1,4 +1,5 @@
-"""Figures from a results.csv: the figure's title, the panels' titles, the saved file."""
+"""Figures from a results.csv: titles, panels (order, shared y, none empty), the legend, axis
+labels, colors told apart, the saved SVG and PNG."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from fedcomp.plotting import plot_results, results_figure  # noqa: E402
+from fedcomp.config import experiment_names  # noqa: E402
+from fedcomp.plotting import curve_colors, plot_results, results_figure  # noqa: E402
 
 
 @pytest.fixture
@@ -134,3 +136,146 @@ def test_round_axis_of_async_runs_counts_server_updates(tmp_path):
         assert fig.axes[0].get_xlabel() == X_LABELS["sim_time"]
     finally:
         plt.close(fig)
+
+
+def test_a_variant_without_the_metric_gets_no_panel(tmp_path):
+    """feddr_mlp: the synthetic variant has no test split; its test_accuracy is all NaN."""
+    import matplotlib.pyplot as plt
+
+    from fedcomp.plotting import panels_of, read_results
+
+    rows = [{"algorithm": method, "method": method, "batch_size": "b10", "seed": 0,
+             "round": r, "variant": variant,
+             "test_accuracy": "nan" if variant == "synthetic" else 0.1 * r,
+             "objective": 1.0 / (1 + r)}
+            for variant in ("digits", "synthetic") for method in ("fedprox", "feddr")
+            for r in (0, 5, 10)]
+    path = _write_rows(tmp_path / "results.csv", rows)
+    assert panels_of(read_results(path), "test_accuracy") == [("digits", "b10")]
+    fig = results_figure(path, "test_accuracy", fallback=False)
+    try:
+        assert [ax.get_title() for ax in fig.axes] == ["digits: minibatch b10"]
+        assert all(ax.get_lines() for ax in fig.axes)  # no empty panel
+    finally:
+        plt.close(fig)
+    fig = results_figure(path, "objective")  # both variants record the objective
+    try:
+        assert len(fig.axes) == 2 and all(ax.get_lines() for ax in fig.axes)
+    finally:
+        plt.close(fig)
+    with pytest.raises(ValueError, match="no run records a finite 'optimality'"):
+        results_figure(path, "optimality", fallback=False)
+
+
+def test_panels_read_full_then_minibatches_by_size_and_share_the_y_axis(tmp_path):
+    import matplotlib.pyplot as plt
+
+    rows = [{"algorithm": f"za1_{mode}", "method": "za1", "batch_size": mode, "seed": 0,
+             "round": r, "optimality": scale * 0.5 ** r}
+            for mode, scale in (("b100", 1.0), ("b20", 10.0), ("full", 100.0)) for r in (0, 5)]
+    fig = results_figure(_write_rows(tmp_path / "results.csv", rows))
+    try:
+        assert [ax.get_title() for ax in fig.axes] == [
+            "full gradients", "minibatch b20", "minibatch b100"]
+        assert len({ax.get_ylim() for ax in fig.axes}) == 1  # compared on one y scale
+        assert fig.axes[0].get_ylabel() and not fig.axes[1].get_ylabel()
+    finally:
+        plt.close(fig)
+
+
+def test_one_legend_below_the_panels_not_over_the_curves(results):
+    import matplotlib.pyplot as plt
+
+    fig = results_figure(results)
+    try:
+        assert all(ax.get_legend() is None for ax in fig.axes)
+        (legend,) = fig.legends
+        assert [t.get_text() for t in legend.get_texts()] == ["za1", "fedmid"]
+        fig.canvas.draw()
+        box = legend.get_window_extent()
+        assert all(box.y1 <= ax.get_window_extent().y0 for ax in fig.axes)  # below the axes
+    finally:
+        plt.close(fig)
+
+
+def test_readable_axis_labels(results):
+    import matplotlib.pyplot as plt
+
+    from fedcomp.plotting import X_LABELS, Y_LABELS
+
+    fig = results_figure(results)
+    try:
+        assert fig.axes[0].get_ylabel().startswith("optimality ‖x − x*‖ / ‖x*‖")
+        assert fig.axes[0].get_xlabel() == "communication rounds"
+    finally:
+        plt.close(fig)
+    assert X_LABELS["wall_s"] == "wall time (s)" and X_LABELS["floats_up"] == "floats uploaded"
+    assert all("||" not in label for label in Y_LABELS.values())
+
+
+def test_figures_save_as_svg_and_png(results, tmp_path):
+    svg = plot_results(results, tmp_path / "plot.svg")
+    assert svg.read_text().lstrip().startswith("<?xml") and "<svg" in svg.read_text()
+    again = plot_results(results, tmp_path / "again.svg")
+    assert again.read_text() == svg.read_text()  # no date, fixed ids: redrawn, unchanged
+
+
+def _distinct(colors):
+    from itertools import combinations
+
+    from fedcomp.plotting import MIN_COLOR_DISTANCE, color_distance
+
+    return all(color_distance(a, b) >= MIN_COLOR_DISTANCE for a, b in combinations(colors, 2))
+
+
+@pytest.mark.parametrize("name", [n for n in experiment_names() if n != "prox_cost"])
+def test_the_curves_of_each_experiment_have_distinct_colors(name):
+    """Every pair of algorithms one built-in experiment draws together is ΔE >= 25 apart, each
+    in its own color (one color per algorithm throughout the report)."""
+    from fedcomp.config import load
+    from fedcomp.experiments import validate
+    from fedcomp.plotting import COLORS
+
+    algorithms = validate(load(name))["algorithms"]
+    curves = [(a.get("label") or a["name"], a["name"]) for a in algorithms]
+    colors = curve_colors(curves)
+    pairs = list(zip(curves, colors, strict=True))
+    assert len(set(colors)) == len(curves) and _distinct(colors), pairs
+    methods = [method for _, method in curves]
+    for (label, method), color in zip(curves, colors, strict=True):
+        if label in COLORS or methods.count(method) == 1:  # not a sweep: its own color
+            assert color == COLORS.get(label, COLORS[method]), (label, method)
+
+
+def test_sweep_curves_are_told_apart_from_each_other_and_the_baselines():
+    from fedcomp.plotting import COLORS
+
+    curves = [(f"fedcanon lr={lr}", "fedcanon") for lr in (0.01, 0.1, 1.0)]
+    curves += [("fedmid", "fedmid"), ("za1", "za1")]
+    colors = curve_colors(curves)
+    assert colors[3:] == [COLORS["fedmid"], COLORS["za1"]]  # baselines keep their colors
+    assert _distinct(colors)
+    nine = curve_colors([(f"a{i}", "fedcanon") for i in range(9)])  # fedcanon_stepsizes
+    assert _distinct(nine)
+
+
+def test_any_few_algorithms_drawn_together_get_distinct_colors():
+    """A user's own mix: a color too close to one taken is replaced from the palette."""
+    import random
+
+    from fedcomp.algorithms import ALGORITHMS, DECENTRALIZED
+
+    names = sorted({*ALGORITHMS, *DECENTRALIZED})
+    rng = random.Random(0)
+    for _ in range(200):
+        mix = rng.sample(names, rng.randint(2, 8))
+        assert _distinct(curve_colors([(n, n) for n in mix])), mix
+
+
+def test_every_algorithm_has_a_color_of_its_own():
+    from fedcomp.algorithms import ALGORITHMS, DECENTRALIZED
+    from fedcomp.plotting import COLORS, color_of
+
+    names = [*ALGORITHMS, *DECENTRALIZED]
+    assert set(names) <= set(COLORS)  # chosen, not given by registry order
+    assert len({color_of(n) for n in names}) == len(names)

@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
@@ -42,8 +43,34 @@ def broken() -> dict:
 def report_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("report")
     results = rep.run_report(out, configs=[("seed000", tiny_seed000()), ("broken", broken())],
-                             stream=io.StringIO())
+                             stream=io.StringIO(), command="fedcomp report --out REPORT")
     return out, results
+
+
+class _Page(HTMLParser):
+    """The ids, links (``href``, ``src``, ``srcset``) and contents links of an HTML page."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.ids: list[str] = []
+        self.links: list[str] = []
+        self.contents: list[str] = []
+        self.in_nav = False
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if "id" in attrs:
+            self.ids.append(attrs["id"])
+        self.in_nav = self.in_nav or tag == "nav"
+        for key in ("href", "src", "srcset"):
+            if key in attrs:
+                self.links.append(attrs[key])
+                if self.in_nav and key == "href":
+                    self.contents.append(attrs[key])
+
+    def handle_endtag(self, tag):
+        self.in_nav = self.in_nav and tag != "nav"
 
 
 @pytest.mark.parametrize("path", sorted(CONFIG_DIR.glob("*.toml")), ids=lambda p: p.stem)
@@ -86,6 +113,147 @@ def test_report_files_verdict_and_tables(report_dir):
     assert seed000.CLAIM in md and rep.PAPERS["seed000"] in md
     page = (out / "index.html").read_text()
     assert "<img src='seed000/" in page and "Verdict: " in page
+
+
+def test_contents_link_every_paper_and_experiment_and_resolve(report_dir):
+    """Papers → experiments, each link to an id on the page; "↑ contents" after each section."""
+    import re
+
+    out, results = report_dir
+    text = (out / "index.html").read_text()
+    page = _Page(text)
+    assert len(page.ids) == len(set(page.ids))
+    assert page.contents == ["#summary", "#paper-seed000", "#seed000", "#paper-other", "#broken"]
+    assert "Zhang, Hu, Johansson — ICASSP 2024" in text  # the paper by name, not its seed id
+    assert {link[1:] for link in page.links if link.startswith("#")} <= set(page.ids)
+    assert text.count("<a href='#contents'>↑ contents</a>") == len(results) + 1  # + summary
+    md = (out / "report.md").read_text()
+    anchors = set(re.findall(r'<a id="([^"]+)"></a>', md))
+    assert {"contents", "summary", "paper-seed000", "seed000", "broken"} <= anchors
+    assert set(re.findall(r"\]\(#([^)]+)\)", md)) <= anchors
+    assert md.count("[↑ contents](#contents)") == len(results) + 1
+    assert "\n## Zhang, Hu, Johansson — ICASSP 2024\n" in md and "\n## seed000" not in md
+
+
+def test_paper_names_replace_seed_ids():
+    assert rep.paper_name("seed001") == "Bao, Crawshaw, Luo, Liu — ICML 2022"
+    assert set(rep.PAPER_NAMES) == set(rep.PAPERS)
+    result = rep.ExperimentResult("bao2022_emnist", {}, verdict="reproduced")
+    summary = rep.markdown_report([result], quick=True, seconds=1.0, header={"date": "today"})
+    assert "| Bao, Crawshaw, Luo, Liu — ICML 2022 | reproduced |" in summary
+    assert "| seed001 |" not in summary and "## seed001" not in summary
+
+
+HEADER_FIELDS = ("date", "fedcomp", "git commit", "Python", "NumPy", "PyTorch", "CPU", "command")
+
+
+def test_header_says_what_made_the_report(report_dir):
+    import platform
+    import re
+
+    import fedcomp
+
+    out, _ = report_dir
+    page, md = (out / "index.html").read_text(), (out / "report.md").read_text()
+    for key in HEADER_FIELDS:
+        assert f"<tr><th>{key}</th>" in page and f"| {key} |" in md
+    assert "<code>fedcomp report --out REPORT</code>" in page
+    assert "| command | `fedcomp report --out REPORT` |" in md
+    header = rep.environment("fedcomp report --quick --out R")
+    assert tuple(header) == HEADER_FIELDS
+    assert header["fedcomp"] == fedcomp.__version__ and header["NumPy"] == np.__version__
+    assert header["Python"] == platform.python_version()
+    assert re.fullmatch(r"[0-9a-f]{7,40}( \+ uncommitted changes)?|not a git checkout",
+                        header["git commit"])
+    assert re.search(r", \d+ cores", header["CPU"]) and header["PyTorch"]
+    assert "not recorded" in rep.environment()["command"]
+
+
+def test_git_commit_only_of_fedcomps_own_checkout(tmp_path, monkeypatch):
+    """An installed fedcomp is not a checkout, even in another repository's ignored venv."""
+    if not shutil.which("git"):
+        pytest.skip("no git")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    package = tmp_path / ".venv" / "site-packages" / "fedcomp"
+    package.mkdir(parents=True)
+    monkeypatch.setattr(rep, "__file__", str(package / "report.py"))
+    assert rep.git_commit() == "not a git checkout"
+    monkeypatch.setenv("PATH", "")  # no git at all
+    assert rep.git_commit() == "not a git checkout"
+
+
+def test_cli_passes_its_command_line_to_the_report(tmp_path, monkeypatch):
+    from fedcomp import cli
+
+    seen = {}
+    monkeypatch.setattr(rep, "run_report", lambda out, **kwargs: seen.update(kwargs) or [])
+    out = tmp_path / "my report"
+    assert cli.main(["report", "--quick", "--out", str(out), "--only", "seed000"]) == 0
+    assert seen["command"] == f"fedcomp report --quick --out '{out}' --only seed000"
+
+
+def test_each_experiment_links_its_config_and_results(report_dir):
+    import re
+
+    out, _ = report_dir
+    page = _Page((out / "index.html").read_text())
+    files = [link for link in page.links if not link.startswith("#")]
+    assert all((out / link).is_file() for link in files)
+    for link in ("seed000/config.toml", "seed000/results.csv", "seed000/summary.json",
+                 "broken/config.toml", "broken/error.txt"):
+        assert link in files
+    md = (out / "report.md").read_text()
+    assert "Files: [config.toml](seed000/config.toml) · [results.csv](seed000/results.csv)" in md
+    assert all((out / link).is_file() for link in re.findall(r"\]\(([^#)][^)]*)\)", md))
+    # config.toml is the configuration that ran, resolved: it loads back to the same one
+    assert validate(load(out / "seed000" / "config.toml")) == validate(tiny_seed000())
+    assert load(out / "broken" / "config.toml")["problem"] == {"loss": "hinge"}  # as given
+
+
+def test_figures_are_svg_with_a_png_fallback(report_dir):
+    out, results = report_dir
+    page, md = (out / "index.html").read_text(), (out / "report.md").read_text()
+    for png in results[0].figures:
+        svg = png.removesuffix(".png") + ".svg"
+        assert (out / "seed000" / png).stat().st_size > 0
+        assert "<svg" in (out / "seed000" / svg).read_text()
+        assert (f"<picture><source srcset='seed000/{svg}' type='image/svg+xml'>"
+                f"<img src='seed000/{png}'") in page
+        assert f"](seed000/{png})" in md
+
+
+def test_a_metric_a_variant_does_not_record_gets_no_panel(tmp_path):
+    """feddr_mlp: the synthetic variant has no test split (test_accuracy NaN)."""
+    import csv
+
+    import matplotlib.pyplot as plt
+
+    def write(test_accuracy):
+        with (tmp_path / "results.csv").open("w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["algorithm", "method", "batch_size", "seed", "round", "variant",
+                             "objective", "test_accuracy", "floats_up", "floats_down",
+                             "wall_s"])
+            for variant in ("digits", "synthetic_1_1"):
+                for method in ("fedprox", "feddr"):
+                    for r in (0, 5, 10):
+                        writer.writerow([method, method, "b10", 0, r, variant, 1 / (1 + r),
+                                         test_accuracy(variant, r), 10 * r, 10 * r, 0.1 * r])
+
+    result = rep.ExperimentResult("feddr_mlp", load("feddr_mlp"))
+    write(lambda variant, r: "nan" if variant == "synthetic_1_1" else 0.05 * r)
+    names = rep.draw_figures(result, tmp_path)
+    assert "fig_test_accuracy_rounds.png" in names
+    for name in names:
+        metric = name.removeprefix("fig_").rsplit("_", 1)[0]
+        x_axis = {"rounds": "round", "floats": "floats", "time": "wall_s"}[
+            name.removesuffix(".png").rsplit("_", 1)[1]]
+        fig = results_figure(tmp_path / "results.csv", metric, x_axis, fallback=False)
+        plt.close(fig)
+        assert all(ax.get_lines() for ax in fig.axes), name  # no empty panel
+        assert len(fig.axes) == (1 if metric == "test_accuracy" else 2)
+    write(lambda variant, r: "nan")
+    assert "fig_test_accuracy_rounds.png" not in rep.draw_figures(result, tmp_path)
 
 
 def test_mean_and_std_come_from_the_seeds(report_dir):
@@ -211,7 +379,8 @@ def rep_figure(path, x_axis):
 
 
 def test_report_renders_in_headless_chromium(report_dir):
-    """Every image of index.html loads and the browser logs no error."""
+    """Every figure loads (its SVG, and its PNG fallback), every contents link leads to its
+    section, and the browser logs no error."""
     webdriver = pytest.importorskip("selenium.webdriver")
     chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
     if not chromium or not driver_path:
@@ -221,23 +390,44 @@ def test_report_renders_in_headless_chromium(report_dir):
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--allow-file-access-from-files"):
+                "--allow-file-access-from-files", "--window-size=1000,700"):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
 
     driver = webdriver.Chrome(service=Service(driver_path), options=options)
     try:
         driver.get((out / "index.html").resolve().as_uri())
         images = driver.execute_script(
             "return Array.from(document.images).map("
-            "i => [i.getAttribute('src'), i.complete, i.naturalWidth]);")
+            "i => [i.getAttribute('src'), i.complete, i.naturalWidth, i.currentSrc]);")
+        fallbacks = driver.execute_async_script(  # each PNG, as a browser without SVG loads
+            "const done = arguments[arguments.length - 1];"
+            "Promise.all(Array.from(document.images).map(i => new Promise(resolve => {"
+            "  const png = new Image();"
+            "  png.onload = () => resolve([i.getAttribute('src'), png.naturalWidth]);"
+            "  png.onerror = () => resolve([i.getAttribute('src'), 0]);"
+            "  png.src = i.src; }))).then(done);")
+        contents = driver.execute_script(
+            "return Array.from(document.querySelectorAll('nav a')).map(a => "
+            "[a.getAttribute('href'), document.getElementById(a.hash.slice(1)) !== null]);")
+        followed = {}
+        for href, _ in contents:
+            driver.find_element(By.CSS_SELECTOR, f"nav a[href='{href}']").click()
+            followed[href] = driver.execute_script(
+                "const box = document.getElementById(arguments[0]).getBoundingClientRect();"
+                "return [location.hash, box.top >= -1 && box.top < innerHeight];", href[1:])
+            driver.execute_script("window.scrollTo(0, 0);")
         logs = driver.get_log("browser")
     finally:
         driver.quit()
     assert len(images) >= 3
-    broken_images = [src for src, complete, width in images if not complete or width == 0]
-    assert not broken_images
+    assert not [src for src, complete, width, _ in images if not complete or width == 0]
+    assert all(current.endswith(".svg") for *_, current in images)  # the SVG is shown
+    assert not [src for src, width in fallbacks if width == 0]
+    assert len(contents) >= 3 and all(found for _, found in contents), contents
+    assert all(followed[href] == [href, True] for href, _ in contents), followed
     assert not [entry for entry in logs if entry["level"] == "SEVERE"], logs
 
 
@@ -301,6 +491,8 @@ def test_committed_full_report_links_resolve():
     sources = re.findall(r"<img[^>]* src=['\"]([^'\"]+)['\"]", page)
     assert sorted(sources) == sorted(images)
     assert all((folder / src).is_file() for src in sources)
+    svgs = re.findall(r"<source[^>]* srcset=['\"]([^'\"]+)['\"]", page)
+    assert all((folder / svg).is_file() for svg in svgs)
 
 
 @pytest.mark.torch
@@ -313,6 +505,7 @@ def test_seeds_given_to_the_report_leave_a_timing_experiment_alone(tmp_path):
     (result,) = rep.run_report(tmp_path, configs=[("prox_cost", timing)], seeds=[0, 1],
                                stream=io.StringIO())
     assert result.error == "" and result.rows
+    assert load(tmp_path / "prox_cost" / "config.toml") == timing  # written as given
 
 
 def test_report_says_verdicts_use_the_median_while_tables_show_the_mean():
