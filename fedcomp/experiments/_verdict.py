@@ -256,8 +256,8 @@ def _with_note(verdict: str, note: str) -> str:
     return f"{verdict[:-1]}; {note})" if verdict.endswith(")") else f"{verdict} ({note})"
 
 
-def judge_over_seeds(rule: Callable[..., tuple[str, str]], summary: Sequence[Mapping[str, Any]],
-                     finals_of: Callable[[Sequence[Mapping[str, Any]]], Any], *args: Any,
+def judge_over_seeds(rule: Callable[..., tuple[str, str]], summary: list[dict[str, Any]],
+                     finals_of: Callable[[list[dict[str, Any]]], Any], *args: Any,
                      **kwargs: Any) -> tuple[str, str]:
     """``rule`` applied to the medians and to every seed; :func:`over_seeds` decides.
 
