@@ -517,7 +517,8 @@ def run_report(out_dir: str | Path, *, quick: bool = False, only: list[str] | No
               file=stream, flush=True)
         (out / name).mkdir(exist_ok=True)
         write_config(config, out / name / "config.toml")
-        with open(out / name / "log.txt", "w") as log:
+        # appended: a reused experiment keeps the log of the run that made it
+        with open(out / name / "log.txt", "a") as log:
             result = run_or_reuse(name, config, out / name, log)
         if not result.error:
             try:

@@ -285,10 +285,13 @@ def test_finished_experiments_are_reused_not_rerun(report_dir, tmp_path):
     copy_dir = tmp_path / "again"
     shutil.copytree(out, copy_dir)
     before = (copy_dir / "seed000" / "results.csv").stat().st_mtime_ns
+    log = (copy_dir / "seed000" / "log.txt").read_text()
+    assert "Verdict:" in log  # the run's table and verdict
     results = rep.run_report(copy_dir, configs=[("seed000", tiny_seed000())],
                              stream=io.StringIO())
     assert results[0].reused
     assert (copy_dir / "seed000" / "results.csv").stat().st_mtime_ns == before
+    assert (copy_dir / "seed000" / "log.txt").read_text().startswith(log)  # kept
     spent = f"the experiments took {results[0].seconds:.0f} s when they ran"
     assert "1 experiments reused" in (copy_dir / "report.md").read_text()
     assert spent in (copy_dir / "report.md").read_text()
