@@ -310,17 +310,58 @@ def table_columns(result: ExperimentResult) -> list[str]:
     return [*metrics, *COST_COLUMNS]
 
 
+def seeds_best(rows: list[dict[str, Any]], metric: str) -> dict[tuple[str, str], int]:
+    """Per run (algorithm, variant): in how many seeds its final ``metric`` was the best of
+    the runs compared with it (same variant and gradient mode; ties count for each).
+
+    Lower is better, or higher for accuracy-like metrics; a diverged run is never best.
+
+    Examples
+    --------
+    >>> rows = [{"algorithm": a, "batch_size": "full", "seed": s, "optimality": v}
+    ...         for s, (x, y) in enumerate([(1.0, 2.0), (3.0, 2.0), (1.0, 5.0)])
+    ...         for a, v in (("za1", x), ("fedmid", y))]
+    >>> seeds_best(rows, "optimality")
+    {('za1', ''): 2, ('fedmid', ''): 1}
+    """
+    from .experiments._results import metric_mode
+
+    sign = -1.0 if metric_mode(metric) == "max" else 1.0
+    best: dict[tuple[str, str], int] = {_run_key(r): 0 for r in rows}
+    contests: dict[tuple[str, str, Any], list[tuple[float, tuple[str, str]]]] = {}
+    for row in rows:
+        value = row.get(metric)
+        ok = row.get("status", "ok") == "ok" and isinstance(value, int | float) and math.isfinite(
+            float(value))
+        key = _run_key(row)
+        contest = (key[1], str(row.get("batch_size", "")), row.get("seed"))
+        contests.setdefault(contest, []).append((sign * float(value) if ok else math.inf, key))
+    for entries in contests.values():
+        top = min(v for v, _ in entries)
+        for value, key in entries:
+            if math.isfinite(top) and value == top:
+                best[key] += 1
+    return best
+
+
 def mean_std_table(result: ExperimentResult) -> tuple[list[str], list[list[str]]]:
     """Header and rows: per run (algorithm, variant), each metric's mean ± std over seeds.
 
-    Diverged runs are counted in a last column and left out of the statistics.
+    Diverged runs are counted in a last column and left out of the statistics. With
+    several seeds a column counts the seeds in which the run's main metric was the best of
+    its comparison (:func:`seeds_best`): the verdicts judge every seed too.
     """
     columns = table_columns(result) if result.rows else []
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in result.rows:
         groups.setdefault(_run_key(row), []).append(row)
     variants = any(key[1] for key in groups)
-    header = ["algorithm", *(["variant"] if variants else []), "seeds", *columns, "diverged"]
+    several = any(len(rows) > 1 for rows in groups.values())
+    timing = result.config.get("kind") == "timing"
+    metric = "" if timing or not result.rows else main_metric(result.config)
+    won = seeds_best(result.rows, metric) if several and metric else {}
+    header = ["algorithm", *(["variant"] if variants else []), "seeds", *columns,
+              *([f"seeds best ({metric})"] if won else []), "diverged"]
     body = []
     for (algorithm, variant), rows in groups.items():
         ok = [r for r in rows if r.get("status", "ok") == "ok"]
@@ -329,6 +370,8 @@ def mean_std_table(result: ExperimentResult) -> tuple[list[str], list[list[str]]
             values = np.array([float(r[column]) for r in ok
                                if isinstance(r.get(column), int | float)], dtype=float)
             cells.append(format_mean_std(values))
+        if won:
+            cells.append(f"{won[(algorithm, variant)]} of {len(rows)}")
         cells.append(str(len(rows) - len(ok)))
         body.append(cells)
     return header, body

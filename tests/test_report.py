@@ -269,6 +269,15 @@ def test_mean_and_std_come_from_the_seeds(report_dir):
     mean, std = (float(v) for v in cell.split(" ± "))
     assert mean == pytest.approx(np.mean(za1), rel=1e-3)
     assert std == pytest.approx(np.std(za1), rel=1e-3, abs=1e-300)
+    # seeds won: per seed, the lowest full-gradient optimality among the runs compared
+    column = header.index("seeds best (optimality)")
+    full = [r for r in rows if r["batch_size"] == "full"]
+    expected = {r["algorithm"]: 0 for r in full}
+    for seed in {r["seed"] for r in full}:
+        here = [r for r in full if r["seed"] == seed]
+        expected[min(here, key=lambda r: r["optimality"])["algorithm"]] += 1
+    assert {b[0]: b[column] for b in body if b[0] in expected} == {
+        a: f"{n} of 2" for a, n in expected.items()}
 
 
 def test_failed_experiment_is_reported_and_the_others_kept(report_dir):
