@@ -331,11 +331,11 @@ def seeds_best(rows: list[dict[str, Any]], metric: str) -> dict[tuple[str, str],
     contests: dict[tuple[str, str, Any], list[tuple[float, tuple[str, str]]]] = {}
     for row in rows:
         value = row.get(metric)
-        ok = row.get("status", "ok") == "ok" and isinstance(value, int | float) and math.isfinite(
-            float(value))
+        score = float(value) if isinstance(value, int | float) else math.nan
+        ok = row.get("status", "ok") == "ok" and math.isfinite(score)
         key = _run_key(row)
         contest = (key[1], str(row.get("batch_size", "")), row.get("seed"))
-        contests.setdefault(contest, []).append((sign * float(value) if ok else math.inf, key))
+        contests.setdefault(contest, []).append((sign * score if ok else math.inf, key))
     for entries in contests.values():
         top = min(v for v, _ in entries)
         for value, key in entries:

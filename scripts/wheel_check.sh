@@ -16,6 +16,10 @@
 # checkout's .venv, else python3). Needs the package index pip is configured with.
 set -euo pipefail
 
+# a clean Python environment: an inherited PYTHONPATH (Ray writes one into the process that
+# starts it, and subprocesses inherit it) would let pip find the checkout's fedcomp
+# "already installed" and put nothing into the fresh venv
+unset PYTHONPATH PYTHONHOME PYTHONSTARTUP PYTHONBREAKPOINT PYTHONUSERBASE PIP_TARGET PIP_PREFIX
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 PYTHON="${PYTHON:-$ROOT/.venv/bin/python}"
 [ -x "$PYTHON" ] || PYTHON="$(command -v python3)"

@@ -568,7 +568,11 @@ def test_flower_app_command_writes_a_runnable_app(tmp_path):
 @pytest.mark.parametrize("algorithm, params, cpr", EQUIVALENCE)
 def test_simulation_engine_matches_the_simulator(tmp_path, algorithm, params, cpr):
     cfg = small_config(algorithm, clients_per_round=cpr, **params)
+    environment = dict(os.environ)
     run_simulation(cfg, tmp_path / "flower", num_cpus=2, round_timeout=120)
+    # Ray's PYTHONPATH, PYTHONBREAKPOINT and RAY_* variables do not leak into this process
+    # (they made a later pip run into a fresh venv install nothing: tests/test_wheel.py)
+    assert dict(os.environ) == environment
     assert_same_run(tmp_path / "flower", simulator_outputs(cfg, tmp_path / "sim"))
 
 

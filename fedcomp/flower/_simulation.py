@@ -52,13 +52,23 @@ def run_simulation(config: dict[str, Any], out_dir: str | Path, *, num_nodes: in
     out = Path(out_dir)
     server = make_server_app(cfg, out_dir=str(out), num_nodes=num_nodes,
                              round_timeout=round_timeout, node_timeout=node_timeout)
-    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")  # silences a Ray notice
     init_args: dict[str, Any] = {"include_dashboard": False, "log_to_driver": verbose,
                                  "configure_logging": verbose}
     init_args["num_cpus"] = num_cpus or max(1, min(num_nodes, os.cpu_count() or 1))
-    flwr_run_simulation(server_app=server, client_app=make_client_app(),
-                        num_supernodes=num_nodes,
-                        backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0},
-                                        "init_args": init_args},
-                        verbose_logging=verbose)
+    # Ray writes its own PYTHONPATH (this process's sys.path), PYTHONBREAKPOINT and RAY_*
+    # variables into the environment of the process that starts it, where every later
+    # subprocess inherits them (a pip run into another venv then finds this fedcomp on
+    # PYTHONPATH and installs nothing): the caller's environment is restored afterwards
+    environment = dict(os.environ)
+    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")  # silences a Ray notice
+    try:
+        flwr_run_simulation(server_app=server, client_app=make_client_app(),
+                            num_supernodes=num_nodes,
+                            backend_config={"client_resources": {"num_cpus": 1,
+                                                                 "num_gpus": 0.0},
+                                            "init_args": init_args},
+                            verbose_logging=verbose)
+    finally:
+        os.environ.clear()
+        os.environ.update(environment)
     return out
