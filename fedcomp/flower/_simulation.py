@@ -40,6 +40,22 @@ def run_simulation(config: dict[str, Any], out_dir: str | Path, *, num_nodes: in
     # Flower's simulation engine runs on Ray (flwr[simulation]); without it Flower would
     # sys.exit() from inside this call
     check_installed(["ray"], "fedcomp.flower.run_simulation")
+    # Ray writes its own PYTHONPATH (this process's sys.path), PYTHONBREAKPOINT and RAY_*
+    # variables into the environment of the process that imports and starts it, where every
+    # later subprocess inherits them (a pip run into another venv then finds this fedcomp on
+    # PYTHONPATH and installs nothing): the caller's environment is restored afterwards
+    environment = dict(os.environ)
+    try:
+        return _run(config, Path(out_dir), num_nodes, num_cpus, round_timeout, node_timeout,
+                    verbose)
+    finally:
+        os.environ.clear()
+        os.environ.update(environment)
+
+
+def _run(config: dict[str, Any], out: Path, num_nodes: int | None, num_cpus: int | None,
+         round_timeout: float, node_timeout: float, verbose: bool) -> Path:
+    """:func:`run_simulation`'s body (its caller restores the environment)."""
     from flwr.simulation import run_simulation as flwr_run_simulation
 
     from ..experiments import validate
@@ -49,26 +65,15 @@ def run_simulation(config: dict[str, Any], out_dir: str | Path, *, num_nodes: in
         from ._server import _n_clients
 
         num_nodes = _n_clients(cfg)
-    out = Path(out_dir)
     server = make_server_app(cfg, out_dir=str(out), num_nodes=num_nodes,
                              round_timeout=round_timeout, node_timeout=node_timeout)
     init_args: dict[str, Any] = {"include_dashboard": False, "log_to_driver": verbose,
                                  "configure_logging": verbose}
     init_args["num_cpus"] = num_cpus or max(1, min(num_nodes, os.cpu_count() or 1))
-    # Ray writes its own PYTHONPATH (this process's sys.path), PYTHONBREAKPOINT and RAY_*
-    # variables into the environment of the process that starts it, where every later
-    # subprocess inherits them (a pip run into another venv then finds this fedcomp on
-    # PYTHONPATH and installs nothing): the caller's environment is restored afterwards
-    environment = dict(os.environ)
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")  # silences a Ray notice
-    try:
-        flwr_run_simulation(server_app=server, client_app=make_client_app(),
-                            num_supernodes=num_nodes,
-                            backend_config={"client_resources": {"num_cpus": 1,
-                                                                 "num_gpus": 0.0},
-                                            "init_args": init_args},
-                            verbose_logging=verbose)
-    finally:
-        os.environ.clear()
-        os.environ.update(environment)
+    flwr_run_simulation(server_app=server, client_app=make_client_app(),
+                        num_supernodes=num_nodes,
+                        backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0},
+                                        "init_args": init_args},
+                        verbose_logging=verbose)
     return out
