@@ -86,7 +86,6 @@ Unknown names fail with the list of valid ones; unknown keys fail with the accep
 from __future__ import annotations
 
 import copy
-import inspect
 import itertools
 import tomllib
 from importlib import resources
@@ -520,10 +519,9 @@ def parse_sweep(assignment: str) -> tuple[str, list[str]]:
 
 def _accepted(name: str) -> list[str]:
     """The hyperparameters an algorithm's factory accepts (empty for an unknown name)."""
-    from .algorithms import ALGORITHMS, DECENTRALIZED
+    from .algorithms import REGISTRY
 
-    factory = ALGORITHMS.get(name) or DECENTRALIZED.get(name)
-    return [] if factory is None else list(inspect.signature(factory).parameters)
+    return list(REGISTRY.settable(name)) if name in REGISTRY else []
 
 
 def apply_sweep_value(config: dict[str, Any], key: str, text: str) -> dict[str, Any]:

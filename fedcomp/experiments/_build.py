@@ -7,7 +7,6 @@ solution. Each function reads a resolved :class:`~fedcomp.experiments.Setting` o
 
 from __future__ import annotations
 
-import inspect
 import time
 from typing import Any, NamedTuple
 
@@ -127,7 +126,7 @@ def build_components(setting: Setting | dict[str, Any]) -> tuple[Any, Any, int |
     reg_cfg = dict(setting.regularizer)
     reg_name = reg_cfg.pop("name")
     scope = reg_cfg.pop("scope", "all")
-    if "param_ndim" in inspect.signature(REGULARIZERS[reg_name]).parameters:
+    if "param_ndim" in REGULARIZERS.parameters(reg_name):
         reg_cfg.setdefault("param_ndim", loss.param_ndim)
     regularizer: Any = make_regularizer(reg_name, **reg_cfg)
     if scope == "weights":  # a network's kernels and weight matrices, not its biases

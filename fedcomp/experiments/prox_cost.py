@@ -55,7 +55,6 @@ def check_config(config: dict[str, Any]) -> None:
     fedcomp.MissingExtraError
         When PyTorch (the ``torch`` extra) is not installed.
     """
-    import inspect
 
     from ..config import ConfigError
     from ..regularizers import REGULARIZERS
@@ -86,7 +85,7 @@ def check_config(config: dict[str, Any]) -> None:
         if name not in REGULARIZERS:
             raise ConfigError(f"penalties: unknown regularizer {name!r}; valid: "
                               f"{sorted(REGULARIZERS)}")
-        check_keys(penalty, {"name", *inspect.signature(REGULARIZERS[name]).parameters},
+        check_keys(penalty, {"name", *REGULARIZERS.settable(name)},
                    f"penalties ({name})")
     # the networks are TorchModel specifications: refuse before anything is timed or written
     check_installed(["torch"], f"{config.get('name', 'timing')!r} (kind = 'timing', networks)")
