@@ -43,6 +43,7 @@ import numpy as np
 from ._extras import check_installed, require
 from .config import experiment_names, load, quick_config, to_jsonable
 from .experiments import ConfigMismatchError, validate
+from .experiments._results import main_metric as metric_of
 
 #: The source papers (``shared/papers/``), in the report's order.
 PAPERS = {
@@ -126,6 +127,15 @@ class ExperimentResult:
     rule: str = ""
     figures: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    _checked: dict[str, Any] | None = field(default=None, init=False, repr=False,
+                                            compare=False)
+
+    def checked(self) -> dict[str, Any]:
+        """The configuration validated, defaults filled in (once: every table and figure
+        of the page reads it)."""
+        if self._checked is None:
+            self._checked = validate(self.config)
+        return self._checked
 
 
 #: An experiment's files the page links to, those its directory holds: the configuration
@@ -283,7 +293,7 @@ def judge(result: ExperimentResult) -> tuple[str, str]:
         return "not assessed (no verdict rule)", ""
     if result.config.get("name") in TIMINGS:
         return module.verdict(result.rows)
-    judged = judge_claim(validate(result.config), result.rows)
+    judged = judge_claim(result.checked(), result.rows)
     assert judged is not None  # the module has a rule
     return judged
 
@@ -306,7 +316,7 @@ def table_columns(result: ExperimentResult) -> list[str]:
     """The numeric columns of the final-metrics table."""
     if result.config.get("kind") == "timing":
         return [k for k in result.rows[0] if k not in ("network", "status")]
-    metrics = [m for m in validate(result.config)["metrics"] if m != "support"]
+    metrics = [m for m in result.checked()["metrics"] if m != "support"]
     return [*metrics, *COST_COLUMNS]
 
 
@@ -358,7 +368,7 @@ def mean_std_table(result: ExperimentResult) -> tuple[list[str], list[list[str]]
     variants = any(key[1] for key in groups)
     several = any(len(rows) > 1 for rows in groups.values())
     timing = result.config.get("kind") == "timing"
-    metric = "" if timing or not result.rows else main_metric(result.config)
+    metric = "" if timing or not result.rows else metric_of(result.checked()["metrics"])
     won = seeds_best(result.rows, metric) if several and metric else {}
     header = ["algorithm", *(["variant"] if variants else []), "seeds", *columns,
               *([f"seeds best ({metric})"] if won else []), "diverged"]
@@ -396,8 +406,7 @@ def _number(value: float) -> str:
 
 def main_metric(config: dict[str, Any]) -> str:
     """The metric of an experiment's figures: optimality when there is an x*, else its first."""
-    metrics = validate(config)["metrics"]
-    return "optimality" if "optimality" in metrics else metrics[0]
+    return metric_of(validate(config)["metrics"])
 
 
 def draw_figures(result: ExperimentResult, out: Path) -> list[str]:
@@ -414,8 +423,8 @@ def draw_figures(result: ExperimentResult, out: Path) -> list[str]:
         return draw_timing_figure(result, out) if not result.error else []
     rows = read_results(out / "results.csv")
     names = []
-    metrics = validate(result.config)["metrics"]
-    metric = main_metric(result.config)
+    metrics = result.checked()["metrics"]
+    metric = metric_of(metrics)
     if not has_values(rows, metric):
         metric = "objective"  # as plot_results' fallback: no x* recorded
     for stem, x_axis in X_AXES:

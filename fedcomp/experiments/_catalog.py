@@ -36,14 +36,16 @@ class _Rules(Mapping[str, ModuleType]):
     def __init__(self, kind: str | None = None) -> None:
         self._kind = kind
 
+    def _ruled(self, name: str) -> bool:
+        """Whether built-in experiment ``name`` has a rule module (of this kind)."""
+        return rule_module(name) is not None and (
+            self._kind is None or load(name).get("kind") == self._kind)
+
     def _names(self) -> list[str]:
-        names = [n for n in experiment_names() if rule_module(n) is not None]
-        if self._kind is not None:
-            names = [n for n in names if load(n).get("kind") == self._kind]
-        return names
+        return [n for n in experiment_names() if self._ruled(n)]
 
     def __getitem__(self, name: str) -> ModuleType:
-        if name not in self._names():
+        if name not in experiment_names() or not self._ruled(name):
             raise KeyError(name)
         module = rule_module(name)
         assert module is not None

@@ -189,6 +189,18 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
+def main_metric(metrics: list[str]) -> str:
+    """An experiment's main metric: optimality when there is an x*, else its first metric
+    (``plot.png``, the report's figures, "seeds best").
+
+    Examples
+    --------
+    >>> main_metric(["objective", "optimality"]), main_metric(["test_accuracy"])
+    ('optimality', 'test_accuracy')
+    """
+    return "optimality" if "optimality" in metrics else metrics[0]
+
+
 def write_outputs(experiment: Experiment, out: Path, summary: list[dict[str, Any]],
                   stream: TextIO) -> None:
     """``summary.md`` (table, verdict), printed too, ``summary.json`` and the plots."""
@@ -209,9 +221,7 @@ def write_outputs(experiment: Experiment, out: Path, summary: list[dict[str, Any
     try:
         from ..plotting import choose_metric, plot_results, read_results
 
-        # plot.png: optimality, or the first configured metric when there is no reference x*
-        main_metric = "optimality" if "optimality" in cfg["metrics"] else cfg["metrics"][0]
-        plot_results(out / "results.csv", out / "plot.png", metric=main_metric,
+        plot_results(out / "results.csv", out / "plot.png", metric=main_metric(cfg["metrics"]),
                      title=cfg["name"])
         rows = read_results(out / "results.csv")
         for metric in cfg["metrics"]:  # one figure per recorded metric
