@@ -47,6 +47,11 @@ algorithms with their hyperparameters, and the run settings::
     follows = "the authors' official code (repository, files)"
     set = ["algorithms.c_fedda.output='last'", "x0={distribution='normal'}"]
 
+    [readings.random_start]            # a diagnosis: one change, to see what moves a verdict
+    follows = "as written, with the code's random start"
+    diagnosis = "the code's x0 = randn(d) alone"
+    set = ["x0={distribution='normal'}"]   # base = "as_run": start from another reading
+
     [[variants]]                       # optional: several settings in one experiment
     label = "strong-heterogeneity"
     data = { alpha = 1.0, beta = 1.0 } # deep-merged over the base config
@@ -357,6 +362,10 @@ def quick_config(config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
+#: Keys of a ``[readings.NAME]`` table.
+READING_KEYS = {"follows", "set", "base", "diagnosis"}
+
+
 def readings(config: dict[str, Any]) -> dict[str, str]:
     """The readings of a paper a configuration can run, with what each one follows.
 
@@ -367,6 +376,15 @@ def readings(config: dict[str, Any]) -> dict[str, str]:
         [readings.as_run]
         follows = "the authors' MATLAB code (MingruiLiu-ML-Lab/Federated-Sparse-Learning)"
         set = ["algorithms.fast_fedda.weights='uniform'", "data.seed=1"]
+
+    A reading may start from another one (``base = "as_run"``; default ``as_written``) and
+    may be a *diagnosis* (:func:`diagnoses`): one change isolated to find out what moves a
+    verdict, ``diagnosis`` saying in one sentence what it changes::
+
+        [readings.gamma_constant]
+        follows = "as written, with the code's constant per-step gamma"
+        diagnosis = "Appendix F's L = 600 read as the code's constant step"
+        set = ["algorithms.c_fedda.weights='uniform'"]
 
     Examples
     --------
@@ -381,16 +399,61 @@ def readings(config: dict[str, Any]) -> dict[str, str]:
         if name == AS_WRITTEN:
             raise ConfigError(f"readings.{AS_WRITTEN} is the configuration itself: name the "
                               "other reading (e.g. readings.as_run)")
-        if not isinstance(reading, dict) or set(reading) - {"follows", "set"} or not (
+        if not isinstance(reading, dict) or set(reading) - READING_KEYS or not (
                 isinstance(reading.get("follows"), str) and reading["follows"]):
             raise ConfigError(f"readings.{name} must be a table {{follows = \"what it follows\", "
-                              f"set = [\"key=value\", ...]}} (got {reading!r})")
+                              f"set = [\"key=value\", ...]}} (optional: base = \"a reading\", "
+                              f"diagnosis = \"what it isolates\"; got {reading!r})")
+        for key in ("base", "diagnosis"):
+            if key in reading and not (isinstance(reading[key], str) and reading[key]):
+                raise ConfigError(f"readings.{name}.{key} must be a non-empty string "
+                                  f"(got {reading[key]!r})")
         out[name] = reading["follows"]
+    for name in table:
+        _reading_chain(table, name)
     return out
 
 
+def _reading_chain(table: dict[str, Any], name: str) -> list[str]:
+    """The readings whose ``set`` builds reading ``name``, first to last (its bases, then it)."""
+    chain = [name]
+    while (base := table[chain[0]].get("base", AS_WRITTEN)) != AS_WRITTEN:
+        if base not in table:
+            raise ConfigError(f"readings.{chain[0]}.base = {base!r} is no reading; valid: "
+                              f"{[AS_WRITTEN, *table]}")
+        if base in chain:
+            raise ConfigError(f"readings.{name}: its bases go round in a circle "
+                              f"({' -> '.join([base, *chain])})")
+        chain.insert(0, base)
+    return chain
+
+
+def diagnoses(config: dict[str, Any]) -> dict[str, str]:
+    """The readings that are diagnoses (``diagnosis = "..."``): name → what each isolates.
+
+    The others (:data:`AS_WRITTEN`, ``as_run``, ...) are readings of the paper, each judged
+    on its own; a diagnosis is run to say which convention moves a verdict.
+
+    Examples
+    --------
+    >>> diagnoses({"readings": {"as_run": {"follows": "code"},
+    ...                         "gamma": {"follows": "x", "diagnosis": "constant gamma"}}})
+    {'gamma': 'constant gamma'}
+    """
+    readings(config)  # checked
+    return {name: reading["diagnosis"] for name, reading in
+            (config.get("readings") or {}).items() if "diagnosis" in reading}
+
+
+def reading_base(config: dict[str, Any], reading: str) -> str:
+    """The reading ``reading`` starts from (:data:`AS_WRITTEN` unless its ``base`` names one)."""
+    if reading == AS_WRITTEN:
+        return AS_WRITTEN
+    return str((config.get("readings") or {})[reading].get("base", AS_WRITTEN))
+
+
 def reading_config(config: dict[str, Any], reading: str) -> dict[str, Any]:
-    """``config`` in one of its :func:`readings`: that reading's ``set`` applied in order.
+    """``config`` in one of its :func:`readings`: its bases' ``set`` then its own, in order.
 
     The ``[readings]`` table is dropped (a reading is one configuration) and the
     reading's name recorded as ``reading`` (``config.json`` and the report say which
@@ -409,15 +472,16 @@ def reading_config(config: dict[str, Any], reading: str) -> dict[str, Any]:
     out = {**{k: v for k, v in config.items() if k != "readings"}, "reading": reading}
     if reading == AS_WRITTEN:
         return out
-    assignments = config["readings"][reading].get("set", [])
-    if not isinstance(assignments, list) or not all(isinstance(a, str) for a in assignments):
-        raise ConfigError(f"readings.{reading}.set must be a list of 'key=value' strings "
-                          f"(got {assignments!r})")
-    for assignment in assignments:
-        try:
-            out = apply_override(out, assignment)
-        except ConfigError as exc:
-            raise ConfigError(f"readings.{reading}: {exc}") from None
+    for step in _reading_chain(config["readings"], reading):
+        assignments = config["readings"][step].get("set", [])
+        if not isinstance(assignments, list) or not all(isinstance(a, str) for a in assignments):
+            raise ConfigError(f"readings.{step}.set must be a list of 'key=value' strings "
+                              f"(got {assignments!r})")
+        for assignment in assignments:
+            try:
+                out = apply_override(out, assignment)
+            except ConfigError as exc:
+                raise ConfigError(f"readings.{step}: {exc}") from None
     return out
 
 

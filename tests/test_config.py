@@ -347,6 +347,35 @@ def test_a_bad_reading_fails_when_the_config_is_checked(reading, message):
         validate(with_reading(**reading))
 
 
+def test_a_diagnosis_starts_from_its_base_and_says_what_it_isolates():
+    from fedcomp.config import diagnoses, reading_base, reading_config
+
+    cfg = {**tiny_config(), "eval_every": 1, "readings": {
+        "as_run": {"follows": "code", "set": ["rounds=3", "eval_every=3"]},
+        "fewer": {"follows": "as run, 2 rounds", "base": "as_run", "diagnosis": "two rounds",
+                  "set": ["rounds=2"]},
+        "alone": {"follows": "as written, 4 rounds", "diagnosis": "four", "set": ["rounds=4"]}}}
+    assert diagnoses(cfg) == {"fewer": "two rounds", "alone": "four"}
+    assert reading_base(cfg, "fewer") == "as_run" and reading_base(cfg, "alone") == "as_written"
+    fewer = reading_config(cfg, "fewer")
+    assert (fewer["rounds"], fewer["eval_every"], fewer["reading"]) == (2, 3, "fewer")
+    alone = reading_config(cfg, "alone")
+    assert (alone["rounds"], alone["eval_every"]) == (4, 1)
+    assert validate(cfg)["reading"] == "as_written"
+
+
+@pytest.mark.parametrize("readings_table, message", [
+    ({"a": {"follows": "x", "base": "b"}}, r"readings.a.base = 'b' is no reading"),
+    ({"a": {"follows": "x", "base": "b"}, "b": {"follows": "y", "base": "a"}},
+     r"bases go round in a circle"),
+    ({"a": {"follows": "x", "diagnosis": ""}}, r"readings.a.diagnosis must be a non-empty"),
+    ({"a": {"follows": "x", "base": 3}}, r"readings.a.base must be a non-empty string"),
+])
+def test_a_bad_base_or_diagnosis_names_the_key(readings_table, message):
+    with pytest.raises(ConfigError, match=message):
+        validate({**tiny_config(), "readings": readings_table})
+
+
 def test_as_written_is_not_a_reading_to_declare():
     cfg = {**tiny_config(), "readings": {"as_written": {"follows": "x", "set": []}}}
     with pytest.raises(ConfigError, match="readings.as_written is the configuration itself"):
