@@ -41,7 +41,17 @@ from typing import Any, TextIO
 import numpy as np
 
 from ._extras import check_installed, require
-from .config import experiment_names, load, quick_config, to_jsonable
+from .config import (
+    AS_WRITTEN,
+    diagnoses,
+    experiment_names,
+    load,
+    quick_config,
+    reading_base,
+    reading_config,
+    readings,
+    to_jsonable,
+)
 from .experiments import ConfigMismatchError, validate
 from .experiments._results import main_metric as metric_of
 
@@ -127,8 +137,24 @@ class ExperimentResult:
     rule: str = ""
     figures: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    #: The reading of the paper that ran (:func:`fedcomp.config.readings`), what it follows,
+    #: the reading it starts from, and for a diagnosis the one change it isolates.
+    reading: str = AS_WRITTEN
+    follows: str = "the paper as written"
+    base: str = ""
+    diagnosis: str = ""
     _checked: dict[str, Any] | None = field(default=None, init=False, repr=False,
                                             compare=False)
+
+    @property
+    def key(self) -> str:
+        """Its folder in the report: ``NAME`` as written, ``NAME/READING`` in another reading."""
+        return self.name if self.reading == AS_WRITTEN else f"{self.name}/{self.reading}"
+
+    @property
+    def anchor(self) -> str:
+        """Its section's id on the page, ``NAME--READING`` (``NAME`` is the experiment's)."""
+        return f"{self.name}--{self.reading}"
 
     def checked(self) -> dict[str, Any]:
         """The configuration validated, defaults filled in (once: every table and figure
@@ -229,13 +255,13 @@ def environment(command: str | None = None) -> dict[str, str]:
 
 
 def run_or_reuse(name: str, config: dict[str, Any], out: Path, stream: TextIO,
-                 run: Callable[..., Any] | None = None) -> ExperimentResult:
+                 run: Callable[..., Any] | None = None, jobs: int = 1) -> ExperimentResult:
     """Run one experiment into ``out`` unless a finished run of the same config is there.
 
     A finished run is a ``summary.json`` beside a ``report.json`` recording the same
     configuration; anything else in ``out`` is an interrupted or different run and is
     rerun. Exceptions are caught and recorded (``error``), so one failure loses nothing
-    else.
+    else. ``jobs`` worker processes run its runs (the numbers do not depend on it).
     """
     from .experiments import read_summary, run_experiment
 
@@ -251,7 +277,7 @@ def run_or_reuse(name: str, config: dict[str, Any], out: Path, stream: TextIO,
     marker.unlink(missing_ok=True)
     tic = time.perf_counter()
     try:
-        _run_resuming(run, config, out, stream)
+        _run_resuming(run, config, out, stream, jobs)
         result.rows = read_summary(out)
     except Exception as exc:  # noqa: BLE001 — recorded in the report, the others go on
         result.error = f"{type(exc).__name__}: {exc}"
@@ -263,22 +289,24 @@ def run_or_reuse(name: str, config: dict[str, Any], out: Path, stream: TextIO,
 
 
 def _run_resuming(run: Callable[..., Any], config: dict[str, Any], out: Path,
-                  stream: TextIO) -> None:
+                  stream: TextIO, jobs: int = 1) -> None:
     """Run ``config`` into ``out``, resuming an interrupted run of the same configuration.
 
     The runner's ``runs.jsonl`` lists the runs that finished; ``resume=True`` keeps them and
     reruns the others. A directory of another configuration (or of a timing experiment,
     which has no runs to keep) is cleared and run from the start.
     """
-    if (out / "runs.jsonl").exists() and config.get("kind") != "timing":
+    timing = config.get("kind") == "timing"
+    options: dict[str, Any] = {} if timing or jobs == 1 else {"jobs": jobs}
+    if (out / "runs.jsonl").exists() and not timing:
         try:
-            run(config, out, progress=False, stream=stream, resume=True)
+            run(config, out, progress=False, stream=stream, resume=True, **options)
             return
         except ConfigMismatchError:
             pass  # another configuration ran here: start afresh
     for stale in ("results.csv", "runs.jsonl", "summary.json"):
         (out / stale).unlink(missing_ok=True)
-    run(config, out, progress=False, stream=stream)
+    run(config, out, progress=False, stream=stream, **options)
 
 
 def judge(result: ExperimentResult) -> tuple[str, str]:
@@ -430,16 +458,21 @@ def draw_figures(result: ExperimentResult, out: Path) -> list[str]:
     for stem, x_axis in X_AXES:
         if x_axis == "floats" and not any(r.get("floats_up", 0) for r in rows):
             continue  # nothing communicated (e.g. all gossip counters zero)
-        names.append(_figure(out, metric, x_axis, stem, result.name))
+        names.append(_figure(out, metric, x_axis, stem, title_of(result)))
     if _has_simulated_time(rows):  # an event-clock experiment: its claim is per simulated time
-        simulated = [_figure(out, key, "sim_time", "simtime", result.name)
+        simulated = [_figure(out, key, "sim_time", "simtime", title_of(result))
                      for key in dict.fromkeys([metric, "objective"])
                      if (key in metrics or key == metric) and has_values(rows, key)]
         names = [*simulated, *names]
     for extra in ("test_accuracy", "l2_error", "support_f1", "prox_grad_norm"):
         if extra != metric and extra in metrics and has_values(rows, extra):
-            names.append(_figure(out, extra, "round", "rounds", result.name))
+            names.append(_figure(out, extra, "round", "rounds", title_of(result)))
     return names
+
+
+def title_of(result: ExperimentResult) -> str:
+    """How figures name an experiment's run: ``NAME``, ``NAME (as_run)`` in another reading."""
+    return result.name if result.reading == AS_WRITTEN else f"{result.name} ({result.reading})"
 
 
 def _figure(out: Path, metric: str, x_axis: str, stem: str, name: str) -> str:
@@ -521,14 +554,17 @@ def timing_figure(result: ExperimentResult) -> Any:
 def run_report(out_dir: str | Path, *, quick: bool = False, only: list[str] | None = None,
                seeds: list[int] | None = None, config_dir: str | Path | None = None,
                configs: list[tuple[str, dict[str, Any]]] | None = None,
-               stream: TextIO | None = None, command: str | None = None
+               stream: TextIO | None = None, command: str | None = None,
+               only_readings: list[str] | None = None, jobs: int = 1
                ) -> list[ExperimentResult]:
-    """Run (or reuse) every experiment and write ``index.html`` and ``report.md``.
+    """Run (or reuse) every experiment in each of its readings and write ``index.html``
+    and ``report.md``.
 
     Parameters
     ----------
     out_dir : path
-        The report directory; experiment ``NAME`` runs into ``out_dir/NAME``.
+        The report directory; experiment ``NAME`` runs into ``out_dir/NAME`` as written and
+        into ``out_dir/NAME/READING`` in each other reading of its ``[readings]``.
     quick : bool
         Apply each config's ``[quick]`` reductions (:func:`fedcomp.config.quick_config`).
     only : list of str, optional
@@ -544,6 +580,12 @@ def run_report(out_dir: str | Path, *, quick: bool = False, only: list[str] | No
     command : str, optional
         The command line that made the report, for its header (``fedcomp report`` passes
         its own; :func:`environment`).
+    only_readings : list of str, optional
+        Only these readings (and the bases they start from; default: every reading,
+        diagnoses included).
+    jobs : int, default 1
+        Worker processes per experiment (:func:`jobs_for`: 1 where a verdict compares wall
+        times). The numbers do not depend on it.
 
     Returns
     -------
@@ -555,32 +597,44 @@ def run_report(out_dir: str | Path, *, quick: bool = False, only: list[str] | No
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     selected = configs if configs is not None else experiment_configs(config_dir, only)
+    if only_readings:
+        known = {reading for _, raw in selected for reading in readings(raw)}
+        unknown = sorted(set(only_readings) - known)
+        if unknown:
+            raise ValueError(f"unknown reading(s) {unknown}; the experiments have "
+                             f"{sorted(known)}")
+    todo = [(name, raw, reading) for name, raw in selected
+            for reading in reading_names(raw, only_readings)]
     results: list[ExperimentResult] = []
     header = environment(command)
     started = time.perf_counter()
-    for index, (name, raw) in enumerate(selected):
-        config = quick_config(raw) if quick else {k: v for k, v in raw.items() if k != "quick"}
-        if seeds is not None and config.get("kind") != "timing":  # a timing has no seeds
-            config["seeds"] = list(seeds)
+    for index, (name, raw, reading) in enumerate(todo):
+        config = reading_run_config(raw, reading, quick=quick, seeds=seeds)
+        result = ExperimentResult(name, config, reading=reading, follows=readings(raw)[reading],
+                                  base=reading_base(raw, reading) if reading != AS_WRITTEN
+                                  else "", diagnosis=diagnoses(raw).get(reading, ""))
         elapsed = time.perf_counter() - started
         done = sum(not r.reused for r in results)
-        eta = f", ETA {elapsed / done * (len(selected) - index):.0f}s" if done else ""
-        print(f"[{index + 1}/{len(selected)}] {name} (elapsed {elapsed:.0f}s{eta})",
+        eta = f", ETA {elapsed / done * (len(todo) - index):.0f}s" if done else ""
+        print(f"[{index + 1}/{len(todo)}] {result.key} (elapsed {elapsed:.0f}s{eta})",
               file=stream, flush=True)
-        (out / name).mkdir(exist_ok=True)
-        write_config(config, out / name / "config.toml")
+        folder = out / result.key
+        folder.mkdir(parents=True, exist_ok=True)
+        write_config(config, folder / "config.toml")
         # appended: a reused experiment keeps the log of the run that made it
-        with open(out / name / "log.txt", "a") as log:
-            result = run_or_reuse(name, config, out / name, log)
+        with open(folder / "log.txt", "a") as log:
+            ran = run_or_reuse(name, config, folder, log, jobs=jobs_for(name, jobs))
+        result.rows, result.seconds, result.reused, result.error = (
+            ran.rows, ran.seconds, ran.reused, ran.error)
         if not result.error:
             try:
                 result.verdict, result.rule = judge(result)
-                result.figures = draw_figures(result, out / name)
+                result.figures = draw_figures(result, folder)
             except Exception as exc:  # noqa: BLE001 — a broken rule or figure is reported
                 result.error = f"{type(exc).__name__}: {exc}"
         if result.error:
             result.verdict = "not run (error)"
-        result.files = [f for f in LINKED_FILES if (out / name / f).is_file()
+        result.files = [f for f in LINKED_FILES if (folder / f).is_file()
                         and (f != "error.txt" or result.error)]  # not an earlier run's
         state = "reused" if result.reused else f"{result.seconds:.0f}s"
         print(f"    {state}: {result.error or result.verdict}", file=stream, flush=True)
@@ -588,6 +642,46 @@ def run_report(out_dir: str | Path, *, quick: bool = False, only: list[str] | No
         write_report(out, results, quick, time.perf_counter() - started,
                      header=header)  # after each one
     return results
+
+
+def reading_names(config: dict[str, Any], only: list[str] | None = None) -> list[str]:
+    """The readings of ``config`` the report runs: :data:`AS_WRITTEN`, then the others in
+    the order the configuration declares them; ``only`` keeps the named ones (and the
+    bases they start from, whose verdicts theirs are read against)."""
+    names = list(readings(config))
+    if not only:
+        return names
+    keep = set(only)
+    for name in only:
+        while name in names and name != AS_WRITTEN:
+            name = reading_base(config, name)
+            keep.add(name)
+    return [name for name in names if name in keep]
+
+
+def reading_run_config(raw: dict[str, Any], reading: str, *, quick: bool = False,
+                       seeds: list[int] | None = None) -> dict[str, Any]:
+    """The configuration the report runs for ``reading`` of ``raw``: the reading's
+    assignments, then the ``[quick]`` sizes (``quick``), then ``seeds`` (not for a timing
+    experiment, which has none). As written, the configuration without its ``[readings]``."""
+    if reading == AS_WRITTEN:
+        config = {k: v for k, v in raw.items() if k != "readings"}
+    else:
+        config = reading_config(raw, reading)
+    config = quick_config(config) if quick else {k: v for k, v in config.items()
+                                                 if k != "quick"}
+    if seeds is not None and config.get("kind") != "timing":
+        config["seeds"] = list(seeds)
+    return config
+
+
+def jobs_for(name: str, jobs: int) -> int:
+    """Worker processes for experiment ``name``: ``jobs``, but 1 for an experiment whose
+    verdict compares the runs' wall times (its module's ``TIMED``): runs beside each other
+    share the cores and would time each other."""
+    from .experiments import EXPERIMENTS
+
+    return 1 if getattr(EXPERIMENTS.get(name), "TIMED", False) else jobs
 
 
 def _claim(config: dict[str, Any]) -> str:
@@ -603,11 +697,99 @@ def write_report(out: Path, results: list[ExperimentResult], quick: bool,
     (out / "index.html").write_text(html_report(results, quick, seconds, header))
 
 
-def _by_paper(results: list[ExperimentResult]) -> dict[str, list[ExperimentResult]]:
-    papers: dict[str, list[ExperimentResult]] = {}
+def _by_paper(results: list[ExperimentResult]) -> dict[str, dict[str, list[ExperimentResult]]]:
+    """Paper → experiment → its readings' results, in the order they ran."""
+    papers: dict[str, dict[str, list[ExperimentResult]]] = {}
     for result in results:
-        papers.setdefault(paper_of(result.name), []).append(result)
+        papers.setdefault(paper_of(result.name), {}).setdefault(result.name, []).append(result)
     return papers
+
+
+def _by_experiment(results: list[ExperimentResult]) -> dict[str, list[ExperimentResult]]:
+    """Experiment → its readings' results (as written first, as they ran)."""
+    groups: dict[str, list[ExperimentResult]] = {}
+    for result in results:
+        groups.setdefault(result.name, []).append(result)
+    return groups
+
+
+def readings_of(group: list[ExperimentResult]) -> list[ExperimentResult]:
+    """The readings of the paper in an experiment's results (diagnoses left out)."""
+    return [r for r in group if not r.diagnosis]
+
+
+def diagnoses_of(group: list[ExperimentResult]) -> list[ExperimentResult]:
+    """The diagnoses among an experiment's results (:func:`fedcomp.config.diagnoses`)."""
+    return [r for r in group if r.diagnosis]
+
+
+def _level(verdict: str) -> str:
+    return verdict_class(verdict).replace("-", " ")
+
+
+def readings_lead(group: list[ExperimentResult]) -> tuple[str, str]:
+    """``(lead, sentence)``: whether an experiment's readings of the paper agree, and each
+    one's verdict, e.g. ``("The readings disagree.", "As written: not reproduced; as_run
+    (follows ...): reproduced.")``; the lead is empty where only one reading ran."""
+    papers = readings_of(group)
+    verdicts = "; ".join(f"{_reading_label(r)} ({r.follows}): {r.verdict}" for r in papers)
+    if len(papers) < 2:
+        return "", (f"One reading, {verdicts or 'none ran'} (the configuration declares no "
+                    "other; its comments say whether official code exists).")
+    levels = {verdict_class(r.verdict) for r in papers}
+    lead = "The readings agree." if len(levels) == 1 else "The readings disagree."
+    return lead, verdicts[:1].upper() + verdicts[1:] + "."
+
+
+def diagnosis_sentences(group: list[ExperimentResult]) -> list[str]:
+    """One sentence per diagnosis: what it changes, from which reading, and whether that
+    alone moves the verdict (its level against its base's); a note where a reading's
+    verdict is not "reproduced" and no diagnosis ran."""
+    by_reading = {r.reading: r for r in group}
+    sentences = []
+    for d in diagnoses_of(group):
+        base = by_reading.get(d.base)
+        name = "as written" if d.base == AS_WRITTEN else d.base
+        if d.error or base is None or base.error:
+            effect = "cannot be compared (a run failed)"
+        elif verdict_class(d.verdict) == verdict_class(base.verdict):
+            effect = f"the verdict stays {_level(d.verdict)}"
+        else:
+            effect = f"moves the verdict from {_level(base.verdict)} to {_level(d.verdict)}"
+        sentences.append(f"{d.diagnosis[:1].upper()}{d.diagnosis[1:]} ({d.reading}, from "
+                         f"{name}): {effect} — {d.verdict}.")
+    unresolved = [r for r in readings_of(group) if verdict_class(r.verdict) != "reproduced"]
+    if unresolved and not sentences:
+        sentences.append("No diagnosis ran: nothing here isolates what moves "
+                         f"{'these verdicts' if len(unresolved) > 1 else 'this verdict'}.")
+    return sentences
+
+
+def _reading_title(r: ExperimentResult) -> str:
+    if r.reading == AS_WRITTEN:
+        return "As written — the paper's equations"
+    kind = "diagnosis" if r.diagnosis else "reading"
+    return f"{r.reading} ({kind}) — {r.follows}"
+
+
+def _verdicts_cell(group: list[ExperimentResult]) -> str:
+    """The other readings' verdicts, ``as_run: reproduced`` (``—`` when there is none)."""
+    others = [r for r in readings_of(group) if r.reading != AS_WRITTEN]
+    return "; ".join(f"{r.reading}: {r.verdict}" for r in others) or "—"
+
+
+def _diagnoses_cell(group: list[ExperimentResult]) -> str:
+    by_reading = {r.reading: r for r in group}
+    found = diagnoses_of(group)
+    moving = sum(1 for d in found if d.base in by_reading and not d.error
+                 and verdict_class(d.verdict) != verdict_class(by_reading[d.base].verdict))
+    return f"{len(found)} ({moving} move the verdict)" if found else "—"
+
+
+def _seconds_cell(group: list[ExperimentResult]) -> str:
+    seconds = sum(r.seconds for r in group)
+    reused = all(r.reused for r in group)
+    return f"{seconds:.0f}{' (reused)' if reused else ''}"
 
 
 def _scale(quick: bool) -> str:
@@ -620,21 +802,36 @@ def _time_spent(results: list[ExperimentResult], seconds: float) -> str:
     reused = sum(r.reused for r in results)
     if not reused:
         return f"{seconds:.0f} s in all."
-    return (f"{seconds:.0f} s for this report, {reused} experiments reused from earlier runs; "
-            f"the experiments took {sum(r.seconds for r in results):.0f} s when they ran.")
+    return (f"{seconds:.0f} s for this report, {reused} runs of an experiment reused from "
+            f"earlier; they took {sum(r.seconds for r in results):.0f} s when they ran.")
 
 
 #: How to read the report's numbers, printed above its summary table: the verdicts use the
-#: median over seeds (:func:`fedcomp.experiments.final_metrics`), which the
-#: mean ± std tables do not show.
+#: median over seeds and every seed alone (:func:`fedcomp.experiments._verdict.over_seeds`),
+#: which the mean ± std tables do not show; and what the readings are.
 READING = ("Figures: median over seeds, min–max spread shaded; one color per algorithm "
            "throughout. Tables: final metrics, mean ± std over seeds. Verdicts: each "
            "experiment's rule applied to the final metrics' median over the seeds that "
-           "converged; a method that diverged on any seed cannot win.")
+           "converged and to every seed alone; a level (reproduced, partly) stands only when "
+           "the median and at least two thirds of the seeds reach it; a method that diverged "
+           "on any seed cannot win. Readings: *as written* follows the paper's equations, "
+           "*as run* the conventions of the authors' official code where it exists, each "
+           "judged by the same rule; a diagnosis changes one thing to show what moves a "
+           "verdict.")
 
 
 def _files_md(r: ExperimentResult) -> str:
-    return " · ".join(f"[{f}]({r.name}/{f})" for f in r.files)
+    return " · ".join(f"[{f}]({r.key}/{f})" for f in r.files)
+
+
+def _reading_label(r: ExperimentResult) -> str:
+    return "as written" if r.reading == AS_WRITTEN else r.reading
+
+
+def _contents_md(name: str, group: list[ExperimentResult]) -> str:
+    links = "; ".join(f"[{_reading_label(r)}](#{r.anchor}): {r.verdict}"
+                      for r in readings_of(group))
+    return f"  - [{name}](#{name}): {links}"
 
 
 def markdown_report(results: list[ExperimentResult], quick: bool, seconds: float,
@@ -642,44 +839,58 @@ def markdown_report(results: list[ExperimentResult], quick: bool, seconds: float
     """The report as Markdown (images and files linked relative to the report directory).
 
     A header (what made the report: :func:`environment`), the contents (papers, then their
-    experiments, linked), the summary table and a section per experiment; explicit
-    ``<a id>`` anchors, so that the links do not depend on a renderer's heading ids.
+    experiments and each reading's verdict, linked), the summary table and a section per
+    experiment: the claim, whether its readings agree, one sentence per diagnosis, then a
+    subsection per reading (verdict, figures, table); explicit ``<a id>`` anchors, so that
+    the links do not depend on a renderer's heading ids.
     """
     header = header or environment()
     lines = ["# fedcomp reproduction report", "", "| made with | |", "|---|---|"]
     lines += [f"| {key} | {f'`{value}`' if key == 'command' else value} |"
               for key, value in header.items()]
-    lines += ["", f"{len(results)} experiments at {_scale(quick)}; "
-              f"{_time_spent(results, seconds)}", "", READING, "",
-              '<a id="contents"></a>', "", "## Contents", "", "- [Summary](#summary)"]
     papers = _by_paper(results)
-    for paper, group in papers.items():
+    groups = _by_experiment(results)
+    lines += ["", f"{len(groups)} experiments ({len(results)} runs of an experiment: readings "
+              f"and diagnoses) at {_scale(quick)}; {_time_spent(results, seconds)}", "",
+              READING, "", '<a id="contents"></a>', "", "## Contents", "",
+              "- [Summary](#summary)"]
+    for paper, experiments in papers.items():
         lines.append(f"- [{paper_name(paper)}](#paper-{paper})")
-        lines += [f"  - [{r.name}](#{r.name}): {r.verdict}" for r in group]
+        lines += [_contents_md(name, group) for name, group in experiments.items()]
     lines += ["", '<a id="summary"></a>', "", "## Summary", "",
-              "| experiment | paper | verdict | time (s) |", "|---|---|---|---:|"]
-    for r in results:
-        lines.append(f"| [{r.name}](#{r.name}) | {paper_name(paper_of(r.name))} | "
-                     f"{r.verdict} | {r.seconds:.0f}{' (reused)' if r.reused else ''} |")
+              "| experiment | paper | as written | other readings | diagnoses | time (s) |",
+              "|---|---|---|---|---|---:|"]
+    for name, group in groups.items():
+        lines.append(f"| [{name}](#{name}) | {paper_name(paper_of(name))} | {group[0].verdict} | "
+                     f"{_verdicts_cell(group)} | {_diagnoses_cell(group)} | "
+                     f"{_seconds_cell(group)} |")
     lines += ["", BACK_MD]
-    for paper, group in papers.items():
+    for paper, experiments in papers.items():
         lines += ["", f'<a id="paper-{paper}"></a>', "", f"## {paper_name(paper)}", "",
                   f"*{PAPERS.get(paper, 'Experiments of no paper above.')}*"]
-        for r in group:
-            lines += ["", f'<a id="{r.name}"></a>', "", f"### {r.name}", ""]
-            if r.files:
-                lines += [f"Files: {_files_md(r)}", ""]
-            lines += [f"**Claim.** {_claim(r.config)}", ""]
-            if r.error:
-                lines += [f"**Error.** `{r.error}` (traceback in `{r.name}/error.txt`)", "",
-                          BACK_MD]
-                continue
-            lines += [f"**Verdict: {r.verdict}.** Rule: {r.rule}", ""]
-            lines += [f"![{r.name} {fig}]({r.name}/{fig})" for fig in r.figures]
-            header_row, body = mean_std_table(r)
-            lines += ["", "| " + " | ".join(header_row) + " |", "|" + "---|" * len(header_row)]
-            lines += ["| " + " | ".join(row) + " |" for row in body]
-            lines += ["", BACK_MD]
+        for name, group in experiments.items():
+            lead, verdicts = readings_lead(group)
+            lines += ["", f'<a id="{name}"></a>', "", f"### {name}", "",
+                      f"**Claim.** {_claim(group[0].config)}", "",
+                      f"**Readings.** {f'**{lead}** ' if lead else ''}{verdicts}"]
+            diagnosed = diagnosis_sentences(group)
+            if diagnosed:
+                lines += ["", "**Diagnoses.**", "", *[f"- {s}" for s in diagnosed]]
+            for r in group:
+                lines += ["", f'<a id="{r.anchor}"></a>', "", f"#### {_reading_title(r)}", ""]
+                if r.files:
+                    lines += [f"Files: {_files_md(r)}", ""]
+                if r.error:
+                    lines += [f"**Error.** `{r.error}` (traceback in `{r.key}/error.txt`)", "",
+                              BACK_MD]
+                    continue
+                lines += [f"**Verdict: {r.verdict}.** Rule: {r.rule}", ""]
+                lines += [f"![{r.key} {fig}]({r.key}/{fig})" for fig in r.figures]
+                header_row, body = mean_std_table(r)
+                lines += ["", "| " + " | ".join(header_row) + " |",
+                          "|" + "---|" * len(header_row)]
+                lines += ["| " + " | ".join(row) + " |" for row in body]
+                lines += ["", BACK_MD]
     return "\n".join(lines) + "\n"
 
 
@@ -692,18 +903,22 @@ body { font-family: system-ui, sans-serif; max-width: 1200px; margin: 2em auto;
        padding: 0 1em; color: #222; line-height: 1.45; }
 h2 { border-bottom: 1px solid #ddd; padding-bottom: 0.2em; margin-top: 2em; }
 h3 { margin-top: 1.6em; }
+h4 { margin: 1.4em 0 0.4em; color: #333; }
 table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.85em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 table.meta th, table.meta td { text-align: left; border: none; padding: 0.1em 0.8em 0.1em 0; }
 table.meta th { color: #555; font-weight: normal; }
-table.summary td:nth-child(2), table.summary td:nth-child(3),
-table.summary th:nth-child(2), table.summary th:nth-child(3) { text-align: left; }
+table.summary td, table.summary th { text-align: left; }
+table.summary td:last-child, table.summary th:last-child { text-align: right; }
 nav ol { padding-left: 1.4em; } nav li { margin: 0.15em 0; }
 nav .verdict { font-weight: normal; font-size: 0.9em; }
 .figures { display: flex; flex-wrap: wrap; gap: 0.6em; align-items: flex-start; }
 .figures img { max-width: 100%; height: auto; display: block; }
 .claim { background: #f5f5f5; padding: 0.5em 0.8em; border-left: 4px solid #888; }
+.readings { padding: 0.5em 0.8em; border-left: 4px solid #4a6fa5; background: #f3f6fa; }
+.readings ul { margin: 0.3em 0 0; }
+.disagree { color: #cf222e; font-weight: bold; }
 .paper { color: #555; font-style: italic; margin-top: -0.5em; }
 .files { font-size: 0.9em; }
 .verdict { font-weight: bold; }
@@ -729,12 +944,45 @@ def _raw_table(header: list[str], body: list[list[str]], css: str = "") -> str:
     return f"<table{attribute}><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
 
 
-def _figure_html(name: str, png: str) -> str:
+def _figure_html(key: str, png: str) -> str:
     """A figure as its SVG, the PNG beside it where the browser shows no SVG."""
     esc = html.escape
     svg = png.removesuffix(".png") + ".svg"
-    return (f"<picture><source srcset='{esc(name)}/{esc(svg)}' type='image/svg+xml'>"
-            f"<img src='{esc(name)}/{esc(png)}' alt='{esc(name)} {esc(png)}'></picture>")
+    return (f"<picture><source srcset='{esc(key)}/{esc(svg)}' type='image/svg+xml'>"
+            f"<img src='{esc(key)}/{esc(png)}' alt='{esc(key)} {esc(png)}'></picture>")
+
+
+def _readings_html(group: list[ExperimentResult]) -> str:
+    """The box under an experiment's claim: do its readings agree, and its diagnoses."""
+    esc = html.escape
+    lead, verdicts = readings_lead(group)
+    css = "disagree" if lead == "The readings disagree." else ""
+    lead_html = f"<span class='{css}'>{esc(lead)}</span> " if lead else ""
+    diagnosed = diagnosis_sentences(group)
+    items = "".join(f"<li>{esc(s)}</li>" for s in diagnosed)
+    return (f"<div class='readings'><b>Readings.</b> {lead_html}{esc(verdicts)}"
+            + (f"<br><b>Diagnoses.</b><ul>{items}</ul>" if items else "") + "</div>")
+
+
+def _reading_html(r: ExperimentResult) -> str:
+    """One reading's subsection: files, verdict and rule, figures, table."""
+    esc = html.escape
+    parts = [f"<section id='{esc(r.anchor)}'><h4>{esc(_reading_title(r))}</h4>"]
+    if r.files:
+        links = " · ".join(f"<a href='{esc(r.key)}/{esc(f)}'>{esc(f)}</a>" for f in r.files)
+        parts.append(f"<p class='files'>Files: {links}</p>")
+    if r.error:
+        parts.append(f"<p class='error'><b>Error.</b> {esc(r.error)} (traceback in "
+                     f"{esc(r.key)}/error.txt)</p>")
+    else:
+        parts.append(f"<p><span class='verdict {verdict_class(r.verdict)}'>Verdict: "
+                     f"{esc(r.verdict)}</span><br><span class='rule'>Rule: {esc(r.rule)}</span>"
+                     "</p>")
+        figures = "".join(_figure_html(r.key, fig) for fig in r.figures)
+        parts.append(f"<div class='figures'>{figures}</div>")
+        parts.append(_html_table(*mean_std_table(r)))
+    parts.append(f"{_BACK_HTML}</section>")
+    return "".join(parts)
 
 
 def html_report(results: list[ExperimentResult], quick: bool, seconds: float,
@@ -747,48 +995,43 @@ def html_report(results: list[ExperimentResult], quick: bool, seconds: float,
                    f"{f'<code>{esc(value)}</code>' if key == 'command' else esc(value)}"
                    f"</td></tr>" for key, value in header.items())
     papers = _by_paper(results)
+    groups = _by_experiment(results)
     contents = ["<nav id='contents'><h2>Contents</h2><ol>",
                 "<li><a href='#summary'>Summary of the verdicts</a></li>"]
-    for paper, group in papers.items():
+    for paper, experiments in papers.items():
         contents.append(f"<li><a href='#paper-{esc(paper)}'>{esc(paper_name(paper))}</a><ol>")
-        contents += [f"<li><a href='#{esc(r.name)}'>{esc(r.name)}</a>: <span class='verdict "
-                     f"{verdict_class(r.verdict)}'>{esc(r.verdict)}</span></li>" for r in group]
+        for name, group in experiments.items():
+            links = "; ".join(
+                f"<a href='#{esc(r.anchor)}'>{esc(_reading_label(r))}</a>: <span class='verdict "
+                f"{verdict_class(r.verdict)}'>{esc(r.verdict)}</span>" for r in readings_of(group))
+            contents.append(f"<li><a href='#{esc(name)}'>{esc(name)}</a> — {links}</li>")
         contents.append("</ol></li>")
     contents.append("</ol></nav>")
-    summary = _raw_table(["experiment", "paper", "verdict", "time (s)"], [
-        [f"<a href='#{esc(r.name)}'>{esc(r.name)}</a>",
-         f"<a href='#paper-{esc(paper_of(r.name))}'>{esc(paper_name(paper_of(r.name)))}</a>",
-         f"<span class='{verdict_class(r.verdict)}'>{esc(r.verdict)}</span>",
-         f"{r.seconds:.0f}{' (reused)' if r.reused else ''}"] for r in results], "summary")
+    summary = _raw_table(["experiment", "paper", "as written", "other readings", "diagnoses",
+                          "time (s)"], [
+        [f"<a href='#{esc(name)}'>{esc(name)}</a>",
+         f"<a href='#paper-{esc(paper_of(name))}'>{esc(paper_name(paper_of(name)))}</a>",
+         f"<span class='{verdict_class(group[0].verdict)}'>{esc(group[0].verdict)}</span>",
+         esc(_verdicts_cell(group)), esc(_diagnoses_cell(group)), _seconds_cell(group)]
+        for name, group in groups.items()], "summary")
     parts = ["<!DOCTYPE html>", "<html lang='en'><head><meta charset='utf-8'>",
              "<meta name='viewport' content='width=device-width, initial-scale=1'>",
              "<title>fedcomp reproduction report</title>", f"<style>{_CSS}</style></head><body>",
              "<h1>fedcomp reproduction report</h1>", f"<table class='meta'>{meta}</table>",
-             f"<p>{len(results)} experiments at {esc(_scale(quick))}; "
-             f"{esc(_time_spent(results, seconds))}</p>", f"<p>{esc(READING)}</p>",
-             *contents, "<h2 id='summary'>Summary of the verdicts</h2>", summary, _BACK_HTML]
-    for paper, group in papers.items():
+             f"<p>{len(groups)} experiments ({len(results)} runs of an experiment: readings "
+             f"and diagnoses) at {esc(_scale(quick))}; {esc(_time_spent(results, seconds))}</p>",
+             f"<p>{esc(READING)}</p>", *contents,
+             "<h2 id='summary'>Summary of the verdicts</h2>", summary, _BACK_HTML]
+    for paper, experiments in papers.items():
         parts.append(f"<section id='paper-{esc(paper)}'><h2>{esc(paper_name(paper))}</h2>")
         parts.append(f"<p class='paper'>{esc(PAPERS.get(paper, 'Experiments of no paper above.'))}"
                      "</p>")
-        for r in group:
-            parts.append(f"<section id='{esc(r.name)}'><h3>{esc(r.name)}</h3>")
-            if r.files:
-                links = " · ".join(f"<a href='{esc(r.name)}/{esc(f)}'>{esc(f)}</a>"
-                                   for f in r.files)
-                parts.append(f"<p class='files'>Files: {links}</p>")
-            parts.append(f"<p class='claim'><b>Claim.</b> {esc(_claim(r.config))}</p>")
-            if r.error:
-                parts.append(f"<p class='error'><b>Error.</b> {esc(r.error)} (traceback in "
-                             f"{esc(r.name)}/error.txt)</p>")
-            else:
-                css = verdict_class(r.verdict)
-                parts.append(f"<p><span class='verdict {css}'>Verdict: {esc(r.verdict)}"
-                             f"</span><br><span class='rule'>Rule: {esc(r.rule)}</span></p>")
-                figures = "".join(_figure_html(r.name, fig) for fig in r.figures)
-                parts.append(f"<div class='figures'>{figures}</div>")
-                parts.append(_html_table(*mean_std_table(r)))
-            parts.append(f"{_BACK_HTML}</section>")
+        for name, group in experiments.items():
+            parts.append(f"<section id='{esc(name)}'><h3>{esc(name)}</h3>")
+            parts.append(f"<p class='claim'><b>Claim.</b> {esc(_claim(group[0].config))}</p>")
+            parts.append(_readings_html(group))
+            parts += [_reading_html(r) for r in group]
+            parts.append("</section>")
         parts.append("</section>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

@@ -31,6 +31,16 @@ def tiny_seed000(rounds: int = 20) -> dict:
     return cfg
 
 
+def with_readings(cfg: dict) -> dict:
+    """``cfg`` with an as-run reading (ZA1 at a tenth of its step) and a diagnosis from it
+    (FedMiD's step too)."""
+    return {**cfg, "readings": {
+        "as_run": {"follows": "a code's smaller step", "set": ["algorithms.za1.client_lr=0.1"]},
+        "fedmid_step": {"follows": "as run, FedMiD's step a tenth", "base": "as_run",
+                        "diagnosis": "FedMiD's smaller step",
+                        "set": ["algorithms.fedmid.client_lr=0.01"]}}}
+
+
 def broken() -> dict:
     """A config that passes to the runner and fails there (an unknown loss)."""
     cfg = tiny_seed000()
@@ -42,7 +52,8 @@ def broken() -> dict:
 @pytest.fixture(scope="module")
 def report_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("report")
-    results = rep.run_report(out, configs=[("seed000", tiny_seed000()), ("broken", broken())],
+    results = rep.run_report(out, configs=[("seed000", with_readings(tiny_seed000())),
+                                           ("broken", broken())],
                              stream=io.StringIO(), command="fedcomp report --out REPORT")
     return out, results
 
@@ -97,7 +108,7 @@ def test_quick_table_errors_name_the_fix():
 def test_report_files_verdict_and_tables(report_dir):
     out, results = report_dir
     assert (out / "index.html").exists() and (out / "report.md").exists()
-    ok, bad = results
+    ok, *_, bad = results
     assert not ok.error and ok.figures
     for fig in ok.figures:
         assert (out / "seed000" / fig).stat().st_size > 0
@@ -123,7 +134,9 @@ def test_contents_link_every_paper_and_experiment_and_resolve(report_dir):
     text = (out / "index.html").read_text()
     page = _Page(text)
     assert len(page.ids) == len(set(page.ids))
-    assert page.contents == ["#summary", "#paper-seed000", "#seed000", "#paper-other", "#broken"]
+    assert page.contents == ["#summary", "#paper-seed000", "#seed000", "#seed000--as_written",
+                             "#seed000--as_run", "#paper-other", "#broken",
+                             "#broken--as_written"]
     assert "Zhang, Hu, Johansson — ICASSP 2024" in text  # the paper by name, not its seed id
     assert {link[1:] for link in page.links if link.startswith("#")} <= set(page.ids)
     assert text.count("<a href='#contents'>↑ contents</a>") == len(results) + 1  # + summary
@@ -282,7 +295,7 @@ def test_mean_and_std_come_from_the_seeds(report_dir):
 
 def test_failed_experiment_is_reported_and_the_others_kept(report_dir):
     out, results = report_dir
-    bad = results[1]
+    bad = results[-1]
     assert "hinge" in bad.error and bad.verdict == "not run (error)"
     assert "hinge" in (out / "broken" / "error.txt").read_text()
     assert "not run (error)" in (out / "report.md").read_text()
@@ -301,8 +314,8 @@ def test_finished_experiments_are_reused_not_rerun(report_dir, tmp_path):
     assert results[0].reused
     assert (copy_dir / "seed000" / "results.csv").stat().st_mtime_ns == before
     assert (copy_dir / "seed000" / "log.txt").read_text().startswith(log)  # kept
-    spent = f"the experiments took {results[0].seconds:.0f} s when they ran"
-    assert "1 experiments reused" in (copy_dir / "report.md").read_text()
+    spent = f"they took {results[0].seconds:.0f} s when they ran"
+    assert "1 runs of an experiment reused from earlier" in (copy_dir / "report.md").read_text()
     assert spent in (copy_dir / "report.md").read_text()
     assert spent in (copy_dir / "index.html").read_text()
     # a different config is not "the same results": it runs again
@@ -537,3 +550,85 @@ def test_report_says_verdicts_use_the_median_while_tables_show_the_mean():
                  rep.html_report([result], quick=True, seconds=1.0)):
         assert re.search(r"Tables: final metrics, mean ± std over seeds", text)
         assert re.search(r"Verdicts: [^.]*median over the seeds that converged", text)
+
+
+# --- readings side by side, diagnoses ----------------------------------------------------
+def test_every_reading_runs_into_its_own_folder_with_its_config(report_dir):
+    out, results = report_dir
+    seed000_runs = {r.reading: r for r in results if r.name == "seed000"}
+    assert list(seed000_runs) == ["as_written", "as_run", "fedmid_step"]
+    for reading, result in seed000_runs.items():
+        folder = out / result.key
+        assert folder == (out / "seed000" if reading == "as_written" else
+                          out / "seed000" / reading)
+        assert (folder / "summary.json").exists() and not result.error
+        ran = load(folder / "config.toml")
+        assert ran["reading"] == reading and "readings" not in ran
+    za1 = {reading: next(a for a in load(out / r.key / "config.toml")["algorithms"]
+                         if a["name"] == "za1")["client_lr"]
+           for reading, r in seed000_runs.items()}
+    assert za1["as_run"] == za1["fedmid_step"] == 0.1 != za1["as_written"]  # from its base
+    diagnosis = seed000_runs["fedmid_step"]
+    assert (diagnosis.base, diagnosis.diagnosis) == ("as_run", "FedMiD's smaller step")
+    page, md = (out / "index.html").read_text(), (out / "report.md").read_text()
+    for text in (page, md):
+        assert "FedMiD&#x27;s smaller step" in text or "FedMiD's smaller step" in text
+        assert "fedmid_step, from as_run" in text
+    assert "<img src='seed000/as_run/" in page and "](seed000/as_run/fig_" in md
+
+
+def _result(reading="as_written", verdict="reproduced", base="", diagnosis=""):
+    return rep.ExperimentResult("bao2022_lowrank", {}, verdict=verdict, reading=reading,
+                                follows=f"{reading}'s source", base=base, diagnosis=diagnosis)
+
+
+@pytest.mark.parametrize("verdicts, lead", [
+    (["not reproduced", "reproduced"], "The readings disagree."),
+    (["partly (fast_fedda wins)", "partly"], "The readings agree."),
+    (["reproduced", "not reproduced (fedda diverged)"], "The readings disagree."),
+    (["reproduced"], ""),
+])
+def test_the_readings_lead_says_whether_they_agree(verdicts, lead):
+    group = [_result("as_written", verdicts[0])]
+    group += [_result("as_run", v) for v in verdicts[1:]]
+    group.append(_result("gamma", "reproduced", base="as_written", diagnosis="a constant gamma"))
+    said, sentence = rep.readings_lead(group)
+    assert said == lead
+    assert all(v in sentence for v in verdicts) and "gamma" not in sentence
+
+
+@pytest.mark.parametrize("base_verdict, verdict, effect", [
+    ("not reproduced", "reproduced", "moves the verdict from not reproduced to reproduced"),
+    ("not reproduced", "partly (c_fedda wins)", "moves the verdict from not reproduced to partly"),
+    ("partly", "partly (x)", "the verdict stays partly"),
+    ("reproduced", "not reproduced", "moves the verdict from reproduced to not reproduced"),
+])
+def test_a_diagnosis_says_whether_its_one_change_moves_the_verdict(base_verdict, verdict,
+                                                                    effect):
+    group = [_result("as_written", "reproduced"), _result("as_run", base_verdict),
+             _result("gamma", verdict, base="as_run", diagnosis="a constant gamma")]
+    (sentence,) = rep.diagnosis_sentences(group)
+    assert sentence.startswith("A constant gamma (gamma, from as_run): " + effect)
+    assert sentence.endswith(f"— {verdict}.")
+
+
+def test_a_verdict_short_of_reproduced_without_a_diagnosis_is_flagged():
+    assert rep.diagnosis_sentences([_result("as_written", "partly")]) == [
+        "No diagnosis ran: nothing here isolates what moves this verdict."]
+    assert rep.diagnosis_sentences([_result("as_written", "reproduced")]) == []
+
+
+def test_report_readings_option_keeps_the_bases_and_refuses_unknown_names(tmp_path):
+    cfg = with_readings(tiny_seed000(rounds=5))
+    assert rep.reading_names(cfg) == ["as_written", "as_run", "fedmid_step"]
+    assert rep.reading_names(cfg, ["fedmid_step"]) == ["as_written", "as_run", "fedmid_step"]
+    assert rep.reading_names(cfg, ["as_written"]) == ["as_written"]
+    with pytest.raises(ValueError, match=r"unknown reading\(s\) \['as_ran'\]"):
+        rep.run_report(tmp_path, configs=[("seed000", cfg)], only_readings=["as_ran"],
+                       stream=io.StringIO())
+    assert not (tmp_path / "seed000").exists()  # refused before anything ran
+
+
+def test_an_experiment_that_times_its_runs_runs_them_one_at_a_time():
+    assert rep.jobs_for("fedcanon_nn", 2) == 1
+    assert rep.jobs_for("seed000", 2) == 2

@@ -16,6 +16,10 @@ from .fedcanon_vs_composite import verdict as composite_verdict
 
 NAME = "fedcanon_nn"
 
+#: Its verdict compares the runs' wall times: the report runs them one at a time
+#: (:func:`fedcomp.report.jobs_for`), never beside each other on shared cores.
+TIMED = True
+
 #: Test accuracy within this of the best other method counts as "at least the accuracy".
 ACCURACY_TOL = 0.01
 
