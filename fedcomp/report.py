@@ -732,7 +732,9 @@ def readings_lead(group: list[ExperimentResult]) -> tuple[str, str]:
     one's verdict, e.g. ``("The readings disagree.", "As written: not reproduced; as_run
     (follows ...): reproduced.")``; the lead is empty where only one reading ran."""
     papers = readings_of(group)
-    verdicts = "; ".join(f"{_reading_label(r)} ({r.follows}): {r.verdict}" for r in papers)
+    verdicts = "; ".join(f"{_reading_label(r)}"
+                         f"{'' if r.reading == AS_WRITTEN else f' ({r.follows})'}: {r.verdict}"
+                         for r in papers)
     if len(papers) < 2:
         return "", (f"One reading, {verdicts or 'none ran'} (the configuration declares no "
                     "other; its comments say whether official code exists).")
@@ -814,8 +816,8 @@ READING = ("Figures: median over seeds, min–max spread shaded; one color per a
            "experiment's rule applied to the final metrics' median over the seeds that "
            "converged and to every seed alone; a level (reproduced, partly) stands only when "
            "the median and at least two thirds of the seeds reach it; a method that diverged "
-           "on any seed cannot win. Readings: *as written* follows the paper's equations, "
-           "*as run* the conventions of the authors' official code where it exists, each "
+           "on any seed cannot win. Readings: \"as written\" follows the paper's equations, "
+           "\"as run\" the conventions of the authors' official code where it exists, each "
            "judged by the same rule; a diagnosis changes one thing to show what moves a "
            "verdict.")
 
