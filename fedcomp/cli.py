@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from ._lifetime import exit_code, signals_as_interrupt
 
 #: Environment variable: when set, ``fedcomp`` shows the traceback of an error instead
 #: of the one-line ``error: ...`` message.
@@ -97,11 +98,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         summary = run_experiment(resolved, out, progress=not args.quiet and "auto", jobs=jobs,
                                  resume=args.resume)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         argv = args.argv if args.argv is not None else sys.argv[1:]
         print(f"\ninterrupted: finished runs are kept in {out}/ (results.csv, runs.jsonl); "
               f"resume with\n  {resume_command(argv)}", file=sys.stderr)
-        return 130
+        return exit_code(exc)
     print(f"results written to {out}/ (results.csv, config.json, models/, summary.md"
           f"{', plot.png' if (out / 'plot.png').exists() else ''})", file=sys.stderr)
     failed = [r for r in summary if r.get("status", "ok") != "ok"]
@@ -514,7 +515,9 @@ def main(argv: list[str] | None = None) -> int:
 
     reuse_freed_memory()  # batched network rounds free and re-request MBs per operation
     try:
-        return int(args.func(args))
+        # SIGTERM/SIGHUP (timeout, a scheduler, a closed terminal) tear down like Ctrl-C
+        with signals_as_interrupt():
+            return int(args.func(args))
     except (ConfigError, MissingExtraError, ValueError, OSError, TypeError) as exc:
         if os.environ.get(DEBUG_ENV):
             raise
@@ -525,9 +528,9 @@ def main(argv: list[str] | None = None) -> int:
                 else "")
         print(f"error: {exc}{hint}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print("\ninterrupted: rows evaluated so far are in results.csv", file=sys.stderr)
-        return 130
+        return exit_code(exc)
 
 
 if __name__ == "__main__":

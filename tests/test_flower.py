@@ -671,33 +671,59 @@ def test_flower_local_rejects_a_bad_node_count(tmp_path, capsys):
     assert "--nodes must be a positive integer (got 0)" in capsys.readouterr().err
 
 
-@pytest.mark.slow
-def test_ctrl_c_stops_every_process_of_flower_local(tmp_path):
+def start_flower_local(tmp_path, rounds=50, extra=()):
+    """``fedcomp flower local`` of a tiny config in a child process, its temporary
+    directories under ``tmp_path / "tmp"``; returns (process, out)."""
     import subprocess
     import sys
 
-    from fedcomp.flower._local import descendants
-
     cfg = tmp_path / "exp.toml"
-    cfg.write_text('name = "ctrl-c"\nrounds = 50\nreference = false\n'
+    cfg.write_text(f'name = "signals"\nrounds = {rounds}\nreference = false\n'
                    '[data]\ngenerator = "synthetic_fedprox"\nalpha = 1.0\nbeta = 1.0\n'
                    'n_clients = 2\nn_classes = 2\nsamples_per_client = 20\nn_features = 4\n'
                    '[problem]\nloss = "logistic"\n[regularizer]\nname = "l1"\nalpha = 0.001\n'
                    '[[algorithms]]\nname = "fedmid"\n')
     out = tmp_path / "run"
+    (tmp_path / "tmp").mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp")}
     proc = subprocess.Popen([sys.executable, "-m", "fedcomp", "flower", "local", str(cfg),
-                             "--nodes", "2", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                             "--nodes", "2", "--out", str(out), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    return proc, out
+
+
+def wait_until_dead(pids, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(alive(pid) for pid in pids):
+        time.sleep(0.2)
+    return [pid for pid in pids if alive(pid)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGHUP", "SIGKILL"])
+def test_a_signal_stops_every_process_of_flower_local(tmp_path, sig):
+    """Ctrl-C, SIGTERM (timeout, a scheduler) and SIGHUP (a closed terminal) tear the
+    deployment down and remove the temporary FLWR_HOME; after SIGKILL the watchdog does."""
+    from fedcomp.flower._local import descendants
+
+    proc, out = start_flower_local(tmp_path)
     seen = set()
     try:
         assert wait_for_rows(out, 2, timeout=240)  # the run is under way
         seen = descendants([proc.pid])
-        assert len(seen) >= 3  # SuperLink, SuperNodes, flwr run and their children
-        proc.send_signal(signal.SIGINT)
+        assert len(seen) >= 4  # SuperLink, SuperNodes, flwr run, watchdog and children
+        assert list((tmp_path / "tmp").iterdir())  # the temporary FLWR_HOME
+        proc.send_signal(getattr(signal, sig))
         proc.wait(timeout=60)
+        left = wait_until_dead(seen, 30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130
-    assert "interrupted" in proc.stdout.read().decode()
-    assert [pid for pid in seen if alive(pid)] == []
+        for pid in seen:  # never leave a deployment behind, even when the test fails
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert left == []
+    assert list((tmp_path / "tmp").iterdir()) == []
+    if sig != "SIGKILL":
+        assert proc.returncode == 128 + getattr(signal, sig)
+        assert "interrupted" in proc.stdout.read().decode()

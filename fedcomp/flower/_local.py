@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .._lifetime import Watchdog, alive, descendants, send
 from ._server import RUN_CONFIG_DEFAULTS, STATUS_FILE
 
 LOOPBACK = "127.0.0.1"
@@ -122,19 +123,23 @@ class ProcessGroup:
 
     Each process runs in its own session; Flower's SuperLink and SuperNodes start their
     SuperExec detached (a new session), so teardown also walks ``/proc`` for descendants
-    and signals each of them by PID.
+    and signals each of them by PID. Given a :class:`~fedcomp._lifetime.Watchdog`, every
+    process started is handed to it, so they die with us even when we are SIGKILLed.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, watchdog: Watchdog | None = None) -> None:
         self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
         self.launch: dict[str, tuple[list[str], dict[str, str], Path]] = {}
         self.seen: set[int] = set()
+        self.watchdog = watchdog
 
     def start(self, name: str, args: list[str], env: dict[str, str], log: Path
               ) -> subprocess.Popen[bytes]:
         with log.open("ab") as f:
             proc = subprocess.Popen(args, stdout=f, stderr=subprocess.STDOUT, env=env,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        if self.watchdog is not None:
+            self.watchdog.add(proc.pid)
         self.procs.append((name, proc))
         self.launch[name] = (args, env, log)
         self.seen.add(proc.pid)
@@ -145,7 +150,7 @@ class ProcessGroup:
         proc = dict(self.procs)[name]
         for pid in [proc.pid, *descendants([proc.pid])]:
             self.seen.add(pid)
-            _signal(pid, signal.SIGKILL)
+            send(pid, signal.SIGKILL)
         proc.wait(timeout=10)
 
     def restart(self, name: str) -> subprocess.Popen[bytes]:
@@ -168,7 +173,7 @@ class ProcessGroup:
         """SIGTERM everything, wait up to ``grace`` s, SIGKILL what is left, reap."""
         self.refresh()
         for pid in self.seen:
-            _signal(pid, signal.SIGTERM)
+            send(pid, signal.SIGTERM)
         deadline = time.monotonic() + grace
         for _, proc in self.procs:
             try:
@@ -179,7 +184,7 @@ class ProcessGroup:
             time.sleep(0.1)
         for pid in self.refresh():
             if alive(pid):
-                _signal(pid, signal.SIGKILL)
+                send(pid, signal.SIGKILL)
         for _, proc in self.procs:
             try:
                 proc.wait(timeout=5)
@@ -188,56 +193,6 @@ class ProcessGroup:
         deadline = time.monotonic() + grace
         while any(alive(pid) for pid in self.seen) and time.monotonic() < deadline:
             time.sleep(0.1)
-
-
-def _signal(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _stat(pid: int) -> list[str] | None:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return text[text.rindex(")") + 2:].split()
-
-
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` exists and is not a zombie."""
-    fields = _stat(pid)
-    if fields is None:
-        if Path("/proc").is_dir():
-            return False
-        try:  # no /proc (macOS): signal 0 probes existence
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-    return fields[0] != "Z"
-
-
-def descendants(roots: list[int]) -> set[int]:
-    """All live descendants of ``roots`` (from ``/proc``; empty where there is none)."""
-    children: dict[int, list[int]] = {}
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return set()
-    for entry in proc.iterdir():
-        if entry.name.isdigit():
-            fields = _stat(int(entry.name))
-            if fields is not None:
-                children.setdefault(int(fields[1]), []).append(int(entry.name))
-    out: set[int] = set()
-    stack = list(roots)
-    while stack:
-        for child in children.get(stack.pop(), []):
-            if child not in out:
-                out.add(child)
-                stack.append(child)
-    return out
 
 
 def _wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float, what: str,
@@ -310,19 +265,22 @@ def run_local(config: dict[str, Any], out_dir: str | Path, *, nodes: int,
     logs.mkdir(parents=True, exist_ok=True)
     (out / STATUS_FILE).unlink(missing_ok=True)
     work = Path(tempfile.mkdtemp(prefix="fedcomp-flower-"))
-    home = work / "flwr-home"
-    home.mkdir()
-    env = flower_env(home)
-    app = write_app(cfg, work / "app", results_dir=out, num_nodes=nodes,
-                    node_timeout=node_timeout, round_timeout=round_timeout,
-                    rejoin_timeout=rejoin_timeout)
-    port = free_port()
-    (home / "config.toml").write_text(
-        f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
-        f'address = "{LOOPBACK}:{port}"\ninsecure = true\n')
-    group = ProcessGroup()
+    # should this process be killed outright (SIGKILL), the watchdog stops the deployment
+    # and removes the temporary home; SIGTERM/SIGHUP are interrupts (fedcomp._lifetime)
+    watchdog = Watchdog(cleanup=[work])
+    group = ProcessGroup(watchdog)
     status: dict[str, Any] = {"status": "failed", "error": "the run did not finish"}
     try:
+        home = work / "flwr-home"
+        home.mkdir()
+        env = flower_env(home)
+        app = write_app(cfg, work / "app", results_dir=out, num_nodes=nodes,
+                        node_timeout=node_timeout, round_timeout=round_timeout,
+                        rejoin_timeout=rejoin_timeout)
+        port = free_port()
+        (home / "config.toml").write_text(
+            f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
+            f'address = "{LOOPBACK}:{port}"\ninsecure = true\n')
         link_log = logs / "superlink.log"
         link = group.start("superlink", [
             _executable("flower-superlink"), "--insecure", "--host", LOOPBACK,
@@ -352,6 +310,7 @@ def run_local(config: dict[str, Any], out_dir: str | Path, *, nodes: int,
     finally:
         group.stop()
         shutil.rmtree(work, ignore_errors=True)
+        watchdog.close()
     status["pids"] = group.pids
     return status
 
