@@ -155,7 +155,8 @@ def task_identity(monkeypatch):
 class InProcessGrid:
     """Delivers messages straight to ``handle_query``/``handle_train`` of fake nodes."""
 
-    def __init__(self, n_nodes, dead_after=None, restart=None, node_config=None):
+    def __init__(self, n_nodes, dead_after=None, restart=None, node_config=None,
+                 unavailable=False, slow_start=None):
         self.contexts = {
             1000 + k: Context(run_id=1, node_id=1000 + k, state=RecordDict(), run_config={},
                               node_config={"partition-id": k, "num-partitions": n_nodes,
@@ -165,6 +166,10 @@ class InProcessGrid:
         self.restart = restart or {}  # dead node id -> the id it comes back with
         self.trained = dict.fromkeys(self.contexts, 0)
         self.down = set()  # still listed (the SuperLink has not noticed), never answers
+        # like the SuperLink once a node's heartbeat lapsed: messages to a down node get a
+        # "Node Unavailable" error reply from the SuperLink's own node id
+        self.unavailable = unavailable
+        self.slow_start = dict(slow_start or {})  # node id -> messages it misses at first
 
     def get_node_ids(self):
         return list(self.contexts)
@@ -199,8 +204,16 @@ class InProcessGrid:
     def _deliver(self, msg):
         node = msg.metadata.dst_node_id
         ctx = self.contexts[node]
-        if node in self.down:
-            return None
+        starting = self.slow_start.get(node, 0) > 0  # listed, not yet able to answer
+        if starting:
+            self.slow_start[node] -= 1
+        if node in self.down or starting:
+            if not self.unavailable:
+                return None
+            reply = Message(Error(code=5, reason="Error: Node Unavailable - no heartbeat"),
+                            reply_to=msg)
+            reply.metadata.__dict__["_src_node_id"] = 1  # SUPERLINK_NODE_ID
+            return reply
         if msg.metadata.message_type == MessageType.QUERY:
             return handle_query(msg, ctx)
         if self.trained[node] >= self.dead_after.get(node, 10**9):
@@ -409,6 +422,34 @@ def test_a_node_restarted_under_its_old_id_resumes_too(task_identity, tmp_path):
                rejoin_timeout=5, log=lambda line: None)
     assert grid.trained[1000] == 3
     assert_same_run(tmp_path / "flower", simulator_outputs(cfg, tmp_path / "sim"), tol=0.0)
+
+
+@pytest.mark.parametrize("slow", [False, True], ids=["old-id-unavailable", "slow-new-node"])
+def test_node_unavailable_replies_are_waited_out_within_the_rejoin_timeout(
+        task_identity, tmp_path, slow):
+    """The SuperLink answers for a dead node still listed (and for one not up yet) with
+    "Node Unavailable" from its own node id: the server asks again until rejoin-timeout
+    (node-timeout at the start) instead of failing the run blaming "SuperNode 1"."""
+    cfg = small_config("za1", n_clients=3, rounds=5, client_lr=0.5, local_steps=2)
+    slow_start = {2001: 3, 1000: 2} if slow else None  # node 1000: slow at the start
+    grid = InProcessGrid(3, dead_after={1001: 2}, restart={1001: 2001}, unavailable=True,
+                         slow_start=slow_start,
+                         node_config={"checkpoint-dir": str(tmp_path / "ckpt")})
+    lines = []
+    run_server(grid, cfg, tmp_path / "flower", num_nodes=3, node_timeout=5, round_timeout=1,
+               rejoin_timeout=10, log=lines.append)
+    assert grid.trained[2001] == 3
+    assert any("SuperNode 1001" in line and "waiting up to 10 s" in line for line in lines)
+    assert_same_run(tmp_path / "flower", simulator_outputs(cfg, tmp_path / "sim"), tol=0.0)
+
+
+def test_a_node_unavailable_for_good_fails_after_the_rejoin_timeout(task_identity, tmp_path):
+    cfg = small_config("za1", n_clients=3, rounds=5, client_lr=0.5, local_steps=2)
+    grid = InProcessGrid(3, dead_after={1002: 1}, unavailable=True)
+    with pytest.raises(FlowerRunError, match=r"SuperNode 1002 \(partition-id=2 of 3.*did not "
+                                             r"rejoin within rejoin-timeout=1"):
+        run_server(grid, cfg, tmp_path, num_nodes=3, node_timeout=5, round_timeout=1,
+                   rejoin_timeout=1, log=lambda line: None)
 
 
 def test_a_restarted_node_without_checkpoint_fails_clearly(task_identity, tmp_path):
