@@ -632,6 +632,45 @@ def test_localhost_deployment_matches_the_simulator_and_leaves_no_process(tmp_pa
 
 
 @pytest.mark.slow
+def test_ports_taken_by_another_process_meanwhile_are_replaced(tmp_path, monkeypatch):
+    """free_port() releases the port it found: a concurrent deployment may bind it before
+    our SuperLink or SuperNode does. Each is started again on another port (before, the
+    SuperLink died on the bind and the run talked to the other process's listener)."""
+    import socket
+
+    from fedcomp.flower import _local
+
+    taken = []
+    for _ in range(2):  # what another deployment holds: one port for us to collide with each
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        taken.append(s)
+    handed = [s.getsockname()[1] for s in taken]
+    real = _local.free_port
+    calls = []
+
+    def racy_free_port():  # the SuperLink's first port, then SuperNode 0's, are taken
+        calls.append(handed.pop(0) if len(calls) in (0, 2) else real())
+        return calls[-1]
+
+    monkeypatch.setattr(_local, "free_port", racy_free_port)
+    cfg = small_config("fedmid", n_clients=2, rounds=2)
+    lines = []
+    try:
+        status = run_local(cfg, tmp_path / "flower", nodes=2, node_timeout=90,
+                           round_timeout=120, timeout=300, echo=lines.append)
+    finally:
+        for s in taken:
+            s.close()
+    assert status["status"] == "ok", (status, lines[-20:])
+    assert len(calls) == 5  # SuperLink twice, SuperNode 0 twice, SuperNode 1 once
+    assert f"SuperLink on 127.0.0.1:{calls[1]}" in "\n".join(lines)
+    assert [pid for pid in status["pids"] if alive(pid)] == []
+
+
+@pytest.mark.slow
 def test_killed_supernode_fails_the_run_naming_it(tmp_path):
     cfg = small_config("za1", n_clients=3, rounds=12, client_lr=0.5, local_steps=2)
     out = tmp_path / "flower"

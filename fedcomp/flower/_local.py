@@ -89,10 +89,20 @@ def write_app(config: dict[str, Any], out: str | Path, *, results_dir: str | Pat
 
 
 def free_port() -> int:
-    """A free TCP port on the loopback interface."""
+    """A TCP port on the loopback interface that was free a moment ago.
+
+    Flower's servers take a port number, not a socket (and refuse ``--port 0``), so the
+    number is released before the server binds it: another process may take it meanwhile.
+    :func:`_wait_for_port` notices (the listener is not ours) and the caller starts the
+    process again on another port (:func:`_start_listening`).
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((LOOPBACK, 0))
         return int(s.getsockname()[1])
+
+
+class PortTaken(RuntimeError):
+    """Another process listens on the port our server was to bind."""
 
 
 def _executable(name: str) -> str:
@@ -153,6 +163,13 @@ class ProcessGroup:
             send(pid, signal.SIGKILL)
         proc.wait(timeout=10)
 
+    def discard(self, name: str) -> None:
+        """Kill process ``name`` (a failed start) and forget it."""
+        proc = dict(self.procs)[name]
+        if proc.poll() is None:
+            self.kill(name)
+        self.procs = [(n, p) for n, p in self.procs if n != name]
+
     def restart(self, name: str) -> subprocess.Popen[bytes]:
         """Start process ``name`` again with the same command, environment and log."""
         args, env, log = self.launch[name]
@@ -195,20 +212,85 @@ class ProcessGroup:
             time.sleep(0.1)
 
 
+def _listening_inodes(port: int) -> set[str] | None:
+    """Inodes of the sockets listening on ``LOOPBACK:port`` (None without ``/proc``)."""
+    try:
+        lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    except OSError:
+        return None
+    wanted = f"{socket.inet_aton(LOOPBACK)[::-1].hex().upper()}:{port:04X}"
+    any_addr = f"00000000:{port:04X}"
+    return {fields[9] for fields in (line.split() for line in lines)
+            if fields[1] in (wanted, any_addr) and fields[3] == "0A"}  # 0A: LISTEN
+
+
+def _holds_socket(pids: set[int], inodes: set[str]) -> bool:
+    names = {f"socket:[{inode}]" for inode in inodes}
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in names:
+                    return True
+            except OSError:
+                continue
+    return False
+
+
 def _wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float, what: str,
                    log: Path) -> None:
+    """Wait until ``proc`` (or a child of it) listens on ``LOOPBACK:port``.
+
+    Raises :class:`PortTaken` when another process listens there (or ``proc`` exits
+    saying the address is in use): a port handed out by :func:`free_port` was taken
+    between its release and the bind. Where there is no ``/proc``, a connection accepted
+    on the port counts as ours.
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
+            if any("address already in use" in line.lower() and f"{port})" in line
+                   for line in _tail(log).splitlines()):
+                raise PortTaken(f"{what}: port {port} was taken by another process")
             raise RuntimeError(f"{what} exited with code {proc.returncode} while starting; "
                                f"its log ({log}):\n{_tail(log)}")
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.settimeout(0.5)
-            if s.connect_ex((LOOPBACK, port)) == 0:
+        inodes = _listening_inodes(port)
+        if inodes is None:  # no /proc: accept a listener
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.settimeout(0.5)
+                if s.connect_ex((LOOPBACK, port)) == 0:
+                    return
+        elif inodes:
+            if _holds_socket({proc.pid, *descendants([proc.pid])}, inodes):
                 return
+            if proc.poll() is None:  # theirs; ours cannot bind it (unless it just did)
+                time.sleep(0.1)
+                if not _holds_socket({proc.pid, *descendants([proc.pid])}, inodes):
+                    raise PortTaken(f"{what}: port {port} was taken by another process")
         time.sleep(0.2)
     raise TimeoutError(f"{what} did not listen on {LOOPBACK}:{port} within {timeout:g} s; "
                        f"its log ({log}):\n{_tail(log)}")
+
+
+def _start_listening(group: ProcessGroup, name: str, command: Callable[[int], list[str]],
+                     env: dict[str, str], log: Path, what: str, timeout: float = 60.0,
+                     attempts: int = 5) -> tuple[subprocess.Popen[bytes], int]:
+    """Start ``command(port)`` on a free port and wait until it listens there; on a port
+    taken meanwhile (a concurrent deployment, an outgoing connection), again on another."""
+    for attempt in range(attempts):
+        port = free_port()
+        proc = group.start(name, command(port), env, log)
+        try:
+            _wait_for_port(port, proc, timeout, what, log)
+            return proc, port
+        except PortTaken:
+            group.discard(name)
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _tail(path: Path, lines: int = 20) -> str:
@@ -277,28 +359,25 @@ def run_local(config: dict[str, Any], out_dir: str | Path, *, nodes: int,
         app = write_app(cfg, work / "app", results_dir=out, num_nodes=nodes,
                         node_timeout=node_timeout, round_timeout=round_timeout,
                         rejoin_timeout=rejoin_timeout)
-        port = free_port()
+        link_log = logs / "superlink.log"
+        link, port = _start_listening(group, "superlink", lambda p: [
+            _executable("flower-superlink"), "--insecure", "--host", LOOPBACK,
+            "--port", str(p), "--isolation", "subprocess",
+            "--disable-runtime-dependency-installation"], env, link_log, "the SuperLink")
         (home / "config.toml").write_text(
             f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
             f'address = "{LOOPBACK}:{port}"\ninsecure = true\n')
-        link_log = logs / "superlink.log"
-        link = group.start("superlink", [
-            _executable("flower-superlink"), "--insecure", "--host", LOOPBACK,
-            "--port", str(port), "--isolation", "subprocess",
-            "--disable-runtime-dependency-installation"], env, link_log)
-        _wait_for_port(port, link, 60.0, "the SuperLink", link_log)
         echo(f"fedcomp: SuperLink on {LOOPBACK}:{port} (pid {link.pid})")
         for k in range(nodes):
             node_config = f"partition-id={k} num-partitions={nodes}"
             if checkpoint_dir is not None:
                 node_dir = Path(checkpoint_dir).resolve() / f"node{k}"
                 node_config += f' checkpoint-dir="{node_dir}"'
-            node_port = free_port()
-            proc = group.start(f"supernode {k}", [
+            proc, _ = _start_listening(group, f"supernode {k}", lambda p, c=node_config: [
                 _executable("flower-supernode"), "--insecure",
                 "--superlink", f"{LOOPBACK}:{port}", "--host", LOOPBACK,
-                "--port", str(node_port), "--node-config", node_config], env,
-                logs / f"supernode{k}.log")
+                "--port", str(p), "--node-config", c], env, logs / f"supernode{k}.log",
+                f"SuperNode {k}")
             echo(f"fedcomp: SuperNode {k} ({node_config}, pid {proc.pid})")
         if on_start is not None:
             on_start(group)
