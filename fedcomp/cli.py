@@ -304,7 +304,8 @@ def cmd_flower_local(args: argparse.Namespace) -> int:
           f"deployment (1 SuperLink + {args.nodes} SuperNodes) -> {out}", file=sys.stderr)
     status = run_local(config, out, nodes=args.nodes, node_timeout=args.node_timeout,
                        round_timeout=args.round_timeout, timeout=args.timeout,
-                       checkpoint_dir=args.checkpoint_dir, rejoin_timeout=args.rejoin_timeout)
+                       checkpoint_dir=args.checkpoint_dir, rejoin_timeout=args.rejoin_timeout,
+                       insecure=args.insecure)
     if status.get("status") != "ok":
         print(f"error: the Flower run failed: {status.get('error')}", file=sys.stderr)
         return 1
@@ -354,6 +355,10 @@ def _add_flower(sub: Any) -> None:
                        help="stop the whole run after this many seconds (default 3600)")
     local.add_argument("--checkpoint-dir", metavar="DIR",
                        help="SuperNodes checkpoint their client states here")
+    local.add_argument("--insecure", action="store_true",
+                       help="plain HTTP and no SuperNode authentication (default: TLS with a "
+                            "throwaway CA and SuperNode keys made in the temporary home; see "
+                            "the README on what that protects)")
     local.set_defaults(func=cmd_flower_local)
 
 

@@ -671,6 +671,72 @@ def test_ports_taken_by_another_process_meanwhile_are_replaced(tmp_path, monkeyp
 
 
 @pytest.mark.slow
+def test_flower_local_admits_no_client_without_its_credentials(tmp_path):
+    """By default the deployment is TLS with a throwaway CA plus SuperNode authentication:
+    from another FLWR_HOME, `flwr ls` fails in plain HTTP and in TLS without the CA, and a
+    SuperNode without a registered key (even one trusting the CA) is refused; with the
+    deployment's own home `flwr ls` works, and the run completes."""
+    import subprocess
+
+    from fedcomp._lifetime import send
+    from fedcomp.flower._local import _executable, descendants, free_port
+
+    seen = {}
+
+    def intrude(group):
+        args, env, _ = group.launch["superlink"]
+        address = f"127.0.0.1:{args[args.index('--port') + 1]}"
+        ca = args[args.index("--ssl-ca-certfile") + 1] if "--ssl-ca-certfile" in args else ""
+
+        def flwr_ls(home, connection):
+            home.mkdir(parents=True, exist_ok=True)
+            (home / "config.toml").write_text(
+                f'[superlink]\ndefault = "x"\n[superlink.x]\naddress = "{address}"\n'
+                + connection)
+            return subprocess.run([_executable("flwr"), "ls"], capture_output=True,
+                                  text=True, timeout=120, env={**env, "FLWR_HOME": str(home)})
+
+        seen["plain"] = flwr_ls(tmp_path / "plain", "insecure = true\n")
+        seen["tls"] = flwr_ls(tmp_path / "tls", "")
+        seen["own"] = subprocess.run([_executable("flwr"), "ls"], capture_output=True,
+                                     text=True, timeout=120, env=env)
+        # a SuperNode trusting the CA but with no registered key; its output to a file: the
+        # SuperExec it starts keeps pipes open
+        with (tmp_path / "node.log").open("w") as log:
+            node = subprocess.Popen(
+                [_executable("flower-supernode"),
+                 *(["--root-certificates", ca] if ca else ["--insecure"]),
+                 "--superlink", address, "--port", str(free_port()), "--max-retries", "2",
+                 "--max-wait-time", "20"], stdout=log, stderr=subprocess.STDOUT,
+                env={**env, "FLWR_HOME": str(tmp_path / "node")}, start_new_session=True)
+        kids = set()
+        try:
+            deadline = time.monotonic() + 120
+            while node.poll() is None and time.monotonic() < deadline:
+                kids |= descendants([node.pid])
+                time.sleep(0.2)
+        finally:
+            for pid in [node.pid, *kids]:
+                send(pid, signal.SIGKILL)
+            node.wait()
+        seen["node"] = subprocess.CompletedProcess(node.args, node.returncode,
+                                                   (tmp_path / "node.log").read_text(), "")
+
+    cfg = small_config("fedmid", n_clients=2, rounds=2)
+    lines = []
+    status = run_local(cfg, tmp_path / "flower", nodes=2, node_timeout=90, round_timeout=120,
+                       timeout=300, echo=lines.append, on_start=intrude)
+    for key, result in seen.items():
+        print(key, result.returncode, result.stdout[-600:], result.stderr[-600:])
+    assert seen["own"].returncode == 0  # the deployment's own credentials work...
+    assert seen["plain"].returncode != 0  # ...nothing else does
+    assert seen["tls"].returncode != 0
+    assert seen["node"].returncode != 0
+    assert status["status"] == "ok", (status, lines[-20:])
+    assert [pid for pid in status["pids"] if alive(pid)] == []
+
+
+@pytest.mark.slow
 def test_killed_supernode_fails_the_run_naming_it(tmp_path):
     cfg = small_config("za1", n_clients=3, rounds=12, client_lr=0.5, local_steps=2)
     out = tmp_path / "flower"

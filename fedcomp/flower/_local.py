@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .._lifetime import Watchdog, alive, descendants, send
+from ._secure import Credentials, make_credentials
 from ._server import RUN_CONFIG_DEFAULTS, STATUS_FILE
 
 LOOPBACK = "127.0.0.1"
@@ -303,7 +304,7 @@ def _tail(path: Path, lines: int = 20) -> str:
 def run_local(config: dict[str, Any], out_dir: str | Path, *, nodes: int,
               node_timeout: float = 60.0, round_timeout: float = 120.0,
               timeout: float = 3600.0, checkpoint_dir: str | Path | None = None,
-              rejoin_timeout: float = 0.0,
+              rejoin_timeout: float = 0.0, insecure: bool = False,
               echo: Callable[[str], Any] | None = None,
               on_start: Callable[[ProcessGroup], Any] | None = None) -> dict[str, Any]:
     """Run ``config`` on a SuperLink and ``nodes`` SuperNodes started on 127.0.0.1.
@@ -325,6 +326,10 @@ def run_local(config: dict[str, Any], out_dir: str | Path, *, nodes: int,
         Where each SuperNode checkpoints its client states (one subdirectory per node).
     rejoin_timeout : float
         Seconds the server waits for a silent node to come back (0: fail at once).
+    insecure : bool
+        Plain HTTP and any SuperNode admitted, as Flower's ``--insecure``. By default the
+        deployment uses TLS with a throwaway CA and SuperNode authentication with keys
+        generated in its temporary home (:mod:`fedcomp.flower._secure`).
     echo : callable, optional
         Receives every line of the run's streamed log (default: stderr).
     on_start : callable, optional
@@ -359,24 +364,39 @@ def run_local(config: dict[str, Any], out_dir: str | Path, *, nodes: int,
         app = write_app(cfg, work / "app", results_dir=out, num_nodes=nodes,
                         node_timeout=node_timeout, round_timeout=round_timeout,
                         rejoin_timeout=rejoin_timeout)
+        link_args, node_args, cli_config = ["--insecure"], [["--insecure"]] * nodes, \
+            "insecure = true\n"
+        if not insecure:
+            creds = make_credentials(home / "credentials", nodes)
+            tls = ["--ssl-ca-certfile", str(creds.ca_cert), "--ssl-certfile",
+                   str(creds.server_cert), "--ssl-keyfile", str(creds.server_key)]
+            link_args = [*tls, "--enable-supernode-auth"]
+            node_args = [[*tls, "--root-certificates", str(creds.ca_cert),
+                          "--auth-supernode-private-key", str(key)]
+                         for key in creds.node_keys]
+            cli_config = f"root-certificates = {_toml_value(str(creds.ca_cert))}\n"
         link_log = logs / "superlink.log"
         link, port = _start_listening(group, "superlink", lambda p: [
-            _executable("flower-superlink"), "--insecure", "--host", LOOPBACK,
+            _executable("flower-superlink"), *link_args, "--host", LOOPBACK,
             "--port", str(p), "--isolation", "subprocess",
             "--disable-runtime-dependency-installation"], env, link_log, "the SuperLink")
         (home / "config.toml").write_text(
             f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
-            f'address = "{LOOPBACK}:{port}"\ninsecure = true\n')
-        echo(f"fedcomp: SuperLink on {LOOPBACK}:{port} (pid {link.pid})")
+            f'address = "{LOOPBACK}:{port}"\n{cli_config}')
+        echo(f"fedcomp: SuperLink on {LOOPBACK}:{port} (pid {link.pid}"
+             f"{', insecure' if insecure else ', TLS, SuperNode authentication'})")
+        if not insecure:
+            _register_nodes(creds, env, logs / "register.log")
         for k in range(nodes):
             node_config = f"partition-id={k} num-partitions={nodes}"
             if checkpoint_dir is not None:
                 node_dir = Path(checkpoint_dir).resolve() / f"node{k}"
                 node_config += f' checkpoint-dir="{node_dir}"'
-            proc, _ = _start_listening(group, f"supernode {k}", lambda p, c=node_config: [
-                _executable("flower-supernode"), "--insecure",
-                "--superlink", f"{LOOPBACK}:{port}", "--host", LOOPBACK,
-                "--port", str(p), "--node-config", c], env, logs / f"supernode{k}.log",
+            proc, _ = _start_listening(
+                group, f"supernode {k}", lambda p, c=node_config, a=node_args[k]: [
+                    _executable("flower-supernode"), *a,
+                    "--superlink", f"{LOOPBACK}:{port}", "--host", LOOPBACK,
+                    "--port", str(p), "--node-config", c], env, logs / f"supernode{k}.log",
                 f"SuperNode {k}")
             echo(f"fedcomp: SuperNode {k} ({node_config}, pid {proc.pid})")
         if on_start is not None:
@@ -392,6 +412,28 @@ def run_local(config: dict[str, Any], out_dir: str | Path, *, nodes: int,
         watchdog.close()
     status["pids"] = group.pids
     return status
+
+
+def _register_nodes(creds: Credentials, env: dict[str, str], log: Path,
+                    timeout: float = 120.0) -> None:
+    """``flwr supernode register`` each node's public key (in parallel): with
+    ``--enable-supernode-auth`` the SuperLink admits registered keys only."""
+    with log.open("ab") as f:
+        procs = [subprocess.Popen([_executable("flwr"), "supernode", "register",
+                                   str(creds.node_public(k)), CONNECTION],
+                                  stdout=f, stderr=subprocess.STDOUT, env=env,
+                                  stdin=subprocess.DEVNULL)
+                 for k in range(len(creds.node_keys))]
+        try:
+            codes = [p.wait(timeout=timeout) for p in procs]
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+    if any(codes):
+        raise RuntimeError(f"registering the SuperNodes' keys failed (exit codes {codes}); "
+                           f"its log ({log}):\n{_tail(log)}")
 
 
 def _follow(runner: subprocess.Popen[bytes], log: Path, status_file: Path,
