@@ -171,11 +171,29 @@ class ProcessGroup:
             self.kill(name)
         self.procs = [(n, p) for n, p in self.procs if n != name]
 
-    def restart(self, name: str) -> subprocess.Popen[bytes]:
-        """Start process ``name`` again with the same command, environment and log."""
-        args, env, log = self.launch[name]
-        self.procs = [(n, p) for n, p in self.procs if n != name or p.poll() is None]
-        return self.start(name, args, env, log)
+    def restart(self, name: str, retry_for: float = 0.0, settle: float = 10.0
+                ) -> subprocess.Popen[bytes]:
+        """Start process ``name`` again with the same command, environment and log.
+
+        A SuperNode with an authentication key keeps its node id, and the SuperLink refuses
+        to activate it while it still counts the previous process as connected — until two
+        heartbeats are missed, about 60 s after a crash (Flower 1.41); the new process exits
+        at once ("Failed to activate SuperNode"). With ``retry_for > 0`` it is started again
+        every ``settle`` s until one stays up ``settle`` s or ``retry_for`` s have passed.
+        """
+        deadline = time.monotonic() + retry_for
+        while True:
+            args, env, log = self.launch[name]
+            self.procs = [(n, p) for n, p in self.procs if n != name or p.poll() is None]
+            proc = self.start(name, args, env, log)
+            if retry_for <= 0:
+                return proc
+            try:
+                proc.wait(timeout=settle)
+            except subprocess.TimeoutExpired:
+                return proc  # it stayed up
+            if time.monotonic() > deadline:
+                return proc
 
     @property
     def pids(self) -> list[int]:
