@@ -3,9 +3,12 @@ SuperLink plus N SuperNodes on 127.0.0.1 as separate processes.
 
 ``run_local`` starts every process in its own session (process group), streams the run's
 log, waits with bounded timeouts only, and always tears the groups down by PID — after
-success, on failure and on Ctrl-C. It uses a private ``FLWR_HOME`` so the user's Flower
-configuration is never touched, disables Flower's update check, telemetry and runtime
-dependency installation, and binds only loopback addresses.
+success, on failure, on Ctrl-C and on SIGTERM/SIGHUP (which the command line turns into an
+interrupt); a watchdog process does it should fedcomp be SIGKILLed. It uses a private
+``FLWR_HOME`` so the user's Flower configuration is never touched, disables Flower's update
+check, telemetry and runtime dependency installation, binds only loopback addresses (each
+server on a port it is seen to own, started again on another if one was taken meanwhile),
+and by default serves TLS and admits only its own SuperNodes (:mod:`._secure`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -143,17 +147,22 @@ class ProcessGroup:
         self.launch: dict[str, tuple[list[str], dict[str, str], Path]] = {}
         self.seen: set[int] = set()
         self.watchdog = watchdog
+        self.closed = False  # stop() began: nothing is started any more
+        self._lock = threading.Lock()
 
     def start(self, name: str, args: list[str], env: dict[str, str], log: Path
               ) -> subprocess.Popen[bytes]:
-        with log.open("ab") as f:
-            proc = subprocess.Popen(args, stdout=f, stderr=subprocess.STDOUT, env=env,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
-        if self.watchdog is not None:
-            self.watchdog.add(proc.pid)
-        self.procs.append((name, proc))
-        self.launch[name] = (args, env, log)
-        self.seen.add(proc.pid)
+        with self._lock:  # either stop() sees this process or it is never started
+            if self.closed:  # a thread restarting a node while we tear down would orphan it
+                raise RuntimeError(f"cannot start {name}: the deployment is being stopped")
+            with log.open("ab") as f:
+                proc = subprocess.Popen(args, stdout=f, stderr=subprocess.STDOUT, env=env,
+                                        stdin=subprocess.DEVNULL, start_new_session=True)
+            if self.watchdog is not None:
+                self.watchdog.add(proc.pid)
+            self.procs.append((name, proc))
+            self.launch[name] = (args, env, log)
+            self.seen.add(proc.pid)
         return proc
 
     def kill(self, name: str) -> None:
@@ -171,29 +180,31 @@ class ProcessGroup:
             self.kill(name)
         self.procs = [(n, p) for n, p in self.procs if n != name]
 
-    def restart(self, name: str, retry_for: float = 0.0, settle: float = 10.0
-                ) -> subprocess.Popen[bytes]:
+    def restart(self, name: str, retry_for: float = 0.0) -> subprocess.Popen[bytes]:
         """Start process ``name`` again with the same command, environment and log.
 
         A SuperNode with an authentication key keeps its node id, and the SuperLink refuses
         to activate it while it still counts the previous process as connected — until two
-        heartbeats are missed, about 60 s after a crash (Flower 1.41); the new process exits
-        at once ("Failed to activate SuperNode"). With ``retry_for > 0`` it is started again
-        every ``settle`` s until one stays up ``settle`` s or ``retry_for`` s have passed.
+        heartbeats are missed, about 60 s after a crash (Flower 1.41); the new process then
+        exits ("Failed to activate SuperNode"), at once or, on a loaded machine, seconds
+        later. With ``retry_for > 0`` this watches it for ``retry_for`` s and starts it again
+        whenever it has exited (until the group stops); the last process started is returned.
         """
         deadline = time.monotonic() + retry_for
-        while True:
-            args, env, log = self.launch[name]
-            self.procs = [(n, p) for n, p in self.procs if n != name or p.poll() is None]
-            proc = self.start(name, args, env, log)
-            if retry_for <= 0:
-                return proc
-            try:
-                proc.wait(timeout=settle)
-            except subprocess.TimeoutExpired:
-                return proc  # it stayed up
-            if time.monotonic() > deadline:
-                return proc
+        proc = self._start_again(name)
+        while time.monotonic() < deadline and not self.closed:
+            if proc.poll() is not None:
+                time.sleep(1.0)
+                if self.closed:
+                    break
+                proc = self._start_again(name)
+            time.sleep(0.5)
+        return proc
+
+    def _start_again(self, name: str) -> subprocess.Popen[bytes]:
+        args, env, log = self.launch[name]
+        self.procs = [(n, p) for n, p in self.procs if n != name or p.poll() is None]
+        return self.start(name, args, env, log)
 
     @property
     def pids(self) -> list[int]:
@@ -207,6 +218,8 @@ class ProcessGroup:
 
     def stop(self, grace: float = 10.0) -> None:
         """SIGTERM everything, wait up to ``grace`` s, SIGKILL what is left, reap."""
+        with self._lock:
+            self.closed = True
         self.refresh()
         for pid in self.seen:
             send(pid, signal.SIGTERM)
@@ -410,12 +423,15 @@ def run_local(config: dict[str, Any], out_dir: str | Path, *, nodes: int,
             if checkpoint_dir is not None:
                 node_dir = Path(checkpoint_dir).resolve() / f"node{k}"
                 node_config += f' checkpoint-dir="{node_dir}"'
-            proc, _ = _start_listening(
-                group, f"supernode {k}", lambda p, c=node_config, a=node_args[k]: [
-                    _executable("flower-supernode"), *a,
-                    "--superlink", f"{LOOPBACK}:{port}", "--host", LOOPBACK,
-                    "--port", str(p), "--node-config", c], env, logs / f"supernode{k}.log",
-                f"SuperNode {k}")
+
+            def node_command(p: int, c: str = node_config, a: list[str] = node_args[k]
+                             ) -> list[str]:
+                return [_executable("flower-supernode"), *a, "--superlink",
+                        f"{LOOPBACK}:{port}", "--host", LOOPBACK, "--port", str(p),
+                        "--node-config", c]
+
+            proc, _ = _start_listening(group, f"supernode {k}", node_command, env,
+                                       logs / f"supernode{k}.log", f"SuperNode {k}")
             echo(f"fedcomp: SuperNode {k} ({node_config}, pid {proc.pid})")
         if on_start is not None:
             on_start(group)

@@ -322,8 +322,12 @@ class FlowerClients:
                         for r in replies if r.has_content()}
                 return set(waiting) <= have
 
+            # a query's reply is waited for as long as a round's: on a loaded machine a
+            # node's ClientApp process takes seconds to start, and a shorter wait re-asks
+            # forever, dropping each late reply (seen at load 20 with a 5 s wait)
+            wait = min(remaining, max(5.0, self.round_timeout))
             reports = (query_nodes(self.grid, candidates, self.config_json,
-                                   self.problem.n_clients, min(remaining, 5.0), covered)
+                                   self.problem.n_clients, wait, covered)
                        if candidates else {})
             for node_id, info in reports.items():
                 partition = tuple(info["client-ids"])
