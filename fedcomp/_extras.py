@@ -28,6 +28,8 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "flwr": ("flwr", "flower"),
     # the extra is flwr[simulation]: Ray runs Flower's simulation engine
     "ray": ("ray", "flower"),
+    # fedcomp flower local's throwaway CA, TLS certificate and SuperNode keys
+    "cryptography": ("cryptography", "flower"),
 }
 
 

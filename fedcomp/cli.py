@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from ._lifetime import exit_code, signals_as_interrupt
 
 #: Environment variable: when set, ``fedcomp`` shows the traceback of an error instead
 #: of the one-line ``error: ...`` message.
@@ -97,11 +98,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         summary = run_experiment(resolved, out, progress=not args.quiet and "auto", jobs=jobs,
                                  resume=args.resume)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         argv = args.argv if args.argv is not None else sys.argv[1:]
         print(f"\ninterrupted: finished runs are kept in {out}/ (results.csv, runs.jsonl); "
               f"resume with\n  {resume_command(argv)}", file=sys.stderr)
-        return 130
+        return exit_code(exc)
     print(f"results written to {out}/ (results.csv, config.json, models/, summary.md"
           f"{', plot.png' if (out / 'plot.png').exists() else ''})", file=sys.stderr)
     failed = [r for r in summary if r.get("status", "ok") != "ok"]
@@ -312,7 +313,8 @@ def cmd_flower_local(args: argparse.Namespace) -> int:
           f"deployment (1 SuperLink + {args.nodes} SuperNodes) -> {out}", file=sys.stderr)
     status = run_local(config, out, nodes=args.nodes, node_timeout=args.node_timeout,
                        round_timeout=args.round_timeout, timeout=args.timeout,
-                       checkpoint_dir=args.checkpoint_dir, rejoin_timeout=args.rejoin_timeout)
+                       checkpoint_dir=args.checkpoint_dir, rejoin_timeout=args.rejoin_timeout,
+                       insecure=args.insecure)
     if status.get("status") != "ok":
         print(f"error: the Flower run failed: {status.get('error')}", file=sys.stderr)
         return 1
@@ -362,6 +364,10 @@ def _add_flower(sub: Any) -> None:
                        help="stop the whole run after this many seconds (default 3600)")
     local.add_argument("--checkpoint-dir", metavar="DIR",
                        help="SuperNodes checkpoint their client states here")
+    local.add_argument("--insecure", action="store_true",
+                       help="plain HTTP and no SuperNode authentication (default: TLS with a "
+                            "throwaway CA and SuperNode keys made in the temporary home; see "
+                            "the README on what that protects)")
     local.set_defaults(func=cmd_flower_local)
 
 
@@ -527,7 +533,9 @@ def main(argv: list[str] | None = None) -> int:
 
     reuse_freed_memory()  # batched network rounds free and re-request MBs per operation
     try:
-        return int(args.func(args))
+        # SIGTERM/SIGHUP (timeout, a scheduler, a closed terminal) tear down like Ctrl-C
+        with signals_as_interrupt():
+            return int(args.func(args))
     except (ConfigError, MissingExtraError, ValueError, OSError, TypeError) as exc:
         if os.environ.get(DEBUG_ENV):
             raise
@@ -538,9 +546,9 @@ def main(argv: list[str] | None = None) -> int:
                 else "")
         print(f"error: {exc}{hint}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print("\ninterrupted: rows evaluated so far are in results.csv", file=sys.stderr)
-        return 130
+        return exit_code(exc)
 
 
 if __name__ == "__main__":

@@ -155,7 +155,8 @@ def task_identity(monkeypatch):
 class InProcessGrid:
     """Delivers messages straight to ``handle_query``/``handle_train`` of fake nodes."""
 
-    def __init__(self, n_nodes, dead_after=None, restart=None, node_config=None):
+    def __init__(self, n_nodes, dead_after=None, restart=None, node_config=None,
+                 unavailable=False, slow_start=None):
         self.contexts = {
             1000 + k: Context(run_id=1, node_id=1000 + k, state=RecordDict(), run_config={},
                               node_config={"partition-id": k, "num-partitions": n_nodes,
@@ -165,6 +166,10 @@ class InProcessGrid:
         self.restart = restart or {}  # dead node id -> the id it comes back with
         self.trained = dict.fromkeys(self.contexts, 0)
         self.down = set()  # still listed (the SuperLink has not noticed), never answers
+        # like the SuperLink once a node's heartbeat lapsed: messages to a down node get a
+        # "Node Unavailable" error reply from the SuperLink's own node id
+        self.unavailable = unavailable
+        self.slow_start = dict(slow_start or {})  # node id -> messages it misses at first
 
     def get_node_ids(self):
         return list(self.contexts)
@@ -199,8 +204,16 @@ class InProcessGrid:
     def _deliver(self, msg):
         node = msg.metadata.dst_node_id
         ctx = self.contexts[node]
-        if node in self.down:
-            return None
+        starting = self.slow_start.get(node, 0) > 0  # listed, not yet able to answer
+        if starting:
+            self.slow_start[node] -= 1
+        if node in self.down or starting:
+            if not self.unavailable:
+                return None
+            reply = Message(Error(code=5, reason="Error: Node Unavailable - no heartbeat"),
+                            reply_to=msg)
+            reply.metadata.__dict__["_src_node_id"] = 1  # SUPERLINK_NODE_ID
+            return reply
         if msg.metadata.message_type == MessageType.QUERY:
             return handle_query(msg, ctx)
         if self.trained[node] >= self.dead_after.get(node, 10**9):
@@ -411,6 +424,34 @@ def test_a_node_restarted_under_its_old_id_resumes_too(task_identity, tmp_path):
     assert_same_run(tmp_path / "flower", simulator_outputs(cfg, tmp_path / "sim"), tol=0.0)
 
 
+@pytest.mark.parametrize("slow", [False, True], ids=["old-id-unavailable", "slow-new-node"])
+def test_node_unavailable_replies_are_waited_out_within_the_rejoin_timeout(
+        task_identity, tmp_path, slow):
+    """The SuperLink answers for a dead node still listed (and for one not up yet) with
+    "Node Unavailable" from its own node id: the server asks again until rejoin-timeout
+    (node-timeout at the start) instead of failing the run blaming "SuperNode 1"."""
+    cfg = small_config("za1", n_clients=3, rounds=5, client_lr=0.5, local_steps=2)
+    slow_start = {2001: 3, 1000: 2} if slow else None  # node 1000: slow at the start
+    grid = InProcessGrid(3, dead_after={1001: 2}, restart={1001: 2001}, unavailable=True,
+                         slow_start=slow_start,
+                         node_config={"checkpoint-dir": str(tmp_path / "ckpt")})
+    lines = []
+    run_server(grid, cfg, tmp_path / "flower", num_nodes=3, node_timeout=5, round_timeout=1,
+               rejoin_timeout=10, log=lines.append)
+    assert grid.trained[2001] == 3
+    assert any("SuperNode 1001" in line and "waiting up to 10 s" in line for line in lines)
+    assert_same_run(tmp_path / "flower", simulator_outputs(cfg, tmp_path / "sim"), tol=0.0)
+
+
+def test_a_node_unavailable_for_good_fails_after_the_rejoin_timeout(task_identity, tmp_path):
+    cfg = small_config("za1", n_clients=3, rounds=5, client_lr=0.5, local_steps=2)
+    grid = InProcessGrid(3, dead_after={1002: 1}, unavailable=True)
+    with pytest.raises(FlowerRunError, match=r"SuperNode 1002 \(partition-id=2 of 3.*did not "
+                                             r"rejoin within rejoin-timeout=1"):
+        run_server(grid, cfg, tmp_path, num_nodes=3, node_timeout=5, round_timeout=1,
+                   rejoin_timeout=1, log=lambda line: None)
+
+
 def test_a_restarted_node_without_checkpoint_fails_clearly(task_identity, tmp_path):
     cfg = small_config("za1", n_clients=3, rounds=5, client_lr=0.5, local_steps=2)
     grid = InProcessGrid(3, dead_after={1001: 2}, restart={1001: 2001})
@@ -591,6 +632,111 @@ def test_localhost_deployment_matches_the_simulator_and_leaves_no_process(tmp_pa
 
 
 @pytest.mark.slow
+def test_ports_taken_by_another_process_meanwhile_are_replaced(tmp_path, monkeypatch):
+    """free_port() releases the port it found: a concurrent deployment may bind it before
+    our SuperLink or SuperNode does. Each is started again on another port (before, the
+    SuperLink died on the bind and the run talked to the other process's listener)."""
+    import socket
+
+    from fedcomp.flower import _local
+
+    taken = []
+    for _ in range(2):  # what another deployment holds: one port for us to collide with each
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        taken.append(s)
+    handed = [s.getsockname()[1] for s in taken]
+    real = _local.free_port
+    calls = []
+
+    def racy_free_port():  # the SuperLink's first port, then SuperNode 0's, are taken
+        calls.append(handed.pop(0) if len(calls) in (0, 2) else real())
+        return calls[-1]
+
+    monkeypatch.setattr(_local, "free_port", racy_free_port)
+    cfg = small_config("fedmid", n_clients=2, rounds=2)
+    lines = []
+    try:
+        status = run_local(cfg, tmp_path / "flower", nodes=2, node_timeout=90,
+                           round_timeout=120, timeout=300, echo=lines.append)
+    finally:
+        for s in taken:
+            s.close()
+    assert status["status"] == "ok", (status, lines[-20:])
+    assert len(calls) == 5  # SuperLink twice, SuperNode 0 twice, SuperNode 1 once
+    assert f"SuperLink on 127.0.0.1:{calls[1]}" in "\n".join(lines)
+    assert [pid for pid in status["pids"] if alive(pid)] == []
+
+
+@pytest.mark.slow
+def test_flower_local_admits_no_client_without_its_credentials(tmp_path):
+    """By default the deployment is TLS with a throwaway CA plus SuperNode authentication:
+    from another FLWR_HOME, `flwr ls` fails in plain HTTP and in TLS without the CA, and a
+    SuperNode without a registered key (even one trusting the CA) is refused; with the
+    deployment's own home `flwr ls` works, and the run completes."""
+    import subprocess
+
+    from fedcomp._lifetime import send
+    from fedcomp.flower._local import _executable, descendants, free_port
+
+    seen = {}
+
+    def intrude(group):
+        args, env, _ = group.launch["superlink"]
+        address = f"127.0.0.1:{args[args.index('--port') + 1]}"
+        ca = args[args.index("--ssl-ca-certfile") + 1] if "--ssl-ca-certfile" in args else ""
+
+        def flwr_ls(home, connection):
+            home.mkdir(parents=True, exist_ok=True)
+            (home / "config.toml").write_text(
+                f'[superlink]\ndefault = "x"\n[superlink.x]\naddress = "{address}"\n'
+                + connection)
+            return subprocess.run([_executable("flwr"), "ls"], capture_output=True,
+                                  text=True, timeout=120, env={**env, "FLWR_HOME": str(home)})
+
+        seen["plain"] = flwr_ls(tmp_path / "plain", "insecure = true\n")
+        seen["tls"] = flwr_ls(tmp_path / "tls", "")
+        seen["own"] = subprocess.run([_executable("flwr"), "ls"], capture_output=True,
+                                     text=True, timeout=120, env=env)
+        # a SuperNode trusting the CA but with no registered key; its output to a file: the
+        # SuperExec it starts keeps pipes open
+        with (tmp_path / "node.log").open("w") as log:
+            node = subprocess.Popen(
+                [_executable("flower-supernode"),
+                 *(["--root-certificates", ca] if ca else ["--insecure"]),
+                 "--superlink", address, "--port", str(free_port()), "--max-retries", "2",
+                 "--max-wait-time", "20"], stdout=log, stderr=subprocess.STDOUT,
+                env={**env, "FLWR_HOME": str(tmp_path / "node")}, start_new_session=True)
+        kids = set()
+        try:
+            deadline = time.monotonic() + 120
+            while node.poll() is None and time.monotonic() < deadline:
+                kids |= descendants([node.pid])
+                time.sleep(0.2)
+        finally:
+            for pid in [node.pid, *kids]:
+                send(pid, signal.SIGKILL)
+            node.wait()
+        seen["node"] = subprocess.CompletedProcess(node.args, node.returncode,
+                                                   (tmp_path / "node.log").read_text(), "")
+
+    cfg = small_config("fedmid", n_clients=2, rounds=2)
+    lines = []
+    status = run_local(cfg, tmp_path / "flower", nodes=2, node_timeout=90, round_timeout=120,
+                       timeout=300, echo=lines.append, on_start=intrude)
+    for key, result in seen.items():
+        print(key, result.returncode, result.stdout[-600:], result.stderr[-600:])
+    assert seen["own"].returncode == 0  # the deployment's own credentials work...
+    assert seen["plain"].returncode != 0  # ...nothing else does
+    assert seen["tls"].returncode != 0
+    assert seen["node"].returncode != 0
+    assert status["status"] == "ok", (status, lines[-20:])
+    assert [pid for pid in status["pids"] if alive(pid)] == []
+
+
+@pytest.mark.slow
 def test_killed_supernode_fails_the_run_naming_it(tmp_path):
     cfg = small_config("za1", n_clients=3, rounds=12, client_lr=0.5, local_steps=2)
     out = tmp_path / "flower"
@@ -639,17 +785,20 @@ def test_restarted_supernode_resumes_from_its_checkpoint(tmp_path):
             if wait_for_rows(out, 3):  # rounds 0, 1, 2 evaluated
                 group.kill("supernode 1")
                 time.sleep(2)
-                events["restarted"] = group.restart("supernode 1").pid
+                events["restarted"] = True
+                # refused until the SuperLink misses the old process's heartbeats: restarted
+                # whenever it exits, until the run ends
+                group.restart("supernode 1", retry_for=240)
 
         threading.Thread(target=worker, daemon=True).start()
 
     lines = []
     status = run_local(cfg, out, nodes=3, node_timeout=90, round_timeout=20, timeout=500,
-                       checkpoint_dir=tmp_path / "ckpt", rejoin_timeout=120,
+                       checkpoint_dir=tmp_path / "ckpt", rejoin_timeout=240,
                        echo=lines.append, on_start=crash_and_restart_node_1)
     assert "restarted" in events
     assert status["status"] == "ok", (status, lines[-30:])
-    assert any("waiting up to 120 s for it to rejoin" in line for line in lines)
+    assert any("waiting up to 240 s for it to rejoin" in line for line in lines)
     assert_same_run(out, simulator_outputs(cfg, tmp_path / "sim"))
     assert [pid for pid in status["pids"] if alive(pid)] == []
 
@@ -671,33 +820,59 @@ def test_flower_local_rejects_a_bad_node_count(tmp_path, capsys):
     assert "--nodes must be a positive integer (got 0)" in capsys.readouterr().err
 
 
-@pytest.mark.slow
-def test_ctrl_c_stops_every_process_of_flower_local(tmp_path):
+def start_flower_local(tmp_path, rounds=50, extra=()):
+    """``fedcomp flower local`` of a tiny config in a child process, its temporary
+    directories under ``tmp_path / "tmp"``; returns (process, out)."""
     import subprocess
     import sys
 
-    from fedcomp.flower._local import descendants
-
     cfg = tmp_path / "exp.toml"
-    cfg.write_text('name = "ctrl-c"\nrounds = 50\nreference = false\n'
+    cfg.write_text(f'name = "signals"\nrounds = {rounds}\nreference = false\n'
                    '[data]\ngenerator = "synthetic_fedprox"\nalpha = 1.0\nbeta = 1.0\n'
                    'n_clients = 2\nn_classes = 2\nsamples_per_client = 20\nn_features = 4\n'
                    '[problem]\nloss = "logistic"\n[regularizer]\nname = "l1"\nalpha = 0.001\n'
                    '[[algorithms]]\nname = "fedmid"\n')
     out = tmp_path / "run"
+    (tmp_path / "tmp").mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp")}
     proc = subprocess.Popen([sys.executable, "-m", "fedcomp", "flower", "local", str(cfg),
-                             "--nodes", "2", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                             "--nodes", "2", "--out", str(out), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    return proc, out
+
+
+def wait_until_dead(pids, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(alive(pid) for pid in pids):
+        time.sleep(0.2)
+    return [pid for pid in pids if alive(pid)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGHUP", "SIGKILL"])
+def test_a_signal_stops_every_process_of_flower_local(tmp_path, sig):
+    """Ctrl-C, SIGTERM (timeout, a scheduler) and SIGHUP (a closed terminal) tear the
+    deployment down and remove the temporary FLWR_HOME; after SIGKILL the watchdog does."""
+    from fedcomp.flower._local import descendants
+
+    proc, out = start_flower_local(tmp_path)
     seen = set()
     try:
         assert wait_for_rows(out, 2, timeout=240)  # the run is under way
         seen = descendants([proc.pid])
-        assert len(seen) >= 3  # SuperLink, SuperNodes, flwr run and their children
-        proc.send_signal(signal.SIGINT)
+        assert len(seen) >= 4  # SuperLink, SuperNodes, flwr run, watchdog and children
+        assert list((tmp_path / "tmp").iterdir())  # the temporary FLWR_HOME
+        proc.send_signal(getattr(signal, sig))
         proc.wait(timeout=60)
+        left = wait_until_dead(seen, 30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130
-    assert "interrupted" in proc.stdout.read().decode()
-    assert [pid for pid in seen if alive(pid)] == []
+        for pid in seen:  # never leave a deployment behind, even when the test fails
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert left == []
+    assert list((tmp_path / "tmp").iterdir()) == []
+    if sig != "SIGKILL":
+        assert proc.returncode == 128 + getattr(signal, sig)
+        assert "interrupted" in proc.stdout.read().decode()

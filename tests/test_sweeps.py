@@ -156,3 +156,53 @@ def test_run_help_documents_the_options():
         assert option in text
 
 
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
+def test_a_stopped_parallel_run_leaves_no_worker(tmp_path, sig):
+    """SIGTERM ends `fedcomp run --jobs 2` like Ctrl-C (workers terminated, status 143);
+    after SIGKILL the workers see their parent gone and exit (and multiprocessing's
+    resource tracker with them) instead of running their runs to the end."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from fedcomp._lifetime import alive, descendants
+
+    cfg = tmp_path / "long.toml"  # two runs of minutes each: only a stop ends them early
+    cfg.write_text('name = "long"\nrounds = 200000\nseeds = [0, 1]\nreference = false\n'
+                   'metrics = ["objective"]\n'
+                   '[data]\ngenerator = "synthetic_fedprox"\nalpha = 1.0\nbeta = 1.0\n'
+                   'n_clients = 4\nn_classes = 2\nsamples_per_client = 20\nn_features = 4\n'
+                   '[problem]\nloss = "logistic"\n[regularizer]\nname = "l1"\nalpha = 0.001\n'
+                   '[[algorithms]]\nname = "fedmid"\n')
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "fedcomp", "run", str(cfg), "--jobs", "2",
+                             "--quiet", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    seen: set[int] = set()
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(list((out / "parts").glob("*.csv"))) < 2:
+            time.sleep(0.2)
+        seen = descendants([proc.pid])
+        assert len(seen) >= 3, seen  # two workers and the resource tracker, running
+        proc.send_signal(getattr(signal, sig))
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 15  # before the fix: until the runs end (minutes)
+        while time.monotonic() < deadline and any(alive(p) for p in seen):
+            time.sleep(0.1)
+        left = [p for p in seen if alive(p)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for pid in seen:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert left == []
+    if sig == "SIGTERM":
+        assert proc.returncode == 128 + signal.SIGTERM
+        assert "resume with" in proc.stdout.read().decode()

@@ -139,17 +139,39 @@ def execute_all(runs: list[Run], rows_file: Callable[[int], Path], columns: list
                    for index, run in enumerate(runs)}
         for future in as_completed(futures):
             on_finished(futures[future], future.result())
-    except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)
+    except BaseException:  # Ctrl-C, SIGTERM/SIGHUP (fedcomp._lifetime), a failed run
+        stop_workers(pool)
         raise
     pool.shutdown()
 
 
+def stop_workers(pool: ProcessPoolExecutor, grace: float = 5.0) -> None:
+    """Cancel what has not started and end the running workers now.
+
+    ``shutdown(cancel_futures=True)`` alone lets each worker finish the run it holds —
+    minutes of a large run after the user asked to stop. Python 3.14 has
+    ``terminate_workers``; before it, the pool's process table is the way to them.
+    """
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.join(grace)
+        if process.is_alive():  # pragma: no cover - a worker ignoring SIGTERM
+            process.kill()
+            process.join(grace)
+
+
 def _init_worker(threads: int) -> None:
     """Limit a worker's BLAS / OpenMP / torch threads (workers × threads ≤ cores); let its
-    malloc keep freed buffers for reuse, as the command line does (:func:`reuse_freed_memory`)."""
+    malloc keep freed buffers for reuse, as the command line does (:func:`reuse_freed_memory`);
+    end it when its parent dies (:func:`~fedcomp._lifetime.watch_parent`)."""
+    from .._lifetime import watch_parent
     from ..runtime import reuse_freed_memory
 
+    # a SIGKILLed parent cannot stop its workers: each one exits when it sees it gone
+    watch_parent()
     reuse_freed_memory()
     for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[name] = str(threads)

@@ -3,9 +3,12 @@ SuperLink plus N SuperNodes on 127.0.0.1 as separate processes.
 
 ``run_local`` starts every process in its own session (process group), streams the run's
 log, waits with bounded timeouts only, and always tears the groups down by PID — after
-success, on failure and on Ctrl-C. It uses a private ``FLWR_HOME`` so the user's Flower
-configuration is never touched, disables Flower's update check, telemetry and runtime
-dependency installation, and binds only loopback addresses.
+success, on failure, on Ctrl-C and on SIGTERM/SIGHUP (which the command line turns into an
+interrupt); a watchdog process does it should fedcomp be SIGKILLed. It uses a private
+``FLWR_HOME`` so the user's Flower configuration is never touched, disables Flower's update
+check, telemetry and runtime dependency installation, binds only loopback addresses (each
+server on a port it is seen to own, started again on another if one was taken meanwhile),
+and by default serves TLS and admits only its own SuperNodes (:mod:`._secure`).
 """
 
 from __future__ import annotations
@@ -18,11 +21,14 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .._lifetime import Watchdog, alive, descendants, send
+from ._secure import Credentials, make_credentials
 from ._server import RUN_CONFIG_DEFAULTS, STATUS_FILE
 
 LOOPBACK = "127.0.0.1"
@@ -88,10 +94,20 @@ def write_app(config: dict[str, Any], out: str | Path, *, results_dir: str | Pat
 
 
 def free_port() -> int:
-    """A free TCP port on the loopback interface."""
+    """A TCP port on the loopback interface that was free a moment ago.
+
+    Flower's servers take a port number, not a socket (and refuse ``--port 0``), so the
+    number is released before the server binds it: another process may take it meanwhile.
+    :func:`_wait_for_port` notices (the listener is not ours) and the caller starts the
+    process again on another port (:func:`_start_listening`).
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((LOOPBACK, 0))
         return int(s.getsockname()[1])
+
+
+class PortTaken(RuntimeError):
+    """Another process listens on the port our server was to bind."""
 
 
 def _executable(name: str) -> str:
@@ -122,22 +138,31 @@ class ProcessGroup:
 
     Each process runs in its own session; Flower's SuperLink and SuperNodes start their
     SuperExec detached (a new session), so teardown also walks ``/proc`` for descendants
-    and signals each of them by PID.
+    and signals each of them by PID. Given a :class:`~fedcomp._lifetime.Watchdog`, every
+    process started is handed to it, so they die with us even when we are SIGKILLed.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, watchdog: Watchdog | None = None) -> None:
         self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
         self.launch: dict[str, tuple[list[str], dict[str, str], Path]] = {}
         self.seen: set[int] = set()
+        self.watchdog = watchdog
+        self.closed = False  # stop() began: nothing is started any more
+        self._lock = threading.Lock()
 
     def start(self, name: str, args: list[str], env: dict[str, str], log: Path
               ) -> subprocess.Popen[bytes]:
-        with log.open("ab") as f:
-            proc = subprocess.Popen(args, stdout=f, stderr=subprocess.STDOUT, env=env,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
-        self.procs.append((name, proc))
-        self.launch[name] = (args, env, log)
-        self.seen.add(proc.pid)
+        with self._lock:  # either stop() sees this process or it is never started
+            if self.closed:  # a thread restarting a node while we tear down would orphan it
+                raise RuntimeError(f"cannot start {name}: the deployment is being stopped")
+            with log.open("ab") as f:
+                proc = subprocess.Popen(args, stdout=f, stderr=subprocess.STDOUT, env=env,
+                                        stdin=subprocess.DEVNULL, start_new_session=True)
+            if self.watchdog is not None:
+                self.watchdog.add(proc.pid)
+            self.procs.append((name, proc))
+            self.launch[name] = (args, env, log)
+            self.seen.add(proc.pid)
         return proc
 
     def kill(self, name: str) -> None:
@@ -145,11 +170,38 @@ class ProcessGroup:
         proc = dict(self.procs)[name]
         for pid in [proc.pid, *descendants([proc.pid])]:
             self.seen.add(pid)
-            _signal(pid, signal.SIGKILL)
+            send(pid, signal.SIGKILL)
         proc.wait(timeout=10)
 
-    def restart(self, name: str) -> subprocess.Popen[bytes]:
-        """Start process ``name`` again with the same command, environment and log."""
+    def discard(self, name: str) -> None:
+        """Kill process ``name`` (a failed start) and forget it."""
+        proc = dict(self.procs)[name]
+        if proc.poll() is None:
+            self.kill(name)
+        self.procs = [(n, p) for n, p in self.procs if n != name]
+
+    def restart(self, name: str, retry_for: float = 0.0) -> subprocess.Popen[bytes]:
+        """Start process ``name`` again with the same command, environment and log.
+
+        A SuperNode with an authentication key keeps its node id, and the SuperLink refuses
+        to activate it while it still counts the previous process as connected — until two
+        heartbeats are missed, about 60 s after a crash (Flower 1.41); the new process then
+        exits ("Failed to activate SuperNode"), at once or, on a loaded machine, seconds
+        later. With ``retry_for > 0`` this watches it for ``retry_for`` s and starts it again
+        whenever it has exited (until the group stops); the last process started is returned.
+        """
+        deadline = time.monotonic() + retry_for
+        proc = self._start_again(name)
+        while time.monotonic() < deadline and not self.closed:
+            if proc.poll() is not None:
+                time.sleep(1.0)
+                if self.closed:
+                    break
+                proc = self._start_again(name)
+            time.sleep(0.5)
+        return proc
+
+    def _start_again(self, name: str) -> subprocess.Popen[bytes]:
         args, env, log = self.launch[name]
         self.procs = [(n, p) for n, p in self.procs if n != name or p.poll() is None]
         return self.start(name, args, env, log)
@@ -166,9 +218,11 @@ class ProcessGroup:
 
     def stop(self, grace: float = 10.0) -> None:
         """SIGTERM everything, wait up to ``grace`` s, SIGKILL what is left, reap."""
+        with self._lock:
+            self.closed = True
         self.refresh()
         for pid in self.seen:
-            _signal(pid, signal.SIGTERM)
+            send(pid, signal.SIGTERM)
         deadline = time.monotonic() + grace
         for _, proc in self.procs:
             try:
@@ -179,7 +233,7 @@ class ProcessGroup:
             time.sleep(0.1)
         for pid in self.refresh():
             if alive(pid):
-                _signal(pid, signal.SIGKILL)
+                send(pid, signal.SIGKILL)
         for _, proc in self.procs:
             try:
                 proc.wait(timeout=5)
@@ -190,70 +244,85 @@ class ProcessGroup:
             time.sleep(0.1)
 
 
-def _signal(pid: int, sig: int) -> None:
+def _listening_inodes(port: int) -> set[str] | None:
+    """Inodes of the sockets listening on ``LOOPBACK:port`` (None without ``/proc``)."""
     try:
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _stat(pid: int) -> list[str] | None:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
+        lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
     except OSError:
         return None
-    return text[text.rindex(")") + 2:].split()
+    wanted = f"{socket.inet_aton(LOOPBACK)[::-1].hex().upper()}:{port:04X}"
+    any_addr = f"00000000:{port:04X}"
+    return {fields[9] for fields in (line.split() for line in lines)
+            if fields[1] in (wanted, any_addr) and fields[3] == "0A"}  # 0A: LISTEN
 
 
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` exists and is not a zombie."""
-    fields = _stat(pid)
-    if fields is None:
-        if Path("/proc").is_dir():
-            return False
-        try:  # no /proc (macOS): signal 0 probes existence
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-    return fields[0] != "Z"
-
-
-def descendants(roots: list[int]) -> set[int]:
-    """All live descendants of ``roots`` (from ``/proc``; empty where there is none)."""
-    children: dict[int, list[int]] = {}
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return set()
-    for entry in proc.iterdir():
-        if entry.name.isdigit():
-            fields = _stat(int(entry.name))
-            if fields is not None:
-                children.setdefault(int(fields[1]), []).append(int(entry.name))
-    out: set[int] = set()
-    stack = list(roots)
-    while stack:
-        for child in children.get(stack.pop(), []):
-            if child not in out:
-                out.add(child)
-                stack.append(child)
-    return out
+def _holds_socket(pids: set[int], inodes: set[str]) -> bool:
+    names = {f"socket:[{inode}]" for inode in inodes}
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in names:
+                    return True
+            except OSError:
+                continue
+    return False
 
 
 def _wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float, what: str,
                    log: Path) -> None:
+    """Wait until ``proc`` (or a child of it) listens on ``LOOPBACK:port``.
+
+    Raises :class:`PortTaken` when another process listens there (or ``proc`` exits
+    saying the address is in use): a port handed out by :func:`free_port` was taken
+    between its release and the bind. Where there is no ``/proc``, a connection accepted
+    on the port counts as ours.
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
+            if any("address already in use" in line.lower() and f"{port})" in line
+                   for line in _tail(log).splitlines()):
+                raise PortTaken(f"{what}: port {port} was taken by another process")
             raise RuntimeError(f"{what} exited with code {proc.returncode} while starting; "
                                f"its log ({log}):\n{_tail(log)}")
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.settimeout(0.5)
-            if s.connect_ex((LOOPBACK, port)) == 0:
+        inodes = _listening_inodes(port)
+        if inodes is None:  # no /proc: accept a listener
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.settimeout(0.5)
+                if s.connect_ex((LOOPBACK, port)) == 0:
+                    return
+        elif inodes:
+            if _holds_socket({proc.pid, *descendants([proc.pid])}, inodes):
                 return
+            if proc.poll() is None:  # theirs; ours cannot bind it (unless it just did)
+                time.sleep(0.1)
+                if not _holds_socket({proc.pid, *descendants([proc.pid])}, inodes):
+                    raise PortTaken(f"{what}: port {port} was taken by another process")
         time.sleep(0.2)
     raise TimeoutError(f"{what} did not listen on {LOOPBACK}:{port} within {timeout:g} s; "
                        f"its log ({log}):\n{_tail(log)}")
+
+
+def _start_listening(group: ProcessGroup, name: str, command: Callable[[int], list[str]],
+                     env: dict[str, str], log: Path, what: str, timeout: float = 60.0,
+                     attempts: int = 5) -> tuple[subprocess.Popen[bytes], int]:
+    """Start ``command(port)`` on a free port and wait until it listens there; on a port
+    taken meanwhile (a concurrent deployment, an outgoing connection), again on another."""
+    for attempt in range(attempts):
+        port = free_port()
+        proc = group.start(name, command(port), env, log)
+        try:
+            _wait_for_port(port, proc, timeout, what, log)
+            return proc, port
+        except PortTaken:
+            group.discard(name)
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _tail(path: Path, lines: int = 20) -> str:
@@ -266,7 +335,7 @@ def _tail(path: Path, lines: int = 20) -> str:
 def run_local(config: dict[str, Any], out_dir: str | Path, *, nodes: int,
               node_timeout: float = 60.0, round_timeout: float = 120.0,
               timeout: float = 3600.0, checkpoint_dir: str | Path | None = None,
-              rejoin_timeout: float = 0.0,
+              rejoin_timeout: float = 0.0, insecure: bool = False,
               echo: Callable[[str], Any] | None = None,
               on_start: Callable[[ProcessGroup], Any] | None = None) -> dict[str, Any]:
     """Run ``config`` on a SuperLink and ``nodes`` SuperNodes started on 127.0.0.1.
@@ -288,6 +357,10 @@ def run_local(config: dict[str, Any], out_dir: str | Path, *, nodes: int,
         Where each SuperNode checkpoints its client states (one subdirectory per node).
     rejoin_timeout : float
         Seconds the server waits for a silent node to come back (0: fail at once).
+    insecure : bool
+        Plain HTTP and any SuperNode admitted, as Flower's ``--insecure``. By default the
+        deployment uses TLS with a throwaway CA and SuperNode authentication with keys
+        generated in its temporary home (:mod:`fedcomp.flower._secure`).
     echo : callable, optional
         Receives every line of the run's streamed log (default: stderr).
     on_start : callable, optional
@@ -310,37 +383,55 @@ def run_local(config: dict[str, Any], out_dir: str | Path, *, nodes: int,
     logs.mkdir(parents=True, exist_ok=True)
     (out / STATUS_FILE).unlink(missing_ok=True)
     work = Path(tempfile.mkdtemp(prefix="fedcomp-flower-"))
-    home = work / "flwr-home"
-    home.mkdir()
-    env = flower_env(home)
-    app = write_app(cfg, work / "app", results_dir=out, num_nodes=nodes,
-                    node_timeout=node_timeout, round_timeout=round_timeout,
-                    rejoin_timeout=rejoin_timeout)
-    port = free_port()
-    (home / "config.toml").write_text(
-        f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
-        f'address = "{LOOPBACK}:{port}"\ninsecure = true\n')
-    group = ProcessGroup()
+    # should this process be killed outright (SIGKILL), the watchdog stops the deployment
+    # and removes the temporary home; SIGTERM/SIGHUP are interrupts (fedcomp._lifetime)
+    watchdog = Watchdog(cleanup=[work])
+    group = ProcessGroup(watchdog)
     status: dict[str, Any] = {"status": "failed", "error": "the run did not finish"}
     try:
+        home = work / "flwr-home"
+        home.mkdir()
+        env = flower_env(home)
+        app = write_app(cfg, work / "app", results_dir=out, num_nodes=nodes,
+                        node_timeout=node_timeout, round_timeout=round_timeout,
+                        rejoin_timeout=rejoin_timeout)
+        link_args, node_args, cli_config = ["--insecure"], [["--insecure"]] * nodes, \
+            "insecure = true\n"
+        if not insecure:
+            creds = make_credentials(home / "credentials", nodes)
+            tls = ["--ssl-ca-certfile", str(creds.ca_cert), "--ssl-certfile",
+                   str(creds.server_cert), "--ssl-keyfile", str(creds.server_key)]
+            link_args = [*tls, "--enable-supernode-auth"]
+            node_args = [[*tls, "--root-certificates", str(creds.ca_cert),
+                          "--auth-supernode-private-key", str(key)]
+                         for key in creds.node_keys]
+            cli_config = f"root-certificates = {_toml_value(str(creds.ca_cert))}\n"
         link_log = logs / "superlink.log"
-        link = group.start("superlink", [
-            _executable("flower-superlink"), "--insecure", "--host", LOOPBACK,
-            "--port", str(port), "--isolation", "subprocess",
-            "--disable-runtime-dependency-installation"], env, link_log)
-        _wait_for_port(port, link, 60.0, "the SuperLink", link_log)
-        echo(f"fedcomp: SuperLink on {LOOPBACK}:{port} (pid {link.pid})")
+        link, port = _start_listening(group, "superlink", lambda p: [
+            _executable("flower-superlink"), *link_args, "--host", LOOPBACK,
+            "--port", str(p), "--isolation", "subprocess",
+            "--disable-runtime-dependency-installation"], env, link_log, "the SuperLink")
+        (home / "config.toml").write_text(
+            f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
+            f'address = "{LOOPBACK}:{port}"\n{cli_config}')
+        echo(f"fedcomp: SuperLink on {LOOPBACK}:{port} (pid {link.pid}"
+             f"{', insecure' if insecure else ', TLS, SuperNode authentication'})")
+        if not insecure:
+            _register_nodes(creds, env, logs / "register.log")
         for k in range(nodes):
             node_config = f"partition-id={k} num-partitions={nodes}"
             if checkpoint_dir is not None:
                 node_dir = Path(checkpoint_dir).resolve() / f"node{k}"
                 node_config += f' checkpoint-dir="{node_dir}"'
-            node_port = free_port()
-            proc = group.start(f"supernode {k}", [
-                _executable("flower-supernode"), "--insecure",
-                "--superlink", f"{LOOPBACK}:{port}", "--host", LOOPBACK,
-                "--port", str(node_port), "--node-config", node_config], env,
-                logs / f"supernode{k}.log")
+
+            def node_command(p: int, c: str = node_config, a: list[str] = node_args[k]
+                             ) -> list[str]:
+                return [_executable("flower-supernode"), *a, "--superlink",
+                        f"{LOOPBACK}:{port}", "--host", LOOPBACK, "--port", str(p),
+                        "--node-config", c]
+
+            proc, _ = _start_listening(group, f"supernode {k}", node_command, env,
+                                       logs / f"supernode{k}.log", f"SuperNode {k}")
             echo(f"fedcomp: SuperNode {k} ({node_config}, pid {proc.pid})")
         if on_start is not None:
             on_start(group)
@@ -352,8 +443,31 @@ def run_local(config: dict[str, Any], out_dir: str | Path, *, nodes: int,
     finally:
         group.stop()
         shutil.rmtree(work, ignore_errors=True)
+        watchdog.close()
     status["pids"] = group.pids
     return status
+
+
+def _register_nodes(creds: Credentials, env: dict[str, str], log: Path,
+                    timeout: float = 120.0) -> None:
+    """``flwr supernode register`` each node's public key (in parallel): with
+    ``--enable-supernode-auth`` the SuperLink admits registered keys only."""
+    with log.open("ab") as f:
+        procs = [subprocess.Popen([_executable("flwr"), "supernode", "register",
+                                   str(creds.node_public(k)), CONNECTION],
+                                  stdout=f, stderr=subprocess.STDOUT, env=env,
+                                  stdin=subprocess.DEVNULL)
+                 for k in range(len(creds.node_keys))]
+        try:
+            codes = [p.wait(timeout=timeout) for p in procs]
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+    if any(codes):
+        raise RuntimeError(f"registering the SuperNodes' keys failed (exit codes {codes}); "
+                           f"its log ({log}):\n{_tail(log)}")
 
 
 def _follow(runner: subprocess.Popen[bytes], log: Path, status_file: Path,

@@ -67,23 +67,30 @@ def _describe(node_id: int, info: dict[str, Any]) -> str:
 
 
 def exchange(grid: Grid, messages: list[Message], timeout: float,
-             enough: Callable[[list[Message]], bool] | None = None) -> list[Message]:
+             enough: Callable[[list[Message]], bool] | None = None
+             ) -> dict[int, Message]:
     """Push ``messages`` and pull their replies until all arrived or ``timeout`` s passed
-    (or, given ``enough``, as soon as ``enough(replies)`` holds).
+    (or, given ``enough``, as soon as ``enough(replies)`` holds); the replies by the node
+    each message went to.
 
-    ``Grid.send_and_receive`` of Flower 1.41's deployment grid sleeps 3 s between pulls,
-    which would add up to 3 s to every round; this polls every 20 ms at first, backing off
-    to 0.5 s, so a round costs what the nodes take.
+    Replies are matched to their messages by id, not by sender: an error the SuperLink
+    returns for a node (``Node Unavailable`` once its heartbeat lapsed) comes from the
+    SuperLink's own node id. ``Grid.send_and_receive`` of Flower 1.41's deployment grid
+    sleeps 3 s between pulls, which would add up to 3 s to every round; this polls every
+    20 ms at first, backing off to 0.5 s, so a round costs what the nodes take.
     """
-    pending = {i for i in grid.push_messages(messages) if i}
-    replies: list[Message] = []
+    destination = {i: m.metadata.dst_node_id
+                   for i, m in zip(grid.push_messages(messages), messages, strict=True) if i}
+    pending = set(destination)
+    replies: dict[int, Message] = {}
     deadline = time.monotonic() + timeout
     delay = 0.02
     while pending:
-        got = list(grid.pull_messages(list(pending)))
-        replies.extend(got)
-        pending.difference_update(r.metadata.reply_to_message_id for r in got)
-        if not pending or time.monotonic() >= deadline or (enough and enough(replies)):
+        for reply in grid.pull_messages(list(pending)):
+            replies[destination[reply.metadata.reply_to_message_id]] = reply
+            pending.discard(reply.metadata.reply_to_message_id)
+        if not pending or time.monotonic() >= deadline or (
+                enough and enough(list(replies.values()))):
             break
         time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
         delay = min(1.5 * delay, 0.5)
@@ -93,13 +100,19 @@ def exchange(grid: Grid, messages: list[Message], timeout: float,
 def query_nodes(grid: Grid, node_ids: list[int], config_json: str, n_clients: int,
                 timeout: float, enough: Callable[[list[Message]], bool] | None = None
                 ) -> dict[int, dict[str, Any]]:
-    """Send the configuration to ``node_ids`` (``query``); the reports of those that answer."""
+    """Send the configuration to ``node_ids`` (``query``); the reports of those that answer.
+
+    A node the SuperLink reports unavailable (:data:`_NODE_LOST`: a node that died and is
+    still listed until its heartbeat lapses, or one not up yet) is left out, not an error:
+    the callers ask again until their own timeout (``node-timeout``, ``rejoin-timeout``).
+    """
     content = RecordDict({CONFIG_KEY: ConfigRecord({"config": config_json})})
     messages = [Message(content, dst_node_id=n, message_type=MessageType.QUERY)
                 for n in node_ids]
     nodes = {}
-    for reply in exchange(grid, messages, timeout, enough):
-        src = reply.metadata.src_node_id
+    for src, reply in exchange(grid, messages, timeout, enough).items():
+        if reply.has_error() and reply.error.code in _NODE_LOST:
+            continue
         if reply.has_error():
             raise FlowerRunError(f"SuperNode {src} failed to load its data: "
                                  f"{reply.error.reason}")
@@ -233,8 +246,7 @@ class FlowerClients:
         while pending:
             tic = time.monotonic()
             out = [self._train_message(n, ids, record, round_) for n, ids in pending.items()]
-            got = {r.metadata.src_node_id: r
-                   for r in exchange(self.grid, out, self.round_timeout)}
+            got = exchange(self.grid, out, self.round_timeout)
             missing, reasons = {}, {}
             for node_id, ids in pending.items():
                 reply = got.get(node_id)
@@ -257,7 +269,7 @@ class FlowerClients:
                     "down or unreachable. "
                     "Restart it (with the same node_config) and rerun, or set rejoin-timeout "
                     "and a checkpoint-dir on the nodes to resume")
-            pending = self._rejoin(missing, where) if missing else {}
+            pending = self._rejoin(missing, where, reasons) if missing else {}
         like = self.problem.data.features
         position = {c: i for i, c in enumerate(participants.tolist())}
         order = np.empty(len(participants), dtype=np.int64)
@@ -280,7 +292,8 @@ class FlowerClients:
                      f"{_floats(stacked, leading=1) * len(participants)} floats up)")
         return stacked
 
-    def _rejoin(self, missing: dict[int, list[int]], where: str) -> dict[int, list[int]]:
+    def _rejoin(self, missing: dict[int, list[int]], where: str,
+                reasons: dict[int, str] | None = None) -> dict[int, list[int]]:
         """Wait for the nodes of ``missing`` to come back (same clients); their node ids.
 
         A restarted SuperNode usually gets a new node id, but one that keeps its identity
@@ -289,7 +302,8 @@ class FlowerClients:
         waiting = {self._partition(n): n for n in missing}
         for node_id in missing:
             if self.log is not None:
-                self.log(f"{_describe(node_id, self.nodes[node_id])} did not reply {where}; "
+                self.log(f"{_describe(node_id, self.nodes[node_id])} did not reply {where}"
+                         f"{(reasons or {}).get(node_id, '')}; "
                          f"waiting up to {self.rejoin_timeout:g} s for it to rejoin")
         deadline = time.monotonic() + self.rejoin_timeout
         found: dict[int, list[int]] = {}
@@ -308,8 +322,12 @@ class FlowerClients:
                         for r in replies if r.has_content()}
                 return set(waiting) <= have
 
+            # a query's reply is waited for as long as a round's: on a loaded machine a
+            # node's ClientApp process takes seconds to start, and a shorter wait re-asks
+            # forever, dropping each late reply (seen at load 20 with a 5 s wait)
+            wait = min(remaining, max(5.0, self.round_timeout))
             reports = (query_nodes(self.grid, candidates, self.config_json,
-                                   self.problem.n_clients, min(remaining, 5.0), covered)
+                                   self.problem.n_clients, wait, covered)
                        if candidates else {})
             for node_id, info in reports.items():
                 partition = tuple(info["client-ids"])
