@@ -3,11 +3,7 @@
 Three clients hold ten least-squares samples each in four dimensions, drawn around different
 true models (heterogeneous data), and share an ℓ1 penalty:
 
-.. math::
-
-    \\min_{x \\in \\mathbb{R}^4} \\; \\sum_{i=1}^{3} \\pi_i \\, \\frac{1}{2 n_i}
-    \\lVert A_i x - b_i \\rVert_2^2 + \\lambda \\lVert x \\rVert_1 ,
-    \\qquad \\lambda = 0.05 .
+    min over x in R^4 of  Σ_{i=1..3} π_i (1/(2 n_i)) ‖A_i x − b_i‖² + λ‖x‖₁,   λ = 0.05.
 
 It is small enough that a few rounds of any algorithm run in milliseconds, so every
 algorithm factory's Example runs on it (:func:`tiny_run`) and shows the objective reached.
