@@ -107,6 +107,19 @@ def test_the_math_renders_offline_in_headless_chromium(site):
     assert not [entry for entry in logs if entry["level"] == "SEVERE"], logs
 
 
+def test_the_pages_examples_run_as_doctests():
+    """Every ``>>>`` example of the documentation pages prints what the page shows."""
+    import doctest
+
+    pages = [p for p in (ROOT / "docs").rglob("*.md")
+             if "report" not in p.parts and ">>>" in p.read_text(encoding="utf-8")]
+    assert pages
+    for page in pages:
+        result = doctest.testfile(str(page), module_relative=False, verbose=False,
+                                  optionflags=doctest.ELLIPSIS)
+        assert result.failed == 0 and result.attempted > 0, page
+
+
 def test_the_readme_links_only_to_files_in_the_repository():
     readme = (ROOT / "README.md").read_text()
     targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme)
