@@ -19,7 +19,7 @@ from .data import ClientData
 from .losses import LeastSquares
 from .metrics import evaluate
 from .problem import Problem
-from .regularizers import L1
+from .regularizers import make_regularizer
 
 __all__ = ["tiny_objective", "tiny_problem", "tiny_run"]
 
@@ -54,7 +54,8 @@ def tiny_problem(seed: int = 0, lam: float = 0.05) -> Problem:
         w = truth + 0.5 * rng.normal(size=4)
         features.append(a)
         targets.append(a @ w + 0.1 * rng.normal(size=10))
-    return Problem(LeastSquares(), L1(lam), ClientData.from_lists(features, targets))
+    return Problem(LeastSquares(), make_regularizer("l1", alpha=lam),
+                   ClientData.from_lists(features, targets))
 
 
 def tiny_objective(problem: Problem, x: Any) -> float:
@@ -107,6 +108,7 @@ def tiny_run(algorithm: Any, rounds: int = 20, seed: int = 0) -> float:
     problem = tiny_problem()
     quiet: dict[str, Any] = dict(seed=seed, progress=False, eval_every=rounds,
                                  metrics=["objective"])
+    result: Any  # a RunResult, or an AsyncRunResult: both carry the final model x
     if isinstance(algorithm, DecentralizedAlgorithm):
         result = simulate_decentralized(algorithm, problem, ring(problem.n_clients), rounds,
                                         **quiet)

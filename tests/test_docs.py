@@ -9,7 +9,6 @@ browser tests are ``slow``; they are skipped where the ``docs`` extra is not ins
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -61,42 +60,26 @@ def test_the_site_builds_strictly_with_every_page_and_the_api(site):
 
 
 @pytest.mark.slow
-def test_the_math_renders_offline_in_headless_chromium(site):
-    webdriver = pytest.importorskip("selenium.webdriver")
-    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
-    if not chromium or not driver_path:
-        pytest.skip("Debian chromium and chromium-driver are not installed (.ci/run installs "
-                    "them: apt-get install chromium chromium-driver)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--allow-file-access-from-files", "--window-size=1000,700"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    from selenium.webdriver.chrome.service import Service
-
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+def test_the_math_renders_offline_in_headless_chromium(site, headless_chromium):
+    driver = headless_chromium
     driver.set_script_timeout(60)
     seen = {}
-    try:
-        for page in MATH_PAGES:
-            driver.get((site / page).as_uri())
-            seen[page] = driver.execute_async_script(
-                "const done = arguments[arguments.length - 1];"
-                "const report = () => done({"
-                "  sources: document.querySelectorAll('.arithmatex').length,"
-                "  rendered: document.querySelectorAll('mjx-container').length,"
-                "  errors: Array.from(document.querySelectorAll('mjx-merror'))"
-                "    .map(e => e.getAttribute('data-mjx-error') || e.textContent),"
-                "  remote: performance.getEntriesByType('resource').map(r => r.name)"
-                "    .filter(n => !n.startsWith('file:'))});"
-                "const wait = () => window.MathJax && MathJax.startup && MathJax.startup.promise"
-                "  ? MathJax.startup.promise.then(report, e => done({failed: String(e)}))"
-                "  : setTimeout(wait, 50);"
-                "wait();")
-        logs = driver.get_log("browser")
-    finally:
-        driver.quit()
+    for page in MATH_PAGES:
+        driver.get((site / page).as_uri())
+        seen[page] = driver.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            "const report = () => done({"
+            "  sources: document.querySelectorAll('.arithmatex').length,"
+            "  rendered: document.querySelectorAll('mjx-container').length,"
+            "  errors: Array.from(document.querySelectorAll('mjx-merror'))"
+            "    .map(e => e.getAttribute('data-mjx-error') || e.textContent),"
+            "  remote: performance.getEntriesByType('resource').map(r => r.name)"
+            "    .filter(n => !n.startsWith('file:'))});"
+            "const wait = () => window.MathJax && MathJax.startup && MathJax.startup.promise"
+            "  ? MathJax.startup.promise.then(report, e => done({failed: String(e)}))"
+            "  : setTimeout(wait, 50);"
+            "wait();")
+    logs = driver.get_log("browser")
     for page, state in seen.items():
         assert "failed" not in state, (page, state)
         assert state["sources"] > 0, (page, "no math on the page")
