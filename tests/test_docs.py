@@ -73,10 +73,15 @@ def test_the_math_renders_offline_in_headless_chromium(site, headless_chromium):
             "  rendered: document.querySelectorAll('mjx-container').length,"
             "  errors: Array.from(document.querySelectorAll('mjx-merror'))"
             "    .map(e => e.getAttribute('data-mjx-error') || e.textContent),"
+            "  empty: Array.from(document.querySelectorAll('mjx-container'))"
+            "    .filter(c => c.getBoundingClientRect().width === 0).length,"
+            "  fonts: Array.from(document.fonts).filter(f => f.family.startsWith('MJXTEX')"
+            "    && f.status === 'loaded').length,"
             "  remote: performance.getEntriesByType('resource').map(r => r.name)"
             "    .filter(n => !n.startsWith('file:'))});"
             "const wait = () => window.MathJax && MathJax.startup && MathJax.startup.promise"
-            "  ? MathJax.startup.promise.then(report, e => done({failed: String(e)}))"
+            "  ? MathJax.startup.promise.then(() => document.fonts.ready)"
+            "      .then(report, e => done({failed: String(e)}))"
             "  : setTimeout(wait, 50);"
             "wait();")
     logs = driver.get_log("browser")
@@ -86,6 +91,8 @@ def test_the_math_renders_offline_in_headless_chromium(site, headless_chromium):
         # every $...$ / $$...$$ became a MathJax element, none a TeX error
         assert state["rendered"] >= state["sources"], (page, state)
         assert not state["errors"], (page, state["errors"])
+        # typeset AND drawn: every formula has a width, in MathJax's fonts loaded from the site
+        assert state["empty"] == 0 and state["fonts"] > 0, (page, state)
         assert not state["remote"], (page, state["remote"])
     assert not [entry for entry in logs if entry["level"] == "SEVERE"], logs
 

@@ -12,14 +12,5 @@ window.MathJax = {
     processHtmlClass: "arithmatex"
   }
 };
-// Material's instant navigation swaps pages without reloading: typeset each new page
-if (typeof document$ !== "undefined") {
-  document$.subscribe(() => {
-    if (window.MathJax && MathJax.typesetPromise) {
-      MathJax.startup.output.clearCache();
-      MathJax.typesetClear();
-      MathJax.texReset();
-      MathJax.typesetPromise();
-    }
-  });
-}
+// (navigation.instant is off in mkdocs.yml: every page loads MathJax afresh and typesets
+// itself once, so no re-typesetting on Material's page swaps is needed)
