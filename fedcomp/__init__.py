@@ -6,7 +6,13 @@ composite FL algorithms of the literature as pure functions, a vectorised simula
 centralized reference solver and a command-line tool.
 """
 
-__version__ = "0.1.0"
+import importlib.metadata as _metadata
+
+try:
+    # one version source: pyproject.toml's, as the installed distribution records it
+    __version__ = _metadata.version("fedcomp")
+except _metadata.PackageNotFoundError:  # a bare checkout on sys.path, never installed
+    __version__ = "0+unknown"
 
 from ._extras import MissingExtraError  # noqa: E402
 from .algorithms import (  # noqa: E402

@@ -8,6 +8,9 @@
 #   3. an experiment needing a missing extra exits 2 with one `error:` line naming the
 #      extra's pip install and no traceback (fedcanon_stepsizes: fedcomp[data];
 #      fedcanon_nn and prox_cost: torch);
+#   0. the wheel holds fedcomp/py.typed (PEP 561: type checkers read fedcomp's annotations)
+#      and the license (*.dist-info/licenses/LICENSE), and its fedcomp.__version__ is the
+#      version pyproject.toml declares;
 #   4. with the dev and plot extras added, `fedcomp report --quick --only seed000` writes
 #      rep/index.html.
 # One PASS:/FAIL: line per check; the exit status is 1 when any check failed.
@@ -45,6 +48,17 @@ if ! "$PYTHON" -m pip wheel -q --no-deps -w "$TMP/dist" "$ROOT" >"$TMP/build.log
     exit 1
 fi
 WHEEL="$(ls "$TMP"/dist/fedcomp-*.whl)"
+
+# --- 0. the wheel's contents ------------------------------------------------------------------
+contents="$("$PYTHON" -c 'import sys, zipfile; print("\n".join(zipfile.ZipFile(sys.argv[1]).namelist()))' "$WHEEL")"
+absent=()
+grep -qx 'fedcomp/py.typed' <<<"$contents" || absent+=(fedcomp/py.typed)
+grep -qE '^fedcomp-[^/]+\.dist-info/licenses/LICENSE$' <<<"$contents" || absent+=(LICENSE)
+if [ "${#absent[@]}" -eq 0 ]; then
+    pass "$(basename "$WHEEL") holds fedcomp/py.typed and the LICENSE"
+else
+    fail "$(basename "$WHEEL") lacks: ${absent[*]}"
+fi
 if ! { "$PYTHON" -m venv "$TMP/venv" &&
        "$TMP/venv/bin/python" -m pip install -q -c "$ROOT/constraints.txt" "$WHEEL"
      } >"$TMP/install.log" 2>&1; then
@@ -62,6 +76,14 @@ export FEDCOMP_CACHE_DIR="$TMP/cache" FEDCOMP_DATA_DIR="$TMP/data"
 where="$("$VPY" -c 'import fedcomp; print(fedcomp.__file__)' 2>&1)" || true
 optional="$("$VPY" -c 'import importlib.util as u
 print(" ".join(m for m in ("torch", "sklearn", "matplotlib", "flwr") if u.find_spec(m)))')"
+declared="$("$PYTHON" -c 'import sys, tomllib
+print(tomllib.load(open(sys.argv[1], "rb"))["project"]["version"])' "$ROOT/pyproject.toml")"
+installed="$("$VPY" -c 'import fedcomp; print(fedcomp.__version__)' 2>&1)" || true
+if [ "$installed" = "$declared" ]; then
+    pass "fedcomp.__version__ of the wheel is pyproject.toml's version ($declared)"
+else
+    fail "fedcomp.__version__ of the wheel is '$installed', pyproject.toml declares '$declared'"
+fi
 if [[ "$where" == "$TMP/venv/"* && -z "$optional" ]]; then
     pass "$(basename "$WHEEL") installed without extras; fedcomp imported from the fresh venv"
 else

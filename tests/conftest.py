@@ -86,3 +86,29 @@ def local_server(tmp_path):
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+@pytest.fixture
+def headless_chromium():
+    """A Selenium driver of Debian's headless chromium, its browser log recorded; skipped
+    where selenium, chromium or chromium-driver is missing (.ci/run installs them)."""
+    import shutil
+
+    webdriver = pytest.importorskip("selenium.webdriver")
+    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
+    if not chromium or not driver_path:
+        pytest.skip("Debian chromium and chromium-driver are not installed (.ci/run installs "
+                    "them: apt-get install chromium chromium-driver)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--allow-file-access-from-files", "--window-size=1000,700"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    from selenium.webdriver.chrome.service import Service
+
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()

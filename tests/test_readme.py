@@ -1,8 +1,12 @@
-"""The README's Python snippets run as written and show what their comments say.
+"""The README's and the documentation pages' snippets run as written and show what their
+comments say.
 
 The README is the front door: a quickstart that raises, or whose printed number drifted
 from the comment beside it, is the first thing a new user meets. Each ```python block is
-executed verbatim (in a temporary directory, with the reference cache there too).
+executed verbatim (in a temporary directory, with the reference cache there too). The
+documentation pages (docs/*.md, the site's sources) are held to the same standard: their
+```python blocks and ``fedcomp`` commands are checked here, their ``>>>`` examples run as
+doctests in tests/test_docs.py.
 """
 
 from __future__ import annotations
@@ -13,16 +17,25 @@ from pathlib import Path
 import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+#: the README and the documentation site's pages (not the generated report)
+PAGES = (README, *sorted(p for p in (README.parent / "docs").rglob("*.md")
+                         if "report" not in p.relative_to(README.parent / "docs").parts))
+
+
+def _text() -> str:
+    return "\n".join(page.read_text(encoding="utf-8") for page in PAGES)
 
 
 def python_blocks() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    """Every ```python block but the ``>>>`` ones (doctests, run by tests/test_docs.py)."""
+    return [block for block in re.findall(r"```python\n(.*?)```", _text(), re.S)
+            if not block.lstrip().startswith(">>>")]
 
 
 def block_with(marker: str) -> str:
-    """The one README Python block containing ``marker``."""
-    found = [b for b in python_blocks() if marker in b]
-    assert len(found) == 1, f"expected one README python block with {marker!r}, found {len(found)}"
+    """The one Python block containing ``marker`` (a page may repeat it verbatim)."""
+    found = sorted({b for b in python_blocks() if marker in b})
+    assert len(found) == 1, f"expected one python block with {marker!r}, found {len(found)}"
     return found[0]
 
 
@@ -94,7 +107,7 @@ def readme_cli_commands() -> list[list[str]]:
     import shlex
 
     commands = []
-    for block in re.findall(r"```bash\n(.*?)```", README.read_text(encoding="utf-8"), re.S):
+    for block in re.findall(r"```bash\n(.*?)```", _text(), re.S):
         for line in block.replace("\\\n", " ").splitlines():
             words = shlex.split(line, comments=True)
             for i, word in enumerate(words):  # a redirection or pipe ends the command

@@ -403,50 +403,35 @@ def rep_figure(path, x_axis):
     return fig
 
 
-def test_report_renders_in_headless_chromium(report_dir):
+def test_report_renders_in_headless_chromium(report_dir, headless_chromium):
     """Every figure loads (its SVG, and its PNG fallback), every contents link leads to its
     section, and the browser logs no error."""
-    webdriver = pytest.importorskip("selenium.webdriver")
-    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
-    if not chromium or not driver_path:
-        pytest.skip("Debian chromium and chromium-driver are not installed (.ci/run installs "
-                    "them: apt-get install chromium chromium-driver)")
     out, _ = report_dir
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--allow-file-access-from-files", "--window-size=1000,700"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
 
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
-    try:
-        driver.get((out / "index.html").resolve().as_uri())
-        images = driver.execute_script(
-            "return Array.from(document.images).map("
-            "i => [i.getAttribute('src'), i.complete, i.naturalWidth, i.currentSrc]);")
-        fallbacks = driver.execute_async_script(  # each PNG, as a browser without SVG loads
-            "const done = arguments[arguments.length - 1];"
-            "Promise.all(Array.from(document.images).map(i => new Promise(resolve => {"
-            "  const png = new Image();"
-            "  png.onload = () => resolve([i.getAttribute('src'), png.naturalWidth]);"
-            "  png.onerror = () => resolve([i.getAttribute('src'), 0]);"
-            "  png.src = i.src; }))).then(done);")
-        contents = driver.execute_script(
-            "return Array.from(document.querySelectorAll('nav a')).map(a => "
-            "[a.getAttribute('href'), document.getElementById(a.hash.slice(1)) !== null]);")
-        followed = {}
-        for href, _ in contents:
-            driver.find_element(By.CSS_SELECTOR, f"nav a[href='{href}']").click()
-            followed[href] = driver.execute_script(
-                "const box = document.getElementById(arguments[0]).getBoundingClientRect();"
-                "return [location.hash, box.top >= -1 && box.top < innerHeight];", href[1:])
-            driver.execute_script("window.scrollTo(0, 0);")
-        logs = driver.get_log("browser")
-    finally:
-        driver.quit()
+    driver = headless_chromium
+    driver.get((out / "index.html").resolve().as_uri())
+    images = driver.execute_script(
+        "return Array.from(document.images).map("
+        "i => [i.getAttribute('src'), i.complete, i.naturalWidth, i.currentSrc]);")
+    fallbacks = driver.execute_async_script(  # each PNG, as a browser without SVG loads
+        "const done = arguments[arguments.length - 1];"
+        "Promise.all(Array.from(document.images).map(i => new Promise(resolve => {"
+        "  const png = new Image();"
+        "  png.onload = () => resolve([i.getAttribute('src'), png.naturalWidth]);"
+        "  png.onerror = () => resolve([i.getAttribute('src'), 0]);"
+        "  png.src = i.src; }))).then(done);")
+    contents = driver.execute_script(
+        "return Array.from(document.querySelectorAll('nav a')).map(a => "
+        "[a.getAttribute('href'), document.getElementById(a.hash.slice(1)) !== null]);")
+    followed = {}
+    for href, _ in contents:
+        driver.find_element(By.CSS_SELECTOR, f"nav a[href='{href}']").click()
+        followed[href] = driver.execute_script(
+            "const box = document.getElementById(arguments[0]).getBoundingClientRect();"
+            "return [location.hash, box.top >= -1 && box.top < innerHeight];", href[1:])
+        driver.execute_script("window.scrollTo(0, 0);")
+    logs = driver.get_log("browser")
     assert len(images) >= 3
     assert not [src for src, complete, width, _ in images if not complete or width == 0]
     assert all(current.endswith(".svg") for *_, current in images)  # the SVG is shown

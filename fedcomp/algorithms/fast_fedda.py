@@ -191,6 +191,9 @@ def fast_fedda(smoothness: float | str = "auto", strong_convexity: float = 0.0,
     --------
     >>> fast_fedda(smoothness=2.0, strong_convexity=0.1).hyperparameters["weights"]
     'increasing'
+    >>> from fedcomp.toy import tiny_run
+    >>> print(f"{tiny_run(fast_fedda(local_steps=2)):.3f}")  # F after 20 rounds; min 0.241
+    0.244
     """
     if smoothness != "auto":
         check_positive("fast_fedda", smoothness=smoothness)

@@ -71,6 +71,10 @@ def fedadmm(rho: float = 1.0, local_solver: str = "sgd", client_lr: float = 0.01
     --------
     >>> fedadmm(rho=2.0, local_solver="exact").hyperparameters["rho"]
     2.0
+    >>> from fedcomp.toy import tiny_run
+    >>> alg = fedadmm(rho=1.0, local_solver='exact')
+    >>> print(f"{tiny_run(alg):.3f}")  # F after 20 rounds; min 0.241
+    0.241
     """
     check_positive("fedadmm", rho=rho)
     solver = make_solver("fedadmm", local_solver, client_lr, local_steps, local_epochs, tol,

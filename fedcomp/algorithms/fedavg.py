@@ -46,6 +46,10 @@ def fedavg(client_lr: float = 0.1, local_steps: int = 5, server_lr: float = 1.0,
     >>> alg = fedavg(client_lr=0.5, local_steps=2)
     >>> alg.name, alg.hyperparameters["local_steps"]
     ('fedavg', 2)
+    >>> from fedcomp.toy import tiny_run
+    >>> alg = fedavg(client_lr=0.1, local_steps=2)
+    >>> print(f"{tiny_run(alg):.3f}")  # F after 20 rounds; min 0.241
+    0.245
     """
     check_positive("fedavg", client_lr=client_lr, server_lr=server_lr)
     check_local_steps("fedavg", local_steps)

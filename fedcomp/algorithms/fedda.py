@@ -66,6 +66,10 @@ def fedda(client_lr: float = 0.1, local_steps: int = 5, server_lr: float = 1.0
     --------
     >>> fedda(client_lr=1.0).name
     'fedda'
+    >>> from fedcomp.toy import tiny_run
+    >>> alg = fedda(client_lr=0.1, local_steps=2)
+    >>> print(f"{tiny_run(alg):.3f}")  # F after 20 rounds; min 0.241
+    0.242
     """
     check_positive("fedda", client_lr=client_lr, server_lr=server_lr)
     check_local_steps("fedda", local_steps)

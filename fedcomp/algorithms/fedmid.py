@@ -79,6 +79,10 @@ def fedmid(client_lr: float = 0.1, local_steps: int = 5, server_lr: float = 1.0,
     --------
     >>> fedmid(client_lr=1.0, local_steps=5).hyperparameters["server_prox_step"]
     'scaled'
+    >>> from fedcomp.toy import tiny_run
+    >>> alg = fedmid(client_lr=0.1, local_steps=2)
+    >>> print(f"{tiny_run(alg):.3f}")  # F after 20 rounds; min 0.241
+    0.250
     """
     check_positive("fedmid", client_lr=client_lr, server_lr=server_lr)
     check_local_steps("fedmid", local_steps)

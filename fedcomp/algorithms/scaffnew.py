@@ -112,6 +112,10 @@ def scaffnew(client_lr: float = 0.1, comm_prob: float = 0.2, server_prox: bool =
     --------
     >>> scaffnew(client_lr=0.1, comm_prob=0.25).hyperparameters["comm_prob"]
     0.25
+    >>> from fedcomp.toy import tiny_run
+    >>> alg = scaffnew(client_lr=0.1, comm_prob=0.5)
+    >>> print(f"{tiny_run(alg):.3f}")  # F after 20 rounds; min 0.241
+    0.245
     """
     check_positive("scaffnew", client_lr=client_lr, comm_prob=comm_prob)
     big_step = client_lr / comm_prob  # γ/p

@@ -87,6 +87,10 @@ def scaffold(client_lr: float = 0.1, local_steps: int = 5, server_lr: float = 1.
     --------
     >>> scaffold(client_lr=0.1, local_steps=5).hyperparameters["server_prox"]
     False
+    >>> from fedcomp.toy import tiny_run
+    >>> alg = scaffold(client_lr=0.1, local_steps=2)
+    >>> print(f"{tiny_run(alg):.3f}")  # F after 20 rounds; min 0.241
+    0.245
     """
     check_positive("scaffold", client_lr=client_lr, server_lr=server_lr)
     check_local_steps("scaffold", local_steps)

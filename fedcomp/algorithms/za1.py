@@ -112,6 +112,9 @@ def za1(client_lr: float = 1.0, local_steps: int = 5, server_lr: float = 1.0,
     --------
     >>> za1(client_lr=1.0, local_steps=5).hyperparameters
     {'client_lr': 1.0, 'local_steps': 5, 'server_lr': 1.0, 'final_prox': True}
+    >>> from fedcomp.toy import tiny_run
+    >>> print(f"{tiny_run(za1(client_lr=0.1, local_steps=2)):.3f}")  # F after 20 rounds; min 0.241
+    0.242
     """
     check_positive("za1", client_lr=client_lr, server_lr=server_lr)
     check_local_steps("za1", local_steps)
