@@ -1,0 +1,32 @@
+"""Robustness under concurrency, faults and bad input (issue 20): every failure a user or a
+broken file can cause ends in one ``error:`` line naming what is wrong, never a traceback,
+a silent wrong result or a half-written output directory."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+
+# --- 13: a float32 mixing matrix is checked to float32's rounding ----------------------------
+def test_a_float32_mixing_matrix_is_accepted_to_its_rounding():
+    from fedcomp.topology import Topology
+
+    rng = np.random.default_rng(0)
+    n = 12
+    u = rng.uniform(size=(n, n))
+    u = u + u.T
+    for _ in range(200):  # symmetric Sinkhorn: a dense doubly stochastic matrix in float64
+        d = 1 / np.sqrt(u.sum(axis=1))
+        u = d[:, None] * u * d[None, :]
+    u32 = u.astype(np.float32)
+    rows = np.abs(u32.astype(np.float64).sum(axis=1) - 1.0).max()
+    assert 1e-10 < rows < 1e-6  # float32 entries: off by float32's rounding, not 1e-10
+    assert Topology(u32).n_nodes == n
+    bad = u32.copy()  # a real defect stays an error whatever the dtype
+    bad[0, 0] += np.float32(1e-2)
+    with pytest.raises(ValueError, match="doubly stochastic"):
+        Topology(bad)
+    noisy = u32.astype(np.float64) + 1e-8 * rng.standard_normal((n, n))
+    with pytest.raises(ValueError, match="symmetric"):  # float64: the tight tolerance
+        Topology(noisy)
