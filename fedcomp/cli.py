@@ -54,6 +54,16 @@ def resume_command(argv: list[str]) -> str:
     return "fedcomp " + " ".join(shlex.quote(a) for a in [*args, "--resume"])
 
 
+def default_out(config: dict[str, Any], kind: str = "") -> Path:
+    """``runs/NAME-[KIND]TIME``: the output directory of a run without ``--out``; ``name``
+    must be a plain file name (``"../../x"`` would leave ``runs/``)."""
+    from .experiments._setting import check_name
+
+    name = config.get("name", "run")
+    check_name(name)
+    return Path("runs") / f"{name}-{kind}{time.strftime('%Y%m%d-%H%M%S')}"
+
+
 def resolve_run(config: dict[str, Any], seeds: list[int] | None,
                 sweep: list[tuple[str, list[str]]]) -> Any:
     """What ``fedcomp run`` will run, checked before anything is written: an
@@ -79,8 +89,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     seeds = parse_seeds(args.seeds) if args.seeds else None
     sweep = [parse_sweep(s) for s in args.sweep or []]
     resolved = resolve_run(config, seeds, sweep)  # a bad config fails before anything is written
-    out = Path(args.out) if args.out else Path("runs") / (
-        f"{config.get('name', 'run')}-{time.strftime('%Y%m%d-%H%M%S')}")
+    out = Path(args.out) if args.out else default_out(config)
     if (out / "results.csv").exists() and not args.resume:
         print(f"error: {out}/results.csv already exists; pass another --out, remove it, or "
               "--resume to finish an interrupted run", file=sys.stderr)
@@ -293,8 +302,7 @@ def cmd_flower_local(args: argparse.Namespace) -> int:
     from .flower._local import run_local
 
     config = _flower_config(args)
-    out = Path(args.out) if args.out else Path("runs") / (
-        f"{config.get('name', 'run')}-flower-{time.strftime('%Y%m%d-%H%M%S')}")
+    out = Path(args.out) if args.out else default_out(config, "flower-")
     if (out / "results.csv").exists():
         print(f"error: {out}/results.csv already exists; pass another --out or remove it",
               file=sys.stderr)

@@ -30,3 +30,60 @@ def test_a_float32_mixing_matrix_is_accepted_to_its_rounding():
     noisy = u32.astype(np.float64) + 1e-8 * rng.standard_normal((n, n))
     with pytest.raises(ValueError, match="symmetric"):  # float64: the tight tolerance
         Topology(noisy)
+
+
+# --- a tiny configuration the CLI tests run -------------------------------------------------
+TINY = """\
+name = "tiny"
+rounds = 2
+reference = false
+metrics = ["objective"]
+[data]
+generator = "breast_cancer"
+n_clients = 3
+partition = "iid"
+seed = 0
+[problem]
+loss = "logistic"
+[regularizer]
+name = "l1"
+alpha = 0.01
+[[algorithms]]
+name = "fedmid"
+client_lr = 0.01
+local_steps = 1
+"""
+
+
+def tiny(tmp_path, text=TINY, name="tiny.toml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def run_cli(capsys, *argv):
+    """``fedcomp ARGV`` in this process: (exit status, stderr)."""
+    from fedcomp.cli import main
+
+    status = main([*map(str, argv)])
+    return status, capsys.readouterr().err
+
+
+def one_error_line(err):
+    """The single ``error:`` line of ``err`` (no traceback)."""
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+# --- 9: a name cannot lead the default output directory out of runs/ ------------------------
+@pytest.mark.parametrize("name", ["../../x", "/tmp/abs", "a/b", ".."])
+def test_a_name_that_is_a_path_is_refused(tmp_path, capsys, monkeypatch, name):
+    work = tmp_path / "a" / "b"
+    work.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    config = tiny(tmp_path, TINY.replace('name = "tiny"', f"name = {name!r}"))
+    status, err = run_cli(capsys, "run", config, "--quiet")
+    assert status == 2 and "name must be a plain file name" in one_error_line(err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "tiny.toml"]
+    assert not (work / "runs").exists() and not list((tmp_path / "a").glob("x*"))

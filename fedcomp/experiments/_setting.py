@@ -414,6 +414,7 @@ def validate(config: dict[str, Any]) -> dict[str, Any]:
     for key in ("name", "rounds", "data", "problem", "regularizer", "algorithms"):
         if key not in cfg:
             raise ConfigError(f"config: missing required key {key!r}")
+    check_name(cfg["name"])
     if "reference" not in config and cfg["problem"].get("loss") == "torch_model":
         cfg["reference"] = False  # a network has no centralized x* to compare against
     if cfg["backend"] not in BACKENDS:
@@ -426,6 +427,18 @@ def validate(config: dict[str, Any]) -> dict[str, Any]:
     _check_setting(cfg)
     _check_variants(cfg)
     return cfg
+
+
+def check_name(name: Any) -> None:
+    """``name`` names the default output directory ``runs/NAME-TIME``: a plain file name.
+
+    A path (``"../../x"``, ``"/tmp/x"``) would put the outputs outside ``runs/``.
+    """
+    if not (isinstance(name, str) and name.strip() and name not in (".", "..")
+            and not any(c in name for c in "/\\\0:") and name == name.strip()):
+        raise ConfigError(f"name must be a plain file name such as 'my_experiment' (no '/', "
+                          f"'\\', ':' or surrounding spaces): it names the output directory "
+                          f"runs/NAME-TIME (got {name!r})")
 
 
 def _check_variants(cfg: dict[str, Any]) -> None:
