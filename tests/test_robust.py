@@ -4,6 +4,8 @@ a silent wrong result or a half-written output directory."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -87,3 +89,59 @@ def test_a_name_that_is_a_path_is_refused(tmp_path, capsys, monkeypatch, name):
     assert status == 2 and "name must be a plain file name" in one_error_line(err)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "tiny.toml"]
     assert not (work / "runs").exists() and not list((tmp_path / "a").glob("x*"))
+
+
+# --- 7: resume after a torn record, and of a run whose rows were lost -----------------------
+def _rows(path):
+    import csv
+
+    with (path / "results.csv").open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _timeless(rows):
+    """Rows without their wall-clock column (the only one a rerun changes)."""
+    return [{k: v for k, v in r.items() if k != "wall_s"} for r in rows]
+
+
+def test_resume_ignores_a_torn_last_record(tmp_path, capsys):
+    config, out = tiny(tmp_path), tmp_path / "out"
+    assert run_cli(capsys, "run", config, "--seeds", "0:2", "--out", out, "--quiet")[0] == 0
+    whole = _rows(out)
+    records = (out / "runs.jsonl").read_text().splitlines(keepends=True)
+    # seed 1 was killed while writing its record: half a line, no newline; its rows too
+    (out / "runs.jsonl").write_text(records[0] + records[1][: len(records[1]) // 2])
+    status, err = run_cli(capsys, "run", config, "--seeds", "0:2", "--out", out, "--quiet",
+                          "--resume")
+    assert status == 0, err
+    assert _timeless(_rows(out)) == _timeless(whole)  # seed 1 ran again, same numbers
+    lines = (out / "runs.jsonl").read_text().splitlines()
+    assert [json.loads(line)["key"]["seed"] for line in lines] == ["0", "1"]  # no fragment
+
+
+def test_a_damaged_record_before_the_last_is_one_error_line(tmp_path, capsys):
+    config, out = tiny(tmp_path), tmp_path / "out"
+    assert run_cli(capsys, "run", config, "--seeds", "0:2", "--out", out, "--quiet")[0] == 0
+    records = (out / "runs.jsonl").read_text().splitlines(keepends=True)
+    (out / "runs.jsonl").write_text("{garbage\n" + records[1])
+    status, err = run_cli(capsys, "run", config, "--seeds", "0:2", "--out", out, "--quiet",
+                          "--resume")
+    assert status == 2 and "runs.jsonl, line 1: not a run record" in one_error_line(err)
+
+
+def test_resume_reruns_a_finished_run_whose_rows_are_missing(tmp_path, capsys):
+    import csv
+
+    config, out = tiny(tmp_path), tmp_path / "out"
+    assert run_cli(capsys, "run", config, "--seeds", "0:2", "--out", out, "--quiet")[0] == 0
+    whole = _rows(out)
+    with (out / "results.csv").open("w", newline="") as f:  # seed 1's rows lost
+        writer = csv.DictWriter(f, fieldnames=list(whole[0]))
+        writer.writeheader()
+        writer.writerows(r for r in whole if r["seed"] == "0")
+    status, err = run_cli(capsys, "run", config, "--seeds", "0:2", "--out", out, "--quiet",
+                          "--resume")
+    assert status == 0, err
+    assert "1 run(s) recorded as finished have no rows in results.csv" in err
+    assert "fedmid 1" in err and "running them again" in err
+    assert _timeless(_rows(out)) == _timeless(whole)

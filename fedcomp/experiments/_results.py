@@ -100,17 +100,57 @@ def start_directory(out: Path, meta: dict[str, Any], resume: bool
                 f"{'; '.join(differences[:8])}. Use the same config, --set and --sweep (seeds "
                 "may differ), or another --out")
         meta["settings"] = before.get("settings", {})
+    drop_torn_record(out / "runs.jsonl")
     return finished_runs(out)
 
 
+def _record(line: str) -> dict[str, Any] | None:
+    """A ``runs.jsonl`` line's record, or None when it is not one (a torn write)."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return record if isinstance(record, dict) and "id" in record and "row" in record else None
+
+
+def drop_torn_record(path: Path) -> None:
+    """Cut a torn last line off ``runs.jsonl`` (a run killed while recording itself).
+
+    A record is written as one line ending in a newline; a last line without its newline,
+    or one that is not a whole record, is an unfinished write: that run is not finished
+    (it runs again), and the next record must not be glued onto the fragment.
+    """
+    if not path.exists():
+        return
+    data = path.read_bytes()
+    cut = data.rfind(b"\n") + 1  # the end of the last whole line
+    tail = data[cut:]
+    if tail.strip() and _record(tail.decode("utf-8", "replace")) is None:
+        with path.open("r+b") as f:
+            f.truncate(cut)
+
+
 def finished_runs(out: Path) -> dict[str, dict[str, Any]]:
-    """The summary rows of the runs recorded in ``out/runs.jsonl``, by run key."""
+    """The summary rows of the runs recorded in ``out/runs.jsonl``, by run key.
+
+    A torn last line (a run killed while recording itself) is not a record: that run is
+    not finished. A damaged line before it is an error naming the file and line.
+    """
     finished: dict[str, dict[str, Any]] = {}
-    if (out / "runs.jsonl").exists():
-        for line in (out / "runs.jsonl").read_text().splitlines():
-            if line.strip():
-                record = json.loads(line)
-                finished[record["id"]] = record["row"]
+    path = out / "runs.jsonl"
+    if path.exists():
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            record = _record(line)
+            if record is None:
+                if number == len(lines):  # an unfinished write (drop_torn_record cuts it)
+                    continue
+                raise ConfigError(f"{path}, line {number}: not a run record ({line[:60]!r}); "
+                                  "the file is damaged: delete that line (its run is then "
+                                  "rerun by --resume) or use another --out")
+            finished[record["id"]] = record["row"]
     return finished
 
 
@@ -135,19 +175,22 @@ def config_differences(before: Any, after: Any, path: str = "") -> list[str]:
     return [] if before == after else [f"{path}: {before} -> {after}"]
 
 
-def keep_finished_rows(path: Path, finished: dict[str, Any], key_columns: list[str]) -> None:
-    """Drop from ``results.csv`` the rows of runs not recorded as finished (a crash's)."""
+def keep_finished_rows(path: Path, finished: dict[str, Any], key_columns: list[str]
+                       ) -> set[str]:
+    """Drop from ``results.csv`` the rows of runs not recorded as finished (a crash's);
+    the keys of the runs that have rows there."""
     if not path.exists():
-        return
+        return set()
     with path.open(newline="") as f:
         reader = csv.reader(f)
         header = next(reader, None)
         rows = list(reader)
     if header is None:
-        return
+        return set()
     index = [header.index(c) if c in header else None for c in key_columns]
-    keep = [r for r in rows
-            if json.dumps([r[i] if i is not None else "" for i in index]) in finished]
+    keys = [json.dumps([r[i] if i is not None and i < len(r) else "" for i in index])
+            for r in rows]
+    keep = [r for r, key in zip(rows, keys, strict=True) if key in finished]
     if len(keep) != len(rows):
         tmp = path.with_suffix(".tmp")
         with tmp.open("w", newline="") as f:
@@ -155,6 +198,26 @@ def keep_finished_rows(path: Path, finished: dict[str, Any], key_columns: list[s
             writer.writerow(header)
             writer.writerows(keep)
         tmp.replace(path)
+    return {key for key in keys if key in finished}
+
+
+def without_rows(finished: dict[str, dict[str, Any]], present: set[str]
+                 ) -> dict[str, dict[str, Any]]:
+    """The finished runs of ``finished`` that have rows in ``results.csv`` (``present``)
+    or did not end ``ok``; a warning on stderr names the others, which run again.
+
+    An ``ok`` run recorded in ``runs.jsonl`` without rows lost them (``results.csv``
+    edited, restored from an older copy, a full disk between the rows and the record):
+    skipping it would leave a hole in the results.
+    """
+    lost = [key for key, row in finished.items()
+            if key not in present and row.get("status", "ok") == "ok"]
+    if lost:
+        names = ", ".join(" ".join(json.loads(key)) for key in lost[:5])
+        print(f"warning: --resume: {len(lost)} run(s) recorded as finished have no rows in "
+              f"results.csv ({names}{', ...' if len(lost) > 5 else ''}); running them again",
+              file=sys.stderr)
+    return {key: row for key, row in finished.items() if key not in lost}
 
 
 

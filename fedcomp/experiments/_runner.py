@@ -27,6 +27,7 @@ from ._results import (
     record_run,
     start_directory,
     versions,
+    without_rows,
     write_outputs,
     write_summary,
 )
@@ -107,7 +108,7 @@ def run_experiment(config: dict[str, Any] | Experiment, out_dir: str | Path, *,
     finished = start_directory(out, meta, resume)
     runs = plan(experiment)
     columns, keys = result_columns(experiment), key_columns(experiment)
-    keep_finished_rows(out / "results.csv", finished, keys)
+    finished = without_rows(finished, keep_finished_rows(out / "results.csv", finished, keys))
     todo = [run for run in runs if run_key(run.tags, keys) not in finished]
     (out / "config.json").write_text(_json(meta))
     overall = Progress(progress, len(runs), len(runs) - len(todo))
