@@ -99,6 +99,10 @@ def _rows(path):
         return list(csv.DictReader(f))
 
 
+#: Two seeds, one after the other in this process.
+TWO_SEEDS = ["--seeds", "0:2", "--jobs", "1", "--quiet"]
+
+
 def _timeless(rows):
     """Rows without their wall-clock column (the only one a rerun changes)."""
     return [{k: v for k, v in r.items() if k != "wall_s"} for r in rows]
@@ -106,13 +110,12 @@ def _timeless(rows):
 
 def test_resume_ignores_a_torn_last_record(tmp_path, capsys):
     config, out = tiny(tmp_path), tmp_path / "out"
-    assert run_cli(capsys, "run", config, "--seeds", "0:2", "--out", out, "--quiet")[0] == 0
+    assert run_cli(capsys, "run", config, *TWO_SEEDS, "--out", out)[0] == 0
     whole = _rows(out)
     records = (out / "runs.jsonl").read_text().splitlines(keepends=True)
     # seed 1 was killed while writing its record: half a line, no newline; its rows too
     (out / "runs.jsonl").write_text(records[0] + records[1][: len(records[1]) // 2])
-    status, err = run_cli(capsys, "run", config, "--seeds", "0:2", "--out", out, "--quiet",
-                          "--resume")
+    status, err = run_cli(capsys, "run", config, *TWO_SEEDS, "--out", out, "--resume")
     assert status == 0, err
     assert _timeless(_rows(out)) == _timeless(whole)  # seed 1 ran again, same numbers
     lines = (out / "runs.jsonl").read_text().splitlines()
@@ -121,11 +124,10 @@ def test_resume_ignores_a_torn_last_record(tmp_path, capsys):
 
 def test_a_damaged_record_before_the_last_is_one_error_line(tmp_path, capsys):
     config, out = tiny(tmp_path), tmp_path / "out"
-    assert run_cli(capsys, "run", config, "--seeds", "0:2", "--out", out, "--quiet")[0] == 0
+    assert run_cli(capsys, "run", config, *TWO_SEEDS, "--out", out)[0] == 0
     records = (out / "runs.jsonl").read_text().splitlines(keepends=True)
     (out / "runs.jsonl").write_text("{garbage\n" + records[1])
-    status, err = run_cli(capsys, "run", config, "--seeds", "0:2", "--out", out, "--quiet",
-                          "--resume")
+    status, err = run_cli(capsys, "run", config, *TWO_SEEDS, "--out", out, "--resume")
     assert status == 2 and "runs.jsonl, line 1: not a run record" in one_error_line(err)
 
 
@@ -133,15 +135,70 @@ def test_resume_reruns_a_finished_run_whose_rows_are_missing(tmp_path, capsys):
     import csv
 
     config, out = tiny(tmp_path), tmp_path / "out"
-    assert run_cli(capsys, "run", config, "--seeds", "0:2", "--out", out, "--quiet")[0] == 0
+    assert run_cli(capsys, "run", config, *TWO_SEEDS, "--out", out)[0] == 0
     whole = _rows(out)
     with (out / "results.csv").open("w", newline="") as f:  # seed 1's rows lost
         writer = csv.DictWriter(f, fieldnames=list(whole[0]))
         writer.writeheader()
         writer.writerows(r for r in whole if r["seed"] == "0")
-    status, err = run_cli(capsys, "run", config, "--seeds", "0:2", "--out", out, "--quiet",
-                          "--resume")
+    status, err = run_cli(capsys, "run", config, *TWO_SEEDS, "--out", out, "--resume")
     assert status == 0, err
     assert "1 run(s) recorded as finished have no rows in results.csv" in err
     assert "fedmid 1" in err and "running them again" in err
     assert _timeless(_rows(out)) == _timeless(whole)
+
+
+# --- 2: two runs into one output directory ------------------------------------------------
+def test_a_second_run_into_a_busy_directory_stops_at_once(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    config, out = tiny(tmp_path), tmp_path / "out"
+    command = [sys.executable, "-m", "fedcomp", "run", str(config), "--set", "rounds=1000000",
+               "--set", "eval_every=1000000", "--out", str(out), "--quiet", "--jobs", "1"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             env=env)
+    try:
+        lock = out / ".lock"
+        deadline = time.monotonic() + 120
+        while not (out / "config.json").exists():  # the first run has started its runs
+            assert first.poll() is None and time.monotonic() < deadline, first.stderr.read()
+            time.sleep(0.05)
+        # the same command again (--resume gets past the results.csv check): refused
+        tic = time.monotonic()
+        second = subprocess.run([*command, "--resume"], capture_output=True, text=True,
+                                env=env, timeout=120)
+        assert second.returncode == 2, second.stderr
+        line = one_error_line(second.stderr)
+        assert str(out) in line and f"pid {first.pid}" in line and "another --out" in line
+        assert time.monotonic() - tic < 60 and first.poll() is None  # the first goes on
+        assert (out / "parts").is_dir() and not (out / "runs.jsonl").exists()
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    from fedcomp.experiments._results import output_lock
+
+    with output_lock(out):  # the kernel released a killed holder's lock
+        assert lock.read_text().strip() == str(os.getpid())
+    assert not lock.exists()
+
+
+# --- 8: a bad value found late leaves nothing behind ----------------------------------------
+def test_a_failure_before_any_run_finished_leaves_no_output(tmp_path, capsys):
+    svm = TINY.replace('generator = "breast_cancer"',
+                       f'generator = "libsvm_file"\npath = "{tmp_path / "missing.svm"}"')
+    config = tiny(tmp_path, svm)
+    out = tmp_path / "new"
+    status, err = run_cli(capsys, "run", config, "--out", out, "--quiet")
+    assert status == 2 and "missing.svm" in one_error_line(err)
+    assert not out.exists()
+    existing = tmp_path / "existing"  # a directory the user made: kept, and left as it was
+    existing.mkdir()
+    (existing / "notes.txt").write_text("mine")
+    status, err = run_cli(capsys, "run", config, "--out", existing, "--quiet")
+    assert status == 2 and "missing.svm" in one_error_line(err)
+    assert [p.name for p in existing.iterdir()] == ["notes.txt"]

@@ -17,6 +17,9 @@ Output directory contract (``fedcomp best``, ``fedcomp plot``, ``fedcomp report`
 * ``summary.md`` — the table printed at the end, with the claim's verdict;
 * ``summary.json`` — the final row of every run (what the table and the verdict are
   computed from), written last: its presence marks a finished experiment;
+* ``.lock`` — present while a run writes the directory: it holds an exclusive ``flock``
+  and the writer's pid; a second run into the same directory stops at once
+  (:func:`output_lock`);
 * ``plot.png`` — log optimality (or objective) vs rounds, one panel per gradient mode,
   and ``plot_<metric>.png`` for every metric of the config, when matplotlib is installed.
 
@@ -26,12 +29,15 @@ summary), and :func:`best_settings` (``fedcomp best``).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
+import os
 import platform
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -53,6 +59,10 @@ class OutputExistsError(ConfigError):
     """The output directory already holds results (and ``resume`` was not asked for)."""
 
 
+class OutputInUseError(ConfigError):
+    """Another process is writing the output directory (it holds its lock)."""
+
+
 class ConfigMismatchError(ConfigError):
     """``resume`` in a directory written by another configuration (the message says how)."""
 
@@ -72,6 +82,58 @@ def versions() -> dict[str, str]:
         out["flwr"] = getattr(sys.modules["flwr"], "__version__", "?")
     return out
 
+
+
+#: The lock file of an output directory (:func:`output_lock`).
+LOCK_FILE = ".lock"
+
+
+@contextlib.contextmanager
+def output_lock(out: Path) -> Iterator[None]:
+    """Hold ``out``'s lock for the duration of a run (creating ``out``).
+
+    Two runs into one directory would delete each other's ``parts/`` and ``runs.jsonl`` and
+    write rows twice; the second one stops here instead, at once, with
+    :class:`OutputInUseError` naming the directory and the holder's pid. The lock is an
+    exclusive, non-blocking ``fcntl.flock`` on ``out/.lock``: the kernel drops it when the
+    holder exits, however it ends (a SIGKILL leaves no stale lock, only a file the next run
+    locks again). The file is removed on the way out while still locked; a process that
+    locked the removed file meanwhile sees that its path now names another file (or none)
+    and tries again, so two holders never coexist.
+
+    Where ``fcntl`` does not exist (Windows) no lock is taken.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / LOCK_FILE
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise OutputInUseError(
+                f"{out} is being written by another fedcomp run (pid {holder}); pass another "
+                f"--out, or wait for that run to finish") from None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # the previous holder removed the file we locked: lock the new one
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+        os.close(fd)  # releases the lock
 
 
 def start_directory(out: Path, meta: dict[str, Any], resume: bool
