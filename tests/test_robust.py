@@ -202,3 +202,43 @@ def test_a_failure_before_any_run_finished_leaves_no_output(tmp_path, capsys):
     status, err = run_cli(capsys, "run", config, "--out", existing, "--quiet")
     assert status == 2 and "missing.svm" in one_error_line(err)
     assert [p.name for p in existing.iterdir()] == ["notes.txt"]
+
+
+# --- 5: non-finite parameters are refused where numbers enter factories ---------------------
+@pytest.mark.parametrize("override, message", [
+    ("algorithms.fedmid.client_lr=inf", "algorithms.fedmid.client_lr must be a finite number"),
+    ("algorithms.fedmid.client_lr=nan", "algorithms.fedmid.client_lr must be a finite number"),
+    ("regularizer.alpha=inf", "regularizer.alpha must be a finite number (got inf)"),
+    ("problem.l2=inf", "problem.l2 must be a finite number (got inf)"),
+    ("problem.l2=-inf", "problem.l2 must be a finite number (got -inf)"),
+    ('data.partition={name="dirichlet", concentration=inf}',
+     "data.partition.concentration must be a finite number"),
+])
+def test_non_finite_parameters_are_one_error_line(tmp_path, capsys, override, message):
+    out = tmp_path / "out"
+    status, err = run_cli(capsys, "run", tiny(tmp_path), "--set", override, "--out", out,
+                          "--quiet")
+    assert status == 2 and message in one_error_line(err)
+    assert not out.exists()
+
+
+def test_factories_refuse_non_finite_numbers_and_name_them():
+    from fedcomp._registry import NonFiniteParameterError
+    from fedcomp.algorithms import make_algorithm
+    from fedcomp.losses import make_loss
+    from fedcomp.regularizers import make_regularizer
+
+    inf, nan = float("inf"), float("nan")
+    with pytest.raises(NonFiniteParameterError, match=r"fedmid.client_lr .* \(got inf\)"):
+        make_algorithm("fedmid", client_lr=inf)
+    with pytest.raises(NonFiniteParameterError, match=r"l1.alpha .* \(got nan\)"):
+        make_regularizer("l1", alpha=nan)
+    with pytest.raises(NonFiniteParameterError, match=r"logistic.l2 .* \(got inf\)"):
+        make_loss("logistic", l2=inf)
+    with pytest.raises(NonFiniteParameterError, match=r"mc_fedda.stage_rounds"):
+        make_algorithm("mc_fedda", stage_rounds=[10, inf])
+    # where an infinity means something it stays allowed: a box open on one side, no ball
+    assert make_regularizer("box", lower=0.0, upper=inf).upper == inf
+    assert make_algorithm("c_fedda", radius=inf).hyperparameters["radius"] == inf
+    with pytest.raises(NonFiniteParameterError, match="box.upper"):  # but never NaN
+        make_regularizer("box", lower=0.0, upper=nan)

@@ -491,7 +491,19 @@ def _check_component(registry: Any, table: dict[str, Any], key: str, where: str,
                           f"{sorted(registry)}")
     _check_keys(table, {key, *extra, *registry.settable(name)}, f"{where} ({name})")
     _check_types(table, registry[name], types_where or where)
+    _check_finite({k: v for k, v in table.items() if k != key}, types_where or where,
+                  registry.entry(name).unbounded)
     return name
+
+
+def _check_finite(table: dict[str, Any], where: str, unbounded: tuple[str, ...] = ()) -> None:
+    """:func:`~fedcomp._registry.check_finite` (the factories' own check) as a ConfigError."""
+    from .._registry import NonFiniteParameterError, check_finite
+
+    try:
+        check_finite(table, where, unbounded)
+    except NonFiniteParameterError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _check_setting(cfg: dict[str, Any]) -> None:
@@ -525,6 +537,7 @@ def _check_setting(cfg: dict[str, Any]) -> None:
         except ValueError as exc:
             raise ConfigError(f"data.partition: {exc}") from exc
         _check_types(params, PARTITIONERS[name], "data.partition")
+        _check_finite(params, "data.partition")
 
     problem = _check_table(cfg["problem"], "problem", '{loss = "logistic"}')
     loss = _check_component(LOSSES, problem, "loss", "problem", extra=("weighting",))
