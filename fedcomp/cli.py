@@ -23,6 +23,9 @@ from . import __version__
 DEBUG_ENV = "FEDCOMP_DEBUG"
 
 
+#: The x axes of ``fedcomp plot`` (``sim_time``: runs with compute times or asynchrony).
+PLOT_AXES = ["round", "wall_s", "floats", "floats_up", "grad_evals", "sim_time"]
+
 #: The experiment ``fedcomp run`` runs without a configuration.
 DEFAULT_EXPERIMENT = "seed000"
 
@@ -198,6 +201,11 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _axis_columns(axis: str) -> list[str]:
+    """The ``results.csv`` columns an x axis of ``fedcomp plot`` is read from."""
+    return ["floats_up", "floats_down"] if axis == "floats" else [axis]
+
+
 def cmd_plot(args: argparse.Namespace) -> int:
     import csv
 
@@ -215,6 +223,11 @@ def cmd_plot(args: argparse.Namespace) -> int:
                                                    "variant", "seed", "round", "status")]
         print(f"error: no column {args.metric!r} in {results}; --metric takes one of "
               f"{metrics}", file=sys.stderr)
+        return 2
+    if not set(_axis_columns(args.x)) <= set(columns):  # e.g. sim_time: timed runs only
+        axes = [a for a in PLOT_AXES if set(_axis_columns(a)) <= set(columns)]
+        print(f"error: no column {args.x!r} in {results} (it has {columns}); --x takes one "
+              f"of {axes} for this run", file=sys.stderr)
         return 2
     out = Path(args.output) if args.output else Path(args.dir) / f"plot_{args.metric}_{args.x}.png"
     plot_results(results, out, metric=args.metric, x_axis=args.x)
@@ -497,9 +510,7 @@ errors:
     plot = sub.add_parser("plot", help="plot results.csv of a run directory")
     plot.add_argument("dir", help="a directory written by 'fedcomp run'")
     plot.add_argument("--metric", default="optimality", help="y axis (default optimality)")
-    plot.add_argument("--x", default="round", choices=["round", "wall_s", "floats", "floats_up",
-                                                       "grad_evals", "sim_time"],
-                      help="x axis")
+    plot.add_argument("--x", default="round", choices=PLOT_AXES, help="x axis")
     plot.add_argument("--output", "-o", help="output PNG (default DIR/plot_METRIC_X.png)")
     plot.set_defaults(func=cmd_plot)
     _add_data(sub)

@@ -143,8 +143,17 @@ class Problem:
         return self.zeros() if initial is None else self.as_model(initial())
 
     def as_model(self, x: Any) -> Array:
-        """``x`` as a model array in the data's namespace and dtype."""
-        return asarray_like(to_numpy(x) if not isinstance(x, np.ndarray) else x, self.data.features)
+        """``x`` as a model array in the data's namespace and dtype.
+
+        Raises ``ValueError`` when ``x`` is not of shape :attr:`param_shape` (a start of
+        the wrong size would fail deep inside the loss as a raw matmul error).
+        """
+        x = to_numpy(x) if not isinstance(x, np.ndarray) else x
+        if tuple(np.shape(x)) != tuple(self.param_shape):
+            raise ValueError(f"{self.name or 'problem'}: a model (x0) of shape "
+                             f"{tuple(np.shape(x))} was given; this problem's models have "
+                             f"shape {tuple(self.param_shape)} (param_shape)")
+        return asarray_like(x, self.data.features)
 
     # --- global quantities ----------------------------------------------------------------
     def _replicate(self, x: Array) -> Array:

@@ -5,6 +5,7 @@ a silent wrong result or a half-written output directory."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -242,3 +243,192 @@ def test_factories_refuse_non_finite_numbers_and_name_them():
     assert make_algorithm("c_fedda", radius=inf).hyperparameters["radius"] == inf
     with pytest.raises(NonFiniteParameterError, match="box.upper"):  # but never NaN
         make_regularizer("box", lower=0.0, upper=nan)
+
+
+# --- 4: non-finite data are refused where they enter ----------------------------------------
+def _svm_config(tmp_path, lines):
+    path = tmp_path / "data.svm"
+    path.write_bytes(lines if isinstance(lines, bytes) else lines.encode())
+    return tiny(tmp_path, TINY.replace('generator = "breast_cancer"',
+                                       f'generator = "libsvm_file"\npath = "{path}"'))
+
+
+SVM_LINES = "".join(f"{1 if i % 2 else -1} 1:{i * 0.1} 2:{1 - i * 0.05}\n" for i in range(12))
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("+1 1:0.5 2:nan\n", "line 4: feature 2 = nan is not finite"),
+    ("+1 1:inf\n", "line 4: feature 1 = inf is not finite"),
+    ("nan 1:0.5\n", "line 4: label nan is not finite"),
+])
+def test_a_non_finite_libsvm_value_names_the_file_and_line(tmp_path, capsys, bad, message):
+    lines = SVM_LINES.splitlines(keepends=True)
+    config = _svm_config(tmp_path, "".join([*lines[:3], bad, *lines[3:]]))
+    out = tmp_path / "out"
+    status, err = run_cli(capsys, "run", config, "--out", out, "--quiet")
+    line = one_error_line(err)
+    assert status == 2 and "data.svm" in line and message in line, line
+    assert not out.exists()
+
+
+def test_client_data_names_the_client_sample_and_feature_of_a_non_finite_value():
+    from fedcomp.data import ClientData
+
+    features = [np.ones((2, 3)), np.ones((4, 3))]
+    features[1][2, 1] = np.inf
+    with pytest.raises(ValueError, match="feature 1 of sample 2 of client 1 is inf"):
+        ClientData.from_lists(features, [np.ones(2), np.ones(4)])
+    with pytest.raises(ValueError, match="target of sample 3 of client 1 is nan"):
+        ClientData.from_lists([np.ones((2, 3)), np.ones((4, 3))],
+                              [np.ones(2), np.array([1.0, 1.0, 1.0, np.nan])])
+    torch = pytest.importorskip("torch")
+    data = ClientData.from_lists([np.ones((2, 3))], [np.ones(2)])
+    bad = data.features.copy()
+    bad[0, 1, 2] = np.nan
+    with pytest.raises(ValueError, match="feature 2 of sample 1 of client 0 is nan"):
+        ClientData(torch.as_tensor(bad), torch.as_tensor(data.targets), data.counts)
+
+
+# --- 6: one line instead of a traceback ----------------------------------------------------
+@pytest.mark.parametrize("edit, message", [
+    # a string where a list is wanted is refused (not read letter by letter)
+    (('metrics = ["objective"]', 'metrics = "objective"'), "metrics must be a list of names"),
+    (("[[algorithms]]", 'algorithms = "za1"\n[[unused]]'), "unknown key(s) ['unused']"),
+    (('[[algorithms]]\nname = "fedmid"\nclient_lr = 0.01\nlocal_steps = 1\n', ""),
+     "algorithms must be"),
+])
+def test_bad_config_shapes_are_one_error_line(tmp_path, capsys, edit, message):
+    text = TINY.replace(*edit)
+    if edit[0] == '[[algorithms]]\nname = "fedmid"\nclient_lr = 0.01\nlocal_steps = 1\n':
+        text = text.replace('name = "tiny"\n', 'name = "tiny"\nalgorithms = "za1"\n')
+    status, err = run_cli(capsys, "run", tiny(tmp_path, text), "--out", tmp_path / "o",
+                          "--quiet")
+    assert status == 2 and message in one_error_line(err)
+
+
+def test_data_larger_than_memory_is_refused_before_allocating(tmp_path, capsys):
+    status, err = run_cli(capsys, "run", "seed000", "--set", "data.n_features=1000000000000",
+                          "--out", tmp_path / "o", "--quiet")
+    line = one_error_line(err)
+    assert status == 2 and "n_features = 1000000000000 need" in line and "GiB" in line
+    assert "reduce data.n_features" in line and not (tmp_path / "o").exists()
+
+
+def test_a_huge_libsvm_index_is_refused_before_allocating(tmp_path, capsys):
+    lines = SVM_LINES.splitlines(keepends=True)
+    config = _svm_config(tmp_path, "".join([*lines[:5], "+1 99999999999:1\n", *lines[5:]]))
+    status, err = run_cli(capsys, "run", config, "--out", tmp_path / "o", "--quiet")
+    line = one_error_line(err)
+    assert status == 2 and "GiB" in line and "99999999999, is on line 6" in line, line
+
+
+def test_a_non_utf8_libsvm_file_is_named(tmp_path, capsys):
+    config = _svm_config(tmp_path, SVM_LINES.encode() + b"+1 1:\xff\xfe\n")
+    status, err = run_cli(capsys, "run", config, "--out", tmp_path / "o", "--quiet")
+    assert status == 2 and "data.svm: not UTF-8 text" in one_error_line(err)
+
+
+def test_a_non_utf8_toml_is_named(tmp_path, capsys):
+    config = tiny(tmp_path)
+    config.write_bytes(TINY.encode().replace(b'"tiny"', b'"t\xe9\xff"'))
+    status, err = run_cli(capsys, "run", config, "--out", tmp_path / "o", "--quiet")
+    assert status == 2 and "tiny.toml: not UTF-8" in one_error_line(err)
+
+
+def _idx(dims, dtype_code=0x08):
+    import struct
+
+    count = int(np.prod(dims))
+    return struct.pack(f">4B{len(dims)}I", 0, 0, dtype_code, len(dims), *dims) + bytes(
+        i % 251 for i in range(count))
+
+
+def test_broken_idx_gz_files_are_named(tmp_path):
+    import gzip
+
+    from fedcomp.data._images import load_idx
+
+    whole = gzip.compress(_idx((50, 28, 28)))
+    good = tmp_path / "good.gz"
+    good.write_bytes(whole)
+    assert load_idx(good).shape == (50, 28, 28)
+    cut = tmp_path / "cut.gz"  # a download cut short
+    cut.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(ValueError, match=r"cut.gz: damaged or truncated gzip file"):
+        load_idx(cut)
+    corrupt = tmp_path / "corrupt.gz"
+    corrupt.write_bytes(whole[:10] + bytes(255 - b for b in whole[10:]))
+    with pytest.raises(ValueError, match=r"corrupt.gz: damaged or truncated gzip file"):
+        load_idx(corrupt)
+
+
+def test_an_idx_gz_is_not_inflated_beyond_its_header(tmp_path, monkeypatch):
+    import gzip
+    import struct
+
+    from fedcomp.data import _images
+
+    # a header announcing 10 bytes, then 64 MiB of zeros (a few KiB compressed)
+    bomb = tmp_path / "bomb.gz"
+    bomb.write_bytes(gzip.compress(_idx((10,)) + bytes(64 << 20)))
+    read = []
+    real_open = gzip.open
+
+    def counting_open(*args, **kwargs):
+        stream = real_open(*args, **kwargs)
+        original = stream.read
+
+        def read_counted(size=-1):
+            data = original(size)
+            read.append(len(data))
+            return data
+
+        stream.read = read_counted
+        return stream
+
+    monkeypatch.setattr(_images.gzip, "open", counting_open)
+    with pytest.raises(ValueError, match="bomb.gz: the header announces .* but more than 10"):
+        _images.load_idx(bomb)
+    assert sum(read) < 1 << 20  # it stopped reading right after the announced size
+    huge = tmp_path / "huge.idx"  # a header announcing more than any memory: refused unread
+    huge.write_bytes(struct.pack(">4B3I", 0, 0, 0x08, 3, *[2**32 - 1] * 3))
+    with pytest.raises(ValueError, match="huge.idx: the IDX header's .* GiB"):
+        _images.load_idx(huge)
+
+
+def test_an_invalid_leaf_json_is_named(tmp_path):
+    from fedcomp.data._images import load_leaf
+
+    bad = tmp_path / "all_data_0.json"
+    bad.write_text('{"users": ["w1"], "user_data": {')
+    with pytest.raises(ValueError, match="all_data_0.json: not LEAF JSON"):
+        load_leaf(tmp_path)
+    bad.write_bytes(b'{"users": ["\xff"]}')
+    with pytest.raises(ValueError, match="all_data_0.json: not LEAF JSON"):
+        load_leaf(bad)
+
+
+def test_plot_on_a_missing_x_column_names_the_columns(tmp_path, capsys):
+    (tmp_path / "results.csv").write_text(
+        "algorithm,method,batch_size,seed,round,objective,optimality,floats_up\n"
+        "za1,za1,full,0,0,1.0,1.0,0\nza1,za1,full,0,1,0.5,0.1,10\n")
+    status, err = run_cli(capsys, "plot", tmp_path, "--x", "sim_time")
+    line = one_error_line(err)
+    assert status == 2 and "no column 'sim_time'" in line and "'optimality'" in line
+    assert "--x takes one of ['round', 'floats_up']" in line  # floats needs floats_down too
+    assert not list(tmp_path.glob("*.png"))
+
+
+def test_a_start_of_the_wrong_shape_is_named():
+    from fedcomp.algorithms import make_algorithm
+    from fedcomp.config import load
+    from fedcomp.experiments import build_problem
+    from fedcomp.runtime import simulate
+
+    cfg = load("seed000")
+    problem = build_problem({**cfg, "data": {**cfg["data"], "n_clients": 3,
+                                             "samples_per_client": 10}})
+    shape = tuple(problem.param_shape)
+    message = f"(x0) of shape (7,) was given; this problem's models have shape {shape}"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        simulate(make_algorithm("fedavg", client_lr=0.1), problem, 1, x0=np.zeros(7))

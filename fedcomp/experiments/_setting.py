@@ -531,6 +531,7 @@ def _check_setting(cfg: dict[str, Any]) -> None:
     # data.seed = "run" (or no data.seed): every run seed draws its own data
     generator = _check_component(DATASETS, {k: v for k, v in data.items() if not (
         k == "seed" and v == DATA_SEED_FOLLOWS_RUN)}, "generator", "data")
+    _check_data_size(generator, data)
     if "partition" in data:
         try:
             name, params = partition_spec(data["partition"])
@@ -584,6 +585,40 @@ def _check_setting(cfg: dict[str, Any]) -> None:
                           "algorithms a distinct 'label'")
     _check_client_state(cfg)
     _check_x0(cfg["x0"])
+
+
+def _check_data_size(generator: str, data: dict[str, Any]) -> None:
+    """Refuse data that cannot fit in memory before the generator tries to allocate them.
+
+    The estimate is the float64 features of a generated data set, ``n_clients ×
+    samples_per_client × n_features`` (a ``size × size`` matrix for matrix data; one
+    sample per client where the counts are random), from the table and the generator's
+    defaults: ``n_features = 1_000_000_000`` would otherwise end in a bare MemoryError.
+    Data read from files are checked by their loaders.
+    """
+    from ..data import DATASETS
+    from ..data._client_data import check_memory
+
+    params = {name: p.default for name, p in
+              inspect.signature(DATASETS[generator]).parameters.items()}
+    params.update(data)
+    n_clients, per_client = params.get("n_clients"), params.get("samples_per_client")
+    width = params.get("n_features", params.get("size"))
+    if "size" in params and "n_features" not in params and _is_integer(width):
+        width = width * width
+    if isinstance(per_client, list) and per_client and all(map(_is_integer, per_client)):
+        per_client = max(per_client)
+    per_client = per_client if _is_integer(per_client) else 1
+    if not (_is_integer(n_clients) and _is_integer(width)):
+        return
+    key = "n_features" if "n_features" in params else "size"
+    try:
+        check_memory(8 * max(n_clients, 1) * max(per_client, 1) * max(width, 1),
+                     f"data: the features of {generator} with n_clients = {n_clients}, "
+                     f"samples_per_client = {params.get('samples_per_client')}, {key} = "
+                     f"{params.get(key)}", f"reduce data.{key} or the samples")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _check_x0(value: Any) -> None:
