@@ -278,7 +278,7 @@ def _add_data(sub: Any) -> None:
     download.add_argument("--url", metavar="URL", help="download from this address (a mirror; "
                           "for a set of files, the folder holding them) instead")
     download.add_argument("--timeout", type=float, default=60.0, metavar="S",
-                          help="seconds for the connection and each read (default 60)")
+                          help="seconds for each file's whole download (default 60)")
     download.set_defaults(func=cmd_data_download)
     lst = dsub.add_parser("list", help="data sets that can be downloaded, and which are here")
     data_dir_option(lst)

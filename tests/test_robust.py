@@ -432,3 +432,60 @@ def test_a_start_of_the_wrong_shape_is_named():
     message = f"(x0) of shape (7,) was given; this problem's models have shape {shape}"
     with pytest.raises(ValueError, match=re.escape(message)):
         simulate(make_algorithm("fedavg", client_lr=0.1), problem, 1, x0=np.zeros(7))
+
+
+# --- 12: --timeout bounds the whole download -----------------------------------------------
+@pytest.fixture
+def trickling_server():
+    """An HTTP server that sends a 400-byte file one byte every 50 ms (20 s in all)."""
+    import http.server
+    import threading
+    import time
+
+    stop = threading.Event()
+
+    class Trickle(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "400")
+            self.end_headers()
+            for _ in range(400):
+                if stop.is_set():
+                    return
+                try:
+                    self.wfile.write(b"1")
+                    self.wfile.flush()
+                except OSError:  # the client gave up
+                    return
+                time.sleep(0.05)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()
+
+
+def test_download_timeout_bounds_the_whole_download(trickling_server, tmp_path, capsys):
+    import time
+
+    from fedcomp.data import download
+
+    tic = time.monotonic()
+    with pytest.raises(TimeoutError, match="took longer than timeout=1 s"):
+        download(f"{trickling_server}/file", tmp_path / "file", None, timeout=1.0)
+    assert time.monotonic() - tic < 5  # each read alone never waits a whole second
+    assert not list(tmp_path.iterdir())  # no partial file
+    tic = time.monotonic()
+    status, err = run_cli(capsys, "data", "download", "a9a", "--data-dir", tmp_path,
+                          "--url", f"{trickling_server}/a9a", "--timeout", "1")
+    assert status == 1 and "took longer than timeout=1 s" in one_error_line(err)
+    assert time.monotonic() - tic < 5

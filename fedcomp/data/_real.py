@@ -34,6 +34,7 @@ import os
 import shutil
 import tarfile
 import tempfile
+import time
 import urllib.parse
 import urllib.request
 from pathlib import Path, PurePosixPath
@@ -469,7 +470,8 @@ def download(url: str, dest: str | Path, sha256: str | None, *, timeout: float =
         Expected hex digest; ``None`` skips the check (the caller then verifies the
         content itself, as :func:`fetch` does for files without a pinned digest).
     timeout : float, default 60
-        Seconds for the connection and each read.
+        Seconds for the whole download: the connection and every read share them (a
+        server trickling bytes cannot hold it longer; a ``TimeoutError`` then).
     max_bytes : int, default 1 GiB
         Abort when the response grows beyond this.
 
@@ -491,10 +493,11 @@ def download(url: str, dest: str | Path, sha256: str | None, *, timeout: float =
     dest.parent.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256()
     size = 0
+    deadline = time.monotonic() + timeout
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
     try:
         with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:
-            while chunk := resp.read(1 << 16):
+            while chunk := _read_before(resp, deadline, url, timeout):
                 size += len(chunk)
                 if size > max_bytes:
                     raise ValueError(f"download: {url} is larger than max_bytes={max_bytes}")
@@ -508,6 +511,26 @@ def download(url: str, dest: str | Path, sha256: str | None, *, timeout: float =
         if os.path.exists(tmp):
             os.remove(tmp)
     return dest
+
+
+def _read_before(resp: Any, deadline: float, url: str, timeout: float) -> bytes:
+    """The next bytes of ``resp`` that arrive before ``deadline``.
+
+    ``urlopen``'s timeout bounds each socket operation, not the download: a server sending
+    a byte a second would hold ``read(65536)`` for hours. Here every read gets only the
+    time left (``read1``: whatever one receive brings), so the whole download ends by the
+    deadline.
+    """
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError(f"download: {url} took longer than timeout={timeout:g} s")
+    sock = getattr(getattr(getattr(resp, "fp", None), "raw", None), "_sock", None)
+    if sock is not None:  # the socket under http.client's buffered reader
+        sock.settimeout(left)
+    try:
+        return bytes(resp.read1(1 << 16))
+    except TimeoutError:
+        raise TimeoutError(f"download: {url} took longer than timeout={timeout:g} s") from None
 
 
 def fetch(name: str, directory: str | Path | None = None, *, url: str | None = None,
@@ -526,7 +549,7 @@ def fetch(name: str, directory: str | Path | None = None, *, url: str | None = N
         Overrides the source (mirrors, tests): the file's address for a one-file set, the
         base address of the files (``url + "/" + file name``) otherwise.
     timeout : float, default 60
-        Seconds for the connection and each read.
+        Seconds for each file's whole download (connection and reads).
 
     Returns
     -------
