@@ -36,7 +36,11 @@ def client_weights(data: ClientData, weighting: Any = "uniform") -> np.ndarray:
             return data.counts / data.counts.sum()
         raise ValueError(f"unknown weighting {weighting!r}; use 'uniform', 'samples' or an array "
                          "of one positive weight per client")
-    w = np.asarray(weighting, dtype=np.float64)
+    try:
+        w = np.asarray(weighting, dtype=np.float64)
+    except (TypeError, ValueError):  # a table, a list of strings, a ragged list
+        raise ValueError(f"weighting must be 'uniform', 'samples' or {data.n_clients} "
+                         f"nonnegative numbers (got {weighting!r})") from None
     if w.shape != (data.n_clients,):
         raise ValueError(f"weighting must be {data.n_clients} nonnegative numbers with a positive "
                          f"sum (got shape {w.shape}); pass one weight per client")

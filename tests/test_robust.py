@@ -292,7 +292,8 @@ def test_client_data_names_the_client_sample_and_feature_of_a_non_finite_value()
 # --- 6: one line instead of a traceback ----------------------------------------------------
 @pytest.mark.parametrize("edit, message", [
     # a string where a list is wanted is refused (not read letter by letter)
-    (('metrics = ["objective"]', 'metrics = "objective"'), "metrics must be a list of names"),
+    (('metrics = ["objective"]', 'metrics = "objective"'),
+     "metrics must be a non-empty list of names"),
     (("[[algorithms]]", 'algorithms = "za1"\n[[unused]]'), "unknown key(s) ['unused']"),
     (('[[algorithms]]\nname = "fedmid"\nclient_lr = 0.01\nlocal_steps = 1\n', ""),
      "algorithms must be"),
@@ -489,3 +490,21 @@ def test_download_timeout_bounds_the_whole_download(trickling_server, tmp_path, 
                           "--url", f"{trickling_server}/a9a", "--timeout", "1")
     assert status == 1 and "took longer than timeout=1 s" in one_error_line(err)
     assert time.monotonic() - tic < 5
+
+
+# --- found by the property test (tests/test_config_fuzz.py) ---------------------------------
+@pytest.mark.parametrize("override, message", [
+    ("batch_size=[]", "batch_size must be 'full', a positive integer or a list of distinct"),
+    ("batch_size=[4, 4]", "batch_size must be 'full', a positive integer or a list of distinct"),
+    ("metrics=[]", "metrics must be a non-empty list of names"),
+    ("metrics=['']", "metrics: unknown metric ''"),
+    ("algorithms.fedmid.label=0", "label must be a non-empty string"),
+    ("problem.weighting={a=1}", "weighting must be 'uniform', 'samples' or 3 nonnegative"),
+    ("eval_every=0", "eval_every must be a positive integer"),
+])
+def test_values_the_fuzzer_found_are_one_error_line(tmp_path, capsys, override, message):
+    out = tmp_path / "out"
+    status, err = run_cli(capsys, "run", tiny(tmp_path), "--set", override, "--out", out,
+                          "--quiet")
+    assert status == 2 and message in one_error_line(err)
+    assert not out.exists()

@@ -518,14 +518,22 @@ def _check_setting(cfg: dict[str, Any]) -> None:
     if not (isinstance(cfg["rounds"], int) and not isinstance(cfg["rounds"], bool)
             and cfg["rounds"] >= 1):
         raise ConfigError(f"config: rounds must be a positive integer (got {cfg['rounds']!r})")
+    if not (_is_integer(cfg["eval_every"]) and cfg["eval_every"] >= 1):
+        raise ConfigError(f"eval_every must be a positive integer, the rounds between "
+                          f"evaluations (got {cfg['eval_every']!r})")
     _check_seeds(cfg["seeds"])
-    _batch_modes(cfg["batch_size"])
-    if not (isinstance(cfg["metrics"], list) and all(isinstance(m, str) for m in cfg["metrics"])):
-        raise ConfigError(f"metrics must be a list of names, e.g. metrics = ['objective'] "
+    modes = _batch_modes(cfg["batch_size"])
+    if not modes or len(set(modes)) != len(modes):  # no runs at all, or one run label twice
+        raise ConfigError(f"batch_size must be 'full', a positive integer or a list of distinct "
+                          f"ones, e.g. batch_size = ['full', 32] (got {cfg['batch_size']!r})")
+    if not (isinstance(cfg["metrics"], list) and cfg["metrics"]
+            and all(isinstance(m, str) for m in cfg["metrics"])):
+        raise ConfigError(f"metrics must be a non-empty list of names, e.g. metrics = "
+                          f"['objective'] (a single name too is written as a list) "
                           f"(got {cfg['metrics']!r})")
     for metric in cfg["metrics"]:
         if metric not in METRICS:
-            raise ConfigError(f"config: unknown metric {metric!r}; valid: {sorted(METRICS)}")
+            raise ConfigError(f"metrics: unknown metric {metric!r}; valid: {sorted(METRICS)}")
 
     data = _check_table(cfg["data"], "data", '{generator = "breast_cancer", n_clients = 10}')
     # data.seed = "run" (or no data.seed): every run seed draws its own data
@@ -579,7 +587,11 @@ def _check_setting(cfg: dict[str, Any]) -> None:
         if REGISTRY.entry(name).execution == "decentralized" and not cfg.get("topology"):
             raise ConfigError(f"algorithms ({name}) is decentralized: add a [topology] table, "
                               'e.g. topology = { name = "chain" }')
-        labels.append(entry.get("label", name))
+        label = entry.get("label", name)
+        if not (isinstance(label, str) and label.strip()):
+            raise ConfigError(f"algorithms ({name}): label must be a non-empty string, the "
+                              f"run's name in results.csv (got {label!r})")
+        labels.append(label)
     if len(set(labels)) != len(labels):
         raise ConfigError(f"algorithms: labels must be unique (got {labels}); give repeated "
                           "algorithms a distinct 'label'")
