@@ -10,6 +10,8 @@ import re
 import numpy as np
 import pytest
 
+from tests.test_cli import BC_CONFIG
+
 
 # --- 13: a float32 mixing matrix is checked to float32's rounding ----------------------------
 def test_a_float32_mixing_matrix_is_accepted_to_its_rounding():
@@ -35,27 +37,9 @@ def test_a_float32_mixing_matrix_is_accepted_to_its_rounding():
         Topology(noisy)
 
 
-# --- a tiny configuration the CLI tests run -------------------------------------------------
-TINY = """\
-name = "tiny"
-rounds = 2
-reference = false
-metrics = ["objective"]
-[data]
-generator = "breast_cancer"
-n_clients = 3
-partition = "iid"
-seed = 0
-[problem]
-loss = "logistic"
-[regularizer]
-name = "l1"
-alpha = 0.01
-[[algorithms]]
-name = "fedmid"
-client_lr = 0.01
-local_steps = 1
-"""
+# --- a tiny configuration the CLI tests run: test_cli's, on 3 clients with 1 local step ------
+TINY = BC_CONFIG.replace('name = "bc"', 'name = "tiny"').replace(
+    "n_clients = 5", "n_clients = 3").replace("local_steps = 2", "local_steps = 1")
 
 
 def tiny(tmp_path, text=TINY, name="tiny.toml"):
@@ -216,6 +200,12 @@ def test_a_failure_before_any_run_finished_leaves_no_output(tmp_path, capsys):
      "data.partition.concentration must be a finite number"),
 ])
 def test_non_finite_parameters_are_one_error_line(tmp_path, capsys, override, message):
+    refused(tmp_path, capsys, override, message)
+
+
+def refused(tmp_path, capsys, override, message):
+    """``fedcomp run TINY --set OVERRIDE``: exit 2, one error line with ``message``, and
+    nothing in ``--out``."""
     out = tmp_path / "out"
     status, err = run_cli(capsys, "run", tiny(tmp_path), "--set", override, "--out", out,
                           "--quiet")
@@ -503,8 +493,4 @@ def test_download_timeout_bounds_the_whole_download(trickling_server, tmp_path, 
     ("eval_every=0", "eval_every must be a positive integer"),
 ])
 def test_values_the_fuzzer_found_are_one_error_line(tmp_path, capsys, override, message):
-    out = tmp_path / "out"
-    status, err = run_cli(capsys, "run", tiny(tmp_path), "--set", override, "--out", out,
-                          "--quiet")
-    assert status == 2 and message in one_error_line(err)
-    assert not out.exists()
+    refused(tmp_path, capsys, override, message)
