@@ -494,3 +494,19 @@ def test_download_timeout_bounds_the_whole_download(trickling_server, tmp_path, 
 ])
 def test_values_the_fuzzer_found_are_one_error_line(tmp_path, capsys, override, message):
     refused(tmp_path, capsys, override, message)
+
+
+def test_a_file_system_without_locks_runs_unlocked_with_a_warning(tmp_path, capsys,
+                                                                 monkeypatch):
+    import errno
+    import fcntl
+
+    from fedcomp.experiments._results import output_lock
+
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    with output_lock(tmp_path / "out"):
+        pass
+    assert "does not lock files (No locks available)" in capsys.readouterr().err

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import json
 import math
 import os
@@ -101,7 +102,8 @@ def output_lock(out: Path) -> Iterator[None]:
     locked the removed file meanwhile sees that its path now names another file (or none)
     and tries again, so two holders never coexist.
 
-    Where ``fcntl`` does not exist (Windows) no lock is taken.
+    Where ``fcntl`` does not exist (Windows), or the file system cannot lock (some network
+    mounts: a warning says so), no lock is taken.
     """
     try:
         import fcntl
@@ -120,6 +122,14 @@ def output_lock(out: Path) -> Iterator[None]:
             raise OutputInUseError(
                 f"{out} is being written by another fedcomp run (pid {holder}); pass another "
                 f"--out, or wait for that run to finish") from None
+        except OSError as exc:  # a file system without locks (some network mounts)
+            os.close(fd)
+            if exc.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+                raise
+            print(f"warning: {out}: the file system does not lock files ({exc.strerror}); "
+                  "make sure no other run writes this directory", file=sys.stderr)
+            yield
+            return
         try:
             same = os.fstat(fd).st_ino == os.stat(path).st_ino
         except FileNotFoundError:
