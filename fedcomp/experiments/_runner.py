@@ -117,9 +117,20 @@ def run_experiment(config: dict[str, Any] | Experiment, out_dir: str | Path, *,
             return _run(experiment, out, meta, finished, progress=progress, stream=stream,
                         clients=clients, jobs=jobs)
         except Exception:
-            if not resume and not (out / "runs.jsonl").exists():
-                _remove_new(out, before)  # nothing finished: leave no half-written output
+            if not resume and not (out / "runs.jsonl").exists() and not _has_rows(out):
+                _remove_new(out, before)  # failed before any row: leave no empty output
             raise
+
+
+def _has_rows(out: Path) -> bool:
+    """Whether ``results.csv`` or a worker's ``parts/*.csv`` holds a row beyond its header
+    (a run that failed midway keeps the rows it evaluated)."""
+    for path in [out / "results.csv", *sorted((out / "parts").glob("*.csv"))]:
+        if path.exists():
+            with path.open() as f:
+                if sum(1 for _ in zip(f, range(2), strict=False)) > 1:
+                    return True
+    return False
 
 
 def _remove_new(out: Path, before: set[Path] | None) -> None:
@@ -141,8 +152,8 @@ def check_buildable(experiment: Experiment) -> None:
     touched: every algorithm (its factory checks its numbers), the loss and the regularizer.
 
     The data, the reference solution and the graph are built by the runs themselves (a
-    data set can take minutes to load); a failure there, before any run finished, removes
-    what the run wrote (:func:`run_experiment`).
+    data set can take minutes to load); a failure there, before any row was written,
+    removes what the run wrote (:func:`run_experiment`).
     """
     from ._build import build_components
 
