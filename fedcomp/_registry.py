@@ -20,10 +20,61 @@ This module imports nothing from fedcomp (the families import it);
 from __future__ import annotations
 
 import inspect
+import math
+import numbers
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import KW_ONLY, dataclass
 from types import MappingProxyType
 from typing import Any, Generic, Literal, TypeVar
+
+
+class NonFiniteParameterError(ValueError):
+    """A parameter that is NaN or infinite where a finite number is needed."""
+
+
+def _non_finite(value: Any) -> Any:
+    """The first NaN or infinite number in ``value`` (a number or nested lists of them),
+    else None."""
+    if isinstance(value, list | tuple):
+        return next((bad for bad in map(_non_finite, value) if bad is not None), None)
+    if isinstance(value, numbers.Integral) or not isinstance(value, numbers.Real):
+        return None  # integers are finite; strings, arrays, tables are checked elsewhere
+    return None if math.isfinite(value) else value
+
+
+def check_finite(params: Mapping[str, Any], where: str, unbounded: Collection[str] = ()
+                 ) -> None:
+    """Raise :class:`NonFiniteParameterError` naming the first parameter of ``params`` that
+    is or holds NaN or ±inf (``±inf`` allowed for the names in ``unbounded``).
+
+    The one check behind every factory (:meth:`Registry.make`) and the configuration's
+    validation: ``client_lr = inf`` would run a round and fail with no algorithm named,
+    ``alpha = inf`` run to the end on NaN objectives, ``l2 = inf`` iterate on NaN.
+
+    Parameters
+    ----------
+    params : mapping
+        Parameter names and values (non-numbers are left alone).
+    where : str
+        The owner, the message's prefix (``"fedmid"``, ``"algorithms.fedmid"``).
+    unbounded : collection of str
+        Names that may be ``±inf`` (never NaN).
+
+    Examples
+    --------
+    >>> check_finite({"client_lr": 0.1, "name": "x"}, "fedmid")
+    >>> check_finite({"client_lr": float("inf")}, "fedmid")
+    Traceback (most recent call last):
+    ...
+    fedcomp._registry.NonFiniteParameterError: fedmid.client_lr must be a finite number (got inf)
+    """
+    for name, value in params.items():
+        bad = _non_finite(value)
+        if bad is None:
+            continue
+        if name in unbounded and not math.isnan(float(bad)) and bad is value:
+            continue
+        raise NonFiniteParameterError(f"{where}.{name} must be a finite number (got {value!r})")
 
 
 class UnknownNameError(ValueError):
@@ -54,6 +105,8 @@ class Entry:
     extra : str or None, default None
         The optional dependency group the component needs (``pip install fedcomp[extra]``),
         or None when the core dependencies suffice.
+    unbounded : tuple of str, default ()
+        Parameters that may be ``±inf`` (never NaN); every other number must be finite.
     """
 
     name: str
@@ -61,6 +114,9 @@ class Entry:
     description: str
     _: KW_ONLY
     extra: str | None = None
+    #: Parameters for which ``±inf`` means something (a box's open side, no ball): every
+    #: other number the factory gets must be finite (:func:`check_finite`).
+    unbounded: tuple[str, ...] = ()
 
 
 #: How the runner executes an algorithm: synchronous rounds, an asynchronous event clock,
@@ -264,8 +320,11 @@ class Registry(Mapping[str, Callable[..., Any]], Generic[E]):
         if required:
             raise MissingParameterError(f"{self.kind} {name!r} needs parameter(s) {required}; "
                                         f"accepted: {_names(self.parameters(name))}")
-        return self.entry(name).factory(**params)
+        entry = self.entry(name)
+        check_finite(params, name, entry.unbounded)
+        return entry.factory(**params)
 
 
 __all__ = ["EXECUTIONS", "AlgorithmEntry", "DatasetEntry", "Entry", "Execution",
-           "MissingParameterError", "Registry", "UnknownNameError", "UnknownParameterError"]
+           "MissingParameterError", "NonFiniteParameterError", "Registry", "UnknownNameError",
+           "UnknownParameterError", "check_finite"]

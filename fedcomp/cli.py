@@ -24,6 +24,9 @@ from ._lifetime import exit_code, signals_as_interrupt
 DEBUG_ENV = "FEDCOMP_DEBUG"
 
 
+#: The x axes of ``fedcomp plot`` (``sim_time``: runs with compute times or asynchrony).
+PLOT_AXES = ["round", "wall_s", "floats", "floats_up", "grad_evals", "sim_time"]
+
 #: The experiment ``fedcomp run`` runs without a configuration.
 DEFAULT_EXPERIMENT = "seed000"
 
@@ -55,6 +58,16 @@ def resume_command(argv: list[str]) -> str:
     return "fedcomp " + " ".join(shlex.quote(a) for a in [*args, "--resume"])
 
 
+def default_out(config: dict[str, Any], kind: str = "") -> Path:
+    """``runs/NAME-[KIND]TIME``: the output directory of a run without ``--out``; ``name``
+    must be a plain file name (``"../../x"`` would leave ``runs/``)."""
+    from .experiments._setting import check_name
+
+    name = config.get("name", "run")
+    check_name(name)
+    return Path("runs") / f"{name}-{kind}{time.strftime('%Y%m%d-%H%M%S')}"
+
+
 def resolve_run(config: dict[str, Any], seeds: list[int] | None,
                 sweep: list[tuple[str, list[str]]]) -> Any:
     """What ``fedcomp run`` will run, checked before anything is written: an
@@ -80,8 +93,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     seeds = parse_seeds(args.seeds) if args.seeds else None
     sweep = [parse_sweep(s) for s in args.sweep or []]
     resolved = resolve_run(config, seeds, sweep)  # a bad config fails before anything is written
-    out = Path(args.out) if args.out else Path("runs") / (
-        f"{config.get('name', 'run')}-{time.strftime('%Y%m%d-%H%M%S')}")
+    out = Path(args.out) if args.out else default_out(config)
     if (out / "results.csv").exists() and not args.resume:
         print(f"error: {out}/results.csv already exists; pass another --out, remove it, or "
               "--resume to finish an interrupted run", file=sys.stderr)
@@ -199,6 +211,11 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _axis_columns(axis: str) -> list[str]:
+    """The ``results.csv`` columns an x axis of ``fedcomp plot`` is read from."""
+    return ["floats_up", "floats_down"] if axis == "floats" else [axis]
+
+
 def cmd_plot(args: argparse.Namespace) -> int:
     import csv
 
@@ -216,6 +233,11 @@ def cmd_plot(args: argparse.Namespace) -> int:
                                                    "variant", "seed", "round", "status")]
         print(f"error: no column {args.metric!r} in {results}; --metric takes one of "
               f"{metrics}", file=sys.stderr)
+        return 2
+    if not set(_axis_columns(args.x)) <= set(columns):  # e.g. sim_time: timed runs only
+        axes = [a for a in PLOT_AXES if set(_axis_columns(a)) <= set(columns)]
+        print(f"error: no column {args.x!r} in {results} (it has {columns}); --x takes one "
+              f"of {axes} for this run", file=sys.stderr)
         return 2
     out = Path(args.output) if args.output else Path(args.dir) / f"plot_{args.metric}_{args.x}.png"
     plot_results(results, out, metric=args.metric, x_axis=args.x)
@@ -266,7 +288,7 @@ def _add_data(sub: Any) -> None:
     download.add_argument("--url", metavar="URL", help="download from this address (a mirror; "
                           "for a set of files, the folder holding them) instead")
     download.add_argument("--timeout", type=float, default=60.0, metavar="S",
-                          help="seconds for the connection and each read (default 60)")
+                          help="seconds for each file's whole download (default 60)")
     download.set_defaults(func=cmd_data_download)
     lst = dsub.add_parser("list", help="data sets that can be downloaded, and which are here")
     data_dir_option(lst)
@@ -303,8 +325,7 @@ def cmd_flower_local(args: argparse.Namespace) -> int:
     from .flower._local import run_local
 
     config = _flower_config(args)
-    out = Path(args.out) if args.out else Path("runs") / (
-        f"{config.get('name', 'run')}-flower-{time.strftime('%Y%m%d-%H%M%S')}")
+    out = Path(args.out) if args.out else default_out(config, "flower-")
     if (out / "results.csv").exists():
         print(f"error: {out}/results.csv already exists; pass another --out or remove it",
               file=sys.stderr)
@@ -508,9 +529,7 @@ errors:
     plot = sub.add_parser("plot", help="plot results.csv of a run directory")
     plot.add_argument("dir", help="a directory written by 'fedcomp run'")
     plot.add_argument("--metric", default="optimality", help="y axis (default optimality)")
-    plot.add_argument("--x", default="round", choices=["round", "wall_s", "floats", "floats_up",
-                                                       "grad_evals", "sim_time"],
-                      help="x axis")
+    plot.add_argument("--x", default="round", choices=PLOT_AXES, help="x axis")
     plot.add_argument("--output", "-o", help="output PNG (default DIR/plot_METRIC_X.png)")
     plot.set_defaults(func=cmd_plot)
     _add_data(sub)

@@ -36,7 +36,11 @@ def client_weights(data: ClientData, weighting: Any = "uniform") -> np.ndarray:
             return data.counts / data.counts.sum()
         raise ValueError(f"unknown weighting {weighting!r}; use 'uniform', 'samples' or an array "
                          "of one positive weight per client")
-    w = np.asarray(weighting, dtype=np.float64)
+    try:
+        w = np.asarray(weighting, dtype=np.float64)
+    except (TypeError, ValueError):  # a table, a list of strings, a ragged list
+        raise ValueError(f"weighting must be 'uniform', 'samples' or {data.n_clients} "
+                         f"nonnegative numbers (got {weighting!r})") from None
     if w.shape != (data.n_clients,):
         raise ValueError(f"weighting must be {data.n_clients} nonnegative numbers with a positive "
                          f"sum (got shape {w.shape}); pass one weight per client")
@@ -143,8 +147,17 @@ class Problem:
         return self.zeros() if initial is None else self.as_model(initial())
 
     def as_model(self, x: Any) -> Array:
-        """``x`` as a model array in the data's namespace and dtype."""
-        return asarray_like(to_numpy(x) if not isinstance(x, np.ndarray) else x, self.data.features)
+        """``x`` as a model array in the data's namespace and dtype.
+
+        Raises ``ValueError`` when ``x`` is not of shape :attr:`param_shape` (a start of
+        the wrong size would fail deep inside the loss as a raw matmul error).
+        """
+        x = to_numpy(x) if not isinstance(x, np.ndarray) else x
+        if tuple(np.shape(x)) != tuple(self.param_shape):
+            raise ValueError(f"{self.name or 'problem'}: a model (x0) of shape "
+                             f"{tuple(np.shape(x))} was given; this problem's models have "
+                             f"shape {tuple(self.param_shape)} (param_shape)")
+        return asarray_like(x, self.data.features)
 
     # --- global quantities ----------------------------------------------------------------
     def _replicate(self, x: Array) -> Array:

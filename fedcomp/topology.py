@@ -25,8 +25,37 @@ import numpy as np
 from ._array import Array, asarray_like, namespace, take_rows
 from ._registry import Entry, Registry
 
-#: Tolerance of the symmetry / stochasticity checks of a user matrix.
+#: Tolerance of the symmetry / stochasticity checks of a float64 user matrix (the floor of
+#: :func:`matrix_tol`).
 MATRIX_TOL = 1e-10
+
+#: Rounding units per node a user matrix may be off by (:func:`matrix_tol`).
+ROUNDING_UNITS = 200
+
+
+def matrix_tol(mixing: Any, n: int) -> float:
+    """The symmetry / stochasticity tolerance of a user matrix of ``n`` nodes.
+
+    A row sum of ``n`` entries stored in a dtype of unit roundoff ``eps`` is exact only up
+    to about ``n·eps`` (each stored entry is off by ``eps/2`` relative, each addition adds
+    as much), so a matrix built in float32 (``eps ≈ 1.2e-7``) has rows summing to 1 within
+    ``~1e-7``, not 1e-10. The tolerance is :data:`ROUNDING_UNITS` ``· n · eps`` of the
+    matrix's own floating dtype (float64 for lists and integer arrays), and never below
+    :data:`MATRIX_TOL`.
+
+    Examples
+    --------
+    >>> matrix_tol([[1.0]], 1) == MATRIX_TOL
+    True
+    >>> 1e-5 < matrix_tol(np.eye(4, dtype=np.float32), 4) < 1e-3
+    True
+    """
+    dtype = getattr(mixing, "dtype", None)
+    try:
+        eps = float(np.finfo(np.dtype(str(dtype).removeprefix("torch."))).eps)
+    except (TypeError, ValueError):  # no dtype, an integer or another non-float one
+        eps = float(np.finfo(np.float64).eps)
+    return max(MATRIX_TOL, ROUNDING_UNITS * max(n, 1) * eps)
 
 
 def _check_nodes(name: str, n: Any, minimum: int) -> int:
@@ -104,10 +133,11 @@ def check_mixing(mixing: Any) -> np.ndarray:
     """Validate a gossip matrix and return it as a float64 NumPy array.
 
     Raises ``ValueError`` naming the violated property (square, symmetric, doubly
-    stochastic, nonnegative off-diagonal, ``σ₂ = ‖U − 11ᵀ/n‖₂ < 1``) and the size of the
-    violation. ``σ₂ < 1`` is what makes gossip reach consensus: it fails for a disconnected
-    graph (a second eigenvalue 1), a periodic one (eigenvalue −1, e.g. ``[[0, 1], [1, 0]]``)
-    and for negative diagonals with an eigenvalue below −1 (gossip diverges).
+    stochastic to :func:`matrix_tol` of the matrix's dtype, nonnegative off-diagonal,
+    ``σ₂ = ‖U − 11ᵀ/n‖₂ < 1``) and the size of the violation. ``σ₂ < 1`` is what makes
+    gossip reach consensus: it fails for a disconnected graph (a second eigenvalue 1), a
+    periodic one (eigenvalue −1, e.g. ``[[0, 1], [1, 0]]``) and for
+    negative diagonals with an eigenvalue below −1 (gossip diverges).
 
     Examples
     --------
@@ -121,23 +151,24 @@ def check_mixing(mixing: Any) -> np.ndarray:
     u = np.asarray(mixing, dtype=np.float64)
     if u.ndim != 2 or u.shape[0] != u.shape[1] or u.shape[0] < 1:
         raise ValueError(f"mixing matrix must be square n x n with n >= 1 (got shape {u.shape})")
+    tol = matrix_tol(mixing, len(u))  # a float32 matrix is stochastic to float32's rounding
     if not np.isfinite(u).all():
         raise ValueError("mixing matrix has non-finite entries")
     asym = float(np.abs(u - u.T).max())
-    if asym > MATRIX_TOL:
+    if asym > tol:
         raise ValueError(f"mixing matrix must be symmetric (max |U - U^T| = {asym:.3g}); use "
                          "metropolis(n, edges) to build one from a graph")
     rows = float(np.abs(u.sum(axis=1) - 1.0).max())
-    if rows > MATRIX_TOL:
+    if rows > tol:
         raise ValueError(f"mixing matrix must be doubly stochastic (max |row sum - 1| = "
                          f"{rows:.3g}); put the missing mass on the diagonal")
     off = u - np.diag(np.diag(u))
-    if off.min() < -MATRIX_TOL:
+    if off.min() < -tol:
         i, j = np.unravel_index(np.argmin(off), off.shape)
         raise ValueError(f"mixing matrix needs nonnegative off-diagonal entries (U[{i},{j}] = "
                          f"{off[i, j]:.3g})")
     sigma2 = _sigma2(u)
-    if sigma2 >= 1.0 - MATRIX_TOL:  # the tolerance absorbs eigvalsh rounding of an exact 1
+    if sigma2 >= 1.0 - tol:  # the tolerance absorbs eigvalsh rounding of an exact 1
         raise ValueError(_no_consensus(u, sigma2))
     return u
 

@@ -44,7 +44,7 @@ REGISTRY: Registry[AlgorithmEntry] = Registry("algorithm", [
                    "Dual averaging with increasing weights, strongly convex (Bao et al. 2022)"),
     AlgorithmEntry("c_fedda", c_fedda,
                    "Constrained dual averaging, exact l1/nuclear-ball constrained prox "
-                   "(Bao et al. 2022)"),
+                   "(Bao et al. 2022)", unbounded=("radius",)),  # inf: no ball
     AlgorithmEntry("feddr", feddr,
                    "Randomized Douglas-Rachford splitting, client sampling "
                    "(Tran-Dinh et al. 2021)"),

@@ -20,6 +20,51 @@ import numpy as np
 from .._array import Array, asarray_like, namespace, take_rows
 
 
+def physical_memory() -> int | None:
+    """This machine's physical memory in bytes (None where the OS does not say)."""
+    import os
+
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def check_memory(n_bytes: int, what: str, fix: str) -> None:
+    """Refuse, before allocating, an array of ``n_bytes`` larger than physical memory.
+
+    NumPy would raise a bare ``MemoryError`` (or the OS kill the process) after trying:
+    ``n_features = 1_000_000_000`` or one LIBSVM feature index 99999999999 asks for TiBs.
+    The ``ValueError`` says how many GiB ``what`` needs, how many the machine has, and
+    ``fix``.
+
+    Examples
+    --------
+    >>> check_memory(8 * 10**3, "a small array", "none needed")
+    >>> check_memory(8 * 10**18, "the features", "reduce n_features")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: the features need 7450580596.9 GiB, more than this machine's ... GiB ...
+    """
+    memory = physical_memory()
+    if memory is not None and n_bytes > memory:
+        raise ValueError(f"{what} need {n_bytes / 2**30:.1f} GiB, more than this machine's "
+                         f"{memory / 2**30:.1f} GiB of memory; {fix}")
+
+
+def first_non_finite(values: Any) -> tuple[int, ...] | None:
+    """The index of the first NaN or ±inf entry of ``values`` (any namespace), else None."""
+    xp = namespace(values)
+    if values.dtype == bool or not xp.isdtype(values.dtype, ("real floating",
+                                                            "complex floating")):
+        return None  # integer or boolean arrays hold no NaN or inf
+    if bool(xp.all(xp.isfinite(values))):
+        return None
+    from .._array import to_numpy
+
+    return tuple(int(i) for i in np.argwhere(~np.isfinite(to_numpy(values)))[0])
+
+
 class Batch(NamedTuple):
     """Samples of a block of clients: what a loss consumes.
 
@@ -81,8 +126,25 @@ class ClientData:
         if n and (counts.min() < 1 or counts.max() > m):
             raise ValueError(f"ClientData: every client needs 1..{m} samples, got counts in "
                              f"[{counts.min()}, {counts.max()}]; drop empty clients first")
+        self._check_finite()
         if self.holdout is not None:
             self._check_holdout(self.holdout)
+
+    def _check_finite(self) -> None:
+        """NaN or inf in the data would surface far away ("Eigenvalues did not converge",
+        "diverged ... try a smaller step"): name the client, sample and feature instead."""
+        where = first_non_finite(self.features)
+        if where is not None:
+            client, sample, *feature = where
+            index = feature[0] if len(feature) == 1 else tuple(feature)
+            raise ValueError(f"ClientData: feature {index} of sample {sample} of client "
+                             f"{client} is {float(self.features[where])} (data must be "
+                             "finite); fix or drop that sample in the data file")
+        where = first_non_finite(self.targets)
+        if where is not None:
+            raise ValueError(f"ClientData: the target of sample {where[1]} of client "
+                             f"{where[0]} is {float(self.targets[where])} (data must be "
+                             "finite); fix or drop that sample in the data file")
 
     def _check_holdout(self, holdout: Any) -> None:
         if not (isinstance(holdout, tuple) and len(holdout) == 2):

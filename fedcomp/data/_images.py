@@ -40,13 +40,14 @@ import json
 import math
 import pickle
 import struct
+import zlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .._extras import require
-from ._client_data import ClientData
+from ._client_data import ClientData, check_memory
 from ._real import _resolve, federate, manual_download_hint
 
 # Random streams of ``np.random.default_rng([seed, stream])``, one per use.
@@ -90,29 +91,47 @@ def load_idx(path: str | Path) -> np.ndarray:
     [[0, 1, 2], [3, 4, 5]]
     >>> os.remove(f.name)
     """
-    with open(path, "rb") as f:
-        raw = f.read()
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
-    if len(raw) < 4 or raw[:2] != b"\x00\x00":
-        raise ValueError(f"{path}: not an IDX file (magic number {raw[:4].hex() or 'missing'}; "
+    try:
+        with open(path, "rb") as f:
+            compressed = f.read(2) == b"\x1f\x8b"
+        opener: Any = gzip.open if compressed else open
+        with opener(path, "rb") as f:
+            return _read_idx(f, path)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:  # a cut or damaged .gz
+        raise ValueError(f"{path}: damaged or truncated gzip file ({exc or type(exc).__name__})"
+                         "; download it again (fedcomp data download NAME)") from None
+
+
+def _read_idx(f: Any, path: str | Path) -> np.ndarray:
+    """The array of an open IDX stream (decompressed as it is read), read no further than
+    its header announces: a ``.gz`` that inflates beyond that is refused, not expanded."""
+    magic = f.read(4)
+    if len(magic) < 4 or magic[:2] != b"\x00\x00":
+        raise ValueError(f"{path}: not an IDX file (magic number {magic.hex() or 'missing'}; "
                          "expected 0000 followed by a type code and the number of dimensions)")
-    code, ndim = raw[2], raw[3]
+    code, ndim = magic[2], magic[3]
     if code not in IDX_DTYPES:
         raise ValueError(f"{path}: unknown IDX type code 0x{code:02x}; valid: "
                          + ", ".join(f"0x{c:02x}" for c in IDX_DTYPES))
     header = 4 + 4 * ndim
-    if len(raw) < header:
+    shape = f.read(4 * ndim)
+    if len(shape) < 4 * ndim:
         raise ValueError(f"{path}: truncated IDX header ({ndim} dimensions need {header} bytes, "
-                         f"the file has {len(raw)})")
-    dims = struct.unpack(f">{ndim}I", raw[4:header])
+                         f"the file has {4 + len(shape)})")
+    dims = struct.unpack(f">{ndim}I", shape)
     dtype = np.dtype(IDX_DTYPES[code])
     count = math.prod(dims)
-    if len(raw) - header != count * dtype.itemsize:
+    size = count * dtype.itemsize
+    check_memory(size, f"{path}: the IDX header's {dims} values of {dtype.name}",
+                 "the file is damaged or not IDX; download it again")
+    raw = f.read(size)
+    extra = len(f.read(1))  # one byte more than announced is enough to refuse the file
+    if len(raw) != size or extra:
+        got = f"{len(raw)}" if not extra else f"more than {size}"
         raise ValueError(f"{path}: the header announces {dims} values of {dtype.name} "
-                         f"({count * dtype.itemsize} bytes) but {len(raw) - header} bytes "
-                         "follow; the file is truncated or not IDX")
-    values = np.frombuffer(raw, dtype=dtype, offset=header, count=count).reshape(dims)
+                         f"({size} bytes) but {got} bytes follow; the file is truncated or "
+                         "not IDX")
+    values = np.frombuffer(raw, dtype=dtype, count=count).reshape(dims)
     return values.astype(dtype.newbyteorder("="))
 
 
@@ -161,8 +180,11 @@ def load_leaf(path: str | Path, dtype: Any = np.float32
         raise FileNotFoundError(f"load_leaf: no LEAF JSON file (*.json) in {path}")
     features, labels, writers = [], [], []
     for file in files:
-        with open(file, encoding="utf-8") as f:
-            blob = json.load(f)
+        try:
+            with open(file, encoding="utf-8") as f:
+                blob = json.load(f)
+        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError: name the file
+            raise ValueError(f"{file}: not LEAF JSON ({exc})") from None
         if not (isinstance(blob, dict) and isinstance(blob.get("users"), list)
                 and isinstance(blob.get("user_data"), dict)):
             raise ValueError(f"{file}: not LEAF JSON (needs a list 'users' and a table "

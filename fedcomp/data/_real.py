@@ -26,12 +26,15 @@ Street, Wolberg, Mangasarian, "Nuclear feature extraction for breast tumor diagn
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import http.client
+import math
 import os
 import shutil
 import tarfile
 import tempfile
+import time
 import urllib.parse
 import urllib.request
 from pathlib import Path, PurePosixPath
@@ -40,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from .._extras import require
-from ._client_data import ClientData
+from ._client_data import ClientData, check_memory
 from ._partition import PARTITIONERS, split_to_clients
 
 #: Environment variable naming the directory of downloaded / user-provided data files.
@@ -154,23 +157,35 @@ def load_libsvm(path: str | Path, n_features: int | None = None, zero_based: Any
     rows: list[np.ndarray] = []
     cols: list[np.ndarray] = []
     vals: list[np.ndarray] = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            line = line.split("#", 1)[0].strip()
-            if not line:
-                continue
-            tokens = line.split()
-            try:
-                labels.append(float(tokens[0]))
-                pairs = [t.split(":", 1) for t in tokens[1:] if not t.startswith("qid:")]
-                idx = np.array([int(i) for i, _ in pairs], dtype=np.int64)
-                val = np.array([float(v) for _, v in pairs], dtype=np.float64)
-            except ValueError as exc:
-                raise ValueError(f"{path}, line {number}: not LIBSVM format "
-                                 f"('label index:value ...'): {exc}") from exc
-            rows.append(np.full(len(idx), len(labels) - 1))
-            cols.append(idx)
-            vals.append(val)
+    widest = (-1, 0)  # the largest feature index and its line
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); not a "
+                         "LIBSVM file?") from None
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        tokens = line.split()
+        try:
+            labels.append(float(tokens[0]))
+            pairs = [t.split(":", 1) for t in tokens[1:] if not t.startswith("qid:")]
+            idx = np.array([int(i) for i, _ in pairs], dtype=np.int64)
+            val = np.array([float(v) for _, v in pairs], dtype=np.float64)
+        except ValueError as exc:
+            raise ValueError(f"{path}, line {number}: not LIBSVM format "
+                             f"('label index:value ...'): {exc}") from exc
+        if not (math.isfinite(labels[-1]) and np.isfinite(val).all()):
+            what = (f"label {labels[-1]}" if not math.isfinite(labels[-1]) else
+                    f"feature {idx[~np.isfinite(val)][0]} = {val[~np.isfinite(val)][0]}")
+            raise ValueError(f"{path}, line {number}: {what} is not finite; fix or drop "
+                             "that line")
+        if idx.size and idx.max() > widest[0]:
+            widest = (int(idx.max()), number)
+        rows.append(np.full(len(idx), len(labels) - 1))
+        cols.append(idx)
+        vals.append(val)
     col = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
     base = 0 if (zero_based is True or (zero_based == "auto" and (col == 0).any())) else 1
     col = col - base
@@ -182,6 +197,10 @@ def load_libsvm(path: str | Path, n_features: int | None = None, zero_based: Any
             raise ValueError(f"{path}: feature index {width - 1 + base} exceeds "
                              f"n_features={n_features}")
         width = n_features
+    check_memory(len(labels) * width * np.dtype(dtype).itemsize,
+                 f"{path}: {len(labels)} samples x {width} features (the largest index, "
+                 f"{widest[0]}, is on line {widest[1]})",
+                 "check that index, or pass n_features when the file is right")
     features = np.zeros((len(labels), width), dtype=dtype)
     if col.size:
         features[np.concatenate(rows), col] = np.concatenate(vals)
@@ -451,7 +470,8 @@ def download(url: str, dest: str | Path, sha256: str | None, *, timeout: float =
         Expected hex digest; ``None`` skips the check (the caller then verifies the
         content itself, as :func:`fetch` does for files without a pinned digest).
     timeout : float, default 60
-        Seconds for the connection and each read.
+        Seconds for the whole download: the connection and every read share them (a
+        server trickling bytes cannot hold it longer; a ``TimeoutError`` then).
     max_bytes : int, default 1 GiB
         Abort when the response grows beyond this.
 
@@ -473,10 +493,11 @@ def download(url: str, dest: str | Path, sha256: str | None, *, timeout: float =
     dest.parent.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256()
     size = 0
+    deadline = time.monotonic() + timeout
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
     try:
         with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:
-            while chunk := resp.read(1 << 16):
+            while chunk := _read_before(resp, deadline, url, timeout):
                 size += len(chunk)
                 if size > max_bytes:
                     raise ValueError(f"download: {url} is larger than max_bytes={max_bytes}")
@@ -490,6 +511,26 @@ def download(url: str, dest: str | Path, sha256: str | None, *, timeout: float =
         if os.path.exists(tmp):
             os.remove(tmp)
     return dest
+
+
+def _read_before(resp: Any, deadline: float, url: str, timeout: float) -> bytes:
+    """The next bytes of ``resp`` that arrive before ``deadline``.
+
+    ``urlopen``'s timeout bounds each socket operation, not the download: a server sending
+    a byte a second would hold ``read(65536)`` for hours. Here every read gets only the
+    time left (``read1``: whatever one receive brings), so the whole download ends by the
+    deadline.
+    """
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError(f"download: {url} took longer than timeout={timeout:g} s")
+    sock = getattr(getattr(getattr(resp, "fp", None), "raw", None), "_sock", None)
+    if sock is not None:  # the socket under http.client's buffered reader
+        sock.settimeout(left)
+    try:
+        return bytes(resp.read1(1 << 16))
+    except TimeoutError:
+        raise TimeoutError(f"download: {url} took longer than timeout={timeout:g} s") from None
 
 
 def fetch(name: str, directory: str | Path | None = None, *, url: str | None = None,
@@ -508,7 +549,7 @@ def fetch(name: str, directory: str | Path | None = None, *, url: str | None = N
         Overrides the source (mirrors, tests): the file's address for a one-file set, the
         base address of the files (``url + "/" + file name``) otherwise.
     timeout : float, default 60
-        Seconds for the connection and each read.
+        Seconds for each file's whole download (connection and reads).
 
     Returns
     -------
@@ -659,6 +700,11 @@ def _extract_folder(archive: Path, folder: Path, member_dir: str) -> None:
                     with content, open(tmp / parts[1], "wb") as out:
                         shutil.copyfileobj(content, out)
         tmp.rename(folder / member_dir)
+    except (tarfile.TarError, EOFError, OSError) as exc:  # a cut or damaged archive
+        if isinstance(exc, OSError) and not isinstance(exc, gzip.BadGzipFile):
+            raise
+        raise ValueError(f"{archive}: damaged or truncated archive ({exc or type(exc).__name__})"
+                         "; delete it and download it again") from None
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)

@@ -17,6 +17,9 @@ Output directory contract (``fedcomp best``, ``fedcomp plot``, ``fedcomp report`
 * ``summary.md`` — the table printed at the end, with the claim's verdict;
 * ``summary.json`` — the final row of every run (what the table and the verdict are
   computed from), written last: its presence marks a finished experiment;
+* ``.lock`` — present while a run writes the directory: it holds an exclusive ``flock``
+  and the writer's pid; a second run into the same directory stops at once
+  (:func:`output_lock`);
 * ``plot.png`` — log optimality (or objective) vs rounds, one panel per gradient mode,
   and ``plot_<metric>.png`` for every metric of the config, when matplotlib is installed.
 
@@ -26,12 +29,16 @@ summary), and :func:`best_settings` (``fedcomp best``).
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import errno
 import json
 import math
+import os
 import platform
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -53,6 +60,10 @@ class OutputExistsError(ConfigError):
     """The output directory already holds results (and ``resume`` was not asked for)."""
 
 
+class OutputInUseError(ConfigError):
+    """Another process is writing the output directory (it holds its lock)."""
+
+
 class ConfigMismatchError(ConfigError):
     """``resume`` in a directory written by another configuration (the message says how)."""
 
@@ -72,6 +83,67 @@ def versions() -> dict[str, str]:
         out["flwr"] = getattr(sys.modules["flwr"], "__version__", "?")
     return out
 
+
+
+#: The lock file of an output directory (:func:`output_lock`).
+LOCK_FILE = ".lock"
+
+
+@contextlib.contextmanager
+def output_lock(out: Path) -> Iterator[None]:
+    """Hold ``out``'s lock for the duration of a run (creating ``out``).
+
+    Two runs into one directory would delete each other's ``parts/`` and ``runs.jsonl`` and
+    write rows twice; the second one stops here instead, at once, with
+    :class:`OutputInUseError` naming the directory and the holder's pid. The lock is an
+    exclusive, non-blocking ``fcntl.flock`` on ``out/.lock``: the kernel drops it when the
+    holder exits, however it ends (a SIGKILL leaves no stale lock, only a file the next run
+    locks again). The file is removed on the way out while still locked; a process that
+    locked the removed file meanwhile sees that its path now names another file (or none)
+    and tries again, so two holders never coexist.
+
+    Where ``fcntl`` does not exist (Windows), or the file system cannot lock (some network
+    mounts: a warning says so), no lock is taken.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / LOCK_FILE
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise OutputInUseError(
+                f"{out} is being written by another fedcomp run (pid {holder}); pass another "
+                f"--out, or wait for that run to finish") from None
+        except OSError as exc:  # a file system without locks (some network mounts)
+            os.close(fd)
+            if exc.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+                raise
+            print(f"warning: {out}: the file system does not lock files ({exc.strerror}); "
+                  "make sure no other run writes this directory", file=sys.stderr)
+            yield
+            return
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # the previous holder removed the file we locked: lock the new one
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+        os.close(fd)  # releases the lock
 
 
 def start_directory(out: Path, meta: dict[str, Any], resume: bool
@@ -100,17 +172,57 @@ def start_directory(out: Path, meta: dict[str, Any], resume: bool
                 f"{'; '.join(differences[:8])}. Use the same config, --set and --sweep (seeds "
                 "may differ), or another --out")
         meta["settings"] = before.get("settings", {})
+    drop_torn_record(out / "runs.jsonl")
     return finished_runs(out)
 
 
+def _record(line: str) -> dict[str, Any] | None:
+    """A ``runs.jsonl`` line's record, or None when it is not one (a torn write)."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return record if isinstance(record, dict) and "id" in record and "row" in record else None
+
+
+def drop_torn_record(path: Path) -> None:
+    """Cut a torn last line off ``runs.jsonl`` (a run killed while recording itself).
+
+    A record is written as one line ending in a newline; a last line without its newline,
+    or one that is not a whole record, is an unfinished write: that run is not finished
+    (it runs again), and the next record must not be glued onto the fragment.
+    """
+    if not path.exists():
+        return
+    data = path.read_bytes()
+    cut = data.rfind(b"\n") + 1  # the end of the last whole line
+    tail = data[cut:]
+    if tail.strip() and _record(tail.decode("utf-8", "replace")) is None:
+        with path.open("r+b") as f:
+            f.truncate(cut)
+
+
 def finished_runs(out: Path) -> dict[str, dict[str, Any]]:
-    """The summary rows of the runs recorded in ``out/runs.jsonl``, by run key."""
+    """The summary rows of the runs recorded in ``out/runs.jsonl``, by run key.
+
+    A torn last line (a run killed while recording itself) is not a record: that run is
+    not finished. A damaged line before it is an error naming the file and line.
+    """
     finished: dict[str, dict[str, Any]] = {}
-    if (out / "runs.jsonl").exists():
-        for line in (out / "runs.jsonl").read_text().splitlines():
-            if line.strip():
-                record = json.loads(line)
-                finished[record["id"]] = record["row"]
+    path = out / "runs.jsonl"
+    if path.exists():
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            record = _record(line)
+            if record is None:
+                if number == len(lines):  # an unfinished write (drop_torn_record cuts it)
+                    continue
+                raise ConfigError(f"{path}, line {number}: not a run record ({line[:60]!r}); "
+                                  "the file is damaged: delete that line (its run is then "
+                                  "rerun by --resume) or use another --out")
+            finished[record["id"]] = record["row"]
     return finished
 
 
@@ -135,19 +247,22 @@ def config_differences(before: Any, after: Any, path: str = "") -> list[str]:
     return [] if before == after else [f"{path}: {before} -> {after}"]
 
 
-def keep_finished_rows(path: Path, finished: dict[str, Any], key_columns: list[str]) -> None:
-    """Drop from ``results.csv`` the rows of runs not recorded as finished (a crash's)."""
+def keep_finished_rows(path: Path, finished: dict[str, Any], key_columns: list[str]
+                       ) -> set[str]:
+    """Drop from ``results.csv`` the rows of runs not recorded as finished (a crash's);
+    the keys of the runs that have rows there."""
     if not path.exists():
-        return
+        return set()
     with path.open(newline="") as f:
         reader = csv.reader(f)
         header = next(reader, None)
         rows = list(reader)
     if header is None:
-        return
+        return set()
     index = [header.index(c) if c in header else None for c in key_columns]
-    keep = [r for r in rows
-            if json.dumps([r[i] if i is not None else "" for i in index]) in finished]
+    keys = [json.dumps([r[i] if i is not None and i < len(r) else "" for i in index])
+            for r in rows]
+    keep = [r for r, key in zip(rows, keys, strict=True) if key in finished]
     if len(keep) != len(rows):
         tmp = path.with_suffix(".tmp")
         with tmp.open("w", newline="") as f:
@@ -155,6 +270,26 @@ def keep_finished_rows(path: Path, finished: dict[str, Any], key_columns: list[s
             writer.writerow(header)
             writer.writerows(keep)
         tmp.replace(path)
+    return {key for key in keys if key in finished}
+
+
+def without_rows(finished: dict[str, dict[str, Any]], present: set[str]
+                 ) -> dict[str, dict[str, Any]]:
+    """The finished runs of ``finished`` that have rows in ``results.csv`` (``present``)
+    or did not end ``ok``; a warning on stderr names the others, which run again.
+
+    An ``ok`` run recorded in ``runs.jsonl`` without rows lost them (``results.csv``
+    edited, restored from an older copy, a full disk between the rows and the record):
+    skipping it would leave a hole in the results.
+    """
+    lost = [key for key, row in finished.items()
+            if key not in present and row.get("status", "ok") == "ok"]
+    if lost:
+        names = ", ".join(" ".join(json.loads(key)) for key in lost[:5])
+        print(f"warning: --resume: {len(lost)} run(s) recorded as finished have no rows in "
+              f"results.csv ({names}{', ...' if len(lost) > 5 else ''}); running them again",
+              file=sys.stderr)
+    return {key: row for key, row in finished.items() if key not in lost}
 
 
 

@@ -22,11 +22,14 @@ from ._catalog import timing_module
 from ._execute import execute_all, forget_prepared
 from ._plan import Run, cell, key_columns, plan, result_columns, run_key
 from ._results import (
+    LOCK_FILE,
     finished_runs,
     keep_finished_rows,
+    output_lock,
     record_run,
     start_directory,
     versions,
+    without_rows,
     write_outputs,
     write_summary,
 )
@@ -90,7 +93,8 @@ def run_experiment(config: dict[str, Any] | Experiment, out_dir: str | Path, *,
         if sweep or resume or jobs != 1 or clients is not None:
             raise ConfigError(f"{config.get('name')} is a timing experiment: it runs in this "
                               "process, without --sweep, --resume, --jobs or Flower")
-        return run_timing(config, Path(out_dir), stream)
+        with output_lock(Path(out_dir)):
+            return run_timing(config, Path(out_dir), stream)
     if isinstance(config, Experiment):
         if seeds is not None or sweep:
             raise ValueError("run_experiment: an Experiment has its seeds and sweep; pass "
@@ -101,13 +105,75 @@ def run_experiment(config: dict[str, Any] | Experiment, out_dir: str | Path, *,
     if clients is not None and jobs != 1:
         raise ValueError("a client executor (Flower) runs in this process: use jobs=1")
     out = Path(out_dir)
-    meta: dict[str, Any] = {"config": to_jsonable(experiment.config),
-                            "seeds": list(experiment.seeds), "sweep": experiment.sweep_values,
-                            "versions": versions(), "settings": {}}
-    finished = start_directory(out, meta, resume)
+    check_buildable(experiment)  # a bad value fails before anything is written
+    before = set(out.iterdir()) if out.is_dir() else None
+    with output_lock(out):
+        meta: dict[str, Any] = {"config": to_jsonable(experiment.config),
+                                "seeds": list(experiment.seeds),
+                                "sweep": experiment.sweep_values, "versions": versions(),
+                                "settings": {}}
+        finished = start_directory(out, meta, resume)
+        try:
+            return _run(experiment, out, meta, finished, progress=progress, stream=stream,
+                        clients=clients, jobs=jobs)
+        except Exception:
+            if not resume and not (out / "runs.jsonl").exists() and not _has_rows(out):
+                _remove_new(out, before)  # failed before any row: leave no empty output
+            raise
+
+
+def _has_rows(out: Path) -> bool:
+    """Whether ``results.csv`` or a worker's ``parts/*.csv`` holds a row beyond its header
+    (a run that failed midway keeps the rows it evaluated)."""
+    for path in [out / "results.csv", *sorted((out / "parts").glob("*.csv"))]:
+        if path.exists():
+            with path.open() as f:
+                if sum(1 for _ in zip(f, range(2), strict=False)) > 1:
+                    return True
+    return False
+
+
+def _remove_new(out: Path, before: set[Path] | None) -> None:
+    """Remove what this run created in ``out`` (all of it when it created ``out``)."""
+    if before is None:
+        shutil.rmtree(out, ignore_errors=True)
+        return
+    for path in set(out.iterdir()) - before:
+        if path.name == LOCK_FILE:
+            continue  # output_lock removes it, still holding it
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def check_buildable(experiment: Experiment) -> None:
+    """Build what is cheap to build of every setting before the output directory is
+    touched: every algorithm (its factory checks its numbers), the loss and the regularizer.
+
+    The data, the reference solution and the graph are built by the runs themselves (a
+    data set can take minutes to load); a failure there, before any row was written,
+    removes what the run wrote (:func:`run_experiment`).
+    """
+    from ._build import build_components
+
+    seen = set()
+    for setting in experiment.settings:
+        key = repr((setting.problem, setting.regularizer, setting.data.get("n_classes")))
+        if key not in seen:
+            seen.add(key)
+            build_components(setting)
+        for spec in setting.algorithms:
+            spec.build()
+
+
+def _run(experiment: Experiment, out: Path, meta: dict[str, Any],
+         finished: dict[str, dict[str, Any]], *, progress: Any, stream: TextIO,
+         clients: Callable[..., Any] | None, jobs: int) -> list[dict[str, Any]]:
+    """:func:`run_experiment` in a started output directory (holding its lock)."""
     runs = plan(experiment)
     columns, keys = result_columns(experiment), key_columns(experiment)
-    keep_finished_rows(out / "results.csv", finished, keys)
+    finished = without_rows(finished, keep_finished_rows(out / "results.csv", finished, keys))
     todo = [run for run in runs if run_key(run.tags, keys) not in finished]
     (out / "config.json").write_text(_json(meta))
     overall = Progress(progress, len(runs), len(runs) - len(todo))

@@ -414,6 +414,7 @@ def validate(config: dict[str, Any]) -> dict[str, Any]:
     for key in ("name", "rounds", "data", "problem", "regularizer", "algorithms"):
         if key not in cfg:
             raise ConfigError(f"config: missing required key {key!r}")
+    check_name(cfg["name"])
     if "reference" not in config and cfg["problem"].get("loss") == "torch_model":
         cfg["reference"] = False  # a network has no centralized x* to compare against
     if cfg["backend"] not in BACKENDS:
@@ -426,6 +427,18 @@ def validate(config: dict[str, Any]) -> dict[str, Any]:
     _check_setting(cfg)
     _check_variants(cfg)
     return cfg
+
+
+def check_name(name: Any) -> None:
+    """``name`` names the default output directory ``runs/NAME-TIME``: a plain file name.
+
+    A path (``"../../x"``, ``"/tmp/x"``) would put the outputs outside ``runs/``.
+    """
+    if not (isinstance(name, str) and name.strip() and name not in (".", "..")
+            and not any(c in name for c in "/\\\0:") and name == name.strip()):
+        raise ConfigError(f"name must be a plain file name such as 'my_experiment' (no '/', "
+                          f"'\\', ':' or surrounding spaces): it names the output directory "
+                          f"runs/NAME-TIME (got {name!r})")
 
 
 def _check_variants(cfg: dict[str, Any]) -> None:
@@ -478,7 +491,19 @@ def _check_component(registry: Any, table: dict[str, Any], key: str, where: str,
                           f"{sorted(registry)}")
     _check_keys(table, {key, *extra, *registry.settable(name)}, f"{where} ({name})")
     _check_types(table, registry[name], types_where or where)
+    _check_finite({k: v for k, v in table.items() if k != key}, types_where or where,
+                  registry.entry(name).unbounded)
     return name
+
+
+def _check_finite(table: dict[str, Any], where: str, unbounded: tuple[str, ...] = ()) -> None:
+    """:func:`~fedcomp._registry.check_finite` (the factories' own check) as a ConfigError."""
+    from .._registry import NonFiniteParameterError, check_finite
+
+    try:
+        check_finite(table, where, unbounded)
+    except NonFiniteParameterError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _check_setting(cfg: dict[str, Any]) -> None:
@@ -493,25 +518,35 @@ def _check_setting(cfg: dict[str, Any]) -> None:
     if not (isinstance(cfg["rounds"], int) and not isinstance(cfg["rounds"], bool)
             and cfg["rounds"] >= 1):
         raise ConfigError(f"config: rounds must be a positive integer (got {cfg['rounds']!r})")
+    if not (_is_integer(cfg["eval_every"]) and cfg["eval_every"] >= 1):
+        raise ConfigError(f"eval_every must be a positive integer, the rounds between "
+                          f"evaluations (got {cfg['eval_every']!r})")
     _check_seeds(cfg["seeds"])
-    _batch_modes(cfg["batch_size"])
-    if not (isinstance(cfg["metrics"], list) and all(isinstance(m, str) for m in cfg["metrics"])):
-        raise ConfigError(f"metrics must be a list of names, e.g. metrics = ['objective'] "
+    modes = _batch_modes(cfg["batch_size"])
+    if not modes or len(set(modes)) != len(modes):  # no runs at all, or one run label twice
+        raise ConfigError(f"batch_size must be 'full', a positive integer or a list of distinct "
+                          f"ones, e.g. batch_size = ['full', 32] (got {cfg['batch_size']!r})")
+    if not (isinstance(cfg["metrics"], list) and cfg["metrics"]
+            and all(isinstance(m, str) for m in cfg["metrics"])):
+        raise ConfigError(f"metrics must be a non-empty list of names, e.g. metrics = "
+                          f"['objective'] (a single name too is written as a list) "
                           f"(got {cfg['metrics']!r})")
     for metric in cfg["metrics"]:
         if metric not in METRICS:
-            raise ConfigError(f"config: unknown metric {metric!r}; valid: {sorted(METRICS)}")
+            raise ConfigError(f"metrics: unknown metric {metric!r}; valid: {sorted(METRICS)}")
 
     data = _check_table(cfg["data"], "data", '{generator = "breast_cancer", n_clients = 10}')
     # data.seed = "run" (or no data.seed): every run seed draws its own data
     generator = _check_component(DATASETS, {k: v for k, v in data.items() if not (
         k == "seed" and v == DATA_SEED_FOLLOWS_RUN)}, "generator", "data")
+    _check_data_size(generator, data)
     if "partition" in data:
         try:
             name, params = partition_spec(data["partition"])
         except ValueError as exc:
             raise ConfigError(f"data.partition: {exc}") from exc
         _check_types(params, PARTITIONERS[name], "data.partition")
+        _check_finite(params, "data.partition")
 
     problem = _check_table(cfg["problem"], "problem", '{loss = "logistic"}')
     loss = _check_component(LOSSES, problem, "loss", "problem", extra=("weighting",))
@@ -552,12 +587,50 @@ def _check_setting(cfg: dict[str, Any]) -> None:
         if REGISTRY.entry(name).execution == "decentralized" and not cfg.get("topology"):
             raise ConfigError(f"algorithms ({name}) is decentralized: add a [topology] table, "
                               'e.g. topology = { name = "chain" }')
-        labels.append(entry.get("label", name))
+        label = entry.get("label", name)
+        if not (isinstance(label, str) and label.strip()):
+            raise ConfigError(f"algorithms ({name}): label must be a non-empty string, the "
+                              f"run's name in results.csv (got {label!r})")
+        labels.append(label)
     if len(set(labels)) != len(labels):
         raise ConfigError(f"algorithms: labels must be unique (got {labels}); give repeated "
                           "algorithms a distinct 'label'")
     _check_client_state(cfg)
     _check_x0(cfg["x0"])
+
+
+def _check_data_size(generator: str, data: dict[str, Any]) -> None:
+    """Refuse data that cannot fit in memory before the generator tries to allocate them.
+
+    The estimate is the float64 features of a generated data set, ``n_clients ×
+    samples_per_client × n_features`` (a ``size × size`` matrix for matrix data; one
+    sample per client where the counts are random), from the table and the generator's
+    defaults: ``n_features = 1_000_000_000`` would otherwise end in a bare MemoryError.
+    Data read from files are checked by their loaders.
+    """
+    from ..data import DATASETS
+    from ..data._client_data import check_memory
+
+    params = {name: p.default for name, p in
+              inspect.signature(DATASETS[generator]).parameters.items()}
+    params.update(data)
+    n_clients, per_client = params.get("n_clients"), params.get("samples_per_client")
+    width = params.get("n_features", params.get("size"))
+    if "size" in params and "n_features" not in params and _is_integer(width):
+        width = width * width
+    if isinstance(per_client, list) and per_client and all(map(_is_integer, per_client)):
+        per_client = max(per_client)
+    per_client = per_client if _is_integer(per_client) else 1
+    if not (_is_integer(n_clients) and _is_integer(width)):
+        return
+    key = "n_features" if "n_features" in params else "size"
+    try:
+        check_memory(8 * max(n_clients, 1) * max(per_client, 1) * max(width, 1),
+                     f"data: the features of {generator} with n_clients = {n_clients}, "
+                     f"samples_per_client = {params.get('samples_per_client')}, {key} = "
+                     f"{params.get(key)}", f"reduce data.{key} or the samples")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _check_x0(value: Any) -> None:

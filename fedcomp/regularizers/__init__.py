@@ -38,7 +38,8 @@ REGULARIZERS: Registry[Entry] = Registry("regularizer", [
     Entry("l2_ball", L2Ball, "constraint ||x||_2 <= radius; radial projection"),
     Entry("l1_ball", L1Ball,
           "constraint ||x||_1 <= radius; sort-based projection (Duchi et al. 2008)"),
-    Entry("box", Box, "constraint lower <= x_i <= upper; clipping"),
+    Entry("box", Box, "constraint lower <= x_i <= upper; clipping",
+          unbounded=("lower", "upper")),
     Entry("l1_l2_ball", L1L2Ball,
           "alpha*||x||_1 + constraint ||x||_2 <= radius; soft threshold then projection"),
 ])
