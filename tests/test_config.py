@@ -163,7 +163,8 @@ def test_the_data_follow_the_run_seed_unless_pinned(tmp_path):
     every seed draws its own data, problem and reference."""
     import json
 
-    pinned = {**tiny_config(), "seeds": [0, 1]}
+    tiny = tiny_config()
+    pinned = {**tiny, "seeds": [0, 1], "data": {**tiny["data"], "seed": 0}}
     free = {**pinned, "data": {k: v for k, v in pinned["data"].items() if k != "seed"}}
     named = {**pinned, "data": {**pinned["data"], "seed": "run"}}
     for cfg, out in [(pinned, "pinned"), (free, "free"), (named, "named")]:
