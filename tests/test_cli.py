@@ -240,13 +240,19 @@ def test_missing_data_file_and_type_errors_are_one_line(tmp_path, capsys, monkey
 def test_timing_config_keys_are_checked(tmp_path, capsys):
     import tomllib
 
-    from fedcomp.config import ConfigError, quick_config
+    from fedcomp.config import ConfigError, quick_config, reading_config, readings
     from fedcomp.experiments import prox_cost
 
     path = Path(__file__).parents[1] / "fedcomp" / "configs" / "prox_cost.toml"
     good = tomllib.loads(path.read_text())
     prox_cost.check_config(good)
     prox_cost.check_config(quick_config(good))
+    # its diagnosis readings (a measured variant) are checked like the config itself
+    for name in readings(good):
+        in_reading = reading_config(good, name)
+        prox_cost.check_config(in_reading)
+        assert in_reading["reading"] == name
+    assert reading_config(good, "batch1")["batch_size"] == 1
     typo = tmp_path / "timing.toml"
     typo.write_text(path.read_text().replace("batch_size = 64", "batch_sise = 64"))
     assert main(["run", str(typo), "--out", str(tmp_path / "t"), "--quiet"]) == 2

@@ -159,11 +159,12 @@ def test_a_bad_value_fails_before_anything_is_written(tmp_path):
 
 
 def test_the_data_follow_the_run_seed_unless_pinned(tmp_path):
-    """seed000 pins data.seed = 0: its seeds share one data set. Unpinned (or "run"),
+    """data.seed = 0 pinned: the seeds share one data set. Unpinned (or "run"),
     every seed draws its own data, problem and reference."""
     import json
 
-    pinned = {**tiny_config(), "seeds": [0, 1]}
+    tiny = tiny_config()
+    pinned = {**tiny, "seeds": [0, 1], "data": {**tiny["data"], "seed": 0}}
     free = {**pinned, "data": {k: v for k, v in pinned["data"].items() if k != "seed"}}
     named = {**pinned, "data": {**pinned["data"], "seed": "run"}}
     for cfg, out in [(pinned, "pinned"), (free, "free"), (named, "named")]:

@@ -134,7 +134,10 @@ def test_cli_ctrl_c_prints_how_to_resume(tmp_path, monkeypatch, capsys):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(_execute, "run_one", interrupt)
-    argv = ["run", "seed000", "--set", "rounds=2", "--out", str(tmp_path), "--quiet"]
+    # --jobs 1: the patched run_one runs in this process (seed000's five seeds would
+    # otherwise go to worker processes, which the patch does not reach)
+    argv = ["run", "seed000", "--set", "rounds=2", "--out", str(tmp_path), "--quiet",
+            "--jobs", "1"]
     assert main(argv) == 130
     err = capsys.readouterr().err
     assert "--resume" in err and str(tmp_path) in err

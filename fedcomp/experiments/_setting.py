@@ -167,9 +167,9 @@ class Setting:
         Examples
         --------
         >>> from fedcomp.config import load
-        >>> pinned = resolve(load("seed000")).base
-        >>> free = resolve({**load("seed000"), "data": {**load("seed000")["data"],
-        ...                                             "seed": "run"}}).base
+        >>> free = resolve(load("seed000")).base       # synthetic data: not pinned
+        >>> pinned = resolve({**load("seed000"), "data": {**load("seed000")["data"],
+        ...                                               "seed": 0}}).base
         >>> pinned.data_seed(3), free.data_seed(3), free.data_seed(None)
         (0, 3, 0)
         """

@@ -37,8 +37,10 @@ PAPER_RATIOS = {"l1": 1.383, "mcp": 2.568, "scad": 4.473}
 #: The keys of a ``kind = "timing"`` configuration, of its ``[[networks]]`` entries (a
 #: :class:`fedcomp.losses.TorchModel` specification and an optional label) and of its
 #: ``[[penalties]]`` entries (a regularizer's name and its parameters).
+#: ``readings`` / ``reading``: a timing may declare diagnosis readings (a measured variant,
+#: e.g. another batch size) like any experiment; ``reading`` names the one applied.
 KEYS = {"name", "kind", "description", "claim", "batch_size", "repeats", "networks",
-        "penalties", "quick"}
+        "penalties", "quick", "readings", "reading"}
 NETWORK_KEYS = {"name", "label", "input_shape", "options"}
 
 
