@@ -15,7 +15,7 @@ import pytest
 from _loops import loop_c_fedda, loop_fast_fedda
 
 from fedcomp import ClientData, Problem, simulate
-from fedcomp.algorithms import c_fedda, fast_fedda, mc_fedda
+from fedcomp.algorithms import c_fedda, fast_fedda, fedda, mc_fedda
 from fedcomp.losses import LeastSquares, TraceRegression
 from fedcomp.regularizers import L1, Nuclear
 
@@ -312,6 +312,38 @@ def test_mc_fedda_warm_start_last_is_c_fedda_from_the_last_iterate():
     assert np.abs(first.server_state.w - first.x).max() > 1e-6
 
 
+# --- FedDA's 1-based counters --------------------------------------------------------------
+
+def matlab_fedda(grads, threshold, x0, rounds, lam, etac, etas=1.0):
+    """``LassoRun.m`` lines 104-133 (``NuclearRun.m`` lines 68-96), every client in every
+    round, full gradients: the loops count r = 1..R and k = 1..K, and the thresholds use
+    those counters as they are."""
+    z = x0.copy()
+    for r in range(1, rounds + 1):
+        deltas = []
+        for grad in grads:
+            z_i = z.copy()
+            for k in range(1, K + 1):
+                etark = etas * etac * r * K + etac * k
+                z_i = z_i - etac * grad(threshold(z_i, etark * lam))
+            deltas.append(z_i - z)
+        z = z + etas * np.mean(deltas, axis=0)
+        wr = threshold(z, etas * etac * (r + 1) * K * lam)
+    return wr
+
+
+@pytest.mark.parametrize("name", ["lasso", "nuclear"])
+def test_fedda_one_based_counters_are_the_code(name):
+    problem, grads, threshold, x0 = PROBLEMS[name]()
+    etac = 0.05
+    result = run(fedda(client_lr=etac, local_steps=K, counters="one_based"), problem, 2, x0)
+    expected = matlab_fedda(grads, threshold, x0, 2, LAM, etac)
+    np.testing.assert_allclose(result.x, expected, rtol=0, atol=1e-12)
+    # the option moves the iterates: the default thresholds one round and one step less
+    paper = run(fedda(client_lr=etac, local_steps=K), problem, 2, x0)
+    assert np.abs(paper.x - result.x).max() > 1e-6
+
+
 # --- the defaults are the paper's, unchanged ------------------------------------------------
 
 def test_defaults_are_the_paper_unchanged():
@@ -338,6 +370,10 @@ def test_defaults_are_the_paper_unchanged():
     average, _ = loop_c_fedda(problem, 3, 0.4, lip, MU, K, x0=x0)
     np.testing.assert_allclose(c.x, average, rtol=0, atol=1e-12)
 
+    da = run(fedda(client_lr=0.05, local_steps=K), problem, 3, x0)
+    np.testing.assert_array_equal(da.x, run(fedda(client_lr=0.05, local_steps=K,
+                                                  counters="zero_based"), problem, 3, x0).x)
+
     mc = run(mc_fedda(stages=2, stage_rounds=2, radius=0.4, **kw), problem, 4, x0)
     explicit = run(mc_fedda(stages=2, stage_rounds=2, radius=0.4, warm_start="average",
                             cprox="exact", **kw, **paper_c), problem, 4, x0)
@@ -356,6 +392,7 @@ def test_defaults_are_the_paper_unchanged():
     (c_fedda, dict(radius=0.0), "radius"),
     (mc_fedda, dict(warm_start="first"), "warm_start"),
     (mc_fedda, dict(output="final"), "output"),
+    (fedda, dict(counters="matlab"), "counters"),
 ])
 def test_invalid_readings_name_the_option(factory, kwargs, match):
     with pytest.raises(ValueError, match=match):
