@@ -4,8 +4,10 @@ Every "as run" option of ``fast_fedda``, ``c_fedda`` and ``mc_fedda`` against th
 github.com/MingruiLiu-ML-Lab/Federated-Sparse-Learning, transcribed below one client and
 one step at a time (the MATLAB's 1-based rounds r and steps k, its sums divided by the
 step count, its ``l1_soft`` / ``nuc_prox`` / ``l1_soft_cs``): 3 clients, full gradients,
-every client in every round, a random start ``x0 = randn`` as in the code. The defaults
-(the paper) are checked unchanged against ``tests/_loops.py``.
+every client in every round, a random start ``x0 = randn`` as in the code. Also FedDA's
+1-based counters (``fedda(counters="one_based")``) and the code's minibatches without
+replacement (``Problem(minibatch="without_replacement")``). The defaults (the paper) are
+checked unchanged against ``tests/_loops.py``.
 """
 
 from __future__ import annotations
