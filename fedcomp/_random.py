@@ -56,17 +56,35 @@ def uniform(keys: np.ndarray, counter: int, size: int) -> np.ndarray:
 
 
 def minibatch_indices(
-    seed: int, round_: int, client_ids: np.ndarray, counts: np.ndarray, draw: int, batch_size: int
+    seed: int, round_: int, client_ids: np.ndarray, counts: np.ndarray, draw: int, batch_size: int,
+    replace: bool = True
 ) -> np.ndarray:
-    """Indices ``(B, batch_size)`` drawn uniformly with replacement from each client's data.
+    """Indices ``(B, batch_size)`` drawn uniformly from each client's data.
 
     ``draw`` is the number of the gradient call within the round (0, 1, ...), so the k-th
     minibatch of client i in round r is the same whatever else runs beside it.
+
+    With ``replace`` (the default) every index is an independent uniform draw. Without it a
+    minibatch holds ``batch_size`` distinct samples, a uniformly random subset (MATLAB's
+    ``datasample(..., 'Replace', false)``, which Bao et al.'s code uses): the client's
+    samples sorted by one uniform key each, the first ``batch_size`` taken. Sample j's key
+    is the j-th value of the client's ``(seed, round, client, draw)`` stream, whatever the
+    block's largest count, so the draw stays a function of the client alone.
     """
+    counts = np.asarray(counts)
     keys = client_keys(seed, STREAM_MINIBATCH, round_, client_ids)
-    u = uniform(keys, draw, batch_size)
-    idx = np.floor(u * np.asarray(counts)[:, None]).astype(np.int64)
-    return np.minimum(idx, np.asarray(counts)[:, None] - 1)
+    if replace:
+        u = uniform(keys, draw, batch_size)
+        idx = np.floor(u * counts[:, None]).astype(np.int64)
+        return np.minimum(idx, counts[:, None] - 1)
+    if counts.size and int(counts.min()) < batch_size:
+        short = int(np.asarray(client_ids)[int(np.argmin(counts))])
+        raise ValueError(f"minibatches without replacement need batch_size <= every client's "
+                         f"sample count: client {short} has {int(counts.min())} samples, "
+                         f"batch_size={batch_size}; lower batch_size or draw with replacement")
+    u = uniform(keys, draw, int(counts.max(initial=0)))
+    u[np.arange(u.shape[1])[None, :] >= counts[:, None]] = np.inf  # not this client's samples
+    return np.argsort(u, axis=1, kind="stable")[:, :batch_size].astype(np.int64)
 
 
 def sample_clients(seed: int, round_: int, n_clients: int, clients_per_round: int | None

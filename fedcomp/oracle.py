@@ -62,7 +62,8 @@ class Oracle:
         The communication round (keys the minibatch draws).
     seed : int
     batch_size : int or None
-        Minibatch size (sampled uniformly with replacement); ``None`` = full local gradient.
+        Minibatch size (sampled uniformly, with or without replacement as
+        ``problem.minibatch`` says); ``None`` = full local gradient.
     counters : Counters
         Where the calls are counted.
     client_ids : numpy int array, optional
@@ -109,7 +110,8 @@ class Oracle:
         counts = self.problem.data.counts[self._rows]
         # keyed by the global ids: the same draws whichever rows hold these clients here
         index = minibatch_indices(self.seed, self.round, self.client_ids, counts, draw,
-                                  self.batch_size)
+                                  self.batch_size,
+                                  replace=self.problem.minibatch == "with_replacement")
         return self.problem.data.minibatch(self._rows, index)
 
     @property

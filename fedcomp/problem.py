@@ -67,6 +67,10 @@ def _real_targets(data: ClientData) -> np.ndarray:
     return np.concatenate([real, to_numpy(data.holdout[1]).reshape(-1)])
 
 
+#: How a minibatch draws a client's samples (:class:`Problem`'s ``minibatch``).
+MINIBATCH = ("with_replacement", "without_replacement")
+
+
 @dataclass(frozen=True, eq=False)
 class Problem:
     """A composite federated optimization problem.
@@ -92,6 +96,13 @@ class Problem:
         returns fresh samples for every minibatch gradient call (e.g.
         :class:`fedcomp.data.LiangSampler`); ``data`` then only fixes shapes, dtype and the
         training-loss metrics. Full-gradient runs (``batch_size=None``) still use ``data``.
+    minibatch : {"with_replacement", "without_replacement"}, default "with_replacement"
+        How a minibatch picks a client's samples: independent uniform draws, or a uniformly
+        random subset of distinct samples (Bao et al.'s MATLAB: ``datasample(...,
+        'Replace', false)``, e.g. ``LassoRun.m`` line 155), which needs every client to hold
+        at least ``batch_size`` samples. Either way client i's minibatch in round r depends
+        only on (seed, r, i, draw) (:func:`fedcomp._random.minibatch_indices`). Streaming
+        samplers draw fresh samples and ignore it.
 
     Examples
     --------
@@ -113,9 +124,13 @@ class Problem:
     ground_truth: Any = None
     name: str = ""
     sampler: Any = None
+    minibatch: str = "with_replacement"
     weights: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        if self.minibatch not in MINIBATCH:
+            raise ValueError(f"minibatch must be one of {MINIBATCH} (got "
+                             f"minibatch={self.minibatch!r})")
         object.__setattr__(self, "weights", client_weights(self.data, self.weighting))
         if self.loss.param_ndim != self.regularizer.param_ndim:
             raise ValueError(

@@ -18,7 +18,8 @@ from fedcomp.experiments import bao2022_lowrank, bao2022_sparse_regression, run_
 def reduced(module, rounds=240):
     """The experiment on a small instance: same algorithms and hyperparameters otherwise."""
     cfg = load(module.__name__.rsplit(".", 1)[-1])
-    cfg.update(rounds=rounds, eval_every=rounds // 4, clients_per_round=4)
+    # one seed: the checks below are of one run (the configs run three or five)
+    cfg.update(rounds=rounds, eval_every=rounds // 4, clients_per_round=4, seeds=[0])
     # λ of the order of the statistical noise level: σ√(log p / N) for the sparse problem
     # (the paper's 0.5⁵ ≈ √(log 1024 / 8192)), σ√(p / N) for the matrix one
     if module is bao2022_sparse_regression:

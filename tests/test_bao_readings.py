@@ -4,18 +4,23 @@ Every "as run" option of ``fast_fedda``, ``c_fedda`` and ``mc_fedda`` against th
 github.com/MingruiLiu-ML-Lab/Federated-Sparse-Learning, transcribed below one client and
 one step at a time (the MATLAB's 1-based rounds r and steps k, its sums divided by the
 step count, its ``l1_soft`` / ``nuc_prox`` / ``l1_soft_cs``): 3 clients, full gradients,
-every client in every round, a random start ``x0 = randn`` as in the code. The defaults
-(the paper) are checked unchanged against ``tests/_loops.py``.
+every client in every round, a random start ``x0 = randn`` as in the code. Also FedDA's
+1-based counters (``fedda(counters="one_based")``) and the code's minibatches without
+replacement (``Problem(minibatch="without_replacement")``). The defaults (the paper) are
+checked unchanged against ``tests/_loops.py``.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
 from _loops import loop_c_fedda, loop_fast_fedda
 
 from fedcomp import ClientData, Problem, simulate
-from fedcomp.algorithms import c_fedda, fast_fedda, mc_fedda
+from fedcomp._random import minibatch_indices
+from fedcomp.algorithms import c_fedda, fast_fedda, fedda, fedmid, mc_fedda
 from fedcomp.losses import LeastSquares, TraceRegression
 from fedcomp.regularizers import L1, Nuclear
 
@@ -312,6 +317,100 @@ def test_mc_fedda_warm_start_last_is_c_fedda_from_the_last_iterate():
     assert np.abs(first.server_state.w - first.x).max() > 1e-6
 
 
+# --- FedDA's 1-based counters --------------------------------------------------------------
+
+def matlab_fedda(grads, threshold, x0, rounds, lam, etac, etas=1.0):
+    """``LassoRun.m`` lines 104-133 (``NuclearRun.m`` lines 68-96), every client in every
+    round, full gradients: the loops count r = 1..R and k = 1..K, and the thresholds use
+    those counters as they are."""
+    z = x0.copy()
+    for r in range(1, rounds + 1):
+        deltas = []
+        for grad in grads:
+            z_i = z.copy()
+            for k in range(1, K + 1):
+                etark = etas * etac * r * K + etac * k
+                z_i = z_i - etac * grad(threshold(z_i, etark * lam))
+            deltas.append(z_i - z)
+        z = z + etas * np.mean(deltas, axis=0)
+        wr = threshold(z, etas * etac * (r + 1) * K * lam)
+    return wr
+
+
+@pytest.mark.parametrize("name", ["lasso", "nuclear"])
+def test_fedda_one_based_counters_are_the_code(name):
+    problem, grads, threshold, x0 = PROBLEMS[name]()
+    etac = 0.05
+    result = run(fedda(client_lr=etac, local_steps=K, counters="one_based"), problem, 2, x0)
+    expected = matlab_fedda(grads, threshold, x0, 2, LAM, etac)
+    np.testing.assert_allclose(result.x, expected, rtol=0, atol=1e-12)
+    # the option moves the iterates: the default thresholds one round and one step less
+    paper = run(fedda(client_lr=etac, local_steps=K), problem, 2, x0)
+    assert np.abs(paper.x - result.x).max() > 1e-6
+
+
+# --- minibatches without replacement ------------------------------------------------------
+
+def matlab_fedmid_minibatch(feats, targs, x0, rounds, lam, etac, bs, seed):
+    """``LassoRun.m`` lines 82-101 (FedMiD), every client in every round, with
+    ``idx = datasample(nm*(i-1)+1:nm*i, bs, 'Replace', false)`` (line 90) taken from fedcomp's
+    counter-based stream: client i's k-th minibatch of round r (1-based in the code) is
+    ``minibatch_indices(seed, r, [i], n_i, k, bs, replace=False)`` with 0-based r and k."""
+    wr = x0.copy()
+    for r in range(rounds):
+        models = []
+        for i, (x, y) in enumerate(zip(feats, targs, strict=True)):
+            w = wr.copy()
+            for k in range(K):
+                idx = minibatch_indices(seed, r, np.array([i]), np.array([len(y)]), k, bs,
+                                        replace=False)[0]
+                assert len(set(idx.tolist())) == bs  # 'Replace', false: distinct samples
+                g = x[idx].T @ (x[idx] @ w - y[idx]) / bs  # loss_grad.m
+                w = l1_soft(w - etac * g, etac * lam)
+            models.append(w)
+        wr = l1_soft(wr + np.mean(models, axis=0) - wr, etac * lam)  # line 96, etas = 1
+    return wr
+
+
+def test_minibatch_without_replacement_is_the_code():
+    problem, _, _, x0 = lasso_problem()
+    feats = [np.asarray(problem.data.features[i]) for i in range(3)]
+    targs = [np.asarray(problem.data.targets[i]) for i in range(3)]
+    code = dataclasses.replace(problem, minibatch="without_replacement")
+    alg = fedmid(client_lr=0.05, local_steps=K, server_prox_step="unscaled")
+    result = simulate(alg, code, 2, x0=x0, batch_size=5, seed=7, metrics=[])
+    expected = matlab_fedmid_minibatch(feats, targs, x0, 2, LAM, 0.05, 5, 7)
+    np.testing.assert_allclose(result.x, expected, rtol=0, atol=1e-12)
+    # the option moves the iterates: draws with replacement repeat samples
+    other = simulate(alg, problem, 2, x0=x0, batch_size=5, seed=7, metrics=[])
+    assert np.abs(other.x - result.x).max() > 1e-6
+    # a minibatch of every sample without replacement is the full local gradient
+    whole = simulate(alg, code, 2, x0=x0, batch_size=8, seed=7, metrics=[])
+    full = simulate(alg, problem, 2, x0=x0, metrics=[])
+    np.testing.assert_allclose(whole.x, full.x, rtol=0, atol=1e-12)
+
+
+def test_minibatch_without_replacement_depends_on_the_client_alone():
+    """Distinct indices below each client's count; client i's draw is the same in any block
+    (the block's largest count does not enter it)."""
+    counts = np.array([5, 12, 8])
+    block = minibatch_indices(3, 4, np.array([0, 1, 2]), counts, 2, 5, replace=False)
+    for row, (i, n) in enumerate(zip([0, 1, 2], counts, strict=True)):
+        assert len(set(block[row].tolist())) == 5 and block[row].max() < n
+        alone = minibatch_indices(3, 4, np.array([i]), counts[[i]], 2, 5, replace=False)
+        np.testing.assert_array_equal(block[row], alone[0])
+    assert not np.array_equal(
+        block, minibatch_indices(3, 5, np.array([0, 1, 2]), counts, 2, 5, replace=False))
+    with pytest.raises(ValueError, match="client 0 has 5 samples, batch_size=6"):
+        minibatch_indices(3, 4, np.array([0, 1, 2]), counts, 2, 6, replace=False)
+
+
+def test_problem_minibatch_names_the_bad_value():
+    problem, _, _, _ = lasso_problem()
+    with pytest.raises(ValueError, match="minibatch must be one of"):
+        dataclasses.replace(problem, minibatch="no_replacement")
+
+
 # --- the defaults are the paper's, unchanged ------------------------------------------------
 
 def test_defaults_are_the_paper_unchanged():
@@ -338,6 +437,10 @@ def test_defaults_are_the_paper_unchanged():
     average, _ = loop_c_fedda(problem, 3, 0.4, lip, MU, K, x0=x0)
     np.testing.assert_allclose(c.x, average, rtol=0, atol=1e-12)
 
+    da = run(fedda(client_lr=0.05, local_steps=K), problem, 3, x0)
+    np.testing.assert_array_equal(da.x, run(fedda(client_lr=0.05, local_steps=K,
+                                                  counters="zero_based"), problem, 3, x0).x)
+
     mc = run(mc_fedda(stages=2, stage_rounds=2, radius=0.4, **kw), problem, 4, x0)
     explicit = run(mc_fedda(stages=2, stage_rounds=2, radius=0.4, warm_start="average",
                             cprox="exact", **kw, **paper_c), problem, 4, x0)
@@ -356,6 +459,7 @@ def test_defaults_are_the_paper_unchanged():
     (c_fedda, dict(radius=0.0), "radius"),
     (mc_fedda, dict(warm_start="first"), "warm_start"),
     (mc_fedda, dict(output="final"), "output"),
+    (fedda, dict(counters="matlab"), "counters"),
 ])
 def test_invalid_readings_name_the_option(factory, kwargs, match):
     with pytest.raises(ValueError, match=match):

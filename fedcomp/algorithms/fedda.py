@@ -36,8 +36,12 @@ class Upload(NamedTuple):
     delta: Array
 
 
-def fedda(client_lr: float = 0.1, local_steps: int = 5, server_lr: float = 1.0
-          ) -> FederatedAlgorithm:
+#: How the prox parameters count rounds and local steps (see :func:`fedda`).
+COUNTERS = ("zero_based", "one_based")
+
+
+def fedda(client_lr: float = 0.1, local_steps: int = 5, server_lr: float = 1.0,
+          counters: str = "zero_based") -> FederatedAlgorithm:
     """FedDA: clients run dual averaging from the server's dual state; the server averages duals.
 
     Parameters
@@ -48,6 +52,16 @@ def fedda(client_lr: float = 0.1, local_steps: int = 5, server_lr: float = 1.0
         ``K``.
     server_lr : float, default 1.0
         ``η_s``.
+    counters : {"zero_based", "one_based"}, default "zero_based"
+        How the prox parameters count. ``"zero_based"`` (Yuan et al.'s Algorithm 1 with
+        rounds r = 0, 1, ... and steps k = 0..K−1): ``η̃ = η_s η_c r K + η_c k`` on the
+        clients, ``η_s η_c (r+1) K`` on the server, i.e. the dual state's accumulated step.
+        ``"one_based"`` (as run: Bao et al.'s MATLAB, whose loops count r = 1..R and
+        k = 1..K and put the counters into the same formulas, ``LassoRun.m`` lines 119 and
+        128, ``NuclearRun.m`` lines 81 and 91, ``EmnistRun.m`` lines 141 and 155): the
+        client threshold is ``η_s η_c (r+1) K + η_c (k+1)`` and the server's
+        ``η_s η_c (r+2) K`` in zero-based r and k — one round and one step more than the
+        dual state has accumulated, so the primal iterates are sparser than the paper's.
 
     Returns
     -------
@@ -73,6 +87,11 @@ def fedda(client_lr: float = 0.1, local_steps: int = 5, server_lr: float = 1.0
     """
     check_positive("fedda", client_lr=client_lr, server_lr=server_lr)
     check_local_steps("fedda", local_steps)
+    if counters not in COUNTERS:
+        raise ValueError(f"fedda: counters must be one of {COUNTERS} (got counters={counters!r}); "
+                         "'one_based' is Bao et al.'s MATLAB")
+    # the MATLAB's 1-based r and k are the zero-based ones plus 1
+    lead = 0 if counters == "zero_based" else 1
 
     def init(x0: Array, n_clients: int) -> tuple[ServerState, EmptyState]:
         return ServerState(x0, x0), EmptyState()
@@ -83,15 +102,15 @@ def fedda(client_lr: float = 0.1, local_steps: int = 5, server_lr: float = 1.0
     def client_update(msg: Message, states: EmptyState, ctx: ClientContext
                       ) -> tuple[Upload, EmptyState]:
         z = replicate(msg.z, ctx.oracle.size)
-        round_step = server_lr * client_lr * ctx.round * local_steps
+        round_step = server_lr * client_lr * (ctx.round + lead) * local_steps
         for k in range(local_steps):
-            x = ctx.prox(z, round_step + client_lr * k)
+            x = ctx.prox(z, round_step + client_lr * (k + lead))
             z = z - client_lr * ctx.oracle.grad(x)
         return Upload(z - msg.z), states
 
     def server_update(state: ServerState, uploads: Upload, ctx: ServerContext) -> ServerState:
         z = state.z + server_lr * average(uploads.delta, ctx.weights)
-        x = ctx.prox(z, server_lr * client_lr * (ctx.round + 1) * local_steps)
+        x = ctx.prox(z, server_lr * client_lr * (ctx.round + 1 + lead) * local_steps)
         return ServerState(z, x)
 
     def prepare(setup: SetupContext) -> None:
@@ -105,5 +124,6 @@ def fedda(client_lr: float = 0.1, local_steps: int = 5, server_lr: float = 1.0
     return FederatedAlgorithm(
         name="fedda", init=init, broadcast=broadcast, client_update=client_update,
         server_update=server_update, output=lambda state: state.x,
-        hyperparameters=dict(client_lr=client_lr, local_steps=local_steps, server_lr=server_lr),
+        hyperparameters=dict(client_lr=client_lr, local_steps=local_steps, server_lr=server_lr,
+                             counters=counters),
         prepare=prepare)

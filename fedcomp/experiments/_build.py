@@ -75,7 +75,8 @@ def build_problem(setting: Setting | dict[str, Any], seed: int | None = None) ->
     loss, regularizer, n_classes = build_components(setting)
     return Problem(loss, regularizer, data, weighting=setting.problem.get("weighting", "uniform"),
                    n_classes=n_classes, ground_truth=truth, name=setting.name,
-                   sampler=build_sampler(setting, seed))
+                   sampler=build_sampler(setting, seed),
+                   minibatch=setting.problem.get("minibatch", "with_replacement"))
 
 
 def build_sampler(setting: Setting | dict[str, Any], seed: int | None = None) -> Any:
@@ -122,7 +123,7 @@ def build_components(setting: Setting | dict[str, Any]) -> tuple[Any, Any, int |
     setting = as_setting(setting)
     problem_cfg = dict(setting.problem)
     loss = make_loss(problem_cfg.pop("loss"), **{k: v for k, v in problem_cfg.items()
-                                                   if k != "weighting"})
+                                                   if k not in ("weighting", "minibatch")})
     reg_cfg = dict(setting.regularizer)
     reg_name = reg_cfg.pop("name")
     scope = reg_cfg.pop("scope", "all")

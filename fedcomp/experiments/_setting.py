@@ -549,7 +549,7 @@ def _check_setting(cfg: dict[str, Any]) -> None:
         _check_finite(params, "data.partition")
 
     problem = _check_table(cfg["problem"], "problem", '{loss = "logistic"}')
-    loss = _check_component(LOSSES, problem, "loss", "problem", extra=("weighting",))
+    loss = _check_component(LOSSES, problem, "loss", "problem", extra=("weighting", "minibatch"))
     n_classes = data.get("n_classes")
     if loss in CLASS_LOSSES and not (_is_integer(n_classes) and n_classes > 2):
         raise ConfigError(f"problem.loss = {loss!r} shapes a (features x classes) "

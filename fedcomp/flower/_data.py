@@ -134,5 +134,6 @@ def load_node_data(config_json: str, node_config: tuple[tuple[str, Any], ...],
     # streaming (``streaming = true``): minibatches are fresh draws of the generator keyed by
     # the global client id, as in the simulator; the node's data then only fix shapes
     problem = Problem(loss, regularizer, data, n_classes=n_classes, name=setting.name,
-                      sampler=build_sampler(setting, seed))
+                      sampler=build_sampler(setting, seed),
+                      minibatch=setting.problem.get("minibatch", "with_replacement"))
     return NodeData(problem, ids, n_clients)
