@@ -97,6 +97,25 @@ def test_show_round_trips_every_experiment(name):
     assert validate(tomllib.loads(to_toml(as_written(validate(quick))))) == validate(quick)
 
 
+@pytest.mark.parametrize("name", experiment_names())
+def test_every_experiment_is_judged_over_several_seeds(name):
+    """Issue 19: a verdict is a statistic — at least 3 seeds in every reading, each seed
+    drawing its own data unless a pin is explained in the file (real data's fixed split)."""
+    from fedcomp.config import experiment_source, reading_config, readings
+
+    raw = load(name)
+    if raw.get("kind") == "timing":
+        return  # a measurement, not a training run: no seeds
+    for reading in readings(raw):
+        assert len(validate(reading_config(raw, reading))["seeds"]) >= 3, (name, reading)
+    pinned = "seed" in raw["data"] and raw["data"]["seed"] != "run"
+    if pinned:
+        source = experiment_source(name)
+        line = next(text for text in source.splitlines() if text.strip().startswith("seed ="))
+        assert "#" in line or "# " in source.split(line)[0].splitlines()[-1], (
+            f"{name} pins data.seed without saying why")
+
+
 def test_show_command_prints_resolved_or_source(capsys):
     assert main(["show", "seed000", "--set", "rounds=7"]) == 0
     shown = tomllib.loads(capsys.readouterr().out)
