@@ -14,7 +14,7 @@ from fedcomp.data import LiangSampler, liang_logistic_models
 from fedcomp.experiments import EXPERIMENTS, build_problem, resolve, run_experiment, validate
 
 CONFIGS = Path(__file__).parents[1] / "fedcomp" / "configs"
-REDUCED = ["rounds=4", "eval_every=2", "data.n_features=40", "data.sparsity=4",
+REDUCED = ["rounds=4", "eval_every=2", "seeds=[0]", "data.n_features=40", "data.sparsity=4",
            "topology.sparsity=4", "algorithms.drefedda_gt.sparsity=4",
            "algorithms.mrefedda_gt.sparsity=4", "algorithms.mrefedda_gt.stage_rounds=2"]
 

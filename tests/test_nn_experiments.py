@@ -34,7 +34,7 @@ def rows(out: Path) -> list[dict]:
 
 def reduced(name: str, *assignments: str) -> dict:
     cfg = config.load(name)
-    for assignment in ("rounds=2", "eval_every=1", *assignments):
+    for assignment in ("rounds=2", "eval_every=1", "seeds=[0]", *assignments):
         cfg = config.apply_override(cfg, assignment)
     return cfg
 
