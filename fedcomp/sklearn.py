@@ -60,9 +60,11 @@ from ._extras import require
 
 require("sklearn.base", "fedcomp.sklearn")
 
+# scikit-learn >= 1.6 (the data extra's floor): validate_data and the tags API
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin  # noqa: E402
+from sklearn.utils import ClassifierTags, RegressorTags  # noqa: E402
 from sklearn.utils.multiclass import check_classification_targets  # noqa: E402
-from sklearn.utils.validation import check_is_fitted  # noqa: E402
+from sklearn.utils.validation import check_is_fitted, validate_data  # noqa: E402
 
 from .algorithms import ALGORITHMS, FederatedAlgorithm, make_algorithm  # noqa: E402
 from .data import ClientData  # noqa: E402
@@ -81,13 +83,6 @@ from .regularizers import (  # noqa: E402
 )
 from .regularizers._masked import SEPARABLE  # noqa: E402
 from .runtime import simulate  # noqa: E402
-
-try:  # scikit-learn >= 1.6
-    from sklearn.utils.validation import validate_data
-except ImportError:  # pragma: no cover - older scikit-learn validates through the estimator
-    def validate_data(estimator: Any, *args: Any, **kwargs: Any) -> Any:
-        return estimator._validate_data(*args, **kwargs)
-
 
 #: Losses whose model predicts classes (the classifier behaviour of FederatedEstimator).
 CLASSIFICATION_LOSSES = ("logistic", "softmax")
@@ -445,9 +440,7 @@ class FederatedEstimator(_FederatedModel):
         return float(mixin.score(self, X, y, sample_weight))  # type: ignore[arg-type]
 
     def __sklearn_tags__(self) -> Any:
-        # scikit-learn >= 1.6 asks for tags; the estimator's type follows its loss
-        from sklearn.utils import ClassifierTags, RegressorTags
-
+        # the estimator's type follows its loss
         tags = super().__sklearn_tags__()
         if self._is_classifier():
             tags.estimator_type = "classifier"
