@@ -71,6 +71,39 @@ def resolve_run(config: dict[str, Any], seeds: list[int] | None,
     return config
 
 
+def idle_sweeps(config: dict[str, Any], sweep: list[tuple[str, list[str]]]) -> list[str]:
+    """One warning per ``--sweep algorithm.PARAM`` that some algorithm of ``config`` does not
+    take: those algorithms run identically for every value (``fedcomp best`` calls it a tie).
+
+    Examples
+    --------
+    >>> cfg = {"algorithms": [{"name": "fedmid"}, {"name": "fast_fedda"}]}
+    >>> for line in idle_sweeps(cfg, [("algorithm.client_lr", ["0.1", "1"]),
+    ...                               ("rounds", ["5", "9"])]):
+    ...     print(line.replace(" and runs", "\\n  and runs"))
+    warning: --sweep algorithm.client_lr: fast_fedda does not take 'client_lr'
+      and runs identically for each of its 2 values ('fedcomp best' reports a tie)
+    """
+    from .algorithms import REGISTRY
+    from .config import algorithm_entries
+
+    warnings = []
+    for key, values in sweep:
+        kind, _, param = key.partition(".")
+        if kind != "algorithm" or len(values) < 2:
+            continue
+        idle = [e.get("label", e.get("name", "?")) for e in algorithm_entries(config)
+                if param not in e and e.get("name") in REGISTRY
+                and param not in REGISTRY.settable(e["name"])]
+        if idle:
+            names = ", ".join(dict.fromkeys(idle))
+            warnings.append(f"warning: --sweep {key}: {names} "
+                            f"{'does' if len(set(idle)) == 1 else 'do'} not take {param!r} and "
+                            f"runs identically for each of its {len(values)} values "
+                            "('fedcomp best' reports a tie)")
+    return warnings
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from .config import parse_seeds, parse_sweep
     from .experiments import Experiment, run_experiment
@@ -79,6 +112,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     seeds = parse_seeds(args.seeds) if args.seeds else None
     sweep = [parse_sweep(s) for s in args.sweep or []]
     resolved = resolve_run(config, seeds, sweep)  # a bad config fails before anything is written
+    for warning in idle_sweeps(config, sweep):
+        print(warning, file=sys.stderr)
     out = Path(args.out) if args.out else Path("runs") / (
         f"{config.get('name', 'run')}-{time.strftime('%Y%m%d-%H%M%S')}")
     if (out / "results.csv").exists() and not args.resume:

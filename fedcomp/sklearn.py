@@ -130,7 +130,7 @@ def _seed(random_state: Any) -> int:
                      f"{random_state!r})")
 
 
-def _with_intercept(regularizer: Regularizer, shape: tuple[int, ...]) -> Regularizer:
+def _with_intercept(regularizer: Regularizer, shape: tuple[int, ...]) -> Any:
     """``regularizer`` on every coordinate except the last feature row (the intercept's)."""
     if not isinstance(regularizer, SEPARABLE):
         raise ValueError(f"fit_intercept=True leaves the intercept unpenalised, which needs a "
@@ -141,8 +141,7 @@ def _with_intercept(regularizer: Regularizer, shape: tuple[int, ...]) -> Regular
     return Masked(regularizer, mask)
 
 
-def _penalty(penalty: Any, alpha: Any, l1_ratio: Any, gamma: Any, param_ndim: int
-             ) -> Regularizer:
+def _penalty(penalty: Any, alpha: Any, l1_ratio: Any, gamma: Any, param_ndim: int) -> Any:
     """The regularizer of a ``penalty`` name, in scikit-learn's parametrisation."""
     names = ("l1", "elasticnet", "l2", "mcp", "scad", "none")
     if penalty is None or penalty == "none":
@@ -167,8 +166,8 @@ def _penalty(penalty: Any, alpha: Any, l1_ratio: Any, gamma: Any, param_ndim: in
 
 
 def _nonnegative(value: Any) -> bool:
-    return (isinstance(value, int | float | np.integer | np.floating)
-            and not isinstance(value, bool) and np.isfinite(value) and value >= 0)
+    return bool(isinstance(value, int | float | np.integer | np.floating)
+                and not isinstance(value, bool) and np.isfinite(value) and value >= 0)
 
 
 def _algorithm(algorithm: Any, algorithm_params: Any, client_lr: Any, problem: Problem
@@ -266,7 +265,7 @@ class _FederatedModel(BaseEstimator):
         problem = Problem(loss, regularizer, data, weighting="samples", n_classes=n_classes)
         algorithm = _algorithm(self.algorithm, self.algorithm_params, self.client_lr, problem)
         eval_every = self.rounds if self.eval_every is None else self.eval_every
-        run = simulate(algorithm, problem, int(self.rounds), eval_every=eval_every,
+        run = simulate(algorithm, problem, int(self.rounds), eval_every=int(eval_every),
                        metrics=["objective"], clients_per_round=self.clients_per_round,
                        batch_size=self.batch_size, seed=_seed(self.random_state),
                        progress=False)
@@ -412,14 +411,13 @@ class FederatedEstimator(_FederatedModel):
             return self.regularizer
         params = dict(self.regularizer_params or {})
         if self.alpha is not None:
-            accepted = inspect.signature(REGULARIZERS.entry(self.regularizer).factory).parameters
+            accepted = REGULARIZERS.parameters(self.regularizer)
             if "alpha" not in accepted:
                 raise ValueError(f"regularizer {self.regularizer!r} takes no alpha (its "
                                  f"parameters: {', '.join(accepted)}): pass alpha=None and "
                                  "regularizer_params={...}")
             params["alpha"] = self.alpha
-        if "param_ndim" in inspect.signature(REGULARIZERS.entry(self.regularizer).factory
-                                             ).parameters:
+        if "param_ndim" in REGULARIZERS.parameters(self.regularizer):
             params.setdefault("param_ndim", param_ndim)
         return make_regularizer(self.regularizer, **params)
 

@@ -218,7 +218,8 @@ class FederatedAlgorithm(NamedTuple):
     #: "rounds" (:func:`fedcomp.runtime.simulate`) or "async" (``simulate_async``)
     execution: str = "rounds"
 
-    __repr__ = algorithm_repr
+    def __repr__(self) -> str:
+        return algorithm_repr(self)
 
 
 def replicate(x: Array, n: int) -> Array:

@@ -81,4 +81,5 @@ class DecentralizedAlgorithm(NamedTuple):
     #: ``after_gossip(states, prox) -> states``: the nodes' prox of what they received
     after_gossip: Callable[[Any, Callable[[Array, Any], Array]], Any] | None = None
 
-    __repr__ = algorithm_repr
+    def __repr__(self) -> str:
+        return algorithm_repr(self)
