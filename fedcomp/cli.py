@@ -104,6 +104,27 @@ def idle_sweeps(config: dict[str, Any], sweep: list[tuple[str, list[str]]]) -> l
     return warnings
 
 
+def dry_run(resolved: Any, out: Path) -> str:
+    """What ``fedcomp run --dry-run`` prints: the resolved configuration as TOML (what
+    ``fedcomp show`` prints, with --set, --reading and --seeds applied), then one line per
+    planned run (the cells that identify it in ``results.csv``) and the output directory.
+    Nothing is built, run or written."""
+    from .config import to_toml
+    from .experiments import Experiment, as_written, plan
+
+    if not isinstance(resolved, Experiment):  # a timing experiment: its module plans it
+        return (to_toml(resolved) + f"# a timing experiment (kind = \"timing\"): its module "
+                f"times the runs; output would go to {out}/")
+    runs = plan(resolved)
+    lines = [to_toml(as_written(resolved.config)).rstrip("\n"), "",
+             f"# planned: {len(runs)} runs ({len(resolved.settings)} settings x "
+             f"{len(resolved.seeds)} seeds x their algorithms and gradient modes) -> {out}/"]
+    for run in runs:
+        cells = {**run.tags, "rounds": run.setting.rounds}  # a swept rounds is a tag already
+        lines.append(" ".join(f"{key}={value}" for key, value in cells.items()))
+    return "\n".join(lines)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from .config import parse_seeds, parse_sweep
     from .experiments import Experiment, run_experiment
@@ -116,6 +137,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(warning, file=sys.stderr)
     out = Path(args.out) if args.out else Path("runs") / (
         f"{config.get('name', 'run')}-{time.strftime('%Y%m%d-%H%M%S')}")
+    if args.dry_run:
+        print(dry_run(resolved, out))
+        return 0
     if (out / "results.csv").exists() and not args.resume:
         print(f"error: {out}/results.csv already exists; pass another --out, remove it, or "
               "--resume to finish an interrupted run", file=sys.stderr)
@@ -480,6 +504,8 @@ errors:
                      "(e.g. as_run: the conventions of the authors' official code); default "
                      "as_written, the paper's equations")
     run.add_argument("--quiet", action="store_true", help="no progress lines")
+    run.add_argument("--dry-run", action="store_true", help="print the resolved configuration "
+                     "and the planned runs, then stop: nothing is run or written")
     run.set_defaults(func=cmd_run)
 
     best = sub.add_parser("best", help="the best swept setting per algorithm of a run directory",
