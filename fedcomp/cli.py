@@ -262,21 +262,25 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
     from .plotting import plot_results
 
-    results = Path(args.dir) / "results.csv"
-    if not results.exists():
-        print(f"error: {results} not found; give a directory written by 'fedcomp run'",
-              file=sys.stderr)
-        return 2
-    with results.open(newline="") as f:
-        columns = next(csv.reader(f), [])
-    if args.metric not in columns:  # the plot would fall back to another metric silently
-        metrics = [c for c in columns if c not in ("algorithm", "method", "batch_size",
-                                                   "variant", "seed", "round", "status")]
-        print(f"error: no column {args.metric!r} in {results}; --metric takes one of "
-              f"{metrics}", file=sys.stderr)
-        return 2
-    out = Path(args.output) if args.output else Path(args.dir) / f"plot_{args.metric}_{args.x}.png"
-    plot_results(results, out, metric=args.metric, x_axis=args.x)
+    paths = [Path(d) / "results.csv" for d in args.dir]
+    for results in paths:
+        if not results.exists():
+            print(f"error: {results} not found; give directories written by 'fedcomp run'",
+                  file=sys.stderr)
+            return 2
+        with results.open(newline="") as f:
+            columns = next(csv.reader(f), [])
+        if args.metric not in columns:  # the plot would fall back to another metric silently
+            metrics = [c for c in columns if c not in ("algorithm", "method", "batch_size",
+                                                       "variant", "seed", "round", "status")]
+            print(f"error: no column {args.metric!r} in {results}; --metric takes one of "
+                  f"{metrics}", file=sys.stderr)
+            return 2
+    name = f"plot_{args.metric}_{args.x}.png"
+    # one run: beside its results; several: here, not inside one of them
+    out = Path(args.output) if args.output else (
+        Path(args.dir[0]) / name if len(paths) == 1 else Path(name))
+    plot_results(paths[0] if len(paths) == 1 else paths, out, metric=args.metric, x_axis=args.x)
     print(f"wrote {out}")
     return 0
 
@@ -560,13 +564,15 @@ errors:
                       "file as shipped, comments included")
     show.set_defaults(func=cmd_show)
 
-    plot = sub.add_parser("plot", help="plot results.csv of a run directory")
-    plot.add_argument("dir", help="a directory written by 'fedcomp run'")
+    plot = sub.add_parser("plot", help="plot results.csv of a run directory, or overlay several")
+    plot.add_argument("dir", nargs="+", help="directories written by 'fedcomp run'; several "
+                      "are overlaid in one figure, each curve named RUN/algorithm")
     plot.add_argument("--metric", default="optimality", help="y axis (default optimality)")
     plot.add_argument("--x", default="round", choices=["round", "wall_s", "floats", "floats_up",
                                                        "grad_evals", "sim_time"],
                       help="x axis")
-    plot.add_argument("--output", "-o", help="output PNG (default DIR/plot_METRIC_X.png)")
+    plot.add_argument("--output", "-o", help="output PNG (default DIR/plot_METRIC_X.png; for "
+                      "several directories ./plot_METRIC_X.png)")
     plot.set_defaults(func=cmd_plot)
     _add_data(sub)
     _add_flower(sub)

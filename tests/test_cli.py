@@ -128,6 +128,15 @@ def test_plot_command(tmp_path):
     assert (out_dir / "plot_objective_floats_up.png").stat().st_size > 10_000
     bad = fedcomp("plot", str(tmp_path / "empty"))
     assert bad.returncode == 2 and "not found" in bad.stderr
+    # several runs overlay in one figure, written where the command runs
+    second = tmp_path / "q"
+    assert fedcomp("run", *SMALL, "--set", "rounds=8", "--out", str(second),
+                   "--quiet").returncode == 0
+    res = fedcomp("plot", str(out_dir), str(second), "--metric", "objective", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "plot_objective_round.png").stat().st_size > 10_000
+    bad = fedcomp("plot", str(out_dir), str(tmp_path / "empty"))
+    assert bad.returncode == 2 and "empty/results.csv not found" in bad.stderr
 
 
 @pytest.mark.slow
