@@ -198,6 +198,15 @@ def _algorithm(algorithm: Any, algorithm_params: Any, client_lr: Any, problem: P
 
 
 # --- the estimators -----------------------------------------------------------------------
+def _store(estimator: Any, arguments: dict[str, Any]) -> None:
+    """Keep the constructor's arguments as they are, as scikit-learn asks (no validation
+    before ``fit``). Each class spells its parameters out in its own ``__init__`` signature,
+    which is where ``get_params`` reads them."""
+    for name, value in arguments.items():
+        if name not in ("self", "__class__"):
+            setattr(estimator, name, value)
+
+
 class _FederatedModel(BaseEstimator):
     """Fit, predict and the attributes every estimator of this module shares.
 
@@ -375,20 +384,7 @@ class FederatedEstimator(_FederatedModel):
                  fit_intercept: Any = True, n_clients: Any = 1, clients_per_round: Any = None,
                  batch_size: Any = None, eval_every: Any = None, random_state: Any = None
                  ) -> None:
-        self.loss = loss
-        self.regularizer = regularizer
-        self.alpha = alpha
-        self.regularizer_params = regularizer_params
-        self.algorithm = algorithm
-        self.algorithm_params = algorithm_params
-        self.client_lr = client_lr
-        self.rounds = rounds
-        self.fit_intercept = fit_intercept
-        self.n_clients = n_clients
-        self.clients_per_round = clients_per_round
-        self.batch_size = batch_size
-        self.eval_every = eval_every
-        self.random_state = random_state
+        _store(self, locals())
 
     def _loss_name(self) -> str | None:
         if isinstance(self.loss, str):
@@ -513,20 +509,7 @@ class FederatedLinearRegression(RegressorMixin, _FederatedModel):
                  client_lr: Any = "auto", rounds: Any = 300, fit_intercept: Any = True,
                  n_clients: Any = 1, clients_per_round: Any = None, batch_size: Any = None,
                  eval_every: Any = None, random_state: Any = None) -> None:
-        self.penalty = penalty
-        self.alpha = alpha
-        self.l1_ratio = l1_ratio
-        self.gamma = gamma
-        self.algorithm = algorithm
-        self.algorithm_params = algorithm_params
-        self.client_lr = client_lr
-        self.rounds = rounds
-        self.fit_intercept = fit_intercept
-        self.n_clients = n_clients
-        self.clients_per_round = clients_per_round
-        self.batch_size = batch_size
-        self.eval_every = eval_every
-        self.random_state = random_state
+        _store(self, locals())
 
     def _loss(self, n_classes: int | None) -> Loss:
         return make_loss("least_squares")
@@ -572,20 +555,7 @@ class FederatedLogisticRegression(ClassifierMixin, _FederatedModel):
                  client_lr: Any = "auto", rounds: Any = 300, fit_intercept: Any = True,
                  n_clients: Any = 1, clients_per_round: Any = None, batch_size: Any = None,
                  eval_every: Any = None, random_state: Any = None) -> None:
-        self.penalty = penalty
-        self.alpha = alpha
-        self.l1_ratio = l1_ratio
-        self.gamma = gamma
-        self.algorithm = algorithm
-        self.algorithm_params = algorithm_params
-        self.client_lr = client_lr
-        self.rounds = rounds
-        self.fit_intercept = fit_intercept
-        self.n_clients = n_clients
-        self.clients_per_round = clients_per_round
-        self.batch_size = batch_size
-        self.eval_every = eval_every
-        self.random_state = random_state
+        _store(self, locals())
 
     def _is_classifier(self) -> bool:
         return True
