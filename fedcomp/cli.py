@@ -85,6 +85,60 @@ def resolve_run(config: dict[str, Any], seeds: list[int] | None,
     return config
 
 
+def idle_sweeps(config: dict[str, Any], sweep: list[tuple[str, list[str]]]) -> list[str]:
+    """One warning per ``--sweep algorithm.PARAM`` that some algorithm of ``config`` does not
+    take: those algorithms run identically for every value (``fedcomp best`` calls it a tie).
+
+    Examples
+    --------
+    >>> cfg = {"algorithms": [{"name": "fedmid"}, {"name": "fast_fedda"}]}
+    >>> for line in idle_sweeps(cfg, [("algorithm.client_lr", ["0.1", "1"]),
+    ...                               ("rounds", ["5", "9"])]):
+    ...     print(line.replace(" and runs", "\\n  and runs"))
+    warning: --sweep algorithm.client_lr: fast_fedda does not take 'client_lr'
+      and runs identically for each of its 2 values ('fedcomp best' reports a tie)
+    """
+    from .algorithms import REGISTRY
+    from .config import algorithm_entries
+
+    warnings = []
+    for key, values in sweep:
+        kind, _, param = key.partition(".")
+        if kind != "algorithm" or len(values) < 2:
+            continue
+        idle = [e.get("label", e.get("name", "?")) for e in algorithm_entries(config)
+                if param not in e and e.get("name") in REGISTRY
+                and param not in REGISTRY.settable(e["name"])]
+        if idle:
+            names = ", ".join(dict.fromkeys(idle))
+            warnings.append(f"warning: --sweep {key}: {names} "
+                            f"{'does' if len(set(idle)) == 1 else 'do'} not take {param!r} and "
+                            f"runs identically for each of its {len(values)} values "
+                            "('fedcomp best' reports a tie)")
+    return warnings
+
+
+def dry_run(resolved: Any, out: Path) -> str:
+    """What ``fedcomp run --dry-run`` prints: the resolved configuration as TOML (what
+    ``fedcomp show`` prints, with --set, --reading and --seeds applied), then one line per
+    planned run (the cells that identify it in ``results.csv``) and the output directory.
+    Nothing is built, run or written."""
+    from .config import to_toml
+    from .experiments import Experiment, as_written, plan
+
+    if not isinstance(resolved, Experiment):  # a timing experiment: its module plans it
+        return (to_toml(resolved) + f"# a timing experiment (kind = \"timing\"): its module "
+                f"times the runs; output would go to {out}/")
+    runs = plan(resolved)
+    lines = [to_toml(as_written(resolved.config)).rstrip("\n"), "",
+             f"# planned: {len(runs)} runs ({len(resolved.settings)} settings x "
+             f"{len(resolved.seeds)} seeds x their algorithms and gradient modes) -> {out}/"]
+    for run in runs:
+        cells = {**run.tags, "rounds": run.setting.rounds}  # a swept rounds is a tag already
+        lines.append(" ".join(f"{key}={value}" for key, value in cells.items()))
+    return "\n".join(lines)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from .config import parse_seeds, parse_sweep
     from .experiments import Experiment, run_experiment
@@ -93,7 +147,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     seeds = parse_seeds(args.seeds) if args.seeds else None
     sweep = [parse_sweep(s) for s in args.sweep or []]
     resolved = resolve_run(config, seeds, sweep)  # a bad config fails before anything is written
+    for warning in idle_sweeps(config, sweep):
+        print(warning, file=sys.stderr)
     out = Path(args.out) if args.out else default_out(config)
+    if args.dry_run:
+        print(dry_run(resolved, out))
+        return 0
     if (out / "results.csv").exists() and not args.resume:
         print(f"error: {out}/results.csv already exists; pass another --out, remove it, or "
               "--resume to finish an interrupted run", file=sys.stderr)
@@ -221,26 +280,30 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
     from .plotting import plot_results
 
-    results = Path(args.dir) / "results.csv"
-    if not results.exists():
-        print(f"error: {results} not found; give a directory written by 'fedcomp run'",
-              file=sys.stderr)
-        return 2
-    with results.open(newline="") as f:
-        columns = next(csv.reader(f), [])
-    if args.metric not in columns:  # the plot would fall back to another metric silently
-        metrics = [c for c in columns if c not in ("algorithm", "method", "batch_size",
-                                                   "variant", "seed", "round", "status")]
-        print(f"error: no column {args.metric!r} in {results}; --metric takes one of "
-              f"{metrics}", file=sys.stderr)
-        return 2
-    if not set(_axis_columns(args.x)) <= set(columns):  # e.g. sim_time: timed runs only
-        axes = [a for a in PLOT_AXES if set(_axis_columns(a)) <= set(columns)]
-        print(f"error: no column {args.x!r} in {results} (it has {columns}); --x takes one "
-              f"of {axes} for this run", file=sys.stderr)
-        return 2
-    out = Path(args.output) if args.output else Path(args.dir) / f"plot_{args.metric}_{args.x}.png"
-    plot_results(results, out, metric=args.metric, x_axis=args.x)
+    paths = [Path(d) / "results.csv" for d in args.dir]
+    for results in paths:
+        if not results.exists():
+            print(f"error: {results} not found; give directories written by 'fedcomp run'",
+                  file=sys.stderr)
+            return 2
+        with results.open(newline="") as f:
+            columns = next(csv.reader(f), [])
+        if args.metric not in columns:  # the plot would fall back to another metric silently
+            metrics = [c for c in columns if c not in ("algorithm", "method", "batch_size",
+                                                       "variant", "seed", "round", "status")]
+            print(f"error: no column {args.metric!r} in {results}; --metric takes one of "
+                  f"{metrics}", file=sys.stderr)
+            return 2
+        if not set(_axis_columns(args.x)) <= set(columns):  # e.g. sim_time: timed runs only
+            axes = [a for a in PLOT_AXES if set(_axis_columns(a)) <= set(columns)]
+            print(f"error: no column {args.x!r} in {results} (it has {columns}); --x takes one "
+                  f"of {axes} for this run", file=sys.stderr)
+            return 2
+    name = f"plot_{args.metric}_{args.x}.png"
+    # one run: beside its results; several: here, not inside one of them
+    out = Path(args.output) if args.output else (
+        Path(args.dir[0]) / name if len(paths) == 1 else Path(name))
+    plot_results(paths[0] if len(paths) == 1 else paths, out, metric=args.metric, x_axis=args.x)
     print(f"wrote {out}")
     return 0
 
@@ -472,6 +535,8 @@ errors:
                      "(e.g. as_run: the conventions of the authors' official code); default "
                      "as_written, the paper's equations")
     run.add_argument("--quiet", action="store_true", help="no progress lines")
+    run.add_argument("--dry-run", action="store_true", help="print the resolved configuration "
+                     "and the planned runs, then stop: nothing is run or written")
     run.set_defaults(func=cmd_run)
 
     best = sub.add_parser("best", help="the best swept setting per algorithm of a run directory",
@@ -526,11 +591,13 @@ errors:
                       "file as shipped, comments included")
     show.set_defaults(func=cmd_show)
 
-    plot = sub.add_parser("plot", help="plot results.csv of a run directory")
-    plot.add_argument("dir", help="a directory written by 'fedcomp run'")
+    plot = sub.add_parser("plot", help="plot results.csv of a run directory, or overlay several")
+    plot.add_argument("dir", nargs="+", help="directories written by 'fedcomp run'; several "
+                      "are overlaid in one figure, each curve named RUN/algorithm")
     plot.add_argument("--metric", default="optimality", help="y axis (default optimality)")
     plot.add_argument("--x", default="round", choices=PLOT_AXES, help="x axis")
-    plot.add_argument("--output", "-o", help="output PNG (default DIR/plot_METRIC_X.png)")
+    plot.add_argument("--output", "-o", help="output PNG (default DIR/plot_METRIC_X.png; for "
+                      "several directories ./plot_METRIC_X.png)")
     plot.set_defaults(func=cmd_plot)
     _add_data(sub)
     _add_flower(sub)

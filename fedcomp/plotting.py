@@ -256,9 +256,41 @@ def seed_band(rows: list[dict[str, Any]], metric: str, x_axis: str
             np.array([y.max() for y in ys]), seeds)
 
 
-def plot_results(results: str | Path, out: str | Path, metric: str = "optimality",
+def run_labels(paths: list[Path]) -> list[str]:
+    """How an overlay names each run: its directory's name, or the path given where two
+    directories share a name (``a/run`` and ``b/run``)."""
+    names = [path.parent.name or str(path.parent) for path in paths]
+    return [name if names.count(name) == 1 else str(path.parent)
+            for name, path in zip(names, paths, strict=True)]
+
+
+def overlay_rows(results: Any) -> tuple[list[dict[str, Any]], list[str]]:
+    """The rows and swept keys of one ``results.csv``, or of several overlaid.
+
+    Several runs keep their curves apart by prefixing each algorithm label with the run's
+    name (:func:`run_labels`): ``runA/za1`` and ``runB/za1``.
+    """
+    paths = [Path(results)] if isinstance(results, str | Path) else [Path(p) for p in results]
+    if not paths:
+        raise ValueError("no results.csv to plot")
+    rows: list[dict[str, Any]] = []
+    keys: list[str] = []
+    for path, name in zip(paths, run_labels(paths), strict=True):
+        these = read_results(path)
+        if len(paths) > 1:
+            for row in these:
+                row["algorithm"] = f"{name}/{row['algorithm']}"
+        rows += these
+        keys += [k for k in sweep_keys(path) if k not in keys]
+    return rows, keys
+
+
+def plot_results(results: Any, out: str | Path, metric: str = "optimality",
                  x_axis: str = "round", title: str = "", fallback: bool = True) -> Path:
     """Plot ``metric`` against ``x_axis``, one panel per (variant, gradient mode).
+
+    ``results`` is a ``results.csv`` path, or a list of them to overlay in one figure
+    (each curve then named ``RUN/algorithm``, :func:`overlay_rows`).
 
     Curves are the median over seeds with the min–max spread shaded (:func:`seed_band`),
     one per algorithm and, for a ``--sweep`` run, per grid point (:func:`curve_key`; the
@@ -328,7 +360,7 @@ def _legend_name(row: dict[str, Any], modes_differ: bool) -> str:
     return label
 
 
-def results_figure(results: str | Path, metric: str = "optimality", x_axis: str = "round",
+def results_figure(results: Any, metric: str = "optimality", x_axis: str = "round",
                    title: str = "", fallback: bool = True) -> Any:
     """The matplotlib ``Figure`` that :func:`plot_results` saves (same arguments).
 
@@ -346,7 +378,7 @@ def results_figure(results: str | Path, metric: str = "optimality", x_axis: str 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = read_results(results)
+    rows, keys = overlay_rows(results)
     if not rows:
         raise ValueError(f"{results}: no rows to plot")
     if fallback:
@@ -354,7 +386,6 @@ def results_figure(results: str | Path, metric: str = "optimality", x_axis: str 
     panels = panels_of(rows, metric)
     if not panels:
         raise ValueError(f"{results}: no run records a finite {metric!r}; nothing to plot")
-    keys = sweep_keys(results)
     modes_differ = len({mode for _, mode in panels}) > 1
     curves: dict[tuple[str, str], dict[tuple[str, tuple[tuple[str, str], ...]],
                                         list[dict[str, Any]]]] = {p: defaultdict(list)

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 from _loops import loop_fedavg, loop_fedda, loop_fedmid, loop_za1
 from conftest import heterogeneous_data, make_problem
 
 from fedcomp import ClientData, Problem, simulate
-from fedcomp.algorithms import fedavg, fedda, fedmid, make_algorithm, za1, za1_correction
+from fedcomp.algorithms import (
+    REGISTRY,
+    execution_of,
+    fedavg,
+    fedda,
+    fedmid,
+    make_algorithm,
+    za1,
+    za1_correction,
+)
 from fedcomp.losses import LeastSquares, Logistic
 from fedcomp.reference import solve_reference
 from fedcomp.regularizers import L1, ElasticNet
@@ -222,3 +233,27 @@ def test_weakly_convex_prox_steps_are_checked_before_round_one(alg, match):
         simulate(alg, p, 1)
     ok = make_algorithm(alg.name, client_lr=0.1, local_steps=2)
     simulate(ok, p, 2, metrics=[])  # steps below 1/ρ run
+
+
+@pytest.mark.parametrize("name", list(REGISTRY))
+def test_repr_names_the_algorithm_and_its_hyperparameters(name):
+    algorithm = make_algorithm(name)
+    text = repr(algorithm)
+    assert text.startswith(f"{name}(") and text.endswith(")") and "<function" not in text
+    for key, value in algorithm.hyperparameters.items():
+        assert f"{key}={value!r}" in text
+    factory = REGISTRY.entry(name).factory
+    if set(algorithm.hyperparameters) <= set(inspect.signature(factory).parameters):
+        # then the repr is the call that builds it again
+        rebuilt = eval(text, {name: factory})  # noqa: S307 - our own repr and factory
+        assert rebuilt.hyperparameters == algorithm.hyperparameters
+        assert repr(rebuilt) == text
+    else:
+        # the gossip variants record the switches their shared builder set (dfedda_gt:
+        # gradient_tracking=True), which their factories fix rather than take
+        assert execution_of(name) == "decentralized"
+
+
+def test_repr_shows_the_values_given():
+    assert repr(za1(client_lr=0.5, local_steps=3)) == (
+        "za1(client_lr=0.5, local_steps=3, server_lr=1.0, final_prox=True)")

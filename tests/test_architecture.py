@@ -22,7 +22,7 @@ PIPELINE = ["fedcomp.config", "fedcomp.experiments._setting", "fedcomp.experimen
 
 #: Modules above the core: the pipeline, the experiments' rules and the front ends.
 UPPER = ("fedcomp.config", "fedcomp.experiments", "fedcomp.report", "fedcomp.cli",
-         "fedcomp.flower", "fedcomp.__main__")
+         "fedcomp.flower", "fedcomp.__main__", "fedcomp.sklearn")
 
 
 def modules(root: Path = PACKAGE) -> dict[str, tuple[Path, bool]]:

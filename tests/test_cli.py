@@ -128,6 +128,15 @@ def test_plot_command(tmp_path):
     assert (out_dir / "plot_objective_floats_up.png").stat().st_size > 10_000
     bad = fedcomp("plot", str(tmp_path / "empty"))
     assert bad.returncode == 2 and "not found" in bad.stderr
+    # several runs overlay in one figure, written where the command runs
+    second = tmp_path / "q"
+    assert fedcomp("run", *SMALL, "--set", "rounds=8", "--out", str(second),
+                   "--quiet").returncode == 0
+    res = fedcomp("plot", str(out_dir), str(second), "--metric", "objective", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "plot_objective_round.png").stat().st_size > 10_000
+    bad = fedcomp("plot", str(out_dir), str(tmp_path / "empty"))
+    assert bad.returncode == 2 and "empty/results.csv not found" in bad.stderr
 
 
 @pytest.mark.slow
@@ -277,3 +286,25 @@ def test_plot_rejects_a_metric_that_is_not_a_column(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "no column 'optimalty'" in err and "['objective', 'optimality']" in err
     assert not list(tmp_path.glob("*.png"))
+
+
+def test_dry_run_prints_the_setting_and_the_planned_runs_and_writes_nothing(
+        tmp_path, capsys, monkeypatch):
+    import tomllib
+
+    monkeypatch.chdir(tmp_path)  # the default --out would be runs/seed000-TIME here
+    assert main(["run", "seed000", *SMALL, "--seeds", "0:2", "--dry-run",
+                 "--sweep", "rounds=4,8"]) == 0
+    assert list(tmp_path.iterdir()) == []
+    out = capsys.readouterr().out
+    setting, _, runs = out.partition("\n# planned: ")
+    resolved = tomllib.loads(setting)  # the resolved configuration, as `fedcomp show` prints
+    assert resolved["seeds"] == [0, 1] and resolved["data"]["n_clients"] == 5
+    lines = runs.strip().splitlines()
+    algorithms = [a["name"] for a in load("seed000")["algorithms"]]
+    expected = 2 * 2 * 2 * len(algorithms)  # sweep points x seeds x gradient modes x algorithms
+    assert lines[0].startswith(f"{expected} runs (2 settings x 2 seeds")
+    assert len(lines) == 1 + expected
+    assert lines[1] == (f"algorithm={algorithms[0]}_full method={algorithms[0]} "
+                        "batch_size=full seed=0 rounds=4")
+    assert {line.rsplit("rounds=", 1)[1] for line in lines[1:]} == {"4", "8"}

@@ -214,6 +214,13 @@ def test_data_api_without_scikit_learn(tmp_path, feature):
     assert_missing(results[feature], "data", f"fedcomp.data.{feature}")
 
 
+def test_sklearn_front_door_without_scikit_learn(tmp_path):
+    results = probe_api("sklearn", {"core": "import fedcomp",
+                                    "estimators": "import fedcomp.sklearn"}, tmp_path)
+    assert results["core"] == ["ok", "", False]
+    assert_missing(results["estimators"], "data", "fedcomp.sklearn")
+
+
 def test_data_cli_without_scikit_learn(tmp_path):
     res = fedcomp_without("sklearn", "run", "fedcanon_stepsizes", "--set", "rounds=1",
                           "--out", "out", cwd=tmp_path)

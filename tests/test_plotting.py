@@ -279,3 +279,31 @@ def test_every_algorithm_has_a_color_of_its_own():
     names = [*ALGORITHMS, *DECENTRALIZED]
     assert set(names) <= set(COLORS)  # chosen, not given by registry order
     assert len({color_of(n) for n in names}) == len(names)
+
+
+def test_several_runs_overlay_in_one_figure_named_by_run(tmp_path):
+    import matplotlib.pyplot as plt
+
+    def run(directory, rate):
+        directory.mkdir(parents=True)
+        return _write_rows(directory / "results.csv", [
+            {"algorithm": "za1", "method": "za1", "batch_size": "full", "seed": 0,
+             "round": r, "optimality": rate ** r} for r in (0, 5, 10)])
+
+    fast, slow = run(tmp_path / "fast", 0.5), run(tmp_path / "slow", 0.9)
+    twin = run(tmp_path / "other" / "fast", 0.7)  # the same directory name as `fast`
+    fig = results_figure([fast, slow])
+    try:
+        (ax,) = fig.axes
+        curves = {line.get_label(): list(line.get_ydata()) for line in ax.get_lines()}
+        assert sorted(curves) == ["fast/za1", "slow/za1"]
+        np.testing.assert_allclose(curves["slow/za1"], 0.9 ** np.array([0, 5, 10]))
+        assert len({line.get_color() for line in ax.get_lines()}) == 2
+    finally:
+        plt.close(fig)
+    fig = results_figure([fast, twin])
+    try:
+        labels = sorted(line.get_label() for line in fig.axes[0].get_lines())
+        assert labels == sorted([f"{tmp_path / 'fast'}/za1", f"{tmp_path / 'other' / 'fast'}/za1"])
+    finally:
+        plt.close(fig)

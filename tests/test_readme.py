@@ -54,7 +54,8 @@ def run_block(source: str) -> dict:
 
 def test_every_python_block_is_covered():
     """A new snippet must get a test here (or be listed as needing outside context)."""
-    covered = ("fedcomp.za1(", "partition=\"writers\"", "TorchModel(\"cnn\"", "run_simulation(")
+    covered = ("fedcomp.za1(", "partition=\"writers\"", "TorchModel(\"cnn\"", "run_simulation(",
+               "FederatedLogisticRegression(")
     for block in python_blocks():
         assert any(marker in block for marker in covered), f"untested README block:\n{block}"
 
@@ -65,6 +66,14 @@ def test_quickstart_python_reaches_the_commented_accuracy(sandbox, capsys):
     # the comment says "≈ 4e-9"; measured 3.6e-9
     assert 1e-10 < printed < 1e-8
     assert namespace["run"].history[-1]["optimality"] == printed
+
+
+def test_sklearn_snippet_picks_the_commented_alpha(sandbox, capsys):
+    pytest.importorskip("sklearn")
+    namespace = run_block(block_with("FederatedLogisticRegression("))
+    # the comment: "{'alpha': 0.01} 10 (of 20 features)"
+    assert capsys.readouterr().out.split() == ["{'alpha':", "0.01}", "10"]
+    assert namespace["best"].coef_.shape == (1, 20)
 
 
 def test_digits_writers_snippet_holds_out_359_images(sandbox):

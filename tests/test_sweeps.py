@@ -75,18 +75,40 @@ def test_best_picks_the_known_best_setting(tmp_path):
     assert all(math.isfinite(b["runner_up"]["value"]) for b in worst)
 
 
+def run_small_sweep(out, algorithms, *more):
+    """A tiny seed000 swept over algorithm.client_lr = 0.001, 0.5: its exit status."""
+    return main(["run", "seed000", "--set", "rounds=4", "--set", "data.n_clients=4",
+                 "--set", "data.samples_per_client=40", "--set", "batch_size='full'",
+                 "--set", f"algorithms={algorithms}",
+                 "--sweep", "algorithm.client_lr=0.001,0.5", "--out", str(out), "--quiet",
+                 "--jobs", "1", *more])
+
+
 def test_best_command_prints_the_table(tmp_path, capsys):
     out = tmp_path / "run"
-    code = main(["run", "seed000", "--set", "rounds=4", "--set", "data.n_clients=4",
-                 "--set", "data.samples_per_client=40", "--set", "batch_size='full'",
-                 "--set", "algorithms=[{name='fedmid', client_lr=0.5}]",
-                 "--sweep", "algorithm.client_lr=0.001,0.5", "--out", str(out), "--quiet",
-                 "--jobs", "1"])
-    assert code == 0
+    assert run_small_sweep(out, "[{name='fedmid', client_lr=0.5}]") == 0
     capsys.readouterr()
     assert main(["best", str(out), "--metric", "optimality"]) == 0
     table = capsys.readouterr().out
     assert "| fedmid | algorithm.client_lr=0.5 |" in table and "runner-up" in table
+
+
+def test_a_sweep_an_algorithm_does_not_take_warns_and_best_reports_a_tie(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert run_small_sweep(out, "[{name='fedmid', client_lr=0.5}, {name='fast_fedda'}]",
+                           "--seeds", "0") == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert warnings == ["warning: --sweep algorithm.client_lr: fast_fedda does not take "
+                        "'client_lr' and runs identically for each of its 2 values "
+                        "('fedcomp best' reports a tie)"]
+    best = {b["algorithm"]: b for b in best_settings(out, "optimality")}
+    assert best["fast_fedda"]["tie"] and not best["fedmid"]["tie"]
+    assert best["fast_fedda"]["value"] == best["fast_fedda"]["runner_up"]["value"]
+    assert main(["best", str(out), "--metric", "optimality"]) == 0
+    table = capsys.readouterr().out
+    assert "| fast_fedda | tie (no setting better) |" in table
+    assert "| fedmid | algorithm.client_lr=0.5 |" in table
+    assert "tie: the best settings score exactly the same" in table
 
 
 def test_interrupted_run_resumes_to_the_same_results(tmp_path, monkeypatch):

@@ -459,7 +459,7 @@ def test_masked_rejects_nonseparable_and_bad_masks():
         Masked(GroupLasso(1.0, groups=(0, 0, 1)), np.ones(3, dtype=bool))
     with pytest.raises(ValueError, match="1-D boolean"):
         Masked(L1(1.0), np.ones(3))
-    with pytest.raises(ValueError, match="covers 3 coordinates but the model has 4"):
+    with pytest.raises(ValueError, match=r"mask has shape \(3,\) but the models have shape \(4,\)"):
         Masked(L1(1.0), np.ones(3, dtype=bool)).prox(np.ones((1, 4)), 1.0)
 
 

@@ -171,6 +171,23 @@ def setup_context(problem: Any, clients_per_round: int | None = None) -> SetupCo
                         problem.data.dtype, problem.regularizer, client_smoothness)
 
 
+def algorithm_repr(algorithm: Any) -> str:
+    """``name(hyperparameter=value, ...)``: how an algorithm reads where it is printed.
+
+    The default NamedTuple repr would list the five functions as ``<function ...>`` objects;
+    the name and the hyperparameters are what tell two algorithms apart (after ``prepare``,
+    its resolved ones, e.g. ``smoothness='auto'`` become a number).
+
+    Examples
+    --------
+    >>> from fedcomp import za1
+    >>> za1(client_lr=0.5, local_steps=5)
+    za1(client_lr=0.5, local_steps=5, server_lr=1.0, final_prox=True)
+    """
+    args = ", ".join(f"{key}={value!r}" for key, value in algorithm.hyperparameters.items())
+    return f"{algorithm.name}({args})"
+
+
 def _ready(setup: SetupContext) -> None:
     """The default ``prepare``: nothing to check or resolve."""
     return None
@@ -200,6 +217,9 @@ class FederatedAlgorithm(NamedTuple):
     warmup: bool = False
     #: "rounds" (:func:`fedcomp.runtime.simulate`) or "async" (``simulate_async``)
     execution: str = "rounds"
+
+    def __repr__(self) -> str:
+        return algorithm_repr(self)
 
 
 def replicate(x: Array, n: int) -> Array:

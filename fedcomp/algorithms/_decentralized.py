@@ -38,7 +38,7 @@ import numpy as np
 
 from .._array import Array
 from ..oracle import Oracle
-from ._base import STEP_HINT, SetupContext, _ready
+from ._base import STEP_HINT, SetupContext, _ready, algorithm_repr
 
 
 class NodeContext(NamedTuple):
@@ -80,3 +80,6 @@ class DecentralizedAlgorithm(NamedTuple):
     divergence_hint: str = STEP_HINT
     #: ``after_gossip(states, prox) -> states``: the nodes' prox of what they received
     after_gossip: Callable[[Any, Callable[[Array, Any], Array]], Any] | None = None
+
+    def __repr__(self) -> str:
+        return algorithm_repr(self)

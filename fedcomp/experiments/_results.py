@@ -537,8 +537,10 @@ def best_settings(run_dir: str | Path, metric: str = "optimality", mode: str | N
     -------
     list of dict
         One per algorithm: ``algorithm``, ``variant``, ``setting`` (swept key → value as
-        written in ``results.csv``), ``value``, ``seeds`` and ``runner_up`` (the next setting's
-        ``{"setting", "value"}``, or None).
+        written in ``results.csv``), ``value``, ``seeds``, ``runner_up`` (the next setting's
+        ``{"setting", "value"}``, or None) and ``tie``: True when the runner-up scores exactly
+        the same, so no setting won — e.g. an algorithm that does not take the swept key
+        (fast_fedda under ``--sweep algorithm.client_lr``) runs identically for every value.
     """
     mode = mode or metric_mode(metric)
     if mode not in ("min", "max"):
@@ -564,7 +566,8 @@ def best_settings(run_dir: str | Path, metric: str = "optimality", mode: str | N
         best.append({"algorithm": algorithm, "variant": variant, "setting": setting,
                      "value": value, "seeds": seeds,
                      "runner_up": {"setting": rest[0][1], "value": rest[0][0]} if rest
-                     else None})
+                     else None,
+                     "tie": bool(rest) and math.isfinite(value) and rest[0][0] == value})
     return best
 
 
@@ -577,16 +580,24 @@ def _value_text(value: float) -> str:
 
 
 def best_table(best: list[dict[str, Any]], metric: str) -> str:
-    """A Markdown table of :func:`best_settings`' result (non-finite values: "diverged")."""
+    """A Markdown table of :func:`best_settings`' result (non-finite values: "diverged").
+
+    A tie shows as ``tie`` in the best-setting column, and a note under the table says what
+    it means, so the first of equal settings is never read as a winner.
+    """
     variants = any(b["variant"] is not None for b in best)
     head = ["algorithm", *(["variant"] if variants else []), "best setting", metric,
             "runner-up", f"runner-up {metric}"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for b in best:
         runner = b["runner_up"]
+        chosen = "tie (no setting better)" if b.get("tie") else _setting_text(b["setting"])
         cells = [b["algorithm"], *([b["variant"] or ""] if variants else []),
-                 _setting_text(b["setting"]), _value_text(b["value"]),
+                 chosen, _value_text(b["value"]),
                  _setting_text(runner["setting"]) if runner else "—",
                  _value_text(runner["value"]) if runner else "—"]
         lines.append("| " + " | ".join(cells) + " |")
+    if any(b.get("tie") for b in best):
+        lines += ["", "tie: the best settings score exactly the same (the swept keys do not "
+                      "change the runs, e.g. a parameter the algorithm does not take)"]
     return "\n".join(lines)

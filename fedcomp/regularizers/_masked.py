@@ -30,8 +30,10 @@ class Masked:
     ----------
     base : L1, ElasticNet, MCP, SCAD or Zero
         The penalty on the selected coordinates.
-    mask : array of bool, shape (d,)
-        Which coordinates of a (vector) model are penalised.
+    mask : array of bool, shape ``param_shape``
+        Which coordinates of a model are penalised: ``(d,)`` for a vector model; for a
+        matrix model (a base built with ``param_ndim=2``, e.g. a softmax model whose last
+        feature row is a bias) a ``(d, k)`` mask.
 
     Notes
     -----
@@ -62,13 +64,14 @@ class Masked:
             raise ValueError(f"Masked needs a coordinate-separable penalty ({names}); got "
                              f"{type(self.base).__name__}, whose prox does not split by "
                              "coordinate")
-        if self.base.param_ndim != 1:
-            raise ValueError("Masked works on vector models: build the base with param_ndim=1")
+        ndim = int(self.base.param_ndim)
         mask = np.asarray(self.mask)
-        if mask.ndim != 1 or mask.dtype != bool:
-            raise ValueError(f"Masked: mask must be a 1-D boolean array over the model's "
-                             f"coordinates (got dtype {mask.dtype}, shape {mask.shape})")
+        if mask.ndim != ndim or mask.dtype != bool:
+            raise ValueError(f"Masked: mask must be a {ndim}-D boolean array over the model's "
+                             f"coordinates, as the base has param_ndim={ndim} (got dtype "
+                             f"{mask.dtype}, shape {mask.shape})")
         object.__setattr__(self, "mask", mask)
+        object.__setattr__(self, "param_ndim", ndim)
 
     @property
     def convex(self) -> bool:
@@ -79,9 +82,10 @@ class Masked:
         return float(self.base.weak_convexity)
 
     def _mask_like(self, x: Array) -> Array:
-        if x.shape[-1] != self.mask.size:
-            raise ValueError(f"Masked: the mask covers {self.mask.size} coordinates but the "
-                             f"model has {x.shape[-1]}")
+        shape = tuple(x.shape[x.ndim - self.param_ndim:])
+        if shape != self.mask.shape:
+            raise ValueError(f"Masked: the mask has shape {self.mask.shape} but the models "
+                             f"have shape {shape}")
         return asarray_like(self.mask, x, dtype=namespace(x).bool)
 
     def value(self, x: Array) -> Array:
@@ -95,6 +99,8 @@ class Masked:
         # the fingerprint of a problem hashes repr(regularizer): say which coordinates
         digest = hashlib.sha256(np.packbits(self.mask).tobytes()).hexdigest()[:16]
         selected = f"{int(self.mask.sum())}/{self.mask.size}"
+        if self.param_ndim != 1:
+            selected += f" of {'x'.join(map(str, self.mask.shape))}"
         return f"Masked(base={self.base!r}, mask=<{selected} {digest}>)"
 
 

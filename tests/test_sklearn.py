@@ -1,0 +1,219 @@
+"""The scikit-learn front door: check_estimator, the correspondence with scikit-learn's own
+linear models, GridSearchCV and Pipeline with client ids, and the errors."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+pytest.importorskip("sklearn")
+
+from sklearn.base import clone  # noqa: E402
+from sklearn.datasets import load_iris, make_classification, make_regression  # noqa: E402
+from sklearn.linear_model import ElasticNet as SkElasticNet  # noqa: E402
+from sklearn.linear_model import Lasso, LogisticRegression  # noqa: E402
+from sklearn.model_selection import GridSearchCV, KFold  # noqa: E402
+from sklearn.pipeline import make_pipeline  # noqa: E402
+from sklearn.preprocessing import StandardScaler  # noqa: E402
+from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
+
+import fedcomp  # noqa: E402
+from fedcomp import ClientData  # noqa: E402
+from fedcomp.regularizers import L1, GroupLasso, Masked  # noqa: E402
+from fedcomp.sklearn import (  # noqa: E402
+    FederatedEstimator,
+    FederatedLinearRegression,
+    FederatedLogisticRegression,
+)
+
+
+# --- scikit-learn's estimator checks: every one (none is expected to fail) ---------------------
+@parametrize_with_checks([
+    FederatedLinearRegression(rounds=100),
+    FederatedLogisticRegression(rounds=100),
+    FederatedEstimator(rounds=100),                                   # a regressor
+    FederatedEstimator("softmax", alpha=0.01, rounds=100),            # a classifier
+])
+def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)
+
+
+# --- the same objective as scikit-learn's models ----------------------------------------------
+def _clients_with_shifts(n: int, n_clients: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Client ids, and a per-client shift of the features: heterogeneous clients."""
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(n_clients, size=n)
+    return ids, rng.normal(scale=0.5, size=(n_clients, 1))[ids]
+
+
+def _lasso_data(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    X, y = make_regression(240, 8, n_informative=3, noise=10.0, random_state=seed)
+    ids, shift = _clients_with_shifts(len(y), 4, seed)
+    return X + shift, y, ids
+
+
+@pytest.mark.parametrize("penalty, reference", [
+    ("l1", Lasso(alpha=2.0)),
+    ("elasticnet", SkElasticNet(alpha=2.0, l1_ratio=0.3)),
+])
+def test_linear_regression_solves_sklearns_problem_with_the_same_alpha(penalty, reference):
+    X, y, ids = _lasso_data()
+    ours = FederatedLinearRegression(penalty, alpha=2.0, l1_ratio=0.3, rounds=600)
+    ours.fit(X, y, clients=ids)
+    theirs = clone(reference).set_params(tol=1e-12, max_iter=100_000).fit(X, y)
+    np.testing.assert_allclose(ours.coef_, theirs.coef_, atol=1e-5 * np.abs(theirs.coef_).max())
+    assert ours.intercept_ == pytest.approx(theirs.intercept_, abs=1e-4)
+    assert ours.coef_.shape == (8,) and isinstance(ours.intercept_, float)
+    assert (ours.coef_ == 0).sum() == (theirs.coef_ == 0).sum() > 0  # the same support
+
+
+def test_logistic_regression_is_sklearns_with_alpha_one_over_c_n():
+    X, y = make_classification(200, 5, n_informative=3, random_state=1)
+    X = StandardScaler().fit_transform(X)
+    alpha = 0.02
+    ours = FederatedLogisticRegression(alpha=alpha, rounds=3000)
+    ours.fit(X, y, clients=np.arange(200) % 3)
+    theirs = LogisticRegression(C=1 / (alpha * len(y)), l1_ratio=1.0, solver="saga",
+                                tol=1e-12, max_iter=100_000).fit(X, y)
+    assert ours.coef_.shape == (1, 5) and ours.intercept_.shape == (1,)
+    np.testing.assert_allclose(ours.coef_, theirs.coef_, atol=1e-4)
+    np.testing.assert_allclose(ours.intercept_, theirs.intercept_, atol=1e-4)
+    np.testing.assert_allclose(ours.predict_proba(X), theirs.predict_proba(X), atol=1e-4)
+
+
+def test_multiclass_is_a_multinomial_fit():
+    X, y = load_iris(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    names = np.array(["setosa", "versicolor", "virginica"])
+    labels = names[y]
+    ours = FederatedLogisticRegression(penalty="l2", alpha=0.05, rounds=1500).fit(X, labels)
+    # scikit-learn's l2 penalty is ½‖w‖²/C: alpha·N = 1/C
+    theirs = LogisticRegression(C=1 / (0.05 * len(y)), tol=1e-12, max_iter=100_000).fit(X, y)
+    assert list(ours.classes_) == list(names)
+    assert ours.coef_.shape == (3, 4) and ours.intercept_.shape == (3,)
+    # the intercepts of a softmax are determined up to a common shift: compare probabilities
+    np.testing.assert_allclose(ours.predict_proba(X), theirs.predict_proba(X), atol=1e-3)
+    np.testing.assert_allclose(ours.coef_, theirs.coef_, atol=1e-3)
+    top2 = np.sort(theirs.predict_proba(X), axis=1)[:, -2:]
+    clear = top2[:, 1] - top2[:, 0] > 1e-2  # a near tie may go either way at 1e-3
+    assert clear.sum() > 140
+    assert (ours.predict(X) == names[theirs.predict(X)])[clear].all()
+
+
+# --- GridSearchCV and Pipeline ------------------------------------------------------------
+def test_grid_search_over_alpha_picks_what_a_centralized_lasso_picks():
+    X, y = make_regression(160, 30, n_informative=3, noise=30.0, random_state=1)
+    ids, shift = _clients_with_shifts(len(y), 5, seed=1)
+    X = X + shift
+    grid = {"alpha": [0.1, 1.0, 3.0, 10.0, 30.0]}
+    folds = KFold(4, shuffle=True, random_state=0)
+    federated = GridSearchCV(FederatedLinearRegression(rounds=1000), grid, cv=folds)
+    federated.fit(X, y, clients=ids)  # GridSearchCV splits the client ids with the samples
+    centralized = GridSearchCV(Lasso(tol=1e-10, max_iter=100_000), grid, cv=folds).fit(X, y)
+    np.testing.assert_allclose(federated.cv_results_["mean_test_score"],
+                               centralized.cv_results_["mean_test_score"], rtol=1e-4)
+    assert federated.best_params_ == centralized.best_params_
+    # and the winner is not the edge of the grid: the test would see a wrong ranking
+    assert federated.best_params_["alpha"] not in (grid["alpha"][0], grid["alpha"][-1])
+
+
+def test_pipeline_passes_the_client_ids_to_the_estimator():
+    X, y, ids = _lasso_data()
+    pipe = make_pipeline(StandardScaler(), FederatedLinearRegression(alpha=1.0, rounds=300))
+    pipe.fit(X, y, federatedlinearregression__clients=ids)
+    model = pipe[-1]
+    assert list(model.clients_) == [0, 1, 2, 3]
+    assert pipe.score(X, y) > 0.9
+    pipe.set_params(federatedlinearregression__alpha=1e3).fit(
+        X, y, federatedlinearregression__clients=ids)
+    assert (pipe[-1].coef_ == 0).all()  # alpha beyond ‖Xᵀy‖∞/N: the lasso's zero solution
+
+
+# --- the ways of giving clients -------------------------------------------------------------
+def test_client_data_clients_and_an_iid_split_solve_the_same_problem():
+    X, y, ids = _lasso_data()
+    model = FederatedLinearRegression(alpha=2.0, rounds=600)
+    by_ids = clone(model).fit(X, y, clients=np.array(["abcd"[i] for i in ids]))
+    data = ClientData.from_lists([X[ids == i] for i in range(4)], [y[ids == i] for i in range(4)])
+    by_data = clone(model).fit(data)
+    iid = clone(model).set_params(n_clients=6, random_state=1).fit(X, y)
+    one = clone(model).fit(X, y)
+    assert list(by_ids.clients_) == list("abcd") and len(iid.clients_) == 6
+    np.testing.assert_allclose(by_data.coef_, by_ids.coef_, rtol=1e-12)
+    for other in (iid, one):  # weighting by samples: every split has the pooled objective
+        np.testing.assert_allclose(other.coef_, by_ids.coef_, atol=1e-5)
+
+
+def test_fitted_attributes_history_and_pickling():
+    X, y, ids = _lasso_data()
+    model = FederatedEstimator(alpha=2.0, algorithm="fedcanon", rounds=50, eval_every=10)
+    model.fit(X, y, clients=ids)
+    assert [row["round"] for row in model.history_] == [0, 10, 20, 30, 40, 50]
+    assert model.n_iter_ == 50 and model.objective_ == model.history_[-1]["objective"]
+    assert model.history_[-1]["objective"] < model.history_[0]["objective"]
+    assert model.algorithm_.startswith("fedcanon(client_lr=")
+    again = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(again.predict(X), model.predict(X))
+
+
+def test_client_lr_auto_is_one_over_local_steps_times_the_largest_smoothness():
+    X, y, ids = _lasso_data()
+    model = FederatedLinearRegression(rounds=1, algorithm_params={"local_steps": 4})
+    model.fit(X, y, clients=ids)
+    Xb = np.hstack([X, np.ones((len(y), 1))])
+    largest = max(np.linalg.eigvalsh(Xb[ids == i].T @ Xb[ids == i] / (ids == i).sum())[-1]
+                  for i in range(4))
+    run = eval(model.algorithm_, {"za1": fedcomp.za1})  # noqa: S307 - the algorithm's repr
+    assert run.hyperparameters["local_steps"] == 4
+    assert run.hyperparameters["client_lr"] == pytest.approx(1 / (4 * largest), rel=1e-10)
+    given = clone(model).set_params(client_lr=0.001).fit(X, y, clients=ids)
+    assert "client_lr=0.001," in given.algorithm_
+
+
+def test_repr_and_params():
+    model = FederatedLogisticRegression(penalty="scad", alpha=0.1, gamma=4.0)
+    assert repr(model) == "FederatedLogisticRegression(alpha=0.1, gamma=4.0, penalty='scad')"
+    assert model.get_params()["gamma"] == 4.0
+    assert model.set_params(alpha=0.2).alpha == 0.2
+    # a built algorithm shows as the call that builds it
+    assert "algorithm=za1(client_lr=1.0," in repr(FederatedEstimator(algorithm=fedcomp.za1()))
+
+
+@pytest.mark.parametrize("model, fit_kwargs, match", [
+    (FederatedLinearRegression(penalty="lasso"), {}, "unknown penalty 'lasso'.*l1, elasticnet"),
+    (FederatedLinearRegression(alpha=-1.0), {}, r"alpha must be a number >= 0 \(got alpha=-1.0"),
+    (FederatedLinearRegression(rounds=0), {}, r"rounds must be an integer >= 1 \(got 0\)"),
+    (FederatedLinearRegression(), {"clients": np.zeros(3)}, r"one client id per sample: shape"),
+    (FederatedLinearRegression(n_clients=500), {}, "n_clients=500 but only 240 samples"),
+    (FederatedLinearRegression(algorithm="nope"), {}, "algorithm must be a name of fedavg"),
+    (FederatedLinearRegression(algorithm="async_feddr"), {}, "event clock"),
+    (FederatedEstimator(regularizer=GroupLasso(1.0, groups=(0, 0, 1, 1, 2, 2, 3, 3)),
+                        alpha=None), {}, "coordinate-separable.*fit_intercept=False"),
+    (FederatedEstimator(regularizer=L1(1.0)), {}, "carries its own strength: pass alpha=None"),
+    (FederatedEstimator(regularizer="l1_ball"), {}, "takes no alpha.*regularizer_params"),
+])
+def test_errors_name_the_bad_value_and_the_fix(model, fit_kwargs, match):
+    X, y, _ = _lasso_data()
+    with pytest.raises(ValueError, match=match):
+        model.fit(X, y, **fit_kwargs)
+
+
+def test_a_classifier_needs_two_classes():
+    X = np.random.default_rng(0).normal(size=(20, 2))
+    with pytest.raises(ValueError, match="at least 2 classes; got 1 class"):
+        FederatedLogisticRegression().fit(X, np.ones(20))
+    with pytest.raises(ValueError, match="logistic loss separates 2 classes; got 3.*softmax"):
+        FederatedEstimator("logistic", alpha=0.01).fit(X, np.arange(20) % 3)
+
+
+def test_masked_on_a_matrix_model_leaves_the_bias_row_alone():
+    mask = np.ones((3, 2), dtype=bool)
+    mask[-1] = False
+    reg = Masked(L1(1.0, param_ndim=2), mask)
+    x = np.full((1, 3, 2), 2.0)
+    np.testing.assert_array_equal(reg.prox(x, 0.5)[0], [[1.5, 1.5], [1.5, 1.5], [2.0, 2.0]])
+    assert reg.value(x)[0] == 8.0 and reg.param_ndim == 2
+    with pytest.raises(ValueError, match="2-D boolean array"):
+        Masked(L1(1.0, param_ndim=2), np.ones(3, dtype=bool))
