@@ -10,7 +10,8 @@ update rule (3 clients, 2 rounds, 1e-12), and the defaults pinned against the pa
   ``server_lr`` and ``second_prox``;
 * DFedDA-GT and DReFedDA-GT, the same code (``DecFedDAGT``, ``DecReFedDAGT``): the default
   gradient tracker of DFedDA-GT, and DReFedDA-GT's ``tracker_init="zero"`` with
-  ``output="last"`` (the ``as_run`` reading of ``liang2024_*``).
+  ``output="last"``, and MReFedDA-GT's ``output="last"`` (the ``as_run`` reading of
+  ``liang2024_*``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,14 @@ import pytest
 
 from fedcomp import ClientData, Problem, simulate
 from fedcomp._random import sample_clients
-from fedcomp.algorithms import dfedda_gt, dfedmid, drefedda_gt, feddr, fedsplit
+from fedcomp.algorithms import (
+    dfedda_gt,
+    dfedmid,
+    drefedda_gt,
+    feddr,
+    fedsplit,
+    multistep_refedda_gt,
+)
 from fedcomp.losses import LeastSquares
 from fedcomp.regularizers import L1
 from fedcomp.runtime import simulate_decentralized
@@ -331,3 +339,63 @@ def test_drefedda_gt_as_run_is_the_authors_update(radius_sq):
     # each option moves the result: the paper's gradient tracker, its averaged output
     assert np.abs(final(tracker_init="gradient", output="last") - code).max() > 1e-4
     assert np.abs(final(tracker_init="zero", output="average") - code).max() > 1e-4
+
+
+def code_sparsify(w, s):
+    """utilities.py 122-124: keep the s entries of largest magnitude."""
+    keep = np.argsort(np.abs(w))[-s:]
+    out = np.zeros_like(w)
+    out[keep] = w[keep]
+    return out
+
+
+def official_multistep(features, targets, lr, steps, server_lr, radius_sq, sparsity,
+                       interval, rounds):
+    """The code's MReFedDA-GT run centralized (U = J/M, DecGossipMatrix.py 7-8):
+    ``DecReFedDAGT`` rounds (DecOptMethod.py 484-501) and, every ``interval`` rounds
+    (train.py 470-493, no --ReMovFlag), ``newstep_reset`` (461-482): Q halves, the reference
+    becomes Sparse(avg_m w^m; s), z = c = 0, and the model is the reference."""
+    n = len(features)
+    mixing = np.full((n, n), 1.0 / n)
+    ref = np.tile(X0, (n, 1))
+    z = np.zeros((n, len(X0)))
+    c = np.zeros_like(z)
+    q = radius_sq
+
+    def primal(z):
+        return ref + np.stack([code_proximal_operator_q(zm, q, P_DUAL) for zm in z])
+
+    for r in range(rounds):
+        old = z.copy()
+        for _ in range(steps):
+            g = np.stack([grad(a, b, wm)
+                          for a, b, wm in zip(features, targets, primal(z), strict=True)])
+            z = z - lr * (g + c)
+        delta = (z - old) / (steps * lr)
+        c = c + delta - mixing @ delta
+        z = mixing @ (old * (1.0 - server_lr) + z * server_lr)
+        w = primal(z)
+        if (r + 1) % interval == 0:
+            q /= 2.0
+            ref = np.tile(code_sparsify(w.mean(axis=0), sparsity), (n, 1))
+            z, c, w = np.zeros_like(z), np.zeros_like(c), ref
+    return w[0]
+
+
+@pytest.mark.parametrize("radius_sq", [1e-2, 100.0])
+def test_multistep_refedda_gt_last_is_the_authors_restart(radius_sq):
+    problem, features, targets = three_clients(weighting="uniform")
+
+    def final(output):
+        alg = multistep_refedda_gt(client_lr=0.1, local_steps=3, server_lr=0.6, p=P_DUAL,
+                                   radius_sq=radius_sq, sparsity=2, stage_rounds=2,
+                                   output=output)
+        return simulate(alg, problem, 4, x0=X0, metrics=[]).x
+
+    ref = official_multistep(features, targets, 0.1, 3, 0.6, radius_sq, 2, 2, 4)
+    np.testing.assert_allclose(final("last"), ref, rtol=0, atol=1e-12)
+    assert np.count_nonzero(ref) == 2 and np.abs(ref - code_sparsify(X0, 2)).max() > 1e-3
+    assert np.abs(final("average") - ref).max() > 1e-4  # the paper's output moves it
+    assert multistep_refedda_gt(output="last").hyperparameters["output"] == "last"
+    with pytest.raises(ValueError, match="output must be 'average' or 'last'"):
+        multistep_refedda_gt(output="final")
