@@ -13,6 +13,7 @@ error over DFedMiD, DFedDA, Fast-FedDA and C-FedDA.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from ._verdict import baseline, cannot_judge, entry, noted, value
@@ -31,7 +32,7 @@ BASELINES = ("dfedmid", "dfedda", "fast_fedda", "c_fedda")
 NODE_L1 = re.compile(r"node\d+_l1_error")
 
 
-def evaluated(metrics: dict[str, Any] | None) -> dict[str, Any] | None:
+def evaluated(metrics: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     """The final metrics with ``l1_error`` of the model the run evaluates.
 
     A gossip run evaluated at one node only (``[topology] evaluate_on = ["node"]``, as the
