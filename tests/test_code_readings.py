@@ -7,7 +7,11 @@ update rule (3 clients, 2 rounds, 1e-12), and the defaults pinned against the pa
   including the client's ``first_update`` rule;
 * FedSplit, Pathak & Wainwright (NeurIPS 2020), Algorithm 1: ``init="fedsplit"``;
 * DFedMiD, pengyang7881187/DFedDA-GT (``DecOptMethod.py``, ``DecFedMiD``):
-  ``server_lr`` and ``second_prox``.
+  ``server_lr`` and ``second_prox``;
+* DFedDA-GT and DReFedDA-GT, the same code (``DecFedDAGT``, ``DecReFedDAGT``): the default
+  gradient tracker of DFedDA-GT, and DReFedDA-GT's ``tracker_init="zero"`` with
+  ``output="last"``, and MReFedDA-GT's ``output="last"`` (the ``as_run`` reading of
+  ``liang2024_*``).
 """
 
 from __future__ import annotations
@@ -17,7 +21,14 @@ import pytest
 
 from fedcomp import ClientData, Problem, simulate
 from fedcomp._random import sample_clients
-from fedcomp.algorithms import dfedmid, feddr, fedsplit
+from fedcomp.algorithms import (
+    dfedda_gt,
+    dfedmid,
+    drefedda_gt,
+    feddr,
+    fedsplit,
+    multistep_refedda_gt,
+)
 from fedcomp.losses import LeastSquares
 from fedcomp.regularizers import L1
 from fedcomp.runtime import simulate_decentralized
@@ -230,3 +241,161 @@ def test_dfedmid_options_are_checked_and_recorded():
         dfedmid(second_prox="true")
     with pytest.raises(ValueError, match="server_lr must be a positive number"):
         dfedmid(server_lr=0.0)
+
+
+# --- DFedDA-GT / DReFedDA-GT: the same code's dual-averaging methods ------------------------
+
+P_DUAL = 3.0  # mirror-map exponent p (q = 3/2): far from p = 2, where every map is linear
+
+
+def lp(v, p):
+    return float(np.sum(np.abs(v) ** p) ** (1.0 / p))
+
+
+def code_inverse_mirror_map(z, p):
+    """DecOptMethod.py 173-177: ``‖z‖_p (|z|/‖z‖_p)^{p−1} sign(z) / (p−1)`` (0 at z = 0)."""
+    norm = lp(z, p)
+    if norm == 0.0:
+        return np.zeros_like(z)
+    return norm * (np.abs(z) / norm) ** (p - 1.0) * np.sign(z) / (p - 1.0)
+
+
+def code_mirror_map(w, p):
+    """DecOptMethod.py 169-171: ``‖w‖_q^{2−q} |w|^{q−1} sign(w) / (q−1)``, q = p/(p−1)."""
+    q = p / (p - 1.0)
+    return lp(w, q) ** (2.0 - q) * np.abs(w) ** (q - 1.0) * np.sign(w) / (q - 1.0)
+
+
+def code_proximal_operator_q(z, radius_sq, p):
+    """DecOptMethod.py 440-447: the inverse map shrunk by ``1 + λ``,
+    ``λ = max(‖z‖_p/((p−1)√Q) − 1, 0)`` (the caller adds the reference point)."""
+    lam = max(lp(z, p) / ((p - 1.0) * np.sqrt(radius_sq)) - 1.0, 0.0)
+    return code_inverse_mirror_map(z, p) / (1.0 + lam)
+
+
+def official_dual_averaging(features, targets, mixing, lr, steps, server_lr, rounds,
+                            radius_sq=None):
+    """``DecFedDAGT`` with ``gradient_tracking_flag`` (DecOptMethod.py 182-208), or with a
+    radius ``DecReFedDAGT`` (452-459, 484-501), full gradients. FedDA-GT: z = ∇h(w_0), the
+    tracker starts at ``U g_0 − g_0`` (186-189), w = ∇h*(z). ReFedDA-GT: z = 0, c = 0,
+    w = w_0 + prox_q(z, Q). Both: K steps z ← z − η_c(∇F_m(w) + c), then
+    Δ = (z − z_old)/(K η_c), c ← c + Δ − UΔ, z ← U(z_old(1 − η_s) + z η_s)."""
+    n = len(features)
+    ref = np.tile(X0, (n, 1))
+
+    def grads(w):
+        return np.stack([grad(a, b, wm) for a, b, wm in zip(features, targets, w, strict=True)])
+
+    if radius_sq is None:
+        def primal(z):
+            return np.stack([code_inverse_mirror_map(zm, P_DUAL) for zm in z])
+        z = np.tile(code_mirror_map(X0, P_DUAL), (n, 1))
+        g0 = grads(ref)
+        c = mixing @ g0 - g0
+    else:
+        def primal(z):
+            return ref + np.stack([code_proximal_operator_q(zm, radius_sq, P_DUAL) for zm in z])
+        z = np.zeros((n, len(X0)))
+        c = np.zeros_like(z)
+    for _ in range(rounds):
+        old = z.copy()
+        for _ in range(steps):
+            z = z - lr * (grads(primal(z)) + c)
+        delta = (z - old) / (steps * lr)
+        c = c + delta - mixing @ delta
+        z = mixing @ (old * (1.0 - server_lr) + z * server_lr)
+    return primal(z)
+
+
+@pytest.mark.parametrize("server_lr", [1.0, 0.6])
+def test_dfedda_gt_is_the_authors_update(server_lr):
+    problem, features, targets = three_clients(weighting="uniform")
+    topo = chain(3)
+    alg = dfedda_gt(client_lr=0.1, local_steps=3, server_lr=server_lr, p=P_DUAL)
+    run = simulate_decentralized(alg, problem, topo, 2, x0=X0, metrics=[])
+    ref = official_dual_averaging(features, targets, np.asarray(topo.mixing), 0.1, 3,
+                                  server_lr, 2)
+    np.testing.assert_allclose(np.asarray(alg.output(run.client_states)), ref, rtol=0,
+                               atol=1e-12)
+    assert np.abs(ref - X0).max() > 1e-2
+
+
+@pytest.mark.parametrize("radius_sq", [1e-3, 100.0])  # the ball binds / does not
+def test_drefedda_gt_as_run_is_the_authors_update(radius_sq):
+    problem, features, targets = three_clients(weighting="uniform")
+    topo = chain(3)
+    mixing = np.asarray(topo.mixing)
+
+    def final(**options):
+        alg = drefedda_gt(client_lr=0.1, local_steps=3, server_lr=0.6, p=P_DUAL,
+                          radius_sq=radius_sq, **options)
+        return np.asarray(alg.output(simulate_decentralized(alg, problem, topo, 2, x0=X0,
+                                                            metrics=[]).client_states))
+
+    code = final(tracker_init="zero", output="last")
+    ref = official_dual_averaging(features, targets, mixing, 0.1, 3, 0.6, 2, radius_sq)
+    np.testing.assert_allclose(code, ref, rtol=0, atol=1e-12)
+    assert np.abs(ref - X0).max() > 1e-3
+    # each option moves the result: the paper's gradient tracker, its averaged output
+    assert np.abs(final(tracker_init="gradient", output="last") - code).max() > 1e-4
+    assert np.abs(final(tracker_init="zero", output="average") - code).max() > 1e-4
+
+
+def code_sparsify(w, s):
+    """utilities.py 122-124: keep the s entries of largest magnitude."""
+    keep = np.argsort(np.abs(w))[-s:]
+    out = np.zeros_like(w)
+    out[keep] = w[keep]
+    return out
+
+
+def official_multistep(features, targets, lr, steps, server_lr, radius_sq, sparsity,
+                       interval, rounds):
+    """The code's MReFedDA-GT run centralized (U = J/M, DecGossipMatrix.py 7-8):
+    ``DecReFedDAGT`` rounds (DecOptMethod.py 484-501) and, every ``interval`` rounds
+    (train.py 470-493, no --ReMovFlag), ``newstep_reset`` (461-482): Q halves, the reference
+    becomes Sparse(avg_m w^m; s), z = c = 0, and the model is the reference."""
+    n = len(features)
+    mixing = np.full((n, n), 1.0 / n)
+    ref = np.tile(X0, (n, 1))
+    z = np.zeros((n, len(X0)))
+    c = np.zeros_like(z)
+    q = radius_sq
+
+    def primal(z):
+        return ref + np.stack([code_proximal_operator_q(zm, q, P_DUAL) for zm in z])
+
+    for r in range(rounds):
+        old = z.copy()
+        for _ in range(steps):
+            g = np.stack([grad(a, b, wm)
+                          for a, b, wm in zip(features, targets, primal(z), strict=True)])
+            z = z - lr * (g + c)
+        delta = (z - old) / (steps * lr)
+        c = c + delta - mixing @ delta
+        z = mixing @ (old * (1.0 - server_lr) + z * server_lr)
+        w = primal(z)
+        if (r + 1) % interval == 0:
+            q /= 2.0
+            ref = np.tile(code_sparsify(w.mean(axis=0), sparsity), (n, 1))
+            z, c, w = np.zeros_like(z), np.zeros_like(c), ref
+    return w[0]
+
+
+@pytest.mark.parametrize("radius_sq", [1e-2, 100.0])
+def test_multistep_refedda_gt_last_is_the_authors_restart(radius_sq):
+    problem, features, targets = three_clients(weighting="uniform")
+
+    def final(output):
+        alg = multistep_refedda_gt(client_lr=0.1, local_steps=3, server_lr=0.6, p=P_DUAL,
+                                   radius_sq=radius_sq, sparsity=2, stage_rounds=2,
+                                   output=output)
+        return simulate(alg, problem, 4, x0=X0, metrics=[]).x
+
+    ref = official_multistep(features, targets, 0.1, 3, 0.6, radius_sq, 2, 2, 4)
+    np.testing.assert_allclose(final("last"), ref, rtol=0, atol=1e-12)
+    assert np.count_nonzero(ref) == 2 and np.abs(ref - code_sparsify(X0, 2)).max() > 1e-3
+    assert np.abs(final("average") - ref).max() > 1e-4  # the paper's output moves it
+    assert multistep_refedda_gt(output="last").hyperparameters["output"] == "last"
+    with pytest.raises(ValueError, match="output must be 'average' or 'last'"):
+        multistep_refedda_gt(output="final")

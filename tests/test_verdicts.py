@@ -275,6 +275,22 @@ def test_liang2024_rule(finals, expected):
     _check(liang2024_linear.verdict, finals, expected)
 
 
+#: LIANG as a reading that evaluates node 0 (evaluate_on = ["node"]) sees it: the gossip runs
+#: have node0_l1_error and no l1_error, the centralized ones their l1_error.
+LIANG_NODE = {k: ({"node0_l1_error": m["l1_error"], "node0_l1_error_sparse": 0.0}
+                  if k[0].startswith("d") else m) for k, m in LIANG.items()}
+
+
+@pytest.mark.parametrize("finals, expected", [
+    (LIANG_NODE, "reproduced"),
+    (_set(LIANG_NODE, {("dfedda_gt", "b10"): {"node0_l1_error": 12.0}}), "partly"),
+    (_set(LIANG_NODE, {("dfedda_gt", "b10"): {"l1_error": 12.0, "node0_l1_error": 1.0}}),
+     "partly"),  # a node average present counts, not node 0
+], ids=["node-reproduced", "node-partly", "average-first"])
+def test_liang2024_rule_reads_the_evaluated_node(finals, expected):
+    _check(liang2024_linear.verdict, finals, expected)
+
+
 # --- fedcanon_stepsizes: every sweep point is the claim's subject -----------------------------
 
 def _sweep(alpha_norm=lambda a: 1.0 / a, beta_norm=lambda i, b: 20.0 * (1 + 0.01 * i)):

@@ -301,7 +301,7 @@ def _public_hyperparameters(name: str, values: dict[str, Any]) -> dict[str, Any]
     """The hyperparameters the public factory ``name`` accepts (so it rebuilds from them)."""
     if name == "refedda_gt":
         return {k: v for k, v in values.items() if k not in ("stage_rounds", "radius_decay")}
-    return {k: v for k, v in values.items() if k != "output"}
+    return values
 
 
 def refedda_gt(client_lr: float = 0.01, local_steps: int = 10, server_lr: float = 1.0,
@@ -355,7 +355,8 @@ def multistep_refedda_gt(client_lr: float = 0.01, local_steps: int = 10,
                          server_lr: float = 1.0, p: float | None = None,
                          radius_sq: float = 1.0, sparsity: int | None = None,
                          stage_rounds: Sequence[int] | int = 50,
-                         radius_decay: float = 0.5) -> FederatedAlgorithm:
+                         radius_decay: float = 0.5, output: str = "average"
+                         ) -> FederatedAlgorithm:
     """Multistep ReFedDA-GT: restarted ReFedDA-GT with halving radius (Algorithm 3).
 
     Parameters
@@ -368,6 +369,13 @@ def multistep_refedda_gt(client_lr: float = 0.01, local_steps: int = 10,
         ``R_n``: rounds of stage n (the last entry repeats).
     radius_decay : float, default 0.5
         ``Q_{n+1} = radius_decay · Q_n`` (the paper halves).
+    output : {"average", "last"}, default "average"
+        The stage's output ``w_{n+1}``, which is both the model reported and the next
+        centre: ``Sparse(avg_r w_{r,0}; s)`` (Algorithm 3, line 3 through Algorithm 2,
+        line 16), or ``"last"``, ``Sparse(w_{R_n,0}; s)``: the authors' code
+        (pengyang7881187/DFedDA-GT) reports the last iterate (``train.py`` line 422) and
+        restarts from the sparsified last iterate (``train.py`` lines 484-493,
+        ``DecOptMethod.py`` lines 467-469, without ``--ReMovFlag``).
 
     Returns
     -------
@@ -378,7 +386,8 @@ def multistep_refedda_gt(client_lr: float = 0.01, local_steps: int = 10,
     Stage n runs :func:`refedda_gt` from ``w_n`` with radius ``Q_n`` for ``R_n`` rounds; its
     output ``w_{n+1} = Sparse(avg_r w_{r,0}; s)`` is the next centre, and the duals and all
     trackers restart at 0 (line 3 passes ``c_0 = 0``). The model reported between restarts
-    is the current stage's sparsified running average.
+    is the current stage's sparsified running average (``output="last"``: its sparsified
+    last iterate).
 
     References
     ----------
@@ -394,4 +403,4 @@ def multistep_refedda_gt(client_lr: float = 0.01, local_steps: int = 10,
     0.302
     """
     return _refedda("multistep_refedda_gt", client_lr, local_steps, server_lr, p, radius_sq,
-                    sparsity, stage_rounds, "average", radius_decay)
+                    sparsity, stage_rounds, output, radius_decay)

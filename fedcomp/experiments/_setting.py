@@ -401,13 +401,7 @@ def validate(config: dict[str, Any]) -> dict[str, Any]:
     cfg = {**copy.deepcopy(DEFAULTS), **copy.deepcopy(config)}
     _check_keys(cfg, TOP_LEVEL_KEYS, "config")
     cfg.pop("quick", None)  # how the config shrinks for --quick (see quick_config)
-    # the other readings of the paper (see reading_config): checked here, each one runs
-    # as a configuration of its own
-    for reading in list(readings(cfg))[1:]:
-        try:
-            validate(reading_config(cfg, reading))
-        except ConfigError as exc:
-            raise ConfigError(f"readings.{reading}: {exc}") from None
+    written = dict(cfg)
     cfg.pop("readings", None)
     if not (isinstance(cfg["reading"], str) and cfg["reading"]):
         raise ConfigError(f"reading must be the name of a reading (got {cfg['reading']!r})")
@@ -426,6 +420,16 @@ def validate(config: dict[str, Any]) -> dict[str, Any]:
     cfg["reference"] = _reference_settings(cfg["reference"])
     _check_setting(cfg)
     _check_variants(cfg)
+    # the other readings of the paper (see reading_config), each a configuration of its
+    # own: checked after the configuration as written, whose errors come first
+    for reading in list(readings(written))[1:]:
+        try:
+            validate(reading_config(written, reading))
+        except ConfigError as exc:
+            prefix = f"readings.{reading}: "
+            message = str(exc)
+            raise ConfigError(message if message.startswith(prefix) else prefix + message
+                              ) from None
     return cfg
 
 
