@@ -4,16 +4,21 @@ The solver is FISTA with backtracking and gradient-based adaptive restart (conve
 monotone proximal gradient with backtracking (weakly convex ``g``, where momentum has no
 guarantee), run in float64 NumPy on the pooled objective ``Σ π_i f_i + g`` until the
 prox-gradient mapping norm ``‖x − prox_{g/L}(x − ∇f(x)/L)‖·L`` is at most ``tol``
-(1e-10 by default). Results are cached under ``$FEDCOMP_CACHE_DIR`` (default
-``~/.cache/fedcomp``) keyed by :meth:`Problem.fingerprint` and, for a nonzero start, a
-digest of ``x0``; a cached ``x`` is checked (shape, and the mapping norm recomputed at it)
-before it is returned.
+(1e-10 by default). For ``g = λ‖x‖₁`` L-BFGS-B on the split ``x = u − v`` (``u, v ≥ 0``)
+runs first, and FISTA continues from its point only if it stops short of ``tol``: on
+ill-conditioned softmax regressions it needs hundreds of iterations where FISTA needs tens of
+thousands. Results are cached under ``$FEDCOMP_CACHE_DIR`` (default
+``~/.cache/fedcomp``) keyed by :meth:`Problem.fingerprint` (and the solver, for ℓ1) and, for
+a nonzero start, a digest of ``x0``; a cached ``x`` is checked (shape, and the mapping norm
+recomputed at it) before it is returned.
 
 References
 ----------
 Beck, A., Teboulle, M. "A Fast Iterative Shrinkage-Thresholding Algorithm for Linear Inverse
 Problems." SIAM J. Imaging Sciences, 2009.
 O'Donoghue, B., Candès, E. "Adaptive Restart for Accelerated Gradient Schemes." FoCM, 2015.
+Byrd, R. H., Lu, P., Nocedal, J., Zhu, C. "A Limited Memory Algorithm for Bound Constrained
+Optimization." SIAM J. Sci. Comput., 1995.
 """
 
 from __future__ import annotations
@@ -113,7 +118,14 @@ def solve_reference(problem: Problem, tol: float = 1e-10, max_iter: int = 100_00
             warnings.warn(f"reference cache entry {path} is unusable ({defect}); solving again "
                           "and overwriting it", RuntimeWarning, stacklevel=2)
     solver = _fista if p64.regularizer.convex else _proximal_gradient
-    x, norm, iterations, lipschitz = solver(p64, start, tol, max_iter)
+    if _splits_into_bounds(p64):
+        # ℓ1: quasi-Newton on the split x = u − v first; FISTA finishes only if it falls short
+        x, norm, iterations, lipschitz = _lbfgsb_l1(p64, start, tol, max_iter)
+        if norm > tol:
+            x, norm, more, lipschitz = solver(p64, x, tol, max_iter)
+            iterations += more
+    else:
+        x, norm, iterations, lipschitz = solver(p64, start, tol, max_iter)
     ref = Reference(x, p64.objective(x), norm, iterations)
     if use_cache:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -135,6 +147,8 @@ def cache_path(problem: Problem, start: np.ndarray) -> Path:
     unique minimizer, different starts reach different solutions.
     """
     key = problem.fingerprint()
+    if _splits_into_bounds(problem):
+        key += "-lbfgsb"  # the solver's own x* (another solver's agrees only to tol)
     if np.any(start):
         a = np.ascontiguousarray(start, dtype=np.float64)
         digest = hashlib.sha256(str(a.shape).encode() + a.tobytes()).hexdigest()[:16]
@@ -216,6 +230,66 @@ def _fista(problem: Problem, x: np.ndarray, tol: float, max_iter: int
         if it == max_iter // 2:
             half_norm = float(np.linalg.norm(x))
     raise RuntimeError(_not_converged(norm, tol, max_iter, half_norm, x))
+
+
+def _splits_into_bounds(problem: Problem) -> bool:
+    """Whether ``g`` is ``λ‖x‖₁`` (a smooth problem over ``u, v ≥ 0`` after ``x = u − v``)."""
+    from .regularizers import L1
+
+    smoothness = problem.smoothness()
+    return (type(problem.regularizer) is L1 and np.isfinite(smoothness) and smoothness > 0)
+
+
+def _lbfgsb_l1(problem: Problem, x: np.ndarray, tol: float, max_iter: int
+               ) -> tuple[np.ndarray, float, int, float]:
+    """``min f(x) + λ‖x‖₁`` as ``min_{u,v ≥ 0} f(u − v) + λ·Σ(u + v)`` by L-BFGS-B.
+
+    Returns ``(x, norm, evaluations, L)``: the point of smallest prox-gradient mapping norm
+    seen, which stops the search once it is at most ``tol``, the norm taken at the global
+    smoothness bound ``L`` (the mapping norm grows with ``L``, so this is the strict one). The split problem is smooth with simple bounds, where a quasi-Newton method needs
+    a few hundred iterations on an ill-conditioned softmax regression that FISTA takes
+    10⁴–10⁵ for (``feddr_async``'s data drawn with seed 3: 134 against more than 20 000).
+    At a minimizer ``u_j v_j = 0``, so ``x = u − v`` has ``‖x‖₁ = Σ(u + v)``.
+
+    References
+    ----------
+    Byrd, R. H., Lu, P., Nocedal, J., Zhu, C. "A Limited Memory Algorithm for Bound
+    Constrained Optimization." SIAM J. Sci. Comput., 1995 (SciPy's L-BFGS-B).
+    """
+    from scipy.optimize import minimize
+
+    shape, n = x.shape, x.size
+    lam = float(problem.regularizer.alpha)
+
+    lipschitz = float(problem.smoothness())
+    best: list = [np.inf, x, 0]  # norm, point, evaluations: the best point seen
+
+    def value_and_grad(z: np.ndarray) -> tuple[float, np.ndarray]:
+        point = (z[:n] - z[n:]).reshape(shape)
+        grad = to_numpy(problem.smooth_grad(point))
+        norm = _mapping_norm(problem, point, grad, lipschitz)  # one prox: cheap next to ∇f
+        best[2] += 1
+        if norm < best[0]:
+            best[:2] = norm, point
+        if norm <= tol:
+            raise _Reached
+        grad = grad.ravel()
+        return problem.smooth_value(point) + lam * float(z.sum()), np.concatenate(
+            [grad + lam, lam - grad])
+
+    start = np.concatenate([np.maximum(x, 0.0).ravel(), np.maximum(-x, 0.0).ravel()])
+    try:
+        minimize(value_and_grad, start, jac=True, method="L-BFGS-B",
+                 bounds=[(0.0, None)] * (2 * n),
+                 options={"maxiter": max_iter, "maxcor": 30, "ftol": 0.0, "gtol": 0.0})
+    except _Reached:
+        pass
+    norm, x, evaluations = best
+    return x, norm, evaluations, lipschitz
+
+
+class _Reached(Exception):
+    """L-BFGS-B reached the tolerance (raised from its objective to stop it there)."""
 
 
 def _proximal_gradient(problem: Problem, x: np.ndarray, tol: float, max_iter: int

@@ -17,6 +17,7 @@ CONFIGS = Path(__file__).resolve().parent.parent / "fedcomp" / "configs"
 def small(name: str, **data) -> dict:
     cfg = config.load(name)
     cfg = config.apply_override(cfg, "rounds=2")
+    cfg = config.apply_override(cfg, "seeds=[0]")
     cfg = config.apply_override(cfg, "eval_every=1")
     cfg = config.apply_override(cfg, "reference={tol=1e-6}")
     cfg = config.apply_override(cfg, "seeds=[0]")  # one reduced run (the configs run several)
@@ -110,3 +111,50 @@ def test_verdict_rules():
                  ("async_feddr", "b10"): {"objective": 1.1, "sim_time": 60.0}})[0] == \
         "not reproduced"
     assert load("feddr_synthetic")["name"] == "feddr_synthetic"
+
+
+# --- issue 19: the readings (the authors' code, and the diagnoses of feddr_mlp) -------------
+READINGS = [(name, reading) for name in ("feddr_synthetic", "feddr_async", "feddr_mlp")
+            for reading in config.readings(config.load(name)) if reading != config.AS_WRITTEN]
+
+
+def test_every_feddr_config_has_an_as_run_reading_and_random_data():
+    for name in ("feddr_synthetic", "feddr_async", "feddr_mlp"):
+        cfg = config.load(name)
+        assert "as_run" in config.readings(cfg)
+        assert len(cfg["seeds"]) >= 3
+        # the data are random (synthetic draws, a random partition): they follow the seed
+        assert "seed" not in cfg["data"]
+        assert all("seed" not in v.get("data", {}) for v in cfg.get("variants", []))
+
+
+@pytest.mark.parametrize("name, reading", READINGS)
+def test_feddr_readings_are_valid(name, reading):
+    validate(config.reading_config(config.load(name), reading))
+
+
+def test_feddr_mlp_diagnoses_change_one_thing_each():
+    cfg = config.load("feddr_mlp")
+    found = config.diagnoses(cfg)
+    assert 2 <= len(found) <= 4
+    for reading in found:
+        assert config.reading_base(cfg, reading) == config.AS_WRITTEN
+        assert len(cfg["readings"][reading]["set"]) == 1
+
+
+def test_feddr_synthetic_as_run_runs_every_variant(tmp_path):
+    """The code's per-data-set settings (each variant its own list) run end to end."""
+    cfg = config.reading_config(small("feddr_synthetic", samples_per_client=12), "as_run")
+    cfg = config.apply_override(cfg, "algorithms.*.local_epochs=1")
+    summary = run_experiment(cfg, tmp_path, progress=False, stream=open("/dev/null", "w"))
+    assert all(row["status"] == "ok" for row in summary)
+    got = {(r["variant"], r["algorithm"]) for r in rows(tmp_path)}
+    assert ("synthetic_1_1_full", "feddr") in got and ("participation", "feddr_S25") in got
+    meta = (tmp_path / "config.json").read_text()
+    assert '"init": "code"' in meta
+
+
+def test_feddr_async_as_run_runs(tmp_path):
+    cfg = config.reading_config(small("feddr_async", samples_per_client=12), "as_run")
+    summary = run_experiment(cfg, tmp_path, progress=False, stream=open("/dev/null", "w"))
+    assert [row["status"] for row in summary] == ["ok", "ok"]
