@@ -10,6 +10,7 @@ import re
 import numpy as np
 import pytest
 
+from fedcomp.regularizers import MCP, L1, ElasticNet, Nuclear
 from tests.test_cli import BC_CONFIG
 
 
@@ -233,6 +234,17 @@ def test_factories_refuse_non_finite_numbers_and_name_them():
     assert make_algorithm("c_fedda", radius=inf).hyperparameters["radius"] == inf
     with pytest.raises(NonFiniteParameterError, match="box.upper"):  # but never NaN
         make_regularizer("box", lower=0.0, upper=nan)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: L1(alpha=float("inf")), lambda: L1(alpha=float("nan")),
+    lambda: ElasticNet(l1=0.1, l2=float("inf")), lambda: MCP(alpha=float("inf")),
+    lambda: Nuclear(alpha=float("inf")),
+], ids=["l1-inf", "l1-nan", "elastic-net-inf", "mcp-inf", "nuclear-inf"])
+def test_regularizers_built_directly_refuse_non_finite_strengths(make):
+    """The constructors check too: ``L1(alpha=inf)`` bypasses the registry's check."""
+    with pytest.raises(ValueError, match=r"must be (finite|>= 0) \(got \w+=(inf|nan)\)"):
+        make()
 
 
 # --- 4: non-finite data are refused where they enter ----------------------------------------

@@ -34,10 +34,17 @@ class Regularizer(Protocol):
 
 
 def check_nonnegative(name: str, value: float, owner: str) -> None:
-    """Raise ``ValueError`` naming the parameter and the fix when ``value < 0``."""
+    """Raise ``ValueError`` naming the parameter and the fix unless ``0 <= value < inf``.
+
+    An infinite strength (``L1(alpha=float("inf"))``) would make every prox return zeros
+    or NaNs silently; the registry refuses it for configurations, this for direct use.
+    """
     if not value >= 0:
         raise ValueError(f"{owner}: {name} must be >= 0 (got {name}={value!r}); "
                          f"use {name}=0 for no penalty")
+    if value == float("inf"):
+        raise ValueError(f"{owner}: {name} must be finite (got {name}={value!r}); "
+                         f"pass a finite strength such as {name}=0.1")
 
 
 def check_param_ndim(param_ndim: int, owner: str) -> None:
