@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 
-from fedcomp.regularizers import MCP, L1, ElasticNet, Nuclear
+from fedcomp.regularizers import L1, MCP, ElasticNet, Nuclear
 from tests.test_cli import BC_CONFIG
 
 
