@@ -30,6 +30,14 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "ray": ("ray", "flower"),
     # fedcomp flower local's throwaway CA, TLS certificate and SuperNode keys
     "cryptography": ("cryptography", "flower"),
+    # experiment tracking (fedcomp.metrics._tracking): TensorBoard event files through
+    # tensorboardX; MLflow 3 with its SQLite store (SQLAlchemy and alembic)
+    "tensorboardX": ("tensorboardX", "tensorboard"),
+    "mlflow": ("mlflow-skinny", "mlflow"),
+    "sqlalchemy": ("SQLAlchemy", "mlflow"),
+    "alembic": ("alembic", "mlflow"),
+    # fedcomp completion bash|zsh|tcsh
+    "shtab": ("shtab", "completion"),
 }
 
 

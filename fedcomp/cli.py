@@ -47,6 +47,25 @@ def _load_config(spec: str | None, assignments: list[str] | None = None,
     return config
 
 
+def track_assignments(track: list[str] | None) -> list[str]:
+    """``--track tensorboard,mlflow`` as the ``--set`` assignments it stands for.
+
+    Examples
+    --------
+    >>> track_assignments(["tensorboard,mlflow"])
+    ['tracking.tensorboard=true', 'tracking.mlflow=true']
+    """
+    from .config import ConfigError
+    from .metrics._tracking import TRACKERS
+
+    names = [name.strip() for text in track or [] for name in text.split(",") if name.strip()]
+    for name in names:
+        if name not in TRACKERS:
+            raise ConfigError(f"--track {name}: unknown tracker; valid: {sorted(TRACKERS)} "
+                              "(comma-separated, e.g. --track tensorboard,mlflow)")
+    return [f"tracking.{name}=true" for name in names]
+
+
 def default_jobs(n_tasks: int) -> int:
     """Worker processes by default: one per (setting, seed), at most one per core."""
     return max(1, min(n_tasks, os.cpu_count() or 1))
@@ -143,7 +162,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .config import parse_seeds, parse_sweep
     from .experiments import Experiment, run_experiment
 
-    config = _load_config(args.config, args.set, reading=args.reading)
+    config = _load_config(args.config, [*(args.set or []), *track_assignments(args.track)],
+                          reading=args.reading)
     seeds = parse_seeds(args.seeds) if args.seeds else None
     sweep = [parse_sweep(s) for s in args.sweep or []]
     resolved = resolve_run(config, seeds, sweep)  # a bad config fails before anything is written
@@ -413,7 +433,8 @@ def _add_flower(sub: Any) -> None:
     fsub = flower.add_subparsers(dest="flower_command", metavar="SUBCOMMAND", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("config", help="CONFIG.toml or a built-in experiment name")
+        _complete_config(p.add_argument("config", help="CONFIG.toml or a built-in experiment "
+                                                      "name"))
         p.add_argument("--set", action="append", metavar="KEY=VALUE",
                        help="override a config value (repeatable), as for 'fedcomp run'")
         p.add_argument("--node-timeout", type=float, default=120.0, metavar="S",
@@ -516,8 +537,8 @@ output and resume:
 errors:
   a bad config, value or missing file prints one 'error: ...' line and exits 2;
   FEDCOMP_DEBUG=1 shows the Python traceback instead.""")
-    run.add_argument("config", nargs="?", help="CONFIG.toml or a built-in experiment name "
-                     "(default: seed000)")
+    _complete_config(run.add_argument("config", nargs="?", help="CONFIG.toml or a built-in "
+                                      "experiment name (default: seed000)"))
     run.add_argument("--set", action="append", metavar="KEY=VALUE",
                      help="override a config value, e.g. --set rounds=100 "
                           "--set algorithms.za1.client_lr=0.5 (an algorithm's label; "
@@ -534,6 +555,10 @@ errors:
     run.add_argument("--reading", metavar="NAME", help="run one of the config's [readings] "
                      "(e.g. as_run: the conventions of the authors' official code); default "
                      "as_written, the paper's equations")
+    run.add_argument("--track", action="append", metavar="TRACKER,...",
+                     help="also send every row to TensorBoard (OUT/tensorboard) and/or MLflow "
+                          "(OUT/mlflow.db): tensorboard, mlflow; the config's [tracking] "
+                          "table sets directories and stores")
     run.add_argument("--quiet", action="store_true", help="no progress lines")
     run.add_argument("--dry-run", action="store_true", help="print the resolved configuration "
                      "and the planned runs, then stop: nothing is run or written")
@@ -581,7 +606,8 @@ errors:
                                       "in (what 'fedcomp run' would run), or the shipped file "
                                       "with its comments (--source). Save it, edit it, and "
                                       "run the file.")
-    show.add_argument("config", help="a built-in experiment name or CONFIG.toml")
+    _complete_config(show.add_argument("config", help="a built-in experiment name or "
+                                       "CONFIG.toml"))
     show.add_argument("--set", action="append", metavar="KEY=VALUE",
                       help="override a config value first (repeatable)")
     show.add_argument("--quick", action="store_true", help="with its [quick] reduced sizes")
@@ -602,7 +628,50 @@ errors:
     _add_data(sub)
     _add_flower(sub)
     _add_bench(sub)
+    completion = sub.add_parser(
+        "completion", help="print a shell completion script (bash or zsh)",
+        description="Print the completion script of fedcomp's commands, options and built-in "
+                    "experiments for a shell, e.g.\n"
+                    "  bash: fedcomp completion bash > ~/.local/share/bash-completion/"
+                    "completions/fedcomp\n"
+                    "  zsh:  fedcomp completion zsh > ~/.zfunc/_fedcomp  (with fpath+=~/.zfunc "
+                    "before compinit)", formatter_class=argparse.RawDescriptionHelpFormatter)
+    completion.add_argument("shell", choices=["bash", "zsh"])
+    completion.set_defaults(func=cmd_completion)
     return parser
+
+
+#: A config argument completes to the built-in experiments and *.toml files (shell
+#: functions defined in :func:`completion_preamble`).
+CONFIG_COMPLETION = {"bash": "_fedcomp_configs", "zsh": "_fedcomp_configs"}
+
+
+def _complete_config(action: argparse.Action) -> None:
+    action.complete = CONFIG_COMPLETION  # type: ignore[attr-defined]  # read by shtab
+
+
+def completion_preamble() -> dict[str, str]:
+    """The shell functions behind :data:`CONFIG_COMPLETION`: experiment names, then files."""
+    from .config import experiment_names
+
+    names = " ".join(experiment_names())
+    return {
+        "bash": (f'_fedcomp_configs() {{\n  compgen -W "{names}" -- "$1"\n'
+                 '  compgen -d -- "$1"\n  compgen -f -X \'!*.toml\' -- "$1"\n}\n'),
+        "zsh": ("_fedcomp_configs() {\n  _alternative "
+                f"'experiments:built-in experiment:({names})' "
+                "'files:config file:_files -g \"*.toml\"'\n}\n"),
+    }
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    """Print the completion script for ``args.shell`` (generated by shtab from the parser)."""
+    from ._extras import require
+
+    shtab = require("shtab", "fedcomp completion")
+    print(shtab.complete(build_parser(), shell=args.shell, preamble=completion_preamble()),
+          end="")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

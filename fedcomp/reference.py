@@ -259,8 +259,12 @@ def _lbfgsb_l1(problem: Problem, x: np.ndarray, tol: float, max_iter: int
     """
     from scipy.optimize import minimize
 
+    from .regularizers import L1
+
+    regularizer = problem.regularizer
+    assert isinstance(regularizer, L1)  # _splits_into_bounds chose this solver
     shape, n = x.shape, x.size
-    lam = float(problem.regularizer.alpha)
+    lam = float(regularizer.alpha)
 
     lipschitz = float(problem.smoothness())
     best: list = [np.inf, x, 0]  # norm, point, evaluations: the best point seen

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -118,6 +119,61 @@ def test_list_names_every_component():
         assert word in res.stdout
     only = fedcomp("list", "algorithms")
     assert "fedda" in only.stdout and "regularizers:" not in only.stdout
+    # topologies and experiments: every registered one, with its description
+    from fedcomp.config import experiment_names
+    from fedcomp.topology import TOPOLOGIES
+
+    graphs = fedcomp("list", "topologies").stdout
+    assert graphs.startswith("topologies:") and "algorithms:" not in graphs
+    assert {line.split()[0] for line in graphs.splitlines()[1:] if line.strip()} == set(
+        TOPOLOGIES)
+    assert "Metropolis" in graphs
+    experiments = fedcomp("list", "experiments").stdout
+    assert {line.split()[0] for line in experiments.splitlines()[1:] if line.strip()} == set(
+        experiment_names())
+
+
+BASH_COMPLETE = """
+source <("$FEDCOMP" completion bash)
+complete_line() {  # the words typed so far (the last one being completed): the candidates
+  COMP_WORDS=("$@"); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))
+  COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}; COMPREPLY=()
+  _shtab_fedcomp; printf '%s ' "${COMPREPLY[@]}"; echo
+}
+complete_line fedcomp ru
+complete_line fedcomp run feddr_
+complete_line fedcomp run --tr
+complete_line fedcomp list top
+complete_line fedcomp show my
+"""
+
+
+@pytest.mark.skipif(not shutil.which("bash"), reason="needs bash")
+def test_bash_completion_completes_commands_options_and_experiments(tmp_path):
+    pytest.importorskip("shtab")
+    (tmp_path / "my_config.toml").write_text("")
+    (tmp_path / "my_notes.txt").write_text("")
+    script = Path(sys.executable).with_name("fedcomp")
+    res = subprocess.run(["bash", "-c", BASH_COMPLETE], capture_output=True, text=True,
+                         cwd=tmp_path, env={**os.environ, "FEDCOMP": str(script)}, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert [line.split() for line in res.stdout.splitlines()] == [
+        ["run"], ["feddr_async", "feddr_mlp", "feddr_synthetic"], ["--track"], ["topologies"],
+        ["my_config.toml"]]  # configs complete to *.toml files, not to other files
+
+
+def test_zsh_completion_script():
+    pytest.importorskip("shtab")
+    res = fedcomp("completion", "zsh")
+    assert res.returncode == 0 and res.stdout.startswith("#compdef fedcomp")
+    assert "--track" in res.stdout and "completion" in res.stdout
+    assert "seed000" in res.stdout  # the built-in experiments complete a config argument
+    if shutil.which("zsh"):  # the script parses in zsh itself
+        check = subprocess.run(["zsh", "-n"], input=res.stdout, capture_output=True,
+                               text=True, timeout=60)
+        assert check.returncode == 0, check.stderr
+    bad = fedcomp("completion", "fish")
+    assert bad.returncode == 2 and "invalid choice: 'fish'" in bad.stderr
 
 
 def test_plot_command(tmp_path):

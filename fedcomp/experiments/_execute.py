@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .._array import to_numpy
-from ..metrics import CSVLogger
+from ..metrics import CSVLogger, MultiLogger
 from ..runtime import NonFiniteError, simulate, simulate_async, simulate_decentralized
 from ._build import Prepared, build_topology, prepare, start_model
 from ._plan import Run
@@ -92,18 +92,39 @@ def run_one(run: Run, built: Prepared, logger: Any, progress: Any, clients: Any 
     return row
 
 
+def trackers(run: Run, tracking: dict[str, Any] | None) -> list[Any]:
+    """The run's TensorBoard / MLflow loggers (:mod:`fedcomp.metrics._tracking`).
+
+    ``tracking`` is :func:`~fedcomp.experiments._runner.tracking_plan`'s: absolute paths
+    and the MLflow experiment id, fixed in the parent process.
+    """
+    from ..metrics._tracking import MLflowLogger, TensorBoardLogger
+
+    name, out = f"{run.model}_seed{run.seed}", list[Any]()
+    tracking = tracking or {}
+    if "tensorboard" in tracking:
+        out.append(TensorBoardLogger(tracking["tensorboard"]["logdir"], name, run.tags))
+    if "mlflow" in tracking:
+        mlflow = tracking["mlflow"]
+        out.append(MLflowLogger(mlflow["uri"], mlflow["experiment_id"], name, run.tags,
+                                run.algorithm.params))
+    return out
+
+
 def execute(run: Run, rows_file: Path, columns: list[str], progress: Any,
-            clients: Callable[..., Any] | None = None) -> dict[str, Any]:
+            clients: Callable[..., Any] | None = None,
+            tracking: dict[str, Any] | None = None) -> dict[str, Any]:
     """One run (in this process or a worker): its rows to ``rows_file``; its summary row.
 
     ``clients(label=, seed=, batch_size=, rounds=)`` gives the run's client executor
-    (Flower), or None for the simulator's own.
+    (Flower), or None for the simulator's own. ``tracking`` sends the same rows to
+    TensorBoard / MLflow as well (:func:`trackers`).
     """
     built = prepared(run)
     executor = None if clients is None else clients(
         label=run.tags["algorithm"], seed=run.seed, batch_size=run.batch_size,
         rounds=run.server_steps(built.problem.n_clients))
-    logger = CSVLogger(rows_file, columns=columns)
+    logger = MultiLogger(CSVLogger(rows_file, columns=columns), *trackers(run, tracking))
     try:
         row = run_one(run, built, logger, progress, executor)
     finally:
@@ -115,7 +136,8 @@ def execute(run: Run, rows_file: Path, columns: list[str], progress: Any,
 
 def execute_all(runs: list[Run], rows_file: Callable[[int], Path], columns: list[str],
                 on_finished: Callable[[int, dict[str, Any]], None], *, jobs: int = 1,
-                progress: Any = "auto", clients: Callable[..., Any] | None = None) -> None:
+                progress: Any = "auto", clients: Callable[..., Any] | None = None,
+                tracking: dict[str, Any] | None = None) -> None:
     """Execute ``runs``; ``on_finished(index, row)`` as each one ends (in finishing order).
 
     With ``jobs > 1`` the runs go to that many ``spawn`` worker processes, each with
@@ -124,7 +146,8 @@ def execute_all(runs: list[Run], rows_file: Callable[[int], Path], columns: list
     """
     if jobs == 1 or len(runs) <= 1:
         for index, run in enumerate(runs):
-            on_finished(index, execute(run, rows_file(index), columns, progress, clients))
+            on_finished(index, execute(run, rows_file(index), columns, progress, clients,
+                                       tracking))
         return
     if clients is not None:
         raise ValueError("a client executor (Flower) runs in this process: use jobs=1")
@@ -135,7 +158,8 @@ def execute_all(runs: list[Run], rows_file: Callable[[int], Path], columns: list
     try:
         # per-run progress lines of several workers would overwrite each other: the
         # caller's overall line (one per finished run) reports instead
-        futures = {pool.submit(execute, run, rows_file(index), columns, False): index
+        futures = {pool.submit(execute, run, rows_file(index), columns, False, None,
+                               tracking): index
                    for index, run in enumerate(runs)}
         for future in as_completed(futures):
             on_finished(futures[future], future.result())

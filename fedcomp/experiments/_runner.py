@@ -147,6 +147,26 @@ def _remove_new(out: Path, before: set[Path] | None) -> None:
             path.unlink(missing_ok=True)
 
 
+def tracking_plan(experiment: Experiment, out: Path) -> dict[str, Any]:
+    """Where the runs' trackers write, resolved once here for every worker.
+
+    TensorBoard: ``OUT/tensorboard`` unless the config names a directory; MLflow: the
+    config's store or ``sqlite:///OUT/mlflow.db``, and its experiment (the config's name
+    unless named), created here so that workers only add runs to it.
+    """
+    from ..metrics._tracking import default_mlflow_uri, mlflow_experiment
+
+    tracking, plan = experiment.config.get("tracking") or {}, {}
+    if "tensorboard" in tracking:
+        logdir = Path(tracking["tensorboard"].get("logdir") or out / "tensorboard")
+        plan["tensorboard"] = {"logdir": str(logdir.resolve())}
+    if "mlflow" in tracking:
+        uri = tracking["mlflow"].get("uri") or default_mlflow_uri(out)
+        name = tracking["mlflow"].get("experiment") or experiment.name
+        plan["mlflow"] = {"uri": uri, "experiment_id": mlflow_experiment(uri, name)}
+    return plan
+
+
 def check_buildable(experiment: Experiment) -> None:
     """Build what is cheap to build of every setting before the output directory is
     touched: every algorithm (its factory checks its numbers), the loss and the regularizer.
@@ -155,8 +175,10 @@ def check_buildable(experiment: Experiment) -> None:
     data set can take minutes to load); a failure there, before any row was written,
     removes what the run wrote (:func:`run_experiment`).
     """
+    from ..metrics._tracking import check_trackers
     from ._build import build_components
 
+    check_trackers(experiment.config.get("tracking") or {})  # a missing extra: before any run
     seen = set()
     for setting in experiment.settings:
         key = repr((setting.problem, setting.regularizer, setting.data.get("n_classes")))
@@ -191,7 +213,7 @@ def _run(experiment: Experiment, out: Path, meta: dict[str, Any],
 
     try:
         execute_all(todo, rows_file, columns, on_finished, jobs=jobs, progress=progress,
-                    clients=clients)
+                    clients=clients, tracking=tracking_plan(experiment, out) if todo else None)
     except KeyboardInterrupt:  # leave whole runs only (a crash's are dropped by --resume)
         keep_finished_rows(out / "results.csv", finished_runs(out), keys)
         shutil.rmtree(out / "parts", ignore_errors=True)

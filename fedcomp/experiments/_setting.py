@@ -55,6 +55,7 @@ DEFAULTS: dict[str, Any] = {
     "backend": "auto",
     "client_state": "memory",
     "x0": "default",
+    "tracking": {},
 }
 
 #: Keys of an ``x0 = {...}`` table: a random start, i.i.d. normal entries.
@@ -383,6 +384,50 @@ def _reference_settings(value: Any) -> dict[str, Any] | None:
     raise ConfigError(f"reference must be true, false or a table {{tol = ...}} (got {value!r})")
 
 
+def tracking_settings(value: Any) -> dict[str, Any]:
+    """The ``[tracking]`` table checked, in its full form (see :mod:`fedcomp.metrics._tracking`).
+
+    ``tensorboard = true`` (event files in ``OUT/tensorboard``) or a directory;
+    ``mlflow = true`` (the SQLite store ``OUT/mlflow.db``, an experiment named after the
+    configuration) or ``{uri = "...", experiment = "..."}``. ``false`` or absent: off.
+
+    Examples
+    --------
+    >>> tracking_settings({"tensorboard": True, "mlflow": {"uri": "http://localhost:5000"}})
+    {'tensorboard': {}, 'mlflow': {'uri': 'http://localhost:5000'}}
+    >>> tracking_settings({"wandb": True})
+    Traceback (most recent call last):
+    ...
+    fedcomp.config.ConfigError: tracking: unknown tracker 'wandb'; valid: ['mlflow', 'tensorboard']
+    """
+    from ..metrics._tracking import TRACKERS
+
+    if not isinstance(value, dict):
+        raise ConfigError(f"tracking must be a table such as {{tensorboard = true}} "
+                          f"(got {value!r})")
+    out: dict[str, Any] = {}
+    for name, setting in value.items():
+        if name not in TRACKERS:
+            raise ConfigError(f"tracking: unknown tracker {name!r}; valid: {sorted(TRACKERS)}")
+        fields = {"tensorboard": ("logdir",), "mlflow": ("uri", "experiment")}[name]
+        if setting is False:
+            continue
+        if setting is True:
+            setting = {}
+        elif name == "tensorboard" and isinstance(setting, str):
+            setting = {"logdir": setting}
+        if not isinstance(setting, dict):
+            raise ConfigError(f"tracking.{name} must be true, false or a table with "
+                              f"{' / '.join(fields)} (got {setting!r})")
+        _check_keys(setting, set(fields), f"tracking.{name}")
+        for key, text in setting.items():
+            if not (isinstance(text, str) and text.strip()):
+                raise ConfigError(f"tracking.{name}.{key} must be a non-empty string "
+                                  f"(got {text!r})")
+        out[name] = dict(setting)
+    return out
+
+
 def validate(config: dict[str, Any]) -> dict[str, Any]:
     """A configuration checked key by key, with its defaults filled in (a new dict).
 
@@ -418,6 +463,7 @@ def validate(config: dict[str, Any]) -> dict[str, Any]:
                           f"{list(CLIENT_STATES)} ('disk' keeps client states in memory-mapped "
                           "files)")
     cfg["reference"] = _reference_settings(cfg["reference"])
+    cfg["tracking"] = tracking_settings(cfg["tracking"])
     _check_setting(cfg)
     _check_variants(cfg)
     # the other readings of the paper (see reading_config), each a configuration of its

@@ -28,8 +28,10 @@ from ._functions import (
                          training_loss,
 )
 from ._loggers import CSVLogger, JSONLLogger, MemoryLogger, MultiLogger, StdoutLogger
+from ._tracking import MLflowLogger, TensorBoardLogger
 
 __all__ = ["CSVLogger", "DEFAULT_METRICS", "DESCRIPTIONS", "JSONLLogger", "METRICS",
+           "MLflowLogger", "TensorBoardLogger",
            "MemoryLogger", "MultiLogger", "StdoutLogger", "evaluate", "l1_error", "l2_error",
            "lq_error", "nnz", "objective", "operator_error", "optimality", "population_gap",
            "predicted_labels", "prox_grad_norm", "rank", "sparsity", "stationarity_step",
