@@ -63,6 +63,7 @@ require("sklearn.base", "fedcomp.sklearn")
 # scikit-learn >= 1.6 (the data extra's floor): validate_data and the tags API
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin  # noqa: E402
 from sklearn.utils import ClassifierTags, RegressorTags  # noqa: E402
+from sklearn.utils.metaestimators import available_if  # noqa: E402
 from sklearn.utils.multiclass import check_classification_targets  # noqa: E402
 from sklearn.utils.validation import check_is_fitted, validate_data  # noqa: E402
 
@@ -428,6 +429,24 @@ class FederatedEstimator(_FederatedModel):
             return _predict_labels(self, X)
         return self._decision(X)
 
+    @available_if(_is_classifier)
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Margins (classification losses): shape (n,) for 2 classes (positive means
+        ``classes_[1]``), (n, n_classes) otherwise."""
+        return _margins(self._decision(X))
+
+    @available_if(_is_classifier)
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities (classification losses): the sigmoid of the margin (logistic)
+        or the softmax of the scores (softmax)."""
+        return _probabilities(self.decision_function(X))
+
+    @available_if(_is_classifier)
+    def predict_log_proba(self, X: Any) -> np.ndarray:
+        """``log(predict_proba(X))`` (classification losses)."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
         """R² (regression losses) or accuracy (classification losses)."""
         mixin = ClassifierMixin if self._is_classifier() else RegressorMixin
@@ -466,6 +485,26 @@ def _predict_labels(model: Any, X: Any) -> np.ndarray:
     if scores.ndim == 1 or scores.shape[1] == 1:
         return model.classes_[(scores.reshape(-1) > 0).astype(int)]
     return model.classes_[np.argmax(scores, axis=1)]
+
+
+def _margins(scores: np.ndarray) -> np.ndarray:
+    """Binary scores as the margins (n,) scikit-learn expects, others unchanged.
+
+    A logistic model's (n, 1) scores are its margins; a softmax model on 2 classes has
+    scores (s₀, s₁) whose softmax is σ(s₁ − s₀): its margin is s₁ − s₀.
+    """
+    if scores.ndim == 1 or scores.shape[1] == 1:
+        return scores.reshape(-1)
+    return scores[:, 1] - scores[:, 0] if scores.shape[1] == 2 else scores
+
+
+def _probabilities(scores: np.ndarray) -> np.ndarray:
+    """``[1 − σ(t), σ(t)]`` of binary margins ``t``, else the softmax of each row."""
+    if scores.ndim == 1:
+        p = _sigmoid(scores)
+        return np.column_stack([1.0 - p, p])
+    e = np.exp(scores - scores.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
 
 
 def _sigmoid(t: np.ndarray) -> np.ndarray:
@@ -578,8 +617,7 @@ class FederatedLogisticRegression(ClassifierMixin, _FederatedModel):
     def decision_function(self, X: Any) -> np.ndarray:
         """Margins ``X @ coef_.T + intercept_``: shape (n,) for 2 classes (positive means
         ``classes_[1]``), (n, n_classes) otherwise."""
-        scores = self._decision(X)
-        return scores[:, 0] if scores.shape[1] == 1 else scores
+        return _margins(self._decision(X))
 
     def predict(self, X: Any) -> np.ndarray:
         """The class of the largest score."""
@@ -587,13 +625,7 @@ class FederatedLogisticRegression(ClassifierMixin, _FederatedModel):
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Class probabilities: the sigmoid of the margin (2 classes) or the softmax."""
-        scores = self.decision_function(X)
-        if scores.ndim == 1:
-            p = _sigmoid(scores)
-            return np.column_stack([1.0 - p, p])
-        scores = scores - scores.max(axis=1, keepdims=True)
-        e = np.exp(scores)
-        return e / e.sum(axis=1, keepdims=True)
+        return _probabilities(self.decision_function(X))
 
     def predict_log_proba(self, X: Any) -> np.ndarray:
         """``log(predict_proba(X))``."""

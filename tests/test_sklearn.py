@@ -102,6 +102,29 @@ def test_multiclass_is_a_multinomial_fit():
     assert (ours.predict(X) == names[theirs.predict(X)])[clear].all()
 
 
+def test_the_generic_estimator_gives_probabilities_for_classification_losses_only():
+    """The generic estimator on the logistic loss is FederatedLogisticRegression (same
+    problem, same algorithm: the same numbers), whose probabilities match scikit-learn's."""
+    X, y = make_classification(200, 5, n_informative=3, random_state=1)
+    X = StandardScaler().fit_transform(X)
+    clients = np.arange(200) % 3
+    binary = FederatedEstimator("logistic", alpha=0.02, rounds=300).fit(X, y, clients=clients)
+    known = FederatedLogisticRegression(alpha=0.02, rounds=300).fit(X, y, clients=clients)
+    np.testing.assert_array_equal(binary.predict_proba(X), known.predict_proba(X))
+    np.testing.assert_array_equal(binary.decision_function(X), known.decision_function(X))
+    labels = np.array(["a", "b", "c"])[load_iris(return_X_y=True)[1]]
+    iris = StandardScaler().fit_transform(load_iris(return_X_y=True)[0])
+    multi = FederatedEstimator("softmax", alpha=0.01, rounds=300).fit(iris, labels)
+    proba = multi.predict_proba(iris)
+    assert proba.shape == (150, 3)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-12)
+    assert (multi.classes_[proba.argmax(axis=1)] == multi.predict(iris)).all()
+    np.testing.assert_allclose(np.log(proba), multi.predict_log_proba(iris), rtol=1e-12)
+    regressor = FederatedEstimator(rounds=5)  # least squares: no probabilities
+    assert not hasattr(regressor, "predict_proba")
+    assert not hasattr(regressor, "decision_function")
+
+
 # --- GridSearchCV and Pipeline ------------------------------------------------------------
 def test_grid_search_over_alpha_picks_what_a_centralized_lasso_picks():
     X, y = make_regression(160, 30, n_informative=3, noise=30.0, random_state=1)
