@@ -24,21 +24,13 @@ from ._base import (
 )
 from ._local import local_prox, make_solver
 from ._server_prox import apply_server_prox
+from .fedprox import Message, ServerState, Upload
 
 RULES = ("constant", "grads", "stops")
 
 
-class ServerState(NamedTuple):
-    x: Array
-
-
-class Message(NamedTuple):
-    x: Array
-
-
-class Upload(NamedTuple):
-    #: ``prox_{γ f_i}(x) − x`` = ``−γ ∇M_i(x)``, the scaled gradient of the Moreau envelope
-    delta: Array
+# FedProx's states and messages: FedExProx changes only the server's step; Upload.delta is
+# prox_{γ f_i}(x) − x = −γ ∇M_i(x), the scaled gradient of the client's Moreau envelope
 
 
 class PolyakUpload(NamedTuple):

@@ -23,14 +23,7 @@ from ._base import (
     check_positive,
     replicate,
 )
-
-
-class ServerState(NamedTuple):
-    x: Array
-
-
-class Message(NamedTuple):
-    x: Array
+from .fedmid import Message, ServerState
 
 
 class Upload(NamedTuple):
