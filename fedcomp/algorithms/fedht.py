@@ -69,6 +69,11 @@ def fed_ht(client_lr: float = 0.01, local_steps: int = 5) -> FederatedAlgorithm:
     convexity/smoothness and ``τ`` large enough relative to the true sparsity; this
     implementation does not check those conditions.
 
+    Written from the paper's abstract and the summary of its two algorithms in the Flower
+    baseline's README (flwrlabs/flower, ``baselines/fedht``: where each applies ``H_τ``);
+    the paper's full text could not be read here, so its step-size schedule and any
+    sparsity level of the local thresholds other than ``τ`` are not reproduced.
+
     Examples
     --------
     >>> fed_ht(client_lr=0.1, local_steps=3).hyperparameters
