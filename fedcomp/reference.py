@@ -92,6 +92,9 @@ def solve_reference(problem: Problem, tol: float = 1e-10, max_iter: int = 100_00
 
     Raises
     ------
+    ValueError
+        For a regularizer that is neither convex nor weakly convex (``l0``, ``l0_ball``):
+        the solver would return a local minimiser (see :func:`_check_solvable`).
     RuntimeError
         If ``tol`` is not reached within ``max_iter`` iterations (the message gives the
         norm reached).
@@ -107,6 +110,7 @@ def solve_reference(problem: Problem, tol: float = 1e-10, max_iter: int = 100_00
     >>> np.round(ref.x, 6)  # soft-thresholding of (1, 0.05) at 0.1/2 ... times 2
     array([0.8, 0. ])
     """
+    _check_solvable(problem)
     p64 = as_float64(problem)
     start = np.zeros(p64.param_shape) if x0 is None else np.asarray(x0, dtype=np.float64)
     path = cache_path(problem, start)
@@ -137,6 +141,24 @@ def solve_reference(problem: Problem, tol: float = 1e-10, max_iter: int = 100_00
                      iterations=ref.iterations, lipschitz=lipschitz)
         os.replace(tmp.name, path)
     return ref
+
+
+def _check_solvable(problem: Problem) -> None:
+    """Refuse a regularizer that is neither convex nor weakly convex (``l0``, ``l0_ball``).
+
+    Proximal gradient on such a ``g`` (iterative hard thresholding) stops at a fixed point
+    that is only a local minimiser, and the global minimiser of an ℓ0-constrained or
+    ℓ0-penalised least squares is NP-hard in general: no ``x*`` this solver returned
+    would be the one its metrics (distance to ``x*``, suboptimality) promise.
+    """
+    reg = problem.regularizer
+    if not np.isfinite(reg.weak_convexity):
+        raise ValueError(
+            f"reference solver: {type(reg).__name__} is neither convex nor weakly convex "
+            "(an l0 penalty or constraint), so proximal gradient would return a local "
+            "minimiser, not x* (the global one is NP-hard in general); run without a "
+            "reference (reference = false in the config) and judge runs by objective, "
+            "prox_grad_norm or support recovery instead")
 
 
 def cache_path(problem: Problem, start: np.ndarray) -> Path:

@@ -222,12 +222,17 @@ CONTRACT_PARAMS = {"fast_fedda": dict(smoothness=2.0, strong_convexity=0.01, loc
                    "scaffold": dict(client_lr=0.5, local_steps=3, server_prox=True),
                    "scaffnew": dict(client_lr=0.5, comm_prob=0.4, server_prox=True)}
 CONTRACT_PARAMS["fedsplit"] = dict(eta=0.5)
+# constant extrapolation: on this logistic problem (no interpolation) the adaptive rules
+# give alpha = 25 (GraDS) and 1000 (StoPS), which multiply float32's rounding of the
+# averaged prox by as much; test_fedexprox.py checks them on backends in float64
+CONTRACT_PARAMS["fedexprox"] = dict(step=0.5, server_lr=1.5)
 SYNCHRONOUS = [make_algorithm(name, **CONTRACT_PARAMS.get(name, dict(client_lr=0.5,
                                                                       local_steps=3)))
                for name in sorted(REGISTRY) if REGISTRY.entry(name).execution == "rounds"]
 # the exact (Newton) local solver of the primal-dual family, epochs with masks
 SYNCHRONOUS += [make_algorithm("feddr", local_solver="exact", eta=0.5, alpha=1.5),
-                make_algorithm("fedprox", mu=0.5, client_lr=0.5, local_epochs=2)]
+                make_algorithm("fedprox", mu=0.5, client_lr=0.5, local_epochs=2),
+                make_algorithm("fedexprox", step=0.5, server_lr=1.5, server_step=0.1)]
 
 
 def supports_sampling(alg, problem) -> bool:

@@ -18,6 +18,7 @@ is checked as soon as it is registered and given an example:
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from fractions import Fraction
 
@@ -30,6 +31,7 @@ from scipy import optimize
 
 from fedcomp.regularizers import (
     DESCRIPTIONS,
+    L0,
     L1,
     MCP,
     REGULARIZERS,
@@ -37,6 +39,7 @@ from fedcomp.regularizers import (
     Box,
     ElasticNet,
     GroupLasso,
+    L0Ball,
     L1Ball,
     L1L2Ball,
     L2Ball,
@@ -69,6 +72,10 @@ EXAMPLES = [
     (Box(lower=-0.5, upper=0.3), (6,)),
     (Box(lower=0.0, upper=math.inf), (6,)),
     (L1L2Ball(alpha=0.4, radius=1.0), (6,)),
+    (L0Ball(sparsity=3), (6,)),
+    (L0Ball(sparsity=2, param_ndim=2), (3, 2)),
+    (L0(alpha=0.4), (6,)),
+    (L0(alpha=0.3, param_ndim=2), (3, 2)),
 ]
 
 NAME_OF = {cls: name for name, cls in REGULARIZERS.items()}
@@ -88,6 +95,9 @@ def _ids(examples):
 CASES = [pytest.param(reg, shape, id=i) for (reg, shape), i in zip(EXAMPLES, _ids(EXAMPLES),
                                                                    strict=True)]
 CONVEX_CASES = [c for c, (reg, _) in zip(CASES, EXAMPLES, strict=True) if reg.convex]
+#: neither convex nor weakly convex (ρ = inf): the ℓ0 ball and penalty
+L0_CASES = [c for c, (reg, _) in zip(CASES, EXAMPLES, strict=True)
+            if math.isinf(reg.weak_convexity)]
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -96,14 +106,20 @@ def draw(shape, seed, batch=(5,), scale=1.5):
     return np.random.default_rng(seed).normal(scale=scale, size=(*batch, *shape))
 
 
+def step_cap(reg):
+    """0.9/ρ for weakly convex ones; 2 for convex ones and ρ = inf (no step bound)."""
+    rho = reg.weak_convexity
+    return 0.9 / rho if 0 < rho < math.inf else 2.0
+
+
 def scalar_steps(reg):
     """Steps in the valid range: 0, moderate, and close to 1/ρ for weakly convex ones."""
-    cap = 0.9 / reg.weak_convexity if reg.weak_convexity > 0 else 2.0
+    cap = step_cap(reg)
     return [0.0, 0.4, min(1.3, cap), min(2.0, cap)]
 
 
 def model_steps(reg, n, seed):
-    cap = 0.9 / reg.weak_convexity if reg.weak_convexity > 0 else 2.0
+    cap = step_cap(reg)
     return np.random.default_rng(seed + 1000).uniform(0.05, min(2.0, cap), size=n)
 
 
@@ -283,8 +299,21 @@ def generic_minimiser(reg, v, s):
     return best.x.reshape(shape)
 
 
-MINIMISERS = {GroupLasso: group_lasso_minimiser, Nuclear: nuclear_minimiser,
-              L2Ball: l2_ball_minimiser, L1Ball: l1_ball_minimiser,
+def l0_minimiser(reg, v, s):
+    """Brute force over every support ``S``: ``u = v`` on ``S``, 0 off it, costs
+    ``s·g(u) + ½‖v_{S^c}‖²``; exact (no solver) for the small models of the contract."""
+    flat = v.reshape(-1)
+    best, best_cost = None, math.inf
+    for support in itertools.product([False, True], repeat=flat.size):
+        u = np.where(support, flat, 0.0).reshape(1, *v.shape)
+        cost = objective(reg, u, v, s)[0]
+        if cost < best_cost:
+            best, best_cost = u[0], cost
+    return best
+
+
+MINIMISERS = {L0Ball: l0_minimiser, L0: l0_minimiser, GroupLasso: group_lasso_minimiser,
+              Nuclear: nuclear_minimiser, L2Ball: l2_ball_minimiser, L1Ball: l1_ball_minimiser,
               L1L2Ball: l1_l2_ball_minimiser}
 
 
@@ -374,7 +403,8 @@ def test_prox_satisfies_optimality_inequality(reg, shape):
                 h_p = objective(reg, p[i : i + 1], v[i], s)[0]
                 assert np.isfinite(h_p)
                 gap = objective(reg, candidates, v[i], s) - h_p
-                mu = 1.0 - s * reg.weak_convexity
+                # ρ = inf: p is a global minimiser of a nonconvex h, no quadratic growth
+                mu = 0.0 if math.isinf(reg.weak_convexity) else 1.0 - s * reg.weak_convexity
                 bound = 0.5 * mu * np.sum((candidates - p[i]) ** 2, axis=axes(reg, candidates))
                 worst = np.min(gap - bound)
                 assert worst >= -1e-9 * (1.0 + abs(h_p)), (s, i, worst)
@@ -481,7 +511,7 @@ def test_firmly_nonexpansive(reg, shape):
 
 
 @pytest.mark.parametrize("reg, shape", [c for c, (reg, _) in zip(CASES, EXAMPLES, strict=True)
-                                        if not reg.convex])
+                                        if 0 < reg.weak_convexity < math.inf])
 def test_weakly_convex_prox_is_lipschitz(reg, shape):
     """``prox_{s g}`` of a ρ-weakly convex g is ``1/(1 − sρ)``-Lipschitz for ``s < 1/ρ``."""
     for seed in range(3):
@@ -575,6 +605,12 @@ INVALID = [
     (lambda: Box(lower=math.inf, upper=math.inf), "lower < inf"),
     (lambda: L2Ball(radius=1.0, param_ndim=3), "param_ndim must be 1"),
     (lambda: MCP(param_ndim=0), "param_ndim must be 1"),
+    (lambda: L0Ball(sparsity=0), r"sparsity must be an integer >= 1 \(got sparsity=0\)"),
+    (lambda: L0Ball(sparsity=2.0), r"sparsity must be an integer >= 1 \(got sparsity=2.0\)"),
+    (lambda: L0Ball(sparsity=True), "sparsity must be an integer"),
+    (lambda: L0(alpha=-0.1), "alpha must be >= 0"),
+    (lambda: L0(alpha=math.inf), "alpha must be finite"),
+    (lambda: L0(param_ndim=3), "param_ndim must be 1"),
 ]
 
 
@@ -831,3 +867,70 @@ def test_l2_ball_projection_properties(x, radius):
     # outside: p is the positive multiple of x on the sphere
     out = ~inside
     np.testing.assert_allclose(p[out], x[out] * (radius / norms[out])[:, None], rtol=1e-12)
+
+
+# --- the l0 ball and the l0 penalty ------------------------------------------------------------
+
+@pytest.mark.parametrize("reg, shape", L0_CASES)
+def test_l0_prox_is_the_exact_brute_force_minimiser(reg, shape):
+    """Over every support (64 of them for 6 entries), the prox attains the minimum of
+    ``s·g(u) + ½‖u − v‖²`` exactly and is the brute-force minimiser bit for bit: away
+    from ties it keeps entries of v unchanged, so there is no rounding to allow for."""
+    for seed in range(6):
+        v = draw(shape, 40 + seed, batch=(4,))
+        for step in (0.3, 1.0, 2.0, model_steps(reg, 4, seed)):
+            p = reg.prox(v, step)
+            for i in range(4):
+                s = float(step[i]) if isinstance(step, np.ndarray) else step
+                np.testing.assert_array_equal(p[i], l0_minimiser(reg, v[i], s))
+
+
+def test_l0_ball_ties_keep_the_lower_flat_index():
+    reg = L0Ball(sparsity=2)
+    v = np.array([[1.0, -3.0, 1.0, -1.0, 0.5], [2.0, 2.0, 2.0, 2.0, 2.0]])
+    np.testing.assert_array_equal(reg.prox(v, 1.0), [[1.0, -3.0, 0.0, 0.0, 0.0],
+                                                      [2.0, 2.0, 0.0, 0.0, 0.0]])
+    # a matrix model is flattened in C order: (0, 1) comes before (1, 0)
+    m = np.array([[[0.0, 1.0], [1.0, 0.0]]])
+    np.testing.assert_array_equal(L0Ball(sparsity=1, param_ndim=2).prox(m, 1.0),
+                                  [[[0.0, 1.0], [0.0, 0.0]]])
+    # s >= n keeps everything; the value counts nonzeros per model, not per row
+    np.testing.assert_array_equal(L0Ball(sparsity=9).prox(v, 1.0), v)
+    np.testing.assert_array_equal(L0Ball(sparsity=2, param_ndim=2).value(
+        np.array([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 1.0], [0.0, 1.0]]])), [0.0, np.inf])
+
+
+def test_l0_threshold_is_sqrt_2_step_alpha_and_the_tie_goes_to_zero():
+    reg = L0(alpha=0.125)  # 2·s·α = 1 at s = 4: threshold exactly 1
+    v = np.array([[1.0, -1.0, 1.0000001, -0.9999999, 0.0, 5.0]])
+    np.testing.assert_array_equal(reg.prox(v, 4.0), [[0.0, 0.0, 1.0000001, 0.0, 0.0, 5.0]])
+    # both 0 and v are minimisers at the tie: equal objectives
+    tie = np.array([[1.0]])
+    assert objective(reg, np.zeros((1, 1)), tie[0], 4.0)[0] == objective(reg, tie, tie[0], 4.0)[0]
+    # tiny entries survive a zero step (|v| > 0, where v² > 0 would underflow)
+    tiny = np.array([[1e-200, -1e-300]])
+    np.testing.assert_array_equal(reg.prox(tiny, 0.0), tiny)
+    assert L0(alpha=0.0).prox(tiny, 3.0).tolist() == tiny.tolist()
+
+
+def test_reference_solver_refuses_l0_and_names_why():
+    from fedcomp import ClientData, Problem, solve_reference
+    from fedcomp.losses import LeastSquares
+
+    data = ClientData.from_lists([np.eye(3)], [np.array([1.0, 0.5, 0.2])])
+    for reg in (L0Ball(sparsity=1), L0(alpha=0.1)):
+        with pytest.raises(ValueError, match=rf"{type(reg).__name__} is neither convex nor "
+                                             r"weakly convex .*reference = false"):
+            solve_reference(Problem(LeastSquares(), reg, data), use_cache=False)
+
+
+def test_l0_regularizers_are_listed():
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", "fedcomp", "list", "regularizers"],
+                         capture_output=True, text=True, check=True)
+    lines = {line.split()[0]: line for line in res.stdout.splitlines()[1:] if line.strip()}
+    assert "keep the s largest" in lines["l0_ball"]
+    assert "hard threshold at sqrt(2*step*alpha)" in lines["l0"]
+    assert make_regularizer("l0_ball", sparsity=4) == L0Ball(sparsity=4)

@@ -19,6 +19,8 @@ from .fedavg import fedavg
 from .fedcanon import fedcanon, fedcanon2, fedcanon_controls
 from .fedda import fedda
 from .feddr import async_feddr, feddr, fedsplit
+from .fedexprox import fedexprox
+from .fedht import fed_ht, fediter_ht
 from .fedmid import fedmid
 from .fedpd import fedpd
 from .fedprox import fedprox
@@ -60,6 +62,15 @@ REGISTRY: Registry[AlgorithmEntry] = Registry("algorithm", [
                    "Federated primal-dual, communicate with probability p (Zhang et al. 2021)"),
     AlgorithmEntry("fedprox", fedprox,
                    "Local proximal term mu/2||x - xbar||^2, optional server prox (Li et al. 2020)"),
+    AlgorithmEntry("fedexprox", fedexprox,
+                   "FedProx with exact proxes + server extrapolation: constant, gradient "
+                   "diversity or Polyak (Li, Acharya, Richtarik 2024)"),
+    AlgorithmEntry("fed_ht", fed_ht,
+                   "Fed-HT: local SGD, server hard-thresholds the average to s entries, l0_ball "
+                   "(Tong et al. 2020)"),
+    AlgorithmEntry("fediter_ht", fediter_ht,
+                   "FedIter-HT: hard-thresholded local SGD steps and average, l0_ball "
+                   "(Tong et al. 2020)"),
     AlgorithmEntry("mc_fedda", mc_fedda,
                    "Multistage C-FedDA: shrinking lambda and radius, warm starts "
                    "(Bao et al. 2022)"),
@@ -154,4 +165,5 @@ __all__ = ["ALGORITHMS", "DECENTRALIZED", "DESCRIPTIONS", "REGISTRY", "ClientCon
            "fast_fedda", "fedavg", "fedda", "fedda_gt", "fedmid", "make_algorithm", "mc_fedda",
            "multistep_refedda_gt", "refedda_gt", "za1", "za1_correction",
            "fedcanon", "fedcanon2", "fedcanon_controls", "scaffnew", "scaffold"]
+__all__ += ["fed_ht", "fedexprox", "fediter_ht"]
 __all__ += ["execution_of", "async_feddr", "fedadmm", "feddr", "fedpd", "fedprox", "fedsplit"]

@@ -304,13 +304,18 @@ def require_full_participation(owner: str) -> Check:
 def check_prox_steps(owner: str, largest_step: float, fix: str) -> Check:
     """A ``prepare`` check: every prox step stays below ``1/ρ`` for a ρ-weakly convex ``g``.
 
+    ``g`` with ``ρ = inf`` (``l0``, ``l0_ball``) passes: hard thresholding is defined at
+    every step, and an algorithm run on it is a heuristic (iterative hard thresholding).
+
     Checked before round 1 so a run never starts with hyperparameters that would fail
     (or, worse, silently stop being a prox) in its first round.
     """
 
     def check(setup: SetupContext) -> None:
         rho = setup.regularizer.weak_convexity
-        if rho > 0 and largest_step * rho >= 1:
+        # ρ = inf marks l0 / l0_ball: not weakly convex, but their prox (hard thresholding,
+        # ties broken deterministically) is single-valued at every step, so no bound applies
+        if 0 < rho < float("inf") and largest_step * rho >= 1:
             raise ValueError(
                 f"{owner}: {type(setup.regularizer).__name__} is weakly convex with "
                 f"rho={rho:g}, so every prox step must be < 1/rho={1 / rho:g}, but this "

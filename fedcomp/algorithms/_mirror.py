@@ -18,6 +18,7 @@ import math
 from typing import Any
 
 from .._array import Array, namespace
+from ..regularizers._sparse import keep_largest
 
 
 def default_p(dim: int) -> float:
@@ -158,16 +159,8 @@ def top_s(x: Array, s: int | None) -> Array:
     """
     if s is None:
         return x
-    xp = namespace(x)
-    b = x.shape[0]
-    flat = xp.reshape(x, (b, -1))
-    d = flat.shape[1]
-    if s >= d:
-        return x
-    order = xp.argsort(-xp.abs(flat), axis=1, stable=True)
-    rank = xp.argsort(order, axis=1, stable=True)  # rank[j] = position of entry j by magnitude
-    kept = xp.where(rank < s, flat, xp.zeros_like(flat))
-    return xp.reshape(kept, x.shape)
+    # the l0_ball regularizer's projection, each row one model
+    return keep_largest(x, s, x.ndim - 1)
 
 
 def check_sparsity(owner: str, s: Any) -> None:

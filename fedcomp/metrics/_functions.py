@@ -54,12 +54,15 @@ def stationarity_step(problem: Problem) -> float:
     """The step ``s`` of :func:`prox_grad_norm`: ``1/L``, capped at ``1/(2ρ)`` when ``ρ > 0``.
 
     ``L`` is ``problem.smoothness()`` and ``ρ`` the regularizer's weak-convexity modulus
-    (MCP: ``1/γ``; SCAD: ``1/(a − 1)``). The prox of a ``ρ``-weakly convex ``g`` exists
-    only for ``s < 1/ρ``; half that bound keeps ``prox_{s g}`` ``1/(1 − sρ) = 2``-Lipschitz.
+    (MCP: ``1/γ``; SCAD: ``1/(a − 1)``; ``l0``/``l0_ball``: ``inf``, no cap). The prox
+    of a ``ρ``-weakly convex ``g`` exists only for ``s < 1/ρ``; half that bound keeps
+    ``prox_{s g}`` ``1/(1 − sρ) = 2``-Lipschitz.
     """
     s = 1.0 / problem.smoothness()
     rho = float(problem.regularizer.weak_convexity)
-    return min(s, 0.5 / rho) if rho > 0 else s
+    # ρ = inf (l0, l0_ball): no weak convexity to respect, and their prox (hard
+    # thresholding) exists at every step, so 1/L stands (the IHT fixed-point measure)
+    return min(s, 0.5 / rho) if 0 < rho < float("inf") else s
 
 
 def prox_grad_norm(problem: Problem, x: Array, step: float | None = None, **_: Any) -> float:

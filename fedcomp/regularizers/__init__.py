@@ -21,6 +21,7 @@ from ._indicators import Box, L1Ball, L1L2Ball, L2Ball
 from ._masked import Masked
 from ._matrix import Nuclear
 from ._nonconvex import MCP, SCAD
+from ._sparse import L0, L0Ball
 
 #: Regularizer classes by configuration name, with one line each for ``fedcomp list``.
 REGULARIZERS: Registry[Entry] = Registry("regularizer", [
@@ -42,6 +43,10 @@ REGULARIZERS: Registry[Entry] = Registry("regularizer", [
           unbounded=("lower", "upper")),
     Entry("l1_l2_ball", L1L2Ball,
           "alpha*||x||_1 + constraint ||x||_2 <= radius; soft threshold then projection"),
+    Entry("l0_ball", L0Ball,
+          "constraint ||x||_0 <= sparsity, nonconvex; keep the s largest entries (hard "
+          "thresholding)"),
+    Entry("l0", L0, "alpha*||x||_0, nonconvex; hard threshold at sqrt(2*step*alpha)"),
 ])
 
 #: One line per regularizer, for ``fedcomp list``.
@@ -81,7 +86,7 @@ def make_regularizer(name: str, **params: Any) -> Regularizer:
 
 
 __all__ = [
-    "DESCRIPTIONS", "MCP", "REGULARIZERS", "SCAD", "Box", "ElasticNet", "GroupLasso", "L1",
-    "L1Ball", "L1L2Ball", "L2Ball", "Masked", "Nuclear", "Regularizer", "Zero", "make_regularizer",
-    "soft_threshold",
+    "DESCRIPTIONS", "MCP", "REGULARIZERS", "SCAD", "Box", "ElasticNet", "GroupLasso", "L0",
+    "L0Ball", "L1", "L1Ball", "L1L2Ball", "L2Ball", "Masked", "Nuclear", "Regularizer", "Zero",
+    "make_regularizer", "soft_threshold",
 ]
