@@ -168,3 +168,14 @@ def test_readme_run_commands_name_settings_the_config_accepts():
             config = apply_override(config, assignment)
         for _, point in expand_sweep(config, [parse_sweep(s) for s in args.sweep or []]):
             validate(point)
+
+
+def test_the_algorithm_table_names_every_registered_algorithm():
+    """The README's table of algorithms stays in step with the registry."""
+    from fedcomp.algorithms import REGISTRY
+
+    table = README.read_text().split("## Algorithms", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|") for line in table.splitlines() if line.startswith("| ")]
+    named = set(re.findall(r"`([a-z0-9_]+)`", "\n".join(row[2] for row in rows)))
+    assert named == set(REGISTRY), (sorted(set(REGISTRY) - named), sorted(named - set(REGISTRY)))
+    assert f"{len(REGISTRY)} algorithms" in table
