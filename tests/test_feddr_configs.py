@@ -123,8 +123,9 @@ def test_every_feddr_config_has_an_as_run_reading_and_random_data():
         cfg = config.load(name)
         assert "as_run" in config.readings(cfg)
         assert len(cfg["seeds"]) >= 3
-        # the data are random (synthetic draws, a random partition): they follow the seed
-        assert "seed" not in cfg["data"]
+        # the data are random (synthetic draws, a random partition): they follow the seed,
+        # except feddr_async's (pinned: its draws' costs differ 50x, see the config)
+        assert ("seed" not in cfg["data"]) == (name != "feddr_async")
         assert all("seed" not in v.get("data", {}) for v in cfg.get("variants", []))
 
 
