@@ -34,7 +34,7 @@ EXTRAS: dict[str, tuple[str, str]] = {
     # tensorboardX; MLflow 3 with its SQLite store (SQLAlchemy and alembic)
     "tensorboardX": ("tensorboardX", "tensorboard"),
     "mlflow": ("mlflow-skinny", "mlflow"),
-    "sqlalchemy": ("SQLAlchemy", "mlflow"),
+    "sqlalchemy": ("sqlalchemy", "mlflow"),
     "alembic": ("alembic", "mlflow"),
     # fedcomp completion bash|zsh|tcsh
     "shtab": ("shtab", "completion"),
