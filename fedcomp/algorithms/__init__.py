@@ -10,6 +10,7 @@ from typing import Any
 
 from .._registry import AlgorithmEntry, Registry
 from ._base import ClientContext, EmptyState, FederatedAlgorithm, ServerContext
+from ._compressed import compressed
 from ._decentralized import DecentralizedAlgorithm, NodeContext
 from .c_fedda import c_fedda
 from .dfedda import dfedda, dfedda_gt, dfedmid, drefedda_gt
@@ -154,4 +155,4 @@ __all__ = ["ALGORITHMS", "DECENTRALIZED", "DESCRIPTIONS", "REGISTRY", "ClientCon
            "fast_fedda", "fedavg", "fedda", "fedda_gt", "fedmid", "make_algorithm", "mc_fedda",
            "multistep_refedda_gt", "refedda_gt", "za1", "za1_correction",
            "fedcanon", "fedcanon2", "fedcanon_controls", "scaffnew", "scaffold"]
-__all__ += ["execution_of", "async_feddr", "fedadmm", "feddr", "fedpd", "fedprox", "fedsplit"]
+__all__ += ["compressed", "execution_of", "async_feddr", "fedadmm", "feddr", "fedpd", "fedprox", "fedsplit"]
