@@ -136,7 +136,7 @@ def assert_same_run(flower_out, sim_out, tol=1e-10):
     rows_a, rows_b = result_rows(flower_out), result_rows(sim_out)
     assert len(rows_a) == len(rows_b)
     counted = ["round", "grad_evals", "sample_grads", "prox_evals_client", "prox_evals_server",
-               "floats_up", "floats_down", "nnz"]
+               "floats_up", "floats_down", "bits_up", "bits_down", "nnz"]
     for ra, rb in zip(rows_a, rows_b, strict=True):
         assert {k: ra[k] for k in counted} == {k: rb[k] for k in counted}
         assert float(ra["objective"]) == pytest.approx(float(rb["objective"]), abs=1e-12)

@@ -26,13 +26,12 @@ from ._sparsify import RandK, TopK
 COMPRESSORS: Registry[Entry] = Registry("compressor", [
     Entry("identity", Identity, "no compression: d values at the dtype's width"),
     Entry("rand_k", RandK, "k random coordinates scaled by d/k, unbiased; k values, indices "
-                           "from the shared seed (Stich et al. 2018)"),
-    Entry("top_k", TopK, "k largest magnitudes, biased (use ef21); k values + k indices of "
-                         "ceil(log2 d) bits"),
+                           "from the shared seed"),
+    Entry("top_k", TopK, "k largest magnitudes, biased (use ef21); k values + k indices"),
     Entry("natural", Natural, "random rounding to a power of two, unbiased; sign + exponent "
-                              "per entry (Horvath et al. 2022)"),
-    Entry("qsgd", QSGD, "stochastic quantisation to s levels of |x_j|/||x||, unbiased; norm + "
-                        "sign + ceil(log2(s+1)) bits per entry (Alistarh et al. 2017)"),
+                              "(Horvath et al.)"),
+    Entry("qsgd", QSGD, "s levels of |x_j|/||x||, unbiased; norm + sign + level bits "
+                        "(Alistarh et al. 2017)"),
 ])
 
 #: One line per compressor, for ``fedcomp list``.
