@@ -3,6 +3,8 @@ the identity is the uncompressed run bit for bit, rand-k FedAvg converges, EF21 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from conftest import make_problem
@@ -165,3 +167,58 @@ def test_bad_arguments_name_the_fix() -> None:
         compressed(make_algorithm("dfedmid"), Identity())
     with pytest.raises(ValueError, match="ef21 must be True or False"):
         compressed(fedavg(), Identity(), ef21="yes")
+
+
+# --- configurations: compressor = {name = ..., ef21 = ...} in an [[algorithms]] entry ------
+
+def _config(**compressor):
+    from tests.test_sweeps import tiny_config
+
+    cfg = tiny_config()
+    cfg.update(seeds=[0], rounds=3, eval_every=1)
+    cfg["algorithms"] = [{"name": "fedavg", "client_lr": 0.5, "local_steps": 2},
+                         {"name": "fedavg", "label": "fedavg_top2", "client_lr": 0.5,
+                          "local_steps": 2, "compressor": compressor}]
+    return cfg
+
+
+def test_a_configuration_compresses_an_entry_and_results_have_the_bits(tmp_path):
+    import csv
+    import io
+
+    from fedcomp.experiments import RESULT_COLUMNS, run_experiment
+
+    run_experiment(_config(name="top_k", k=2, ef21=True), tmp_path, progress=False,
+                   stream=io.StringIO())
+    with (tmp_path / "results.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    columns = list(rows[0])
+    assert columns[:len(RESULT_COLUMNS)] == RESULT_COLUMNS
+    assert columns.index("bits_up") == columns.index("floats_down") + 1
+    last = {r["algorithm"]: r for r in rows if r["round"] == "3"}
+    plain, top = last["fedavg"], last["fedavg_top2"]
+    n, d = 4, int(plain["floats_up"]) // (3 * 4)  # 3 rounds x 4 clients x the model size
+    assert int(plain["bits_up"]) == 64 * int(plain["floats_up"])
+    assert int(top["bits_up"]) == 3 * n * 2 * (64 + math.ceil(math.log2(d)))  # values+indices
+    assert int(top["bits_down"]) == int(plain["bits_down"]) == 64 * 3 * n * d
+    written = (tmp_path / "config.json").read_text()
+    assert '"ef21": true' in written and '"top_k"' in written
+
+
+@pytest.mark.parametrize(("compressor", "message"), [
+    ({"name": "top_q"}, r"compressor.name: unknown compressor 'top_q'; valid: .*top_k"),
+    ({"name": "top_k", "kk": 2}, r"unknown .*kk.*accepted"),
+    ({"name": "qsgd", "levels": "four"}, r"levels must be an integer"),
+    ({"name": "top_k", "k": 2, "ef21": "yes"}, r"ef21 must be true or false"),
+    ({"name": "top_k", "k": 0}, r"k must be an integer >= 1"),
+])
+def test_a_bad_compressor_table_is_refused_naming_the_key(tmp_path, compressor, message):
+    import io
+
+    from fedcomp.config import ConfigError
+    from fedcomp.experiments import run_experiment
+
+    with pytest.raises((ConfigError, ValueError), match=message):
+        run_experiment(_config(**compressor), tmp_path / "out", progress=False,
+                       stream=io.StringIO())
+    assert not (tmp_path / "out").exists()
