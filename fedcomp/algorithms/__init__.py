@@ -155,4 +155,5 @@ __all__ = ["ALGORITHMS", "DECENTRALIZED", "DESCRIPTIONS", "REGISTRY", "ClientCon
            "fast_fedda", "fedavg", "fedda", "fedda_gt", "fedmid", "make_algorithm", "mc_fedda",
            "multistep_refedda_gt", "refedda_gt", "za1", "za1_correction",
            "fedcanon", "fedcanon2", "fedcanon_controls", "scaffnew", "scaffold"]
-__all__ += ["compressed", "execution_of", "async_feddr", "fedadmm", "feddr", "fedpd", "fedprox", "fedsplit"]
+__all__ += ["compressed", "execution_of", "async_feddr", "fedadmm", "feddr", "fedpd", "fedprox",
+            "fedsplit"]
