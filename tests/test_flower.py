@@ -80,6 +80,11 @@ EQUIVALENCE = [
     ("fedsplit", {"eta": 2.0, "init": "fedsplit"}, None),
     # a staleness bound below n − 1: the server's barrier holds clients back between jobs
     ("async_feddr", {"eta": 2.0, "client_lr": 0.3, "local_steps": 2, "max_delay": 1}, None),
+    # compressed uploads: the nodes rebuild the compression, the encoded bits travel back
+    ("fedavg", {"client_lr": 0.3, "local_steps": 3,
+                "compressor": {"name": "rand_k", "k": 2}}, 2),
+    ("fedmid", {"client_lr": 0.3, "local_steps": 3,
+                "compressor": {"name": "top_k", "k": 2, "ef21": True}}, None),
 ]
 
 
