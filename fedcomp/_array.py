@@ -193,3 +193,17 @@ def replace_rows(full: Array, index: np.ndarray, rows: Array) -> Array:
     source = np.arange(n)
     source[np.asarray(index)] = n + np.arange(len(index))
     return take_rows(xp.concat([full, rows], axis=0), source)
+
+
+def bit_width(x: Array) -> int:
+    """Bits of one entry of ``x`` as it is stored and sent: 64 for float64, 32 for float32.
+
+    Examples
+    --------
+    >>> bit_width(np.zeros(3)), bit_width(np.zeros(3, dtype=np.float32))
+    (64, 32)
+    """
+    itemsize = getattr(x.dtype, "itemsize", None)  # NumPy dtypes; torch dtypes since 2.1
+    if itemsize is None:
+        itemsize = x.element_size()
+    return 8 * int(itemsize)

@@ -23,6 +23,9 @@ STREAM_ALGORITHM = 3
 STREAM_COMMON = 4
 #: A run's random starting model (a configuration's ``x0`` table), keyed by its seed.
 STREAM_START = 5
+#: A compressor's draws (rand-k's coordinates, QSGD's and natural compression's rounding),
+#: keyed by (seed, round, client) and a purpose number (which message field is compressed).
+STREAM_COMPRESSION = 6
 
 
 def _mix(z: np.ndarray) -> np.ndarray:

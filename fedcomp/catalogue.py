@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import algorithms, data, losses, metrics, regularizers, topology
+from . import algorithms, compressors, data, losses, metrics, regularizers, topology
 from ._registry import Registry
 
 
@@ -17,8 +17,9 @@ def catalogue() -> dict[str, Registry[Any]]:
 
     Examples
     --------
-    >>> list(catalogue())
-    ['algorithms', 'regularizers', 'losses', 'datasets', 'partitioners', 'metrics', 'topologies']
+    >>> list(catalogue())  # doctest: +NORMALIZE_WHITESPACE
+    ['algorithms', 'regularizers', 'losses', 'datasets', 'partitioners', 'metrics', 'topologies',
+     'compressors']
     >>> catalogue()["algorithms"].entry("async_feddr").execution
     'async'
     """
@@ -30,6 +31,7 @@ def catalogue() -> dict[str, Registry[Any]]:
         "partitioners": data.PARTITIONERS,
         "metrics": metrics.METRICS,
         "topologies": topology.TOPOLOGIES,
+        "compressors": compressors.COMPRESSORS,
     }
 
 

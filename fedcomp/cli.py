@@ -598,7 +598,7 @@ errors:
                          "experiments, ...")
     lst.add_argument("kind", nargs="?", choices=["algorithms", "regularizers", "losses",
                                                  "datasets", "partitioners", "metrics",
-                                                 "topologies", "experiments"])
+                                                 "topologies", "compressors", "experiments"])
     lst.set_defaults(func=cmd_list)
 
     show = sub.add_parser("show", help="print an experiment's resolved configuration (TOML)",

@@ -32,7 +32,12 @@ class Counters:
     prox_evals_client, prox_evals_server : int
         Proximal-operator evaluations by clients (one per client per call) and the server.
     floats_up, floats_down : int
-        Floats uploaded by clients and downloaded by them, summed over participants.
+        Floats uploaded by clients and downloaded by them, summed over participants (a
+        compressed message counts the floats of its decoded form).
+    bits_up, bits_down : int
+        The same messages' exact encoded size in bits: floats × the bit width of their
+        dtype (64 for float64) for uncompressed messages, the compressor's encoded size
+        for compressed ones (:data:`fedcomp.algorithms._base.WIRE_BITS`).
     hessian_evals, value_evals : int
         Full local Hessians and loss values computed by clients (exact local solvers).
     """
@@ -43,6 +48,8 @@ class Counters:
     prox_evals_server: int = 0
     floats_up: int = 0
     floats_down: int = 0
+    bits_up: int = 0
+    bits_down: int = 0
     hessian_evals: int = 0
     value_evals: int = 0
 

@@ -80,7 +80,7 @@ def documented(body: list[str]) -> list[str]:
 
 def test_catalogue_lists_every_family_in_order():
     assert list(CATALOGUE) == ["algorithms", "regularizers", "losses", "datasets",
-                               "partitioners", "metrics", "topologies"]
+                               "partitioners", "metrics", "topologies", "compressors"]
     assert all(isinstance(registry, Registry) for registry in CATALOGUE.values())
 
 

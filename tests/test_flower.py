@@ -80,6 +80,11 @@ EQUIVALENCE = [
     ("fedsplit", {"eta": 2.0, "init": "fedsplit"}, None),
     # a staleness bound below n − 1: the server's barrier holds clients back between jobs
     ("async_feddr", {"eta": 2.0, "client_lr": 0.3, "local_steps": 2, "max_delay": 1}, None),
+    # compressed uploads: the nodes rebuild the compression, the encoded bits travel back
+    ("fedavg", {"client_lr": 0.3, "local_steps": 3,
+                "compressor": {"name": "rand_k", "k": 2}}, 2),
+    ("fedmid", {"client_lr": 0.3, "local_steps": 3,
+                "compressor": {"name": "top_k", "k": 2, "ef21": True}}, None),
 ]
 
 
@@ -136,7 +141,7 @@ def assert_same_run(flower_out, sim_out, tol=1e-10):
     rows_a, rows_b = result_rows(flower_out), result_rows(sim_out)
     assert len(rows_a) == len(rows_b)
     counted = ["round", "grad_evals", "sample_grads", "prox_evals_client", "prox_evals_server",
-               "floats_up", "floats_down", "nnz"]
+               "floats_up", "floats_down", "bits_up", "bits_down", "nnz"]
     for ra, rb in zip(rows_a, rows_b, strict=True):
         assert {k: ra[k] for k in counted} == {k: rb[k] for k in counted}
         assert float(ra["objective"]) == pytest.approx(float(rb["objective"]), abs=1e-12)

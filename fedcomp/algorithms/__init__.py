@@ -10,6 +10,7 @@ from typing import Any
 
 from .._registry import AlgorithmEntry, Registry
 from ._base import ClientContext, EmptyState, FederatedAlgorithm, ServerContext
+from ._compressed import compressed
 from ._decentralized import DecentralizedAlgorithm, NodeContext
 from .c_fedda import c_fedda
 from .dfedda import dfedda, dfedda_gt, dfedmid, drefedda_gt
@@ -159,6 +160,31 @@ def make_algorithm(name: str, **hyperparameters: Any) -> Any:
     return REGISTRY.make(name, **hyperparameters)
 
 
+def rebuild_algorithm(name: str, **hyperparameters: Any) -> Any:
+    """An algorithm rebuilt from its name and its (JSON) ``hyperparameters``.
+
+    :func:`make_algorithm`, and for the ``compressor`` / ``ef21`` entries that
+    :func:`compressed` adds, the same compression around it: what a Flower node does with
+    the hyperparameters the server sends.
+
+    Examples
+    --------
+    >>> from fedcomp.compressors import QSGD
+    >>> alg = compressed(make_algorithm("fedavg", client_lr=0.1), QSGD(levels=4))
+    >>> rebuild_algorithm("fedavg", **alg.hyperparameters).hyperparameters == alg.hyperparameters
+    True
+    """
+    from ..compressors import make_compressor
+
+    table = hyperparameters.pop("compressor", None)
+    ef21 = hyperparameters.pop("ef21", False)
+    algorithm = make_algorithm(name, **hyperparameters)
+    if table is None:
+        return algorithm
+    params = {k: v for k, v in table.items() if k != "name"}
+    return compressed(algorithm, make_compressor(table["name"], **params), ef21=ef21)
+
+
 __all__ = ["ALGORITHMS", "DECENTRALIZED", "DESCRIPTIONS", "REGISTRY", "ClientContext",
            "DecentralizedAlgorithm", "EmptyState", "FederatedAlgorithm", "NodeContext",
            "ServerContext", "c_fedda", "dfedda", "dfedda_gt", "dfedmid", "drefedda_gt",
@@ -166,4 +192,5 @@ __all__ = ["ALGORITHMS", "DECENTRALIZED", "DESCRIPTIONS", "REGISTRY", "ClientCon
            "multistep_refedda_gt", "refedda_gt", "za1", "za1_correction",
            "fedcanon", "fedcanon2", "fedcanon_controls", "scaffnew", "scaffold"]
 __all__ += ["fed_ht", "fedexprox", "fediter_ht"]
-__all__ += ["execution_of", "async_feddr", "fedadmm", "feddr", "fedpd", "fedprox", "fedsplit"]
+__all__ += ["compressed", "rebuild_algorithm", "execution_of", "async_feddr", "fedadmm", "feddr",
+            "fedpd", "fedprox", "fedsplit"]

@@ -31,6 +31,14 @@ then
 ``output(server_state) -> x``
     The model to evaluate.
 
+What a message costs: the runner counts every field of a broadcast and of an upload as
+floats (``floats_down`` / ``floats_up``) and as ``floats × the bits of the field's dtype``
+(``bits_down`` / ``bits_up``: 64 a float64 entry, 32 a float32 one). A message whose
+fields are encoded otherwise (compressed: :func:`fedcomp.algorithms.compressed`) carries
+its exact encoded size in a field named :data:`WIRE_BITS` (one integer per client on the
+upload's leading axis), which then replaces the dtype count and is itself neither floats
+nor bits (:func:`message_floats`, :func:`message_bits`).
+
 An algorithm with ``warmup=True`` also gets one round with *every* client before round 1,
 with ``ctx.round == -1`` on both sides (e.g. FedDR's ``x_i⁰ = prox_{ηf_i}(x⁰)``); its cost is
 counted. ``execution="async"`` marks an algorithm for the event-clock runner
@@ -40,16 +48,49 @@ counted. ``execution="async"`` marks an algorithm for the event-clock runner
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from .._array import Array, namespace, to_numpy
+from .._array import Array, bit_width, namespace, to_numpy
 from ..oracle import Oracle
 
 if TYPE_CHECKING:
     from ..regularizers import Regularizer
+
+
+#: The field of a message holding its exact encoded size in bits (per row of an upload).
+WIRE_BITS = "wire_bits"
+
+
+def message_floats(message: Any, leading: int = 0) -> int:
+    """Entries of a message per client (``leading`` batch axes skipped), :data:`WIRE_BITS`
+    excluded: what ``floats_up`` / ``floats_down`` count."""
+    return int(sum(math.prod(f.shape[leading:]) for name, f in zip(message._fields, message,
+                                                                  strict=True)
+                   if name != WIRE_BITS))
+
+
+def message_bits(message: Any) -> int:
+    """The encoded size in bits of a whole message (every row of a stacked upload).
+
+    The sum of its :data:`WIRE_BITS` field where it has one, else every entry at the bit
+    width of its dtype (:func:`fedcomp._array.bit_width`).
+
+    Examples
+    --------
+    >>> from typing import NamedTuple
+    >>> class Upload(NamedTuple):
+    ...     delta: np.ndarray
+    >>> message_bits(Upload(np.zeros((3, 4)))), message_bits(Upload(np.zeros(4, np.float32)))
+    (768, 128)
+    """
+    fields = dict(zip(message._fields, message, strict=True))
+    if WIRE_BITS in fields:
+        return int(to_numpy(fields[WIRE_BITS]).sum())
+    return int(sum(math.prod(f.shape) * bit_width(f) for f in fields.values()))
 
 
 class EmptyState(NamedTuple):

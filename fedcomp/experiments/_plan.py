@@ -17,7 +17,8 @@ from ._setting import AlgorithmSpec, Experiment, Setting
 #: The columns every ``results.csv`` starts with.
 RESULT_COLUMNS = ["algorithm", "method", "batch_size", "seed", "round", "objective",
                   "optimality", "nnz", "grad_evals", "sample_grads", "prox_evals_client",
-                  "prox_evals_server", "floats_up", "floats_down", "wall_s"]
+                  "prox_evals_server", "floats_up", "floats_down", "bits_up", "bits_down",
+                  "wall_s"]
 
 
 class Run(NamedTuple):

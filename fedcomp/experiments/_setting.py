@@ -77,7 +77,10 @@ CLIENT_STATES = ("memory", "disk")
 BACKENDS = ("auto", "numpy", "torch", "torch-float64", "cuda")
 
 #: Keys of an ``[[algorithms]]`` entry that are not the factory's hyperparameters.
-ENTRY_KEYS = ("name", "label", "clients_per_round")
+ENTRY_KEYS = ("name", "label", "clients_per_round", "compressor")
+
+#: Keys of an entry's ``compressor = {...}`` table besides the compressor's own parameters.
+COMPRESSOR_KEYS = ("name", "ef21")
 
 
 def execution_of(name: str) -> str:
@@ -105,6 +108,9 @@ class AlgorithmSpec(NamedTuple):
         Participants per round (the entry's own, else the setting's; None: every client).
     execution : str
         ``"rounds"``, ``"async"`` or ``"decentralized"`` (:func:`execution_of`).
+    compressor : dict or None
+        The entry's ``compressor`` table (``name``, the compressor's parameters, ``ef21``):
+        the uploads are compressed (:func:`fedcomp.algorithms.compressed`); None: not.
     """
 
     label: str
@@ -112,16 +118,25 @@ class AlgorithmSpec(NamedTuple):
     params: dict[str, Any]
     clients_per_round: int | None
     execution: str
+    compressor: dict[str, Any] | None = None
 
     def build(self) -> Any:
         """The algorithm object (a fresh one per call: factories are pure)."""
-        from ..algorithms import make_algorithm
+        from ..algorithms import compressed, make_algorithm
 
-        return make_algorithm(self.name, **self.params)
+        algorithm = make_algorithm(self.name, **self.params)
+        if self.compressor is None:
+            return algorithm
+        from ..compressors import make_compressor
+
+        table = {k: v for k, v in self.compressor.items() if k not in COMPRESSOR_KEYS}
+        return compressed(algorithm, make_compressor(self.compressor["name"], **table),
+                          ef21=self.compressor.get("ef21", False))
 
     def entry(self) -> dict[str, Any]:
         """The ``[[algorithms]]`` table this spec was resolved from (for ``config.json``)."""
         return {"name": self.name, **({"label": self.label} if self.label != self.name else {}),
+                **({} if self.compressor is None else {"compressor": self.compressor}),
                 **self.params}
 
 
@@ -293,7 +308,8 @@ def _setting(cfg: dict[str, Any], variant: str | None, swept: dict[str, Any]) ->
         specs.append(AlgorithmSpec(
             label=entry.get("label", entry["name"]), name=entry["name"], params=params,
             clients_per_round=entry.get("clients_per_round", cfg["clients_per_round"]),
-            execution=execution_of(entry["name"])))
+            execution=execution_of(entry["name"]),
+            compressor=copy.deepcopy(entry.get("compressor"))))
     reference = cfg["reference"]
     return Setting(
         name=cfg["name"], rounds=cfg["rounds"], eval_every=cfg["eval_every"],
@@ -632,8 +648,9 @@ def _check_setting(cfg: dict[str, Any]) -> None:
         # clients_per_round per entry: an algorithm defined for full participation (FedPD)
         # runs beside sampled ones, as in the FedDR paper's comparisons
         name = _check_component(REGISTRY, entry, "name", "algorithms",
-                                extra=("label", "clients_per_round"),
+                                extra=("label", "clients_per_round", "compressor"),
                                 types_where=f"algorithms.{entry.get('label', entry.get('name'))}")
+        _check_compressor(entry, name)
         if REGISTRY.entry(name).execution == "decentralized" and not cfg.get("topology"):
             raise ConfigError(f"algorithms ({name}) is decentralized: add a [topology] table, "
                               'e.g. topology = { name = "chain" }')
@@ -647,6 +664,26 @@ def _check_setting(cfg: dict[str, Any]) -> None:
                           "algorithms a distinct 'label'")
     _check_client_state(cfg)
     _check_x0(cfg["x0"])
+
+
+def _check_compressor(entry: dict[str, Any], name: str) -> None:
+    """An ``[[algorithms]]`` entry's ``compressor = {name = ..., ef21 = ...}`` table."""
+    from ..algorithms import REGISTRY
+    from ..compressors import COMPRESSORS
+
+    if "compressor" not in entry:
+        return
+    where = f"algorithms.{entry.get('label', name)}.compressor"
+    table = entry["compressor"]
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table such as {{name = \"top_k\", k = 5}} "
+                          f"(got {table!r}); 'fedcomp list compressors' names them")
+    if REGISTRY.entry(name).execution == "decentralized":
+        raise ConfigError(f"{where}: {name} is decentralized (gossip, no uploads); compress "
+                          "the uploads of a star-topology algorithm")
+    _check_component(COMPRESSORS, table, "name", where, extra=("ef21",))
+    if not isinstance(table.get("ef21", False), bool):
+        raise ConfigError(f"{where}.ef21 must be true or false (got {table['ef21']!r})")
 
 
 def _check_data_size(generator: str, data: dict[str, Any]) -> None:

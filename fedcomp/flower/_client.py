@@ -29,7 +29,7 @@ from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
 from .._array import asarray_like
-from ..algorithms import ClientContext, make_algorithm
+from ..algorithms import ClientContext, rebuild_algorithm
 from ..algorithms._base import setup_context
 from ..oracle import Counters, Oracle
 from ..runtime._simulate import _gather, _scatter
@@ -172,8 +172,8 @@ def handle_train(msg: Message, context: Context) -> Message:
     node = _node_data(context, int(spec["seed"]))
     problem = node.problem
     like = problem.data.features
-    algorithm = make_algorithm(str(spec["algorithm"]),
-                               **json.loads(str(spec["hyperparameters"])))
+    algorithm = rebuild_algorithm(str(spec["algorithm"]),
+                                  **json.loads(str(spec["hyperparameters"])))
     # as the simulator does: algorithms whose constants come from the problem (C-FedDA's
     # norm, FedCanon II's evaluation prox) are placeholders until prepared. The node's set-up
     # context is the server's but for what only the server knows: the participation (the

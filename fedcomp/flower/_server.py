@@ -186,7 +186,7 @@ class FlowerClients:
                  settings: Any, *, grid: Grid, nodes: dict[int, dict[str, Any]], run: str,
                  rounds: int, round_timeout: float, config_json: str = "",
                  rejoin_timeout: float = 0.0, log: Any = None) -> None:
-        from ..algorithms import make_algorithm
+        from ..algorithms import rebuild_algorithm
         from ..algorithms._base import setup_context
 
         self.algorithm, self.problem, self.counters = algorithm, problem, counters
@@ -200,7 +200,7 @@ class FlowerClients:
         self.owner = {c: n for n, info in nodes.items() for c in info["client-ids"]}
         self.hyperparameters = json.dumps(to_jsonable(algorithm.hyperparameters))
         try:  # nodes rebuild the (prepared) algorithm from its name and hyperparameters
-            rebuilt = make_algorithm(algorithm.name, **json.loads(self.hyperparameters))
+            rebuilt = rebuild_algorithm(algorithm.name, **json.loads(self.hyperparameters))
             rebuilt = rebuilt.prepare(setup_context(problem)) or rebuilt
         except (TypeError, ValueError) as exc:
             raise FlowerRunError(f"{algorithm.name}: its hyperparameters "

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._array import Array
-from ..algorithms._base import FederatedAlgorithm, check_max_delay, setup_context
+from ..algorithms._base import FederatedAlgorithm, check_max_delay, message_bits, setup_context
 from ..metrics import DEFAULT_METRICS
 from ..oracle import Counters
 from ..problem import Problem
@@ -214,6 +214,7 @@ def simulate_async(
         nonlocal server_state
         stacked = run_clients.run_round(k, message, participants)
         counters.floats_up += _floats(stacked, leading=1) * len(participants)
+        counters.bits_up += message_bits(stacked)
         server_state = algorithm.server_update(
             server_state, stacked, server_context(problem, server_prox, k, participants, like))
 
@@ -232,6 +233,7 @@ def simulate_async(
     def start(i: int, duration: float | None = None) -> None:
         """Client i reads the current message at ``now`` and starts its next job."""
         counters.floats_down += _floats(message)
+        counters.bits_down += message_bits(message)
         if duration is None:
             duration = float(clock.draw(seed, int(jobs[i]), np.array([i]), n)[0])
         jobs[i] += 1
@@ -259,6 +261,7 @@ def simulate_async(
         tic = time.perf_counter()
         everyone = np.arange(n)
         counters.floats_down += _floats(algorithm.broadcast(server_state)) * n
+        counters.bits_down += message_bits(algorithm.broadcast(server_state)) * n
         run_step(-1, algorithm.broadcast(server_state), everyone)
         now = float(clock.draw(seed, 0, everyone, n).max(initial=0.0))
         jobs += 1

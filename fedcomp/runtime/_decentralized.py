@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .._array import Array, asarray_like, namespace, to_numpy
+from .._array import Array, asarray_like, bit_width, namespace, to_numpy
 from ..algorithms._base import setup_context
 from ..algorithms._decentralized import DecentralizedAlgorithm, NodeContext
 from ..algorithms._mirror import check_sparsity, top_s
@@ -147,7 +147,8 @@ def simulate_decentralized(
     RunResult
         ``x`` is the node average; ``client_states`` the final node states;
         ``server_state`` is None. ``counters.floats_up`` counts the floats every node sends
-        to its neighbours (``floats_down`` what they receive: the same).
+        to its neighbours (``floats_down`` what they receive: the same); ``bits_up`` /
+        ``bits_down`` the same at the bit width of the dtype.
 
     Examples
     --------
@@ -197,6 +198,8 @@ def simulate_decentralized(
         floats = int(np.prod(v.shape[1:])) * edges
         counters.floats_up += floats
         counters.floats_down += floats
+        counters.bits_up += floats * bit_width(v)
+        counters.bits_down += floats * bit_width(v)
         return base_mix(v)
 
     def prox(v: Array, step: Any) -> Array:

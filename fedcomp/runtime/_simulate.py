@@ -20,7 +20,14 @@ import numpy as np
 
 from .._array import Array, asarray_like, namespace, replace_rows, take_rows, to_numpy
 from .._random import sample_clients
-from ..algorithms._base import ClientContext, FederatedAlgorithm, ServerContext, setup_context
+from ..algorithms._base import (
+    ClientContext,
+    FederatedAlgorithm,
+    ServerContext,
+    message_bits,
+    message_floats,
+    setup_context,
+)
 from ..metrics import DEFAULT_METRICS
 from ..oracle import Counters, Oracle
 from ..problem import Problem
@@ -134,7 +141,7 @@ def _blocks(participants: np.ndarray, block_size: int) -> list[slice | np.ndarra
 
 def _floats(message: Any, leading: int = 0) -> int:
     """Floats in a NamedTuple of arrays, per client (skipping ``leading`` batch axes)."""
-    return int(sum(math.prod(f.shape[leading:]) for f in message))
+    return message_floats(message, leading)
 
 
 def _gather(states: Any, clients: slice | np.ndarray) -> Any:
@@ -495,6 +502,8 @@ def simulate(
         stacked = run_clients.run_round(r, message, participants)
         counters.floats_down += _floats(message) * len(participants)
         counters.floats_up += _floats(stacked, leading=1) * len(participants)
+        counters.bits_down += message_bits(message) * len(participants)
+        counters.bits_up += message_bits(stacked)
         server_state = algorithm.server_update(
             server_state, stacked, server_context(problem, server_prox, r, participants, like))
         if clock is not None:  # a synchronous round waits for its slowest participant
