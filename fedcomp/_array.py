@@ -204,6 +204,8 @@ def bit_width(x: Array) -> int:
     (64, 32)
     """
     itemsize = getattr(x.dtype, "itemsize", None)  # NumPy dtypes; torch dtypes since 2.1
-    if itemsize is None:
-        itemsize = x.element_size()
-    return 8 * int(itemsize)
+    if itemsize is not None:
+        return 8 * int(itemsize)
+    xp = namespace(x)  # any Array API namespace (array-api-strict): finfo / iinfo know it
+    info = xp.finfo(x.dtype) if xp.isdtype(x.dtype, "real floating") else xp.iinfo(x.dtype)
+    return int(info.bits)
