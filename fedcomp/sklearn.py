@@ -224,6 +224,26 @@ class _FederatedModel(BaseEstimator):
     def _is_classifier(self) -> bool:
         return False
 
+    # the class scores and probabilities, for the estimators whose loss classifies (each
+    # subclass's own _is_classifier decides: a lambda, so that the override is the one asked)
+    @available_if(lambda model: model._is_classifier())
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Margins ``X @ coef_.T + intercept_`` (classification losses): shape (n,) for 2
+        classes (positive means ``classes_[1]``), (n, n_classes) otherwise."""
+        return _margins(self._decision(X))
+
+    @available_if(lambda model: model._is_classifier())
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities (classification losses): the sigmoid of the margin (logistic)
+        or the softmax of the scores (softmax)."""
+        return _probabilities(self.decision_function(X))
+
+    @available_if(lambda model: model._is_classifier())
+    def predict_log_proba(self, X: Any) -> np.ndarray:
+        """``log(predict_proba(X))`` (classification losses)."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
     # the parameters of the run, common to every estimator (each __init__ stores them)
     algorithm: Any
     algorithm_params: Any
@@ -429,24 +449,6 @@ class FederatedEstimator(_FederatedModel):
             return _predict_labels(self, X)
         return self._decision(X)
 
-    @available_if(_is_classifier)
-    def decision_function(self, X: Any) -> np.ndarray:
-        """Margins (classification losses): shape (n,) for 2 classes (positive means
-        ``classes_[1]``), (n, n_classes) otherwise."""
-        return _margins(self._decision(X))
-
-    @available_if(_is_classifier)
-    def predict_proba(self, X: Any) -> np.ndarray:
-        """Class probabilities (classification losses): the sigmoid of the margin (logistic)
-        or the softmax of the scores (softmax)."""
-        return _probabilities(self.decision_function(X))
-
-    @available_if(_is_classifier)
-    def predict_log_proba(self, X: Any) -> np.ndarray:
-        """``log(predict_proba(X))`` (classification losses)."""
-        with np.errstate(divide="ignore"):
-            return np.log(self.predict_proba(X))
-
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
         """R² (regression losses) or accuracy (classification losses)."""
         mixin = ClassifierMixin if self._is_classifier() else RegressorMixin
@@ -614,23 +616,9 @@ class FederatedLogisticRegression(ClassifierMixin, _FederatedModel):
             self.coef_ = self.coef_[None, :]
             self.intercept_ = np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64))
 
-    def decision_function(self, X: Any) -> np.ndarray:
-        """Margins ``X @ coef_.T + intercept_``: shape (n,) for 2 classes (positive means
-        ``classes_[1]``), (n, n_classes) otherwise."""
-        return _margins(self._decision(X))
-
     def predict(self, X: Any) -> np.ndarray:
         """The class of the largest score."""
         return _predict_labels(self, X)
-
-    def predict_proba(self, X: Any) -> np.ndarray:
-        """Class probabilities: the sigmoid of the margin (2 classes) or the softmax."""
-        return _probabilities(self.decision_function(X))
-
-    def predict_log_proba(self, X: Any) -> np.ndarray:
-        """``log(predict_proba(X))``."""
-        with np.errstate(divide="ignore"):
-            return np.log(self.predict_proba(X))
 
 
 __all__ = ["FederatedEstimator", "FederatedLinearRegression",
