@@ -258,8 +258,7 @@ def _splits_into_bounds(problem: Problem) -> bool:
     """Whether ``g`` is ``λ‖x‖₁`` (a smooth problem over ``u, v ≥ 0`` after ``x = u − v``)."""
     from .regularizers import L1
 
-    smoothness = problem.smoothness()
-    return (type(problem.regularizer) is L1 and np.isfinite(smoothness) and smoothness > 0)
+    return type(problem.regularizer) is L1
 
 
 def _lbfgsb_l1(problem: Problem, x: np.ndarray, tol: float, max_iter: int
@@ -289,6 +288,8 @@ def _lbfgsb_l1(problem: Problem, x: np.ndarray, tol: float, max_iter: int
     lam = float(regularizer.alpha)
 
     lipschitz = float(problem.smoothness())
+    if not (np.isfinite(lipschitz) and lipschitz > 0):  # no bound to measure with: FISTA
+        return x, np.inf, 0, 1.0
     best: list = [np.inf, x, 0]  # norm, point, evaluations: the best point seen
 
     def value_and_grad(z: np.ndarray) -> tuple[float, np.ndarray]:
