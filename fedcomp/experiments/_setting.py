@@ -77,7 +77,7 @@ CLIENT_STATES = ("memory", "disk")
 BACKENDS = ("auto", "numpy", "torch", "torch-float64", "cuda")
 
 #: Keys of an ``[[algorithms]]`` entry that are not the factory's hyperparameters.
-ENTRY_KEYS = ("name", "label", "clients_per_round")
+ENTRY_KEYS = ("name", "label", "clients_per_round", "privacy")
 
 
 def execution_of(name: str) -> str:
@@ -105,6 +105,9 @@ class AlgorithmSpec(NamedTuple):
         Participants per round (the entry's own, else the setting's; None: every client).
     execution : str
         ``"rounds"``, ``"async"`` or ``"decentralized"`` (:func:`execution_of`).
+    privacy : dict or None
+        The entry's checked ``privacy`` table (:func:`fedcomp.privacy.privacy_plan`), or
+        None for a non-private run.
     """
 
     label: str
@@ -112,6 +115,7 @@ class AlgorithmSpec(NamedTuple):
     params: dict[str, Any]
     clients_per_round: int | None
     execution: str
+    privacy: dict[str, Any] | None = None
 
     def build(self) -> Any:
         """The algorithm object (a fresh one per call: factories are pure)."""
@@ -122,6 +126,7 @@ class AlgorithmSpec(NamedTuple):
     def entry(self) -> dict[str, Any]:
         """The ``[[algorithms]]`` table this spec was resolved from (for ``config.json``)."""
         return {"name": self.name, **({"label": self.label} if self.label != self.name else {}),
+                **({"privacy": self.privacy} if self.privacy is not None else {}),
                 **self.params}
 
 
@@ -293,7 +298,8 @@ def _setting(cfg: dict[str, Any], variant: str | None, swept: dict[str, Any]) ->
         specs.append(AlgorithmSpec(
             label=entry.get("label", entry["name"]), name=entry["name"], params=params,
             clients_per_round=entry.get("clients_per_round", cfg["clients_per_round"]),
-            execution=execution_of(entry["name"])))
+            execution=execution_of(entry["name"]),
+            privacy=copy.deepcopy(entry.get("privacy"))))
     reference = cfg["reference"]
     return Setting(
         name=cfg["name"], rounds=cfg["rounds"], eval_every=cfg["eval_every"],
@@ -631,9 +637,12 @@ def _check_setting(cfg: dict[str, Any]) -> None:
     for entry in cfg["algorithms"]:
         # clients_per_round per entry: an algorithm defined for full participation (FedPD)
         # runs beside sampled ones, as in the FedDR paper's comparisons
-        name = _check_component(REGISTRY, entry, "name", "algorithms",
-                                extra=("label", "clients_per_round"),
+        # the privacy table is checked by its own rules (clip = inf is allowed there)
+        name = _check_component(REGISTRY, {k: v for k, v in entry.items() if k != "privacy"},
+                                "name", "algorithms", extra=("label", "clients_per_round"),
                                 types_where=f"algorithms.{entry.get('label', entry.get('name'))}")
+        if "privacy" in entry:
+            _check_privacy(entry["privacy"], name, entry.get("label", name))
         if REGISTRY.entry(name).execution == "decentralized" and not cfg.get("topology"):
             raise ConfigError(f"algorithms ({name}) is decentralized: add a [topology] table, "
                               'e.g. topology = { name = "chain" }')
@@ -647,6 +656,19 @@ def _check_setting(cfg: dict[str, Any]) -> None:
                           "algorithms a distinct 'label'")
     _check_client_state(cfg)
     _check_x0(cfg["x0"])
+
+
+def _check_privacy(table: Any, name: str, label: str) -> None:
+    """An ``[[algorithms]]`` entry's ``privacy`` table (:func:`fedcomp.privacy.privacy_plan`),
+    and the accountant installed (``pip install 'fedcomp[privacy]'``)."""
+    from .._extras import check_installed
+    from ..privacy import privacy_plan
+
+    try:
+        privacy_plan(table, name, f"algorithms.{label}.privacy")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    check_installed(["dp_accounting"], f"algorithms.{label}.privacy")
 
 
 def _check_data_size(generator: str, data: dict[str, Any]) -> None:

@@ -16,8 +16,9 @@ from ._accounting import (
     dp_event,
     epsilon,
 )
+from ._plan import DEFAULT_DELTA, PRIVACY_KEYS, PrivacyPlan, privacy_plan
 from ._wrapper import PRIVATE_UPLOADS, REFUSED, clip_uploads, private, private_fields
 
-__all__ = ["ACCOUNTANTS", "CALIBRATION_RTOL", "PRIVATE_UPLOADS", "REFUSED", "SAMPLINGS",
-           "calibrate_noise", "clip_uploads", "dp_event", "epsilon", "private",
-           "private_fields"]
+__all__ = ["ACCOUNTANTS", "CALIBRATION_RTOL", "DEFAULT_DELTA", "PRIVACY_KEYS", "PRIVATE_UPLOADS",
+           "REFUSED", "SAMPLINGS", "PrivacyPlan", "calibrate_noise", "clip_uploads", "dp_event",
+           "epsilon", "private", "private_fields", "privacy_plan"]

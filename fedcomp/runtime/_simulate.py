@@ -496,7 +496,8 @@ def simulate(
         counters.floats_down += _floats(message) * len(participants)
         counters.floats_up += _floats(stacked, leading=1) * len(participants)
         server_state = algorithm.server_update(
-            server_state, stacked, server_context(problem, server_prox, r, participants, like, seed))
+            server_state, stacked,
+            server_context(problem, server_prox, r, participants, like, seed))
         if clock is not None:  # a synchronous round waits for its slowest participant
             sim_time += float(clock.draw(seed, r, participants, problem.n_clients).max(initial=0.0))
 
