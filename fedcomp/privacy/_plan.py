@@ -109,7 +109,7 @@ or neither (got neither)
     if algorithm not in PRIVATE_UPLOADS:
         raise ValueError(f"{where}: {algorithm} has no declared private upload; privacy applies "
                          f"to {sorted(PRIVATE_UPLOADS)}")
-    clip = table.get("clip")
+    clip: Any = table.get("clip")
     if not (_number(clip) and clip > 0):
         raise ValueError(f"{where}.clip must be a number > 0, the L2 bound of one client's "
                          f"upload (got {clip!r}); inf turns clipping off")
