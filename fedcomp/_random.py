@@ -25,7 +25,7 @@ STREAM_COMMON = 4
 STREAM_START = 5
 #: Differential privacy's Gaussian noise (:mod:`fedcomp.privacy`): a client's own noise is
 #: keyed by (seed, round, client), the server's by (seed, round, :data:`SERVER_ID`).
-STREAM_PRIVACY = 6
+STREAM_PRIVACY = 7  # 6 is main's STREAM_COMPRESSION
 #: The "client id" of draws the server makes (no client has it: ids are < 2**63).
 SERVER_ID = 0xFFFFFFFFFFFFFFFF
 
