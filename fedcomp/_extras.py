@@ -1,10 +1,10 @@
 """The optional dependencies of fedcomp and the one error a missing one raises.
 
 fedcomp's core needs NumPy, SciPy and array-api-compat only; the rest comes with the extras
-of ``pyproject.toml`` (``torch``, ``plot``, ``data``, ``flower``). A feature imports its
-optional module through :func:`require` (or, to fail before any work starts, checks it with
-:func:`check_installed`), so a missing extra ends in one line naming the feature, the
-missing package and the fix::
+of ``pyproject.toml`` (``torch``, ``plot``, ``data``, ``flower``, ``privacy``, ...). A feature
+imports its optional module through :func:`require` (or, to fail before any work starts,
+checks it with :func:`check_installed`), so a missing extra ends in one line naming the
+feature, the missing package and the fix::
 
     fedcomp.data.digits needs scikit-learn: pip install 'fedcomp[data]'
 
@@ -38,6 +38,8 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "alembic": ("alembic", "mlflow"),
     # fedcomp completion bash|zsh|tcsh
     "shtab": ("shtab", "completion"),
+    # client-level differential privacy's accountant (fedcomp.privacy)
+    "dp_accounting": ("dp-accounting", "privacy"),
 }
 
 

@@ -26,6 +26,11 @@ STREAM_START = 5
 #: A compressor's draws (rand-k's coordinates, QSGD's and natural compression's rounding),
 #: keyed by (seed, round, client) and a purpose number (which message field is compressed).
 STREAM_COMPRESSION = 6
+#: Differential privacy's Gaussian noise (:mod:`fedcomp.privacy`): a client's own noise is
+#: keyed by (seed, round, client), the server's by (seed, round, :data:`SERVER_ID`).
+STREAM_PRIVACY = 7
+#: The "client id" of draws the server makes (no client has it: ids are < 2**63).
+SERVER_ID = 0xFFFFFFFFFFFFFFFF
 
 
 def _mix(z: np.ndarray) -> np.ndarray:
@@ -56,6 +61,17 @@ def uniform(keys: np.ndarray, counter: int, size: int) -> np.ndarray:
     with np.errstate(over="ignore"):
         z = _mix(base + (np.arange(1, size + 1, dtype=np.uint64) * _GOLDEN)[None, :])
     return (z >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
+
+
+def normal(keys: np.ndarray, counter: int, size: int) -> np.ndarray:
+    """Standard normal floats of shape ``(len(keys), size)`` (Box-Muller on two sub-streams).
+
+    ``counter`` and ``counter + 1`` select the two uniform sub-streams, so a caller that
+    draws normals more than once per key steps ``counter`` by 2. ``1 − u`` lies in
+    ``(0, 1]``: the logarithm is finite.
+    """
+    radius = np.sqrt(-2.0 * np.log1p(-uniform(keys, counter, size)))
+    return radius * np.cos(2.0 * np.pi * uniform(keys, counter + 1, size))
 
 
 def minibatch_indices(

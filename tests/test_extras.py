@@ -309,3 +309,13 @@ def test_flower_simulation_without_ray(tmp_path):
                       "f.run_simulation(load('seed000'), 'sim')"}, tmp_path)
     assert_missing(results["simulation"], "flower", "fedcomp.flower.run_simulation")
     assert "needs ray" in results["simulation"][1]
+
+
+def test_privacy_without_dp_accounting_is_one_line_naming_the_extra(tmp_path):
+    """fedcomp.privacy's wrapper needs nothing; its accountant needs the privacy extra."""
+    results = probe_api("dp_accounting", {
+        "eps": "import fedcomp.privacy as p; p.epsilon(1.0, 3, 1e-5, n_clients=4)",
+        "wrap": "import fedcomp; from fedcomp.privacy import private; "
+                "private(fedcomp.fedavg(), clip=1.0, noise_multiplier=1.0)"}, tmp_path)
+    assert_missing(results["eps"], "privacy", "fedcomp.privacy")
+    assert results["wrap"][0] == "ok", results["wrap"]

@@ -85,6 +85,12 @@ EQUIVALENCE = [
                 "compressor": {"name": "rand_k", "k": 2}}, 2),
     ("fedmid", {"client_lr": 0.3, "local_steps": 3,
                 "compressor": {"name": "top_k", "k": 2, "ef21": True}}, None),
+    # differential privacy: the nodes clip and add their own noise (local), or the server
+    # adds it to compressed uploads (central); both keyed as in the simulator
+    ("fedavg", {"client_lr": 0.3, "local_steps": 3,
+                "privacy": {"clip": 0.5, "noise_multiplier": 0.8, "local": True}}, 2),
+    ("fedavg", {"client_lr": 0.3, "local_steps": 3, "compressor": {"name": "rand_k", "k": 2},
+                "privacy": {"clip": 0.5, "noise_multiplier": 0.8}}, 2),
 ]
 
 

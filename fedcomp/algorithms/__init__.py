@@ -164,8 +164,10 @@ def rebuild_algorithm(name: str, **hyperparameters: Any) -> Any:
     """An algorithm rebuilt from its name and its (JSON) ``hyperparameters``.
 
     :func:`make_algorithm`, and for the ``compressor`` / ``ef21`` entries that
-    :func:`compressed` adds, the same compression around it: what a Flower node does with
-    the hyperparameters the server sends.
+    :func:`compressed` adds, the same compression around it, and for a ``dp_NAME`` with
+    the ``clip`` / ``noise_multiplier`` / ``local`` entries of :func:`fedcomp.privacy.private`,
+    the same privacy around that: what a Flower node does with the hyperparameters the
+    server sends.
 
     Examples
     --------
@@ -176,6 +178,14 @@ def rebuild_algorithm(name: str, **hyperparameters: Any) -> Any:
     """
     from ..compressors import make_compressor
 
+    if name.startswith("dp_") and "clip" in hyperparameters:
+        # private(...) named it dp_NAME and added its three keys around the rest
+        from ..privacy import private
+
+        clip, sigma = hyperparameters.pop("clip"), hyperparameters.pop("noise_multiplier")
+        local = hyperparameters.pop("local")
+        return private(rebuild_algorithm(name.removeprefix("dp_"), **hyperparameters),
+                       clip=float(clip), noise_multiplier=float(sigma), local=local)
     table = hyperparameters.pop("compressor", None)
     ef21 = hyperparameters.pop("ef21", False)
     algorithm = make_algorithm(name, **hyperparameters)

@@ -137,6 +137,9 @@ class ServerContext(NamedTuple):
     pi : array, shape (|S|,)
         The raw global weights ``π_i`` of the participants.
     n_clients : int
+    seed : int
+        The run's seed, for the server's own counter-based draws (keyed by
+        ``(seed, round)``, e.g. :mod:`fedcomp.privacy`'s noise); 0 where a caller has none.
     """
 
     prox: Callable[[Array, Any], Array]
@@ -145,6 +148,7 @@ class ServerContext(NamedTuple):
     weights: Array
     pi: Array
     n_clients: int
+    seed: int = 0
 
 
 class SetupContext(NamedTuple):

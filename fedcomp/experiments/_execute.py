@@ -54,6 +54,8 @@ def run_one(run: Run, built: Prepared, logger: Any, progress: Any, clients: Any 
     setting, spec, tags = run.setting, run.algorithm, run.tags
     problem, reference = built.problem, built.reference
     algorithm = spec.build()
+    if spec.privacy is not None:
+        algorithm, logger = _private(algorithm, spec, setting.rounds, problem.n_clients, logger)
     row: dict[str, Any] = {**tags, "status": "ok"}
     common = {"batch_size": run.batch_size, "metrics": list(setting.metrics),
               "reference": reference, "logger": logger, "seed": run.seed,
@@ -90,6 +92,34 @@ def run_one(run: Run, built: Prepared, logger: Any, progress: Any, clients: Any 
     row.update(result.history[-1])
     row["_x"] = to_numpy(result.x)
     return row
+
+
+class _EpsilonColumn:
+    """A logger that writes ``ε(δ)`` after the row's round into the row, then passes it on.
+
+    The row is the engine's own (its history keeps it): the summary row, the last of the
+    history, carries the final ``ε`` too.
+    """
+
+    def __init__(self, logger: Any, epsilon_of: Callable[[int], float]) -> None:
+        self.logger, self.epsilon_of = logger, epsilon_of
+
+    def log(self, row: dict[str, Any]) -> None:
+        row["epsilon"] = self.epsilon_of(int(row["round"]))
+        if self.logger is not None:
+            self.logger.log(row)
+
+
+def _private(algorithm: Any, spec: Any, rounds: int, n_clients: int, logger: Any
+             ) -> tuple[Any, Any]:
+    """The entry's algorithm made private (:mod:`fedcomp.privacy`: ``target_epsilon`` sets
+    ``σ`` for the planned rounds) and a logger adding the ``epsilon`` column."""
+    from ..privacy import privacy_plan
+
+    plan = privacy_plan(spec.privacy, spec.name)
+    sigma = plan.noise(rounds, n_clients, spec.clients_per_round)
+    return plan.wrap(algorithm, sigma), _EpsilonColumn(
+        logger, lambda r: plan.epsilon(sigma, r, n_clients, spec.clients_per_round))
 
 
 def trackers(run: Run, tracking: dict[str, Any] | None) -> list[Any]:

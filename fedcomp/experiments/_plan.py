@@ -121,6 +121,9 @@ def result_columns(experiment: Experiment) -> list[str]:
         # the asynchronous runner's staleness: the largest delay applied so far and the
         # clients' idle time at the max_delay barrier (empty in the synchronous runs' rows)
         columns += ["max_delay", "waited"]
+    if any(spec.privacy is not None for s in settings for spec in s.algorithms):
+        # ε(δ) spent up to each evaluated round (fedcomp.privacy); empty in non-private rows
+        columns += ["epsilon"]
     return columns
 
 

@@ -77,7 +77,7 @@ CLIENT_STATES = ("memory", "disk")
 BACKENDS = ("auto", "numpy", "torch", "torch-float64", "cuda")
 
 #: Keys of an ``[[algorithms]]`` entry that are not the factory's hyperparameters.
-ENTRY_KEYS = ("name", "label", "clients_per_round", "compressor")
+ENTRY_KEYS = ("name", "label", "clients_per_round", "compressor", "privacy")
 
 #: Keys of an entry's ``compressor = {...}`` table besides the compressor's own parameters.
 COMPRESSOR_KEYS = ("name", "ef21")
@@ -111,6 +111,9 @@ class AlgorithmSpec(NamedTuple):
     compressor : dict or None
         The entry's ``compressor`` table (``name``, the compressor's parameters, ``ef21``):
         the uploads are compressed (:func:`fedcomp.algorithms.compressed`); None: not.
+    privacy : dict or None
+        The entry's checked ``privacy`` table (:func:`fedcomp.privacy.privacy_plan`), or
+        None for a non-private run.
     """
 
     label: str
@@ -119,6 +122,7 @@ class AlgorithmSpec(NamedTuple):
     clients_per_round: int | None
     execution: str
     compressor: dict[str, Any] | None = None
+    privacy: dict[str, Any] | None = None
 
     def build(self) -> Any:
         """The algorithm object (a fresh one per call: factories are pure)."""
@@ -137,6 +141,7 @@ class AlgorithmSpec(NamedTuple):
         """The ``[[algorithms]]`` table this spec was resolved from (for ``config.json``)."""
         return {"name": self.name, **({"label": self.label} if self.label != self.name else {}),
                 **({} if self.compressor is None else {"compressor": self.compressor}),
+                **({"privacy": self.privacy} if self.privacy is not None else {}),
                 **self.params}
 
 
@@ -309,7 +314,8 @@ def _setting(cfg: dict[str, Any], variant: str | None, swept: dict[str, Any]) ->
             label=entry.get("label", entry["name"]), name=entry["name"], params=params,
             clients_per_round=entry.get("clients_per_round", cfg["clients_per_round"]),
             execution=execution_of(entry["name"]),
-            compressor=copy.deepcopy(entry.get("compressor"))))
+            compressor=copy.deepcopy(entry.get("compressor")),
+            privacy=copy.deepcopy(entry.get("privacy"))))
     reference = cfg["reference"]
     return Setting(
         name=cfg["name"], rounds=cfg["rounds"], eval_every=cfg["eval_every"],
@@ -647,10 +653,21 @@ def _check_setting(cfg: dict[str, Any]) -> None:
     for entry in cfg["algorithms"]:
         # clients_per_round per entry: an algorithm defined for full participation (FedPD)
         # runs beside sampled ones, as in the FedDR paper's comparisons
-        name = _check_component(REGISTRY, entry, "name", "algorithms",
+        # the privacy table is checked by its own rules (clip = inf is allowed there)
+        name = _check_component(REGISTRY, {k: v for k, v in entry.items() if k != "privacy"},
+                                "name", "algorithms",
                                 extra=("label", "clients_per_round", "compressor"),
                                 types_where=f"algorithms.{entry.get('label', entry.get('name'))}")
         _check_compressor(entry, name)
+        if "privacy" in entry:
+            _check_privacy(entry["privacy"], name, entry.get("label", name))
+            if "compressor" in entry and entry["privacy"].get("local", False) is True:
+                # a client's own noise makes its compressed upload dense: the encoding
+                # (and bits_up) would no longer be what is sent
+                raise ConfigError(
+                    f"algorithms.{entry.get('label', name)}: privacy.local = true with a "
+                    "compressor would send a dense noisy upload, not the compressed one; "
+                    "use central noise (local = false) or drop the compressor")
         if REGISTRY.entry(name).execution == "decentralized" and not cfg.get("topology"):
             raise ConfigError(f"algorithms ({name}) is decentralized: add a [topology] table, "
                               'e.g. topology = { name = "chain" }')
@@ -684,6 +701,19 @@ def _check_compressor(entry: dict[str, Any], name: str) -> None:
     _check_component(COMPRESSORS, table, "name", where, extra=("ef21",))
     if not isinstance(table.get("ef21", False), bool):
         raise ConfigError(f"{where}.ef21 must be true or false (got {table['ef21']!r})")
+
+
+def _check_privacy(table: Any, name: str, label: str) -> None:
+    """An ``[[algorithms]]`` entry's ``privacy`` table (:func:`fedcomp.privacy.privacy_plan`),
+    and the accountant installed (``pip install 'fedcomp[privacy]'``)."""
+    from .._extras import check_installed
+    from ..privacy import privacy_plan
+
+    try:
+        privacy_plan(table, name, f"algorithms.{label}.privacy")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    check_installed(["dp_accounting"], f"algorithms.{label}.privacy")
 
 
 def _check_data_size(generator: str, data: dict[str, Any]) -> None:
