@@ -67,6 +67,8 @@ PAPERS = {
                "Algorithms for Nonconvex Federated Composite Optimization (NeurIPS 2021)",
     "seed004": "Liang, Peng, Zhang — Gradient Tracking for High Dimensional Federated "
                "Optimization",
+    "mcmahan2018": "McMahan, Ramage, Talwar, Zhang — Learning Differentially Private Recurrent "
+                   "Language Models (ICLR 2018)",
 }
 
 #: The papers as the page names them: authors — venue and year.
@@ -76,11 +78,13 @@ PAPER_NAMES = {
     "seed002": "Zhou, Zhong, Shi, Wen, Yu — FedCanon (preprint)",
     "seed003": "Tran-Dinh, Pham, Phan, Nguyen — NeurIPS 2021",
     "seed004": "Liang, Peng, Zhang — preprint 2023",
+    "mcmahan2018": "McMahan, Ramage, Talwar, Zhang — ICLR 2018",
 }
 
 #: Experiment name prefix → paper.
 _PAPER_OF_PREFIX = {"seed000": "seed000", "bao2022": "seed001", "fedcanon": "seed002",
-                    "prox_cost": "seed002", "feddr": "seed003", "liang2024": "seed004"}
+                    "prox_cost": "seed002", "feddr": "seed003", "liang2024": "seed004",
+                    "dp_": "mcmahan2018"}
 
 #: Figures per experiment: (file stem, x axis).
 X_AXES = (("rounds", "round"), ("floats", "floats"), ("time", "wall_s"))
@@ -467,7 +471,69 @@ def draw_figures(result: ExperimentResult, out: Path) -> list[str]:
     for extra in ("test_accuracy", "l2_error", "support_f1", "prox_grad_norm"):
         if extra != metric and extra in metrics and has_values(rows, extra):
             names.append(_figure(out, extra, "round", "rounds", title_of(result)))
+    if has_values(rows, "epsilon"):  # private runs: the utility each epsilon costs
+        names.insert(0, draw_privacy_figure(result, rows, out))
     return names
+
+
+def final_by_label(rows: list[dict[str, Any]], key: str) -> dict[str, dict[float, float]]:
+    """Each run label's final ``key`` (at its last evaluated round), by seed."""
+    last: dict[tuple[str, float], dict[str, Any]] = {}
+    for row in rows:
+        run = (str(row["algorithm"]), float(row.get("seed", 0.0)))
+        if run not in last or row["round"] >= last[run]["round"]:
+            last[run] = row
+    out: dict[str, dict[float, float]] = {}
+    for (label, seed), row in last.items():
+        out.setdefault(label, {})[seed] = float(row.get(key, math.nan))
+    return out
+
+
+def draw_privacy_figure(result: ExperimentResult, rows: list[dict[str, Any]], out: Path,
+                        metric: str = "objective") -> str:
+    """The excess of each private run's final ``metric`` over its algorithm's non-private
+    run, against the ``ε`` it spent: one line per registered algorithm (median over seeds
+    of the per-seed excess, min–max bars), log–log; written as
+    ``fig_{metric}_epsilon.svg`` and ``.png``. An algorithm without a non-private run has
+    nothing to be compared with and is left out."""
+    plt = require("matplotlib.pyplot", "fedcomp.report")
+    from .plotting import color_of, save_figure
+
+    finals, epsilons = final_by_label(rows, metric), final_by_label(rows, "epsilon")
+    entries = result.checked()["algorithms"]
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for name in dict.fromkeys(e["name"] for e in entries):
+        plain = [e.get("label", name) for e in entries if e["name"] == name
+                 and "privacy" not in e and e.get("label", name) in finals]
+        private = [e.get("label", name) for e in entries if e["name"] == name
+                   and "privacy" in e and e.get("label", name) in finals]
+        if not plain or not private:
+            continue
+        base = finals[plain[0]]
+        points = []
+        for label in private:
+            # seed by seed: the private and the non-private run saw the same data
+            excess = np.array([v - base[seed] for seed, v in finals[label].items()
+                               if seed in base])
+            points.append((float(np.median(list(epsilons[label].values()))),
+                           np.median(excess), excess.min(), excess.max()))
+        points.sort()
+        eps, mid, low, high = (np.asarray(v) for v in zip(*points, strict=True))
+        ax.errorbar(eps, mid, yerr=[mid - low, high - mid], color=color_of(name), marker="o",
+                    capsize=3, label=name)
+    ax.set_xscale("log")
+    ax.set_yscale("symlog", linthresh=1e-4)
+    if all(line.get_ydata().min() >= 0 for line in ax.get_lines() if len(line.get_ydata())):
+        ax.set_ylim(bottom=0)  # no private run beat its non-private one: no negative axis
+    ax.set_xlabel("ε spent (at the runs' δ)")
+    ax.set_ylabel(f"final {metric.replace('_', ' ')} − non-private run's")
+    ax.set_title(f"{title_of(result)}: what privacy costs")
+    ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    for suffix in (".svg", ".png"):
+        save_figure(fig, out / f"fig_{metric}_epsilon{suffix}")
+    plt.close(fig)
+    return f"fig_{metric}_epsilon.png"
 
 
 def title_of(result: ExperimentResult) -> str:
