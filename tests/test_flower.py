@@ -15,6 +15,7 @@ import signal
 import threading
 import time
 import tomllib
+from collections import namedtuple
 
 import numpy as np
 import pytest
@@ -890,3 +891,39 @@ def test_a_signal_stops_every_process_of_flower_local(tmp_path, sig):
     if sig != "SIGKILL":
         assert proc.returncode == 128 + getattr(signal, sig)
         assert "interrupted" in proc.stdout.read().decode()
+
+
+# --- compressed uploads cross the network compact -----------------------------------------------
+@pytest.mark.parametrize("compressor, most", [
+    ({"name": "top_k", "k": 100}, 0.2),       # 5 %: an int32 index + a float64 value each
+    ({"name": "rand_k", "k": 200}, 0.2),
+    ({"name": "qsgd", "levels": 4}, 0.15),    # a few distinct values: one byte each
+    ({"name": "natural"}, 0.15),
+])
+def test_compressed_uploads_are_sent_in_fewer_bytes_and_decode_exactly(compressor, most):
+    from fedcomp.compressors import make_compressor
+    from fedcomp.flower._codec import decode, encode
+
+    rng = np.random.default_rng(0)
+    upload = rng.normal(size=(3, 2000))
+    upload[0, 7] = -0.0  # a signed zero survives too
+    params = {k: v for k, v in compressor.items() if k != "name"}
+    sent = make_compressor(compressor["name"], **params).compress(
+        upload, 0, 1, np.arange(3, dtype=np.uint64))
+    values = sent[0] if isinstance(sent, tuple) else sent
+    Upload = namedtuple("Upload", ["delta", "wire_bits"])
+    up = Upload(np.asarray(values), np.array([5, 6, 7], dtype=np.int64))
+    dense, compact = encode(up), encode(up, compact=True)
+    size = lambda record: sum(len(record[k].data) for k in record.keys())  # noqa: E731
+    assert size(compact) <= most * size(dense)
+    back = decode(compact, np.zeros(1))
+    assert back.delta.tobytes() == up.delta.tobytes()  # bit for bit, signs of zeros included
+    assert np.array_equal(back.wire_bits, up.wire_bits)
+
+
+def test_dense_uploads_stay_dense():
+    from fedcomp.flower._codec import encode
+
+    Upload = namedtuple("Upload", ["delta"])
+    record = encode(Upload(np.random.default_rng(1).normal(size=(3, 200))), compact=True)
+    assert list(record.keys()) == ["delta"]

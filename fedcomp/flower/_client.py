@@ -214,7 +214,9 @@ def handle_train(msg: Message, context: Context) -> Message:
     upload, new_states = algorithm.client_update(message, _gather(states, rows), ctx)
     _store_states(context, run, round_, states, _scatter(states, rows, new_states))
     counts = MetricRecord({k: int(v) for k, v in counters.as_dict().items()})
-    return Message(RecordDict({UPLOAD_KEY: encode(upload), COUNTS_KEY: counts}), reply_to=msg)
+    # compact: a compressed upload crosses the network in its sparse or codebook form
+    return Message(RecordDict({UPLOAD_KEY: encode(upload, compact=True), COUNTS_KEY: counts}),
+                   reply_to=msg)
 
 
 def make_client_app() -> ClientApp:
