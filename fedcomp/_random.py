@@ -26,6 +26,9 @@ STREAM_START = 5
 #: A compressor's draws (rand-k's coordinates, QSGD's and natural compression's rounding),
 #: keyed by (seed, round, client) and a purpose number (which message field is compressed).
 STREAM_COMPRESSION = 6
+#: A pattern shared by the clients of a round (CompressedScaffnew's and TAMUNA's masks,
+#: TAMUNA's cohort), keyed by (seed, round) and a purpose number only.
+STREAM_PATTERN = 7
 
 
 def _mix(z: np.ndarray) -> np.ndarray:

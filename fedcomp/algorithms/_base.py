@@ -137,6 +137,10 @@ class ServerContext(NamedTuple):
     pi : array, shape (|S|,)
         The raw global weights ``π_i`` of the participants.
     n_clients : int
+    seed : int
+        The run's seed, shared with the clients at set-up: the server draws the round's
+        common coin (``fedcomp._random.common_uniform``) as they do, e.g. LoCoDL's server
+        advances its copy of the shared iterate by the round's local steps.
     """
 
     prox: Callable[[Array, Any], Array]
@@ -145,6 +149,7 @@ class ServerContext(NamedTuple):
     weights: Array
     pi: Array
     n_clients: int
+    seed: int = 0
 
 
 class SetupContext(NamedTuple):

@@ -216,7 +216,8 @@ def simulate_async(
         counters.floats_up += _floats(stacked, leading=1) * len(participants)
         counters.bits_up += message_bits(stacked)
         server_state = algorithm.server_update(
-            server_state, stacked, server_context(problem, server_prox, k, participants, like))
+            server_state, stacked,
+            server_context(problem, server_prox, k, participants, like, seed))
 
     k = 0  # server steps applied so far = the step a job started now reads at
     # outstanding jobs: (arrival time, client id, server step it read at, the message it read)

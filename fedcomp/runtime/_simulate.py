@@ -172,11 +172,11 @@ def _scatter(full: Any, participants: np.ndarray, rows: Any) -> Any:
 
 
 def server_context(problem: Problem, server_prox: Any, round_: int, participants: np.ndarray,
-                   like: Array) -> ServerContext:
-    """The :class:`ServerContext` of a step with these participants."""
+                   like: Array, seed: int = 0) -> ServerContext:
+    """The :class:`ServerContext` of a step with these participants (run seed ``seed``)."""
     pi = problem.weights[participants]
     return ServerContext(server_prox, round_, participants, asarray_like(pi / pi.sum(), like),
-                         asarray_like(pi, like), problem.n_clients)
+                         asarray_like(pi, like), problem.n_clients, int(seed))
 
 
 def _sampled(sampling: Any, round_: int, n_clients: int) -> np.ndarray:
@@ -505,7 +505,8 @@ def simulate(
         counters.bits_down += message_bits(message) * len(participants)
         counters.bits_up += message_bits(stacked)
         server_state = algorithm.server_update(
-            server_state, stacked, server_context(problem, server_prox, r, participants, like))
+            server_state, stacked,
+            server_context(problem, server_prox, r, participants, like, seed))
         if clock is not None:  # a synchronous round waits for its slowest participant
             sim_time += float(clock.draw(seed, r, participants, problem.n_clients).max(initial=0.0))
 
