@@ -132,9 +132,10 @@ def compressed_scaffnew(client_lr: float = 0.1, comm_prob: float = 0.2, s: int =
     def prepare(setup: SetupContext) -> FederatedAlgorithm | None:
         all_of(require_full_participation(owner),
                check_smooth(owner, "or scaffnew with server_prox for a composite problem"))(setup)
+        if chi is not None:  # resolved (a Flower node sees only its own clients)
+            return None
         check_sparsity(owner, s, setup.n_clients, "number of clients")
-        return None if chi is not None else compressed_scaffnew(
-            client_lr, comm_prob, s, largest_chi(setup.n_clients, s))
+        return compressed_scaffnew(client_lr, comm_prob, s, largest_chi(setup.n_clients, s))
 
     return as_algorithm(owner, masked_scaffnew(owner, client_lr, comm_prob, s, rate, None),
                         dict(client_lr=client_lr, comm_prob=comm_prob, s=s, chi=chi), prepare)

@@ -122,15 +122,16 @@ def tamuna(client_lr: float = 0.1, comm_prob: float = 0.2, s: int = 2,
         if setup.clients_per_round is not None and setup.clients_per_round < n:
             raise ValueError(
                 f"{owner} draws its own cohort each round (cohort_size clients; the others "
-                f"idle, at no cost): run it with every client (no clients_per_round, got "
+                f"idle, at no cost), so the runner runs it with full participation: every "
+                f"client (no clients_per_round, got "
                 f"{setup.clients_per_round} of {n}) and set cohort_size="
                 f"{setup.clients_per_round} instead")
         check_smooth(owner, "TAMUNA's paper has no regularizer")(setup)
+        if cohort_size is not None and eta is not None:
+            return None  # resolved (a Flower node sees only its own clients)
         c = n if cohort_size is None else cohort_size
         _check_cohort(owner, c, s, n)
         check_sparsity(owner, s, c, "cohort size")
-        if cohort_size is not None and eta is not None:
-            return None
         return tamuna(client_lr, comm_prob, s, c, rate(n))
 
     return as_algorithm(owner, masked_scaffnew(owner, client_lr, comm_prob, s, rate, cohort_size),
