@@ -22,6 +22,7 @@ from ._base import (
     FederatedAlgorithm,
     ServerContext,
     SetupContext,
+    check_positive,
     replicate,
 )
 from .scaffnew import steps_until_communication
@@ -93,6 +94,13 @@ def check_uniform_weights(owner: str, ctx: ServerContext) -> None:
                          "which solves (1/n) Σ f_i: it needs equal client weights (got weights "
                          f"from {pi.min():.3g} to {pi.max():.3g}); use weighting = 'uniform'")
 
+
+
+def check_local_training(owner: str, client_lr: Any, comm_prob: Any) -> None:
+    """``γ > 0`` and ``p ∈ (0, 1]``, naming the bad one."""
+    check_positive(owner, client_lr=client_lr, comm_prob=comm_prob)
+    if not comm_prob <= 1:
+        raise ValueError(f"{owner}: comm_prob must be in (0, 1] (got comm_prob={comm_prob!r})")
 
 def check_smooth(owner: str, fix: str) -> Callable[[SetupContext], None]:
     """A ``prepare`` check: ``g`` must be the zero regularizer (the papers have no prox)."""

@@ -19,7 +19,7 @@ from ._base import (
     check_positive,
     require_full_participation,
 )
-from ._condat import as_algorithm, check_smooth, masked_scaffnew
+from ._condat import as_algorithm, check_local_training, check_smooth, masked_scaffnew
 
 
 def largest_chi(n: int, s: int) -> float:
@@ -116,9 +116,7 @@ def compressed_scaffnew(client_lr: float = 0.1, comm_prob: float = 0.2, s: int =
     3
     """
     owner = "compressed_scaffnew"
-    check_positive(owner, client_lr=client_lr, comm_prob=comm_prob)
-    if not comm_prob <= 1:
-        raise ValueError(f"{owner}: comm_prob must be in (0, 1] (got comm_prob={comm_prob!r})")
+    check_local_training(owner, client_lr, comm_prob)
     check_sparsity(owner, s)
     if chi is not None:
         check_positive(owner, chi=chi)

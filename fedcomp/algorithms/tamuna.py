@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._base import FederatedAlgorithm, SetupContext, check_positive
-from ._condat import as_algorithm, check_smooth, masked_scaffnew
+from ._condat import as_algorithm, check_local_training, check_smooth, masked_scaffnew
 from .compressed_scaffnew import check_sparsity, largest_chi
 
 
@@ -100,9 +100,7 @@ def tamuna(client_lr: float = 0.1, comm_prob: float = 0.2, s: int = 2,
     True
     """
     owner = "tamuna"
-    check_positive(owner, client_lr=client_lr, comm_prob=comm_prob)
-    if not comm_prob <= 1:
-        raise ValueError(f"{owner}: comm_prob must be in (0, 1] (got comm_prob={comm_prob!r})")
+    check_local_training(owner, client_lr, comm_prob)
     check_sparsity(owner, s)
     if cohort_size is not None:
         _check_cohort(owner, cohort_size, s)
