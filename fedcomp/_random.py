@@ -31,6 +31,9 @@ STREAM_COMPRESSION = 6
 STREAM_PRIVACY = 7
 #: The "client id" of draws the server makes (no client has it: ids are < 2**63).
 SERVER_ID = 0xFFFFFFFFFFFFFFFF
+#: A pattern shared by the clients of a round (CompressedScaffnew's and TAMUNA's masks,
+#: TAMUNA's cohort), keyed by (seed, round) and a purpose number only.
+STREAM_PATTERN = 8
 
 
 def _mix(z: np.ndarray) -> np.ndarray:

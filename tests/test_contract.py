@@ -38,6 +38,7 @@ from fedcomp.algorithms import (
     make_algorithm,
 )
 from fedcomp.catalogue import catalogue
+from fedcomp.regularizers import Zero
 from fedcomp.runtime import setup_context
 
 CATALOGUE = catalogue()
@@ -222,6 +223,11 @@ CONTRACT_PARAMS = {"fast_fedda": dict(smoothness=2.0, strong_convexity=0.01, loc
                    "scaffold": dict(client_lr=0.5, local_steps=3, server_prox=True),
                    "scaffnew": dict(client_lr=0.5, comm_prob=0.4, server_prox=True)}
 CONTRACT_PARAMS["fedsplit"] = dict(eta=0.5)
+# Condat et al.'s methods solve smooth problems (g = 0): contract_problem gives them no l1
+CONTRACT_PARAMS["compressed_scaffnew"] = dict(client_lr=0.5, comm_prob=0.4, s=3)
+CONTRACT_PARAMS["tamuna"] = dict(client_lr=0.5, comm_prob=0.4, s=2, cohort_size=4)
+CONTRACT_PARAMS["locodl"] = dict(client_lr=0.5, comm_prob=0.4, codec={"name": "rand_k", "k": 2})
+SMOOTH_ONLY = ("compressed_scaffnew", "tamuna", "locodl")
 # constant extrapolation: on this logistic problem (no interpolation) the adaptive rules
 # give alpha = 25 (GraDS) and 1000 (StoPS), which multiply float32's rounding of the
 # averaged prox by as much; test_fedexprox.py checks them on backends in float64
@@ -235,6 +241,12 @@ SYNCHRONOUS += [make_algorithm("feddr", local_solver="exact", eta=0.5, alpha=1.5
                 make_algorithm("fedexprox", step=0.5, server_lr=1.5, server_step=0.1)]
 
 
+def contract_problem(alg, n_clients=7):
+    """The contract's logistic problem (with ``l1``, or ``zero`` for a smooth-only method)."""
+    return make_problem("logistic", n_clients=n_clients,
+                        reg=Zero() if alg.name in SMOOTH_ONLY else None)
+
+
 def supports_sampling(alg, problem) -> bool:
     try:
         alg.prepare(setup_context(problem, 2))
@@ -245,7 +257,7 @@ def supports_sampling(alg, problem) -> bool:
 
 @pytest.mark.parametrize("alg", SYNCHRONOUS, ids=lambda a: a.name)
 def test_prepare_is_the_one_door_and_preparing_again_changes_nothing(alg):
-    p = make_problem("logistic", n_clients=5)
+    p = contract_problem(alg, n_clients=5)
     setup = setup_context(p)
     prepared = alg.prepare(setup) or alg
     again = prepared.prepare(setup) or prepared
@@ -264,7 +276,7 @@ def on_backend(problem: Problem, like) -> Problem:
 @pytest.mark.parametrize("alg", SYNCHRONOUS, ids=lambda a: a.name)
 @pytest.mark.parametrize("batch_size", [None, 4])
 def test_block_size_does_not_change_results(alg, batch_size):
-    p = make_problem("logistic", n_clients=7)
+    p = contract_problem(alg)
     cpr = 4 if supports_sampling(alg, p) else None
     runs = [simulate(alg, p, 5, batch_size=batch_size, clients_per_round=cpr, seed=11,
                      client_block=block, metrics=[])
@@ -278,7 +290,7 @@ def test_block_size_does_not_change_results(alg, batch_size):
 @pytest.mark.parametrize("alg", SYNCHRONOUS, ids=lambda a: a.name)
 def test_array_api_strict_matches_numpy(alg):
     xps = pytest.importorskip("array_api_strict")
-    p = make_problem("logistic")
+    p = contract_problem(alg)
     ref = simulate(alg, p, 4, batch_size=3, seed=2, metrics=[])
     strict = simulate(alg, on_backend(p, xps.zeros(0, dtype=xps.float64)), 4, batch_size=3,
                       seed=2, metrics=[])
@@ -289,7 +301,7 @@ def test_array_api_strict_matches_numpy(alg):
 @pytest.mark.parametrize("alg", SYNCHRONOUS, ids=lambda a: a.name)
 def test_torch_matches_numpy_and_keeps_float32(alg):
     torch = pytest.importorskip("torch")
-    p = make_problem("logistic")
+    p = contract_problem(alg)
     ref = simulate(alg, p, 4, batch_size=3, seed=2, metrics=[])
     t64 = simulate(alg, on_backend(p, torch.zeros(0, dtype=torch.float64)), 4, batch_size=3,
                    seed=2, metrics=[])
@@ -303,7 +315,7 @@ def test_torch_matches_numpy_and_keeps_float32(alg):
 
 @pytest.mark.parametrize("alg", SYNCHRONOUS, ids=lambda a: a.name)
 def test_numpy_float32_stays_float32(alg):
-    p = make_problem("logistic")
+    p = contract_problem(alg)
     p32 = on_backend(p, np.zeros(0, dtype=np.float32))
     run = simulate(alg, p32, 3, batch_size=3, metrics=["objective"])
     assert run.x.dtype == np.float32

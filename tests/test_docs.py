@@ -42,7 +42,7 @@ def test_the_site_builds_strictly_with_every_page_and_the_api(site):
                  "cli/index.html", "flower/index.html", "BENCHMARKS/index.html",
                  "reproduction/index.html", "ARCHITECTURE/index.html",
                  "api/algorithms/index.html", "report/index.html", "compressors/index.html",
-                 "api/compressors/index.html"):
+                 "api/compressors/index.html", "privacy/index.html", "api/privacy/index.html"):
         assert (site / page).is_file(), page
     api = (site / "api" / "algorithms" / "index.html").read_text()
     documented = set(re.findall(r'id="fedcomp\.algorithms\.(?:\w+\.)?(\w+)"', api))

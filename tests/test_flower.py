@@ -38,6 +38,7 @@ from fedcomp.flower._codec import decode, encode  # noqa: E402
 from fedcomp.flower._data import load_node_data, subset  # noqa: E402
 from fedcomp.flower._local import alive, run_local, write_app  # noqa: E402
 from fedcomp.oracle import Counters, Oracle  # noqa: E402
+from fedcomp.regularizers import Zero  # noqa: E402
 from fedcomp.runtime import setup_context  # noqa: E402
 
 pytestmark = pytest.mark.flower
@@ -51,8 +52,14 @@ def _flower_env(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("FLWR_TELEMETRY_ENABLED", "0")
 
 
+#: Condat et al.'s methods solve smooth problems: their runs get no l1
+SMOOTH_ONLY = ("compressed_scaffnew", "tamuna", "locodl")
+
+
 def small_config(algorithm, n_clients=4, rounds=3, clients_per_round=None, batch_size=10,
                  **hyperparameters):
+    regularizer = ({"name": "zero"} if algorithm in SMOOTH_ONLY
+                   else {"name": "l1", "alpha": 1e-3})
     return {
         "name": "flower-test", "rounds": rounds, "seeds": [3], "batch_size": [batch_size],
         "clients_per_round": clients_per_round, "reference": False,
@@ -60,7 +67,7 @@ def small_config(algorithm, n_clients=4, rounds=3, clients_per_round=None, batch
         "data": {"generator": "synthetic_fedprox", "alpha": 1.0, "beta": 1.0, "n_classes": 2,
                  "n_clients": n_clients, "samples_per_client": 30, "n_features": 6},
         "problem": {"loss": "logistic", "l2": 0.05},
-        "regularizer": {"name": "l1", "alpha": 1e-3},
+        "regularizer": regularizer,
         "algorithms": [{"name": algorithm, **hyperparameters}],
     }
 
@@ -99,7 +106,9 @@ EQUIVALENCE = [
 #: shortened so that 3 rounds cross stages), 2 of 4 clients per round unless it is defined
 #: for full participation only; async_feddr's event clock stays on the server and each
 #: arrival's update runs on the node hosting the client
-REGISTRY_OVERRIDES = {"mc_fedda": {"stage_rounds": 1}, "multistep_refedda_gt": {"stage_rounds": 1}}
+REGISTRY_OVERRIDES = {"mc_fedda": {"stage_rounds": 1}, "multistep_refedda_gt": {"stage_rounds": 1},
+                      "tamuna": {"cohort_size": 2},  # its own cohort: 2 of 4 clients
+                      "locodl": {"codec": {"name": "rand_k", "k": 2}}}
 REGISTRY = [(name, REGISTRY_OVERRIDES.get(name, {}), "sampled") for name in sorted(ALGORITHMS)]
 #: options that add a phase: FedDA-GT's gradient-initialised trackers (a warm-up round)
 REGISTRY += [("fedda_gt", {"tracker_init": "gradient"}, None)]
@@ -576,7 +585,7 @@ def test_every_algorithm_rebuilds_from_its_hyperparameters(name):
     """Nodes rebuild the server's (set-up) algorithm from name + JSON hyperparameters."""
     from tests.conftest import make_problem
 
-    problem = make_problem("logistic")
+    problem = make_problem("logistic", reg=Zero() if name in SMOOTH_ONLY else None)
     algorithm = make_algorithm(name)
     algorithm = algorithm.prepare(setup_context(problem)) or algorithm
     again = make_algorithm(name, **json.loads(json.dumps(algorithm.hyperparameters)))

@@ -13,6 +13,7 @@ from ._base import ClientContext, EmptyState, FederatedAlgorithm, ServerContext
 from ._compressed import compressed
 from ._decentralized import DecentralizedAlgorithm, NodeContext
 from .c_fedda import c_fedda
+from .compressed_scaffnew import compressed_scaffnew
 from .dfedda import dfedda, dfedda_gt, dfedmid, drefedda_gt
 from .fast_fedda import fast_fedda
 from .fedadmm import fedadmm
@@ -25,10 +26,12 @@ from .fedht import fed_ht, fediter_ht
 from .fedmid import fedmid
 from .fedpd import fedpd
 from .fedprox import fedprox
+from .locodl import locodl
 from .mc_fedda import mc_fedda
 from .refedda_gt import fedda_gt, multistep_refedda_gt, refedda_gt
 from .scaffnew import scaffnew
 from .scaffold import scaffold
+from .tamuna import tamuna
 from .za1 import za1, za1_correction
 
 #: Every algorithm by configuration name, with how the runner executes it (a static fact:
@@ -84,6 +87,15 @@ REGISTRY: Registry[AlgorithmEntry] = Registry("algorithm", [
                    "SCAFFOLD, option II control variates, optional server prox (Karimireddy 2020)"),
     AlgorithmEntry("scaffnew", scaffnew,
                    "Scaffnew/ProxSkip: communicate with probability p per step (Mishchenko 2022)"),
+    AlgorithmEntry("compressed_scaffnew", compressed_scaffnew,
+                   "Scaffnew with a shared mask: each coordinate sent by s of n clients "
+                   "(Condat, Agarsky, Richtarik 2022)"),
+    AlgorithmEntry("tamuna", tamuna,
+                   "Local training, shared-mask compression, own cohort of c clients a round "
+                   "(Condat et al. 2023)"),
+    AlgorithmEntry("locodl", locodl,
+                   "Local training + any unbiased compressor of x_i - y, shared y "
+                   "(Condat, Maranjyan, Richtarik 2025)"),
     AlgorithmEntry("fedda_gt", fedda_gt,
                    "l_q dual averaging with gradient tracking, server form (Liang et al. 2023)"),
     AlgorithmEntry("refedda_gt", refedda_gt,
@@ -202,5 +214,6 @@ __all__ = ["ALGORITHMS", "DECENTRALIZED", "DESCRIPTIONS", "REGISTRY", "ClientCon
            "multistep_refedda_gt", "refedda_gt", "za1", "za1_correction",
            "fedcanon", "fedcanon2", "fedcanon_controls", "scaffnew", "scaffold"]
 __all__ += ["fed_ht", "fedexprox", "fediter_ht"]
+__all__ += ["compressed_scaffnew", "locodl", "tamuna"]
 __all__ += ["compressed", "rebuild_algorithm", "execution_of", "async_feddr", "fedadmm", "feddr",
             "fedpd", "fedprox", "fedsplit"]

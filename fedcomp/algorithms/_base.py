@@ -138,8 +138,9 @@ class ServerContext(NamedTuple):
         The raw global weights ``π_i`` of the participants.
     n_clients : int
     seed : int
-        The run's seed, for the server's own counter-based draws (keyed by
-        ``(seed, round)``, e.g. :mod:`fedcomp.privacy`'s noise); 0 where a caller has none.
+        The run's seed, for the server's own counter-based draws keyed by ``(seed, round)``
+        (:mod:`fedcomp.privacy`'s noise; the round's common coin the clients draw too, e.g.
+        LoCoDL's server advancing its copy of the shared iterate); 0 where a caller has none.
     """
 
     prox: Callable[[Array, Any], Array]

@@ -19,6 +19,7 @@ from typing import Any
 from .._registry import Entry, Registry
 from ._base import Compressor, Identity, index_bits
 from ._ef21 import ef21_step
+from ._pattern import PermS
 from ._quantize import QSGD, Natural
 from ._sparsify import RandK, TopK
 
@@ -32,6 +33,8 @@ COMPRESSORS: Registry[Entry] = Registry("compressor", [
                               "(Horvath et al.)"),
     Entry("qsgd", QSGD, "s levels of |x_j|/||x||, unbiased; norm + sign + level bits "
                         "(Alistarh et al. 2017)"),
+    Entry("perm_s", PermS, "shared random pattern: each coordinate kept by exactly s of n "
+                           "clients, scaled n/s; values only (Condat et al., TAMUNA)"),
 ])
 
 #: One line per compressor, for ``fedcomp list``.
@@ -58,5 +61,5 @@ def make_compressor(name: str, **params: Any) -> Compressor:
     return compressor
 
 
-__all__ = ["COMPRESSORS", "DESCRIPTIONS", "QSGD", "Compressor", "Identity", "Natural", "RandK",
-           "TopK", "ef21_step", "index_bits", "make_compressor"]
+__all__ = ["COMPRESSORS", "DESCRIPTIONS", "QSGD", "Compressor", "Identity", "Natural", "PermS",
+           "RandK", "TopK", "ef21_step", "index_bits", "make_compressor"]

@@ -173,10 +173,10 @@ def _scatter(full: Any, participants: np.ndarray, rows: Any) -> Any:
 
 def server_context(problem: Problem, server_prox: Any, round_: int, participants: np.ndarray,
                    like: Array, seed: int = 0) -> ServerContext:
-    """The :class:`ServerContext` of a step with these participants."""
+    """The :class:`ServerContext` of a step with these participants (run seed ``seed``)."""
     pi = problem.weights[participants]
     return ServerContext(server_prox, round_, participants, asarray_like(pi / pi.sum(), like),
-                         asarray_like(pi, like), problem.n_clients, seed)
+                         asarray_like(pi, like), problem.n_clients, int(seed))
 
 
 def _sampled(sampling: Any, round_: int, n_clients: int) -> np.ndarray:
