@@ -54,6 +54,7 @@ from .config import (
 )
 from .experiments import ConfigMismatchError, validate
 from .experiments._results import main_metric as metric_of
+from .experiments._setting import TARGET_COLUMNS
 
 #: The source papers (``shared/papers/``), in the report's order.
 PAPERS = {
@@ -67,6 +68,8 @@ PAPERS = {
                "Algorithms for Nonconvex Federated Composite Optimization (NeurIPS 2021)",
     "seed004": "Liang, Peng, Zhang — Gradient Tracking for High Dimensional Federated "
                "Optimization",
+    "condat2023": "Condat, Agarský, Malinovsky, Maranjyan, Richtárik — CompressedScaffnew "
+                  "(arXiv:2210.13277), TAMUNA (arXiv:2302.09832), LoCoDL (ICLR 2025)",
     "mcmahan2018": "McMahan, Ramage, Talwar, Zhang — Learning Differentially Private Recurrent "
                    "Language Models (ICLR 2018)",
 }
@@ -78,13 +81,14 @@ PAPER_NAMES = {
     "seed002": "Zhou, Zhong, Shi, Wen, Yu — FedCanon (preprint)",
     "seed003": "Tran-Dinh, Pham, Phan, Nguyen — NeurIPS 2021",
     "seed004": "Liang, Peng, Zhang — preprint 2023",
+    "condat2023": "Condat et al. — compressed local training (2022–2025)",
     "mcmahan2018": "McMahan, Ramage, Talwar, Zhang — ICLR 2018",
 }
 
 #: Experiment name prefix → paper.
 _PAPER_OF_PREFIX = {"seed000": "seed000", "bao2022": "seed001", "fedcanon": "seed002",
                     "prox_cost": "seed002", "feddr": "seed003", "liang2024": "seed004",
-                    "dp_": "mcmahan2018"}
+                    "condat": "condat2023", "dp_": "mcmahan2018"}
 
 #: Figures per experiment: (file stem, x axis).
 X_AXES = (("rounds", "round"), ("floats", "floats"), ("time", "wall_s"))
@@ -349,7 +353,8 @@ def table_columns(result: ExperimentResult) -> list[str]:
     if result.config.get("kind") == "timing":
         return [k for k in result.rows[0] if k not in ("network", "status")]
     metrics = [m for m in result.checked()["metrics"] if m != "support"]
-    return [*metrics, *COST_COLUMNS]
+    reached = list(TARGET_COLUMNS) if result.checked().get("target") else []
+    return [*metrics, *reached, *COST_COLUMNS]
 
 
 def seeds_best(rows: list[dict[str, Any]], metric: str) -> dict[tuple[str, str], int]:
@@ -454,6 +459,10 @@ def draw_figures(result: ExperimentResult, out: Path) -> list[str]:
     if result.error or result.config.get("kind") == "timing":
         return draw_timing_figure(result, out) if not result.error else []
     rows = read_results(out / "results.csv")
+    if has_values(rows, "epsilon"):
+        # private runs at several epsilons: one utility-against-epsilon line per algorithm
+        # (a per-round figure would draw every (algorithm, epsilon) pair at once)
+        return [draw_privacy_figure(result, rows, out)]
     names = []
     metrics = result.checked()["metrics"]
     metric = metric_of(metrics)
@@ -471,8 +480,6 @@ def draw_figures(result: ExperimentResult, out: Path) -> list[str]:
     for extra in ("test_accuracy", "l2_error", "support_f1", "prox_grad_norm"):
         if extra != metric and extra in metrics and has_values(rows, extra):
             names.append(_figure(out, extra, "round", "rounds", title_of(result)))
-    if has_values(rows, "epsilon"):  # private runs: the utility each epsilon costs
-        names.insert(0, draw_privacy_figure(result, rows, out))
     return names
 
 

@@ -52,6 +52,6 @@ def test_the_report_draws_utility_against_epsilon(tmp_path):
     (result,) = run_report(tmp_path, quick=True, only=["dp_utility"],
                            stream=open("/dev/null", "w"))
     assert not result.error, result.error
-    assert result.figures[0] == "fig_objective_epsilon.png"
+    assert result.figures == ["fig_objective_epsilon.png"]
     assert (tmp_path / "dp_utility" / "fig_objective_epsilon.svg").stat().st_size > 10_000
     assert "Learning Differentially Private" in (tmp_path / "report.md").read_text()

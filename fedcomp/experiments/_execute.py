@@ -11,6 +11,7 @@ run writes to.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from ..metrics import CSVLogger, MultiLogger
 from ..runtime import NonFiniteError, simulate, simulate_async, simulate_decentralized
 from ._build import Prepared, build_topology, prepare, start_model
 from ._plan import Run
+from ._setting import TARGET_COLUMNS
 
 #: Problems and references built in this process, by setting (a worker reuses them).
 _PREPARED: dict[str, Prepared] = {}
@@ -90,8 +92,33 @@ def run_one(run: Run, built: Prepared, logger: Any, progress: Any, clients: Any 
         print(f"warning: {exc}", file=sys.stderr)
         return row
     row.update(result.history[-1])
+    if setting.target is not None:
+        row.update(to_target(result.history, setting.target))
     row["_x"] = to_numpy(result.x)
     return row
+
+
+def to_target(history: list[dict[str, Any]], target: dict[str, Any]) -> dict[str, float]:
+    """The counters at the first evaluation whose ``target["metric"]`` reached the target
+    (``<= below`` or ``>= above``); ``inf`` for each when no evaluation did.
+
+    Examples
+    --------
+    >>> rows = [{"round": 0, "floats_up": 0, "bits_up": 0, "acc": 0.5},
+    ...         {"round": 5, "floats_up": 50, "bits_up": 800, "acc": 0.9}]
+    >>> to_target(rows, {"metric": "acc", "above": 0.8})["bits_up_to_target"]
+    800.0
+    >>> to_target(rows, {"metric": "acc", "above": 0.95})["rounds_to_target"]
+    inf
+    """
+    metric = target["metric"]
+    for row in history:
+        value = float(row.get(metric, math.nan))
+        reached = value <= target["below"] if "below" in target else value >= target["above"]
+        if reached:
+            counters = (row["round"], row["floats_up"], row["bits_up"])
+            return {k: float(v) for k, v in zip(TARGET_COLUMNS, counters, strict=True)}
+    return dict.fromkeys(TARGET_COLUMNS, math.inf)
 
 
 class _EpsilonColumn:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import inspect
 import json
+import math
 import numbers
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeGuard
@@ -56,7 +57,16 @@ DEFAULTS: dict[str, Any] = {
     "client_state": "memory",
     "x0": "default",
     "tracking": {},
+    "target": None,
 }
+
+#: Keys of a ``target = {...}`` table: the metric and one threshold, reached when the metric
+#: is at or below ``below`` (a loss, an optimality) or at or above ``above`` (an accuracy).
+TARGET_KEYS = {"metric", "below", "above"}
+
+#: What a run reports about its target (:func:`fedcomp.experiments._execute.to_target`): the
+#: counters at the first evaluation that reached it (``inf`` when none did).
+TARGET_COLUMNS = ("rounds_to_target", "floats_up_to_target", "bits_up_to_target")
 
 #: Keys of an ``x0 = {...}`` table: a random start, i.i.d. normal entries.
 X0_KEYS = {"distribution", "scale", "seed"}
@@ -176,6 +186,9 @@ class Setting:
     #: ``None``: the problem's own start (zeros, a network's seeded parameters); else a
     #: random start ``{"distribution": "normal", "scale": s, "seed": int | "run"}``.
     x0: dict[str, Any] | None = None
+    #: ``None``, or ``{"metric": m, "below": v}`` / ``{"metric": m, "above": v}``: the
+    #: summary row gets the counters at the first evaluation reaching it (TARGET_COLUMNS).
+    target: dict[str, Any] | None = None
 
     def data_seed(self, run_seed: int | None) -> int:
         """The seed that draws the data of a run with seed ``run_seed``.
@@ -328,7 +341,8 @@ def _setting(cfg: dict[str, Any], variant: str | None, swept: dict[str, Any]) ->
         compute_times=copy.deepcopy(cfg["compute_times"]), backend=cfg["backend"],
         client_state=cfg["client_state"], variant=variant, swept=dict(swept),
         x0=None if cfg["x0"] == "default" else {"distribution": "normal", "scale": 1.0,
-                                                 "seed": "run", **cfg["x0"]})
+                                                 "seed": "run", **cfg["x0"]},
+        target=copy.deepcopy(cfg["target"]))
 
 
 def _check_keys(table: dict[str, Any], accepted: set[str], where: str) -> None:
@@ -681,6 +695,7 @@ def _check_setting(cfg: dict[str, Any]) -> None:
                           "algorithms a distinct 'label'")
     _check_client_state(cfg)
     _check_x0(cfg["x0"])
+    _check_target(cfg["target"], cfg["metrics"])
 
 
 def _check_compressor(entry: dict[str, Any], name: str) -> None:
@@ -768,6 +783,24 @@ def _check_x0(value: Any) -> None:
     if not (seed == DATA_SEED_FOLLOWS_RUN or (_is_integer(seed) and seed >= 0)):
         raise ConfigError(f'x0.seed must be "run" (the run\'s seed) or an integer >= 0 '
                           f"(got {seed!r})")
+
+
+def _check_target(value: Any, metrics: list[str]) -> None:
+    """``target = {metric = "train_accuracy", above = 0.97}`` (or ``below = ...``): a metric
+    the runs record and one finite threshold."""
+    if value is None:
+        return
+    example = 'target = { metric = "train_accuracy", above = 0.97 }'
+    if not isinstance(value, dict):
+        raise ConfigError(f"target must be a table such as {example} (got {value!r})")
+    _check_keys(value, TARGET_KEYS, "target")
+    if value.get("metric") not in metrics:
+        raise ConfigError(f"target.metric must be one of the recorded metrics {metrics} "
+                          f"(got {value.get('metric')!r}); add it to metrics")
+    given = [k for k in ("below", "above") if k in value]
+    if len(given) != 1 or not _is_real(value[given[0]]) or not math.isfinite(value[given[0]]):
+        raise ConfigError(f"target needs one finite threshold, below (a loss, an optimality) "
+                          f"or above (an accuracy), e.g. {example} (got {value!r})")
 
 
 def _check_extras(cfg: dict[str, Any]) -> None:
