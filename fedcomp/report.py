@@ -30,6 +30,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import re
 import sys
 import time
 import traceback
@@ -353,8 +354,13 @@ def table_columns(result: ExperimentResult) -> list[str]:
     if result.config.get("kind") == "timing":
         return [k for k in result.rows[0] if k not in ("network", "status")]
     metrics = [m for m in result.checked()["metrics"] if m != "support"]
+    # a gossip run evaluated at single nodes ([topology] evaluate_on) has node{n}_METRIC
+    # columns beside (or instead of) the node average's
+    keys = dict.fromkeys(k for row in result.rows for k in row)
+    per_node = {m: [k for k in keys if re.fullmatch(rf"node\d+_{re.escape(m)}", k)]
+                for m in metrics}
     reached = list(TARGET_COLUMNS) if result.checked().get("target") else []
-    return [*metrics, *reached, *COST_COLUMNS]
+    return [*(c for m in metrics for c in (m, *per_node[m])), *reached, *COST_COLUMNS]
 
 
 def seeds_best(rows: list[dict[str, Any]], metric: str) -> dict[tuple[str, str], int]:

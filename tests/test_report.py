@@ -622,3 +622,16 @@ def test_report_readings_option_keeps_the_bases_and_refuses_unknown_names(tmp_pa
 def test_an_experiment_that_times_its_runs_runs_them_one_at_a_time():
     assert rep.jobs_for("fedcanon_nn", 2) == 1
     assert rep.jobs_for("seed000", 2) == 2
+
+
+def test_tables_show_the_per_node_columns_of_a_gossip_run_evaluated_at_a_node():
+    """liang2024's as-run reading evaluates node 0 only: its table shows node0_l1_error (the
+    verdict's number) beside the empty node-average l1_error."""
+    config = {"name": "x", "rounds": 1, "metrics": ["l1_error"],
+              "data": {"generator": "liang_sparse_linear"}, "problem": {"loss": "squared"},
+              "regularizer": {"name": "zero"}, "algorithms": [{"name": "fedavg"}]}
+    result = rep.ExperimentResult("x", config, rows=[
+        {"label": "dfedda", "l1_error": float("nan"), "node0_l1_error": 0.5},
+        {"label": "fast_fedda", "l1_error": 0.7}])
+    result.checked = lambda: {"metrics": ["l1_error"]}  # type: ignore[method-assign]
+    assert rep.table_columns(result)[:2] == ["l1_error", "node0_l1_error"]
