@@ -408,10 +408,20 @@ def test_report_renders_in_headless_chromium(report_dir, headless_chromium):
     """Every figure loads (its SVG, and its PNG fallback), every contents link leads to its
     section, and the browser logs no error."""
     out, _ = report_dir
+    check_page_in_browser(out / "index.html", headless_chromium)
+
+
+def test_committed_full_report_renders_in_headless_chromium(headless_chromium):
+    """docs/report/index.html, the full-size report: the same checks."""
+    page = Path(__file__).resolve().parents[1] / "docs" / "report" / "index.html"
+    check_page_in_browser(page, headless_chromium)
+
+
+def check_page_in_browser(page, driver):
+    """Open a report page in the browser and check its figures, contents links and log."""
     from selenium.webdriver.common.by import By
 
-    driver = headless_chromium
-    driver.get((out / "index.html").resolve().as_uri())
+    driver.get(page.resolve().as_uri())
     images = driver.execute_script(
         "return Array.from(document.images).map("
         "i => [i.getAttribute('src'), i.complete, i.naturalWidth, i.currentSrc]);")
