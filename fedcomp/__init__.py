@@ -7,6 +7,13 @@ centralized reference solver and a command-line tool.
 """
 
 import importlib.metadata as _metadata
+import os as _os
+
+# Idle OpenMP threads sleep instead of spinning. Torch's CPU kernels run on GNU OpenMP, which
+# reads this once, when torch is first imported: with the default (spinning) policy a torch
+# round with 2 threads beside two busy processes on 2 cores took 300 ms instead of 65 ms
+# (benchmarks/torch_threads.py, docs/BENCHMARKS.md). A value the user set is kept.
+_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 try:
     # one version source: pyproject.toml's, as the installed distribution records it
