@@ -69,6 +69,7 @@ PAPERS = {
                "Algorithms for Nonconvex Federated Composite Optimization (NeurIPS 2021)",
     "seed004": "Liang, Peng, Zhang — Gradient Tracking for High Dimensional Federated "
                "Optimization",
+    "tong2021": "Tong, Liang, Zhu, Bi — Federated Nonconvex Sparse Learning (arXiv:2101.00052)",
     "condat2023": "Condat, Agarský, Malinovsky, Maranjyan, Richtárik — CompressedScaffnew "
                   "(arXiv:2210.13277), TAMUNA (arXiv:2302.09832), LoCoDL (ICLR 2025)",
     "mcmahan2018": "McMahan, Ramage, Talwar, Zhang — Learning Differentially Private Recurrent "
@@ -82,6 +83,7 @@ PAPER_NAMES = {
     "seed002": "Zhou, Zhong, Shi, Wen, Yu — FedCanon (preprint)",
     "seed003": "Tran-Dinh, Pham, Phan, Nguyen — NeurIPS 2021",
     "seed004": "Liang, Peng, Zhang — preprint 2023",
+    "tong2021": "Tong, Liang, Zhu, Bi — arXiv 2021",
     "condat2023": "Condat et al. — compressed local training (2022–2025)",
     "mcmahan2018": "McMahan, Ramage, Talwar, Zhang — ICLR 2018",
 }
@@ -89,7 +91,7 @@ PAPER_NAMES = {
 #: Experiment name prefix → paper.
 _PAPER_OF_PREFIX = {"seed000": "seed000", "bao2022": "seed001", "fedcanon": "seed002",
                     "prox_cost": "seed002", "feddr": "seed003", "liang2024": "seed004",
-                    "condat": "condat2023", "dp_": "mcmahan2018"}
+                    "fedht": "tong2021", "condat": "condat2023", "dp_": "mcmahan2018"}
 
 #: Figures per experiment: (file stem, x axis).
 X_AXES = (("rounds", "round"), ("floats", "floats"), ("time", "wall_s"))

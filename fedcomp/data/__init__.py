@@ -60,6 +60,7 @@ from ._real import (
     sha256_of,
 )
 from ._synthetic import synthetic_fedprox
+from ._tong import tong_sparse_regression
 
 
 def _sparse_regression_truth(n_features: int = 1024, sparsity: int = 512, **_: Any) -> Any:
@@ -95,6 +96,9 @@ DATASETS: Registry[DatasetEntry] = Registry("dataset", [
                  "sparse w* = (gamma alpha, 0), +-1 labels (seed 004)",
                  ground_truth=LIANG_TRUTHS["liang_sparse_logistic"],
                  sampler=LIANG_SAMPLERS["liang_sparse_logistic"]),
+    DatasetEntry("tong_sparse_regression", tong_sparse_regression,
+                 "Fed-HT Simulation I: per-client s-sparse models N(u_i, 1), features "
+                 "N(v_i, diag(1/j^1.2)), y = <z, x_i> + noise (Tong et al.)"),
     DatasetEntry("breast_cancer", breast_cancer,
                  "scikit-learn's bundled breast-cancer set (569 x 30, +-1 labels), "
                  "standardized, split by a partition (bundled: no download)",
@@ -149,6 +153,7 @@ __all__ = [
     "DATASETS", "DATASET_DESCRIPTIONS", "DATASET_NEEDS", "GROUND_TRUTHS", "PARTITIONERS",
     "PARTITIONER_DESCRIPTIONS", "SAMPLERS", "Batch",
     "ClientData", "LiangSampler", "bao_lowrank_matrix", "bao_sparse_regression",
+    "tong_sparse_regression",
     "liang_linear_models", "liang_logistic_models", "liang_sparse_linear",
     "liang_sparse_logistic", "lowrank_truth",
     "partition_dirichlet", "partition_dirichlet_groups", "partition_groups", "partition_iid",
