@@ -121,7 +121,10 @@ def solve_reference(problem: Problem, tol: float = 1e-10, max_iter: int = 100_00
         if defect:
             warnings.warn(f"reference cache entry {path} is unusable ({defect}); solving again "
                           "and overwriting it", RuntimeWarning, stacklevel=2)
-    solver = _fista if p64.regularizer.convex else _proximal_gradient
+    # momentum needs a convex objective: a weakly convex g (MCP, SCAD) or a nonconvex loss
+    # (logistic with a nonconvex penalty) takes the monotone proximal-gradient method
+    convex = p64.regularizer.convex and getattr(p64.loss, "convex", True)
+    solver = _fista if convex else _proximal_gradient
     if _splits_into_bounds(p64):
         # ℓ1: quasi-Newton on the split x = u − v first; FISTA finishes only if it falls short
         x, norm, iterations, lipschitz = _lbfgsb_l1(p64, start, tol, max_iter)

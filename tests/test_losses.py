@@ -80,6 +80,7 @@ CASES = [
     Case("least_squares", LeastSquares(l2=0.3), "real"),
     Case("logistic", Logistic(), "pm1"),
     Case("logistic", Logistic(l2=0.3), "pm1"),
+    Case("logistic", Logistic(l2=0.01, nonconvex=0.3), "pm1"),
     Case("softmax", Softmax(), "classes", K),
     Case("softmax", Softmax(l2=0.3), "classes", K),
     Case("trace_regression", TraceRegression(), "trace"),

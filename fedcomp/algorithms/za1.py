@@ -6,10 +6,24 @@ difference between the global and their own previous average gradient, and the s
 applies the prox to the average of the *pre-proximal* models, so the prox evaluation is
 decoupled from communication.
 
+The same update serves nonconvex losses: the journal version (Zhang, Hu, Johansson,
+"Non-convex composite federated learning with heterogeneous data", arXiv 2502.03958, which
+states that parts of it appeared at ICASSP 2024) keeps the algorithm — pre- and post-proximal
+local models, the drift correction, one d-vector uploaded per round, the prox at the server —
+and extends the analysis to a nonconvex smooth ``f`` with a convex ``g``: sublinear convergence
+to a residual set by the stochastic-gradient variance and the batch size, linear under the
+proximal Polyak-Łojasiewicz inequality. Only the paper's abstract and introduction could be
+read here (its algorithm box could not), so fedcomp's ``za1`` follows the ICASSP Algorithm 1;
+``tests/test_za1_nonconvex.py`` checks the journal's phenomena on a loss verified nonconvex
+(:class:`fedcomp.losses.Logistic` with ``nonconvex > 0``): exact stationarity at a linear
+rate with full gradients, and a residual floor ``∝ 1/√b`` with minibatches of size ``b``.
+
 References
 ----------
 Zhang, J., Hu, J., Johansson, M. "Composite Federated Learning with Heterogeneous Data."
 ICASSP 2024 (``shared/papers/seed000_*``), Algorithm 1.
+Zhang, J., Hu, J., Johansson, M. "Non-convex composite federated learning with heterogeneous
+data." arXiv:2502.03958 (2025).
 """
 
 from __future__ import annotations

@@ -23,7 +23,8 @@ from ._trace import TraceRegression
 LOSSES: Registry[Entry] = Registry("loss", [
     Entry("least_squares", LeastSquares,
           "½ mean squared residual of a linear model, optional ridge l2"),
-    Entry("logistic", Logistic, "binary logistic regression, labels ±1, optional ridge l2"),
+    Entry("logistic", Logistic, "binary logistic regression, labels ±1, optional ridge l2 and "
+          "nonconvex penalty (nonconvex = α: α Σ x²/(1 + x²))"),
     Entry("softmax", Softmax, "multiclass logistic regression, (d, n_classes) model, class-id "
                               "labels, optional ridge l2"),
     Entry("trace_regression", TraceRegression, "least squares on matrix features "

@@ -49,9 +49,11 @@ class Loss(Protocol):
     def param_ndim(self) -> int: ...
 
 
-def check_l2(l2: Any, owner: str) -> None:
+def check_l2(l2: Any, owner: str, name: str = "l2") -> None:
+    """A penalty strength inside the smooth loss must be a number ``>= 0``, naming it."""
     if not l2 >= 0:
-        raise ValueError(f"{owner}: l2 must be >= 0 (got l2={l2!r}); it is the ridge strength "
+        what = "the ridge strength" if name == "l2" else "the strength of a penalty"
+        raise ValueError(f"{owner}: {name} must be >= 0 (got {name}={l2!r}); it is {what} "
                          "inside the smooth loss")
 
 

@@ -44,6 +44,12 @@ def _add_ridge(hess: Array, l2: float) -> Array:
     return hess + l2 * eye
 
 
+def _penalty_slope(x: Array) -> Array:
+    """Gradient of ``Σ_k x_k²/(1 + x_k²)``: ``2x/(1 + x²)²`` elementwise."""
+    sq = 1.0 + x * x
+    return 2.0 * x / (sq * sq)
+
+
 def _gram_max_eig(batch: Batch) -> Array:
     """Largest eigenvalue of ``Σ_j w_j a_j a_jᵀ`` for each client, shape (B,)."""
     xp = namespace(batch.features)
@@ -107,17 +113,24 @@ class LeastSquares:
 
 @dataclass(frozen=True)
 class Logistic:
-    """``f_i(x) = Σ_j w_ij log(1 + exp(−y_ij a_ijᵀx)) + (l2/2)‖x‖²`` with labels ``y ∈ {−1, +1}``.
+    """``f_i(x) = Σ_j w_ij log(1 + exp(−y_ij a_ijᵀx)) + (l2/2)‖x‖² + nonconvex·Σ_k x_k²/(1 + x_k²)``
+    with labels ``y ∈ {−1, +1}``.
 
     Parameters
     ----------
     l2 : float, default 0.0
         Ridge strength inside the smooth part (seed 000: ϑ₂ = 0.01).
+    nonconvex : float, default 0.0
+        ``α`` of the smooth nonconvex penalty ``α Σ_k x_k²/(1 + x_k²)`` (the "nonconvex
+        logistic regression" of the nonconvex proximal-gradient literature, e.g. Reddi et al.
+        2016): its second derivative ``2α(1 − 3x²)/(1 + x²)³`` lies in ``[−α/2, 2α]``, so the
+        loss is nonconvex once ``α/2`` exceeds the data term's curvature along some direction
+        (for instance with ``l2 < α/2`` on separable or high-dimensional data).
 
     Notes
     -----
     The gradient uses ``σ(−t) = (1 − tanh(t/2))/2``, which never overflows; the value uses
-    ``logaddexp(0, −t)``. Smoothness bound: ``λ_max(Σ_j w_j a_j a_jᵀ)/4 + l2``.
+    ``logaddexp(0, −t)``. Smoothness bound: ``λ_max(Σ_j w_j a_j a_jᵀ)/4 + l2 + 2·nonconvex``.
 
     Examples
     --------
@@ -129,9 +142,16 @@ class Logistic:
     """
 
     l2: float = 0.0
+    nonconvex: float = 0.0
 
     def __post_init__(self) -> None:
         check_l2(self.l2, "Logistic")
+        check_l2(self.nonconvex, "Logistic", name="nonconvex")
+
+    @property
+    def convex(self) -> bool:
+        """Whether every ``f_i`` is convex (no nonconvex penalty)."""
+        return not self.nonconvex
 
     def check_targets(self, targets: np.ndarray, n_classes: int | None = None) -> None:
         check_signed_labels("Logistic", targets)
@@ -148,17 +168,24 @@ class Logistic:
         xp = namespace(x)
         t = batch.targets * _margins(x, batch.features)
         loss = xp.sum(batch.weights * xp.logaddexp(xp.zeros_like(t), -t), axis=1)
-        return loss + 0.5 * self.l2 * xp.sum(x * x, axis=1)
+        loss = loss + 0.5 * self.l2 * xp.sum(x * x, axis=1)
+        if self.nonconvex:
+            loss = loss + self.nonconvex * xp.sum(x * x / (1.0 + x * x), axis=1)
+        return loss
 
     def grad(self, x: Array, batch: Batch) -> Array:
         xp = namespace(x)
         t = batch.targets * _margins(x, batch.features)
         coef = -0.5 * batch.weights * batch.targets * (1.0 - xp.tanh(0.5 * t))
         g = _back(batch.features, coef)
-        return g + self.l2 * x if self.l2 else g
+        if self.l2:
+            g = g + self.l2 * x
+        if self.nonconvex:
+            g = g + self.nonconvex * _penalty_slope(x)
+        return g
 
     def smoothness(self, batch: Batch) -> Array:
-        return 0.25 * _gram_max_eig(batch) + self.l2
+        return 0.25 * _gram_max_eig(batch) + self.l2 + 2.0 * self.nonconvex
 
     quadratic = False
 
@@ -169,8 +196,14 @@ class Logistic:
         """
         xp = namespace(x)
         th = xp.tanh(0.5 * _margins(x, batch.features))  # the sign of y_j drops out
-        return _add_ridge(_weighted_gram(batch.features, 0.25 * batch.weights * (1.0 - th * th)),
+        hess = _add_ridge(_weighted_gram(batch.features, 0.25 * batch.weights * (1.0 - th * th)),
                           self.l2)
+        if self.nonconvex:
+            sq = x * x
+            curvature = self.nonconvex * 2.0 * (1.0 - 3.0 * sq) / (1.0 + sq) ** 3
+            eye = xp.eye(x.shape[-1], dtype=x.dtype, device=array_api_compat.device(x))
+            hess = hess + curvature[..., None] * eye
+        return hess
 
 
 __all__ = ["LeastSquares", "Logistic"]

@@ -294,13 +294,18 @@ def test_loss(problem: Problem, x: Array, **_: Any) -> float:
         weights = asarray_like(np.full((1, len(t)), 1.0 / n), model)
         total += float(to_numpy(problem.loss.value(model[None, ...], Batch(f[None], t[None],
                                                                              weights)))[0])
-    return total - ((n - 1) // PREDICT_CHUNK) * _ridge(problem, model)
+    return total - ((n - 1) // PREDICT_CHUNK) * _penalty(problem, model, feats[:1], targs[:1])
 
 
-def _ridge(problem: Problem, model: Array) -> float:
-    """The ridge term ``l2/2 ‖x‖²`` each chunk of :func:`test_loss` adds (counted once)."""
-    l2 = getattr(problem.loss, "l2", 0.0)
-    return 0.5 * l2 * float(np.sum(to_numpy(model) ** 2)) if l2 else 0.0
+def _penalty(problem: Problem, model: Array, feature: Any, target: Any) -> float:
+    """The data-free part of the loss (a ridge ``l2/2 ‖x‖²``, a nonconvex penalty) that each
+    chunk of :func:`test_loss` adds, so that it is counted once: the loss at one sample of
+    weight zero."""
+    from ..data import Batch
+
+    zero = asarray_like(np.zeros((1, 1)), model)
+    value = problem.loss.value(model[None, ...], Batch(feature[None], target[None], zero))
+    return float(to_numpy(value)[0])
 
 
 def sparsity(problem: Problem, x: Array, **_: Any) -> float:
