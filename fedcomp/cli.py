@@ -177,18 +177,30 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"error: {out}/results.csv already exists; pass another --out, remove it, or "
               "--resume to finish an interrupted run", file=sys.stderr)
         return 2
+    if args.ray_address and args.executor != "ray":
+        print("error: --ray-address needs --executor ray", file=sys.stderr)
+        return 2
+    if args.executor == "ray" and args.jobs is not None:
+        print("error: --jobs sets local worker processes; with --executor ray the cluster "
+              "runs one run per free CPU (drop --jobs)", file=sys.stderr)
+        return 2
     jobs = args.jobs
-    if jobs is None:  # one worker per (setting, seed), at most one per core
+    if args.executor == "ray":
+        jobs = 1
+    elif jobs is None:  # one worker per (setting, seed), at most one per core
         jobs = default_jobs(len(resolved.seeds) * len(resolved.settings)) if isinstance(
             resolved, Experiment) else 1
     elif jobs < 1:
         print(f"error: --jobs must be at least 1 (got {jobs})", file=sys.stderr)
         return 2
-    print(f"fedcomp {__version__}: running {config.get('name', '?')} -> {out}"
-          f"{f' ({jobs} processes)' if jobs > 1 else ''}", file=sys.stderr)
+    where = " (on Ray)" if args.executor == "ray" else (
+        f" ({jobs} processes)" if jobs > 1 else "")
+    print(f"fedcomp {__version__}: running {config.get('name', '?')} -> {out}{where}",
+          file=sys.stderr)
     try:
         summary = run_experiment(resolved, out, progress=not args.quiet and "auto", jobs=jobs,
-                                 resume=args.resume)
+                                 resume=args.resume, executor=args.executor,
+                                 ray_address=args.ray_address)
     except KeyboardInterrupt as exc:
         argv = args.argv if args.argv is not None else sys.argv[1:]
         print(f"\ninterrupted: finished runs are kept in {out}/ (results.csv, runs.jsonl); "
@@ -520,6 +532,8 @@ seeds, jobs, sweeps:
   product); algorithm.PARAM sets PARAM on every algorithm that accepts it,
   algorithms.LABEL.PARAM on one. The swept keys are columns of results.csv and of the
   summary; 'fedcomp best DIR --metric optimality' picks the best setting per algorithm.
+  --executor ray sends every run to a Ray cluster (--ray-address or $RAY_ADDRESS; one run
+  per free CPU): the same results.csv as --jobs 1, resumable the same way.
 
 algorithm entries (--set and --sweep algorithms.X.PARAM=...):
   X is an entry's label (its name when it has none), and the change reaches the entries
@@ -547,6 +561,12 @@ errors:
     run.add_argument("--out", metavar="DIR", help="output directory (default runs/NAME-TIME)")
     run.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: "
                      "min(seeds x settings, cores); 1 runs in this process)")
+    run.add_argument("--executor", choices=("local", "ray"), default="local",
+                     help="where the runs execute: local processes (--jobs) or tasks on a "
+                          "Ray cluster (ray; needs fedcomp[flower])")
+    run.add_argument("--ray-address", metavar="HOST:PORT", help="the Ray cluster for "
+                     "--executor ray (default $RAY_ADDRESS; without either, a Ray instance "
+                     "on this machine)")
     run.add_argument("--sweep", action="append", metavar="KEY=V1,V2,...",
                      help="run a grid, e.g. --sweep algorithm.client_lr=0.01,0.03,0.1 "
                           "(repeatable: the Cartesian product)")

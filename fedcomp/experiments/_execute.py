@@ -194,13 +194,28 @@ def execute(run: Run, rows_file: Path, columns: list[str], progress: Any,
 def execute_all(runs: list[Run], rows_file: Callable[[int], Path], columns: list[str],
                 on_finished: Callable[[int, dict[str, Any]], None], *, jobs: int = 1,
                 progress: Any = "auto", clients: Callable[..., Any] | None = None,
-                tracking: dict[str, Any] | None = None) -> None:
+                tracking: dict[str, Any] | None = None, executor: str = "local",
+                address: str | None = None) -> None:
     """Execute ``runs``; ``on_finished(index, row)`` as each one ends (in finishing order).
 
     With ``jobs > 1`` the runs go to that many ``spawn`` worker processes, each with
     ``cores // jobs`` BLAS/OpenMP/torch threads; the numbers do not depend on it (every
     run draws from its own seed). ``rows_file(index)`` is where run ``index`` writes its rows.
+    ``executor="ray"`` sends every run to a Ray cluster instead (``address``, else
+    ``$RAY_ADDRESS``, else a Ray instance on this machine; ``jobs`` is then Ray's to decide:
+    one run per free CPU of the cluster), see :mod:`fedcomp.experiments._ray_executor`.
     """
+    if executor == "ray":
+        if clients is not None:
+            raise ValueError("a client executor (Flower) runs in this process: use "
+                             "executor='local'")
+        from ._ray_executor import execute_on_ray
+
+        execute_on_ray(runs, rows_file, columns, on_finished, address=address,
+                       tracking=tracking)
+        return
+    if executor != "local":
+        raise ValueError(f"executor must be 'local' or 'ray' (got {executor!r})")
     if jobs == 1 or len(runs) <= 1:
         for index, run in enumerate(runs):
             on_finished(index, execute(run, rows_file(index), columns, progress, clients,

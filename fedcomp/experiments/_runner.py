@@ -40,7 +40,8 @@ def run_experiment(config: dict[str, Any] | Experiment, out_dir: str | Path, *,
                    seeds: list[int] | None = None, progress: Any = "auto",
                    stream: TextIO | None = None, clients: Callable[..., Any] | None = None,
                    sweep: list[tuple[str, list[str]]] | None = None, jobs: int = 1,
-                   resume: bool = False) -> list[dict[str, Any]]:
+                   resume: bool = False, executor: str = "local",
+                   ray_address: str | None = None) -> list[dict[str, Any]]:
     """Run every (setting, variant, seed, gradient mode, algorithm) of ``config``; write outputs.
 
     Parameters
@@ -68,6 +69,13 @@ def run_experiment(config: dict[str, Any] | Experiment, out_dir: str | Path, *,
     jobs : int, default 1
         Worker processes (``spawn`` context; each gets ``cores // jobs`` BLAS/torch threads).
         1 runs in this process. The numbers do not depend on it: every run draws from its seed.
+    executor : {"local", "ray"}, default "local"
+        ``"ray"`` runs every run as a task on a Ray cluster (``jobs`` is then ignored: the
+        cluster runs one run per free CPU); the rows and summaries equal ``jobs=1``'s.
+        Needs ``pip install 'fedcomp[flower]'`` (Ray comes with Flower's simulation).
+    ray_address : str, optional
+        The Ray cluster's address; default ``$RAY_ADDRESS``, else a Ray instance started on
+        this machine for the experiment.
     resume : bool, default False
         Continue in an ``out_dir`` written before with the same configuration and sweep
         (the seeds may differ): runs recorded in ``runs.jsonl`` are kept, the rows of
@@ -90,9 +98,9 @@ def run_experiment(config: dict[str, Any] | Experiment, out_dir: str | Path, *,
     """
     stream = stream or sys.stdout
     if isinstance(config, dict) and config.get("kind") == "timing":
-        if sweep or resume or jobs != 1 or clients is not None:
+        if sweep or resume or jobs != 1 or clients is not None or executor != "local":
             raise ConfigError(f"{config.get('name')} is a timing experiment: it runs in this "
-                              "process, without --sweep, --resume, --jobs or Flower")
+                              "process, without --sweep, --resume, --jobs, Ray or Flower")
         with output_lock(Path(out_dir)):
             return run_timing(config, Path(out_dir), stream)
     if isinstance(config, Experiment):
@@ -102,10 +110,17 @@ def run_experiment(config: dict[str, Any] | Experiment, out_dir: str | Path, *,
         experiment = config
     else:
         experiment = resolve(config, seeds=seeds, sweep=sweep)
-    if clients is not None and jobs != 1:
-        raise ValueError("a client executor (Flower) runs in this process: use jobs=1")
+    if clients is not None and (jobs != 1 or executor != "local"):
+        raise ValueError("a client executor (Flower) runs in this process: use jobs=1 and "
+                         "executor='local'")
+    if executor not in ("local", "ray"):
+        raise ValueError(f"executor must be 'local' or 'ray' (got {executor!r})")
     out = Path(out_dir)
     check_buildable(experiment)  # a bad value fails before anything is written
+    if executor == "ray":
+        from ._ray_executor import check_ray_executor
+
+        check_ray_executor(experiment.config.get("tracking"))
     before = set(out.iterdir()) if out.is_dir() else None
     with output_lock(out):
         meta: dict[str, Any] = {"config": to_jsonable(experiment.config),
@@ -115,7 +130,8 @@ def run_experiment(config: dict[str, Any] | Experiment, out_dir: str | Path, *,
         finished = start_directory(out, meta, resume)
         try:
             return _run(experiment, out, meta, finished, progress=progress, stream=stream,
-                        clients=clients, jobs=jobs)
+                        clients=clients, jobs=jobs, executor=executor,
+                        ray_address=ray_address)
         except Exception:
             if not resume and not (out / "runs.jsonl").exists() and not _has_rows(out):
                 _remove_new(out, before)  # failed before any row: leave no empty output
@@ -191,7 +207,8 @@ def check_buildable(experiment: Experiment) -> None:
 
 def _run(experiment: Experiment, out: Path, meta: dict[str, Any],
          finished: dict[str, dict[str, Any]], *, progress: Any, stream: TextIO,
-         clients: Callable[..., Any] | None, jobs: int) -> list[dict[str, Any]]:
+         clients: Callable[..., Any] | None, jobs: int, executor: str = "local",
+         ray_address: str | None = None) -> list[dict[str, Any]]:
     """:func:`run_experiment` in a started output directory (holding its lock)."""
     runs = plan(experiment)
     columns, keys = result_columns(experiment), key_columns(experiment)
@@ -199,7 +216,7 @@ def _run(experiment: Experiment, out: Path, meta: dict[str, Any],
     todo = [run for run in runs if run_key(run.tags, keys) not in finished]
     (out / "config.json").write_text(_json(meta))
     overall = Progress(progress, len(runs), len(runs) - len(todo))
-    in_process = jobs == 1 or len(todo) <= 1
+    in_process = executor == "local" and (jobs == 1 or len(todo) <= 1)
 
     def rows_file(index: int) -> Path:  # in this process straight into results.csv
         return out / "results.csv" if in_process else out / "parts" / f"{index}.csv"
@@ -213,7 +230,8 @@ def _run(experiment: Experiment, out: Path, meta: dict[str, Any],
 
     try:
         execute_all(todo, rows_file, columns, on_finished, jobs=jobs, progress=progress,
-                    clients=clients, tracking=tracking_plan(experiment, out) if todo else None)
+                    clients=clients, tracking=tracking_plan(experiment, out) if todo else None,
+                    executor=executor, address=ray_address)
     except KeyboardInterrupt:  # leave whole runs only (a crash's are dropped by --resume)
         keep_finished_rows(out / "results.csv", finished_runs(out), keys)
         shutil.rmtree(out / "parts", ignore_errors=True)
