@@ -1,9 +1,11 @@
-"""``fedcomp run --executor ray``: seeds and sweeps as tasks on a Ray cluster (issue 23).
+"""Past one machine on Ray (issue 23): ``fedcomp run --executor ray`` (seeds and sweeps as
+tasks) and ``simulate(clients=ray_clients(...))`` (one run's clients on actors).
 
 The cluster is real: a head and a second node, each a raylet with one CPU, started by Ray's
-own ``ray.cluster_utils.Cluster``; the command joins it by address from a separate process,
-as a user's would. Its ``results.csv`` must hold the same rows as a ``--jobs 1`` run, and
-``--resume`` must add the missing seeds only.
+own ``ray.cluster_utils.Cluster``. The command joins it by address from a separate process,
+as a user's would; its ``results.csv`` must hold the same rows as a ``--jobs 1`` run, and
+``--resume`` must add the missing seeds only. The actors must give every synchronous
+algorithm the single-process simulator's iterates, client states and counters, bit for bit.
 """
 
 from __future__ import annotations
@@ -14,10 +16,15 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
+from fedcomp import simulate
 from fedcomp.cli import main
 from fedcomp.experiments._ray_executor import ADDRESS_VARIABLE, cluster_address
+from fedcomp.runtime import ray_clients
+from fedcomp.runtime._ray_clients import shard_bounds
+from tests.test_contract import SYNCHRONOUS, contract_problem, supports_sampling
 
 SMALL = ["seed000", "--set", "rounds=3", "--set", "data.n_clients=4",
          "--set", "data.samples_per_client=40", "--quiet"]
@@ -98,3 +105,48 @@ def test_bad_combinations_are_refused_before_anything_is_written(tmp_path, capsy
     assert main(["run", *SMALL, "--out", str(out), *args]) == 2
     assert message in capsys.readouterr().err
     assert not out.exists()
+
+
+# --- one run's clients on actors --------------------------------------------------------------
+@pytest.fixture(scope="module")
+def joined(cluster):
+    """This process joined to the two-node cluster (the driver of the actor tests)."""
+    import ray
+
+    ray.init(address=cluster, log_to_driver=False, include_dashboard=False)
+    yield cluster
+    ray.shutdown()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("alg", SYNCHRONOUS, ids=lambda a: a.name)
+def test_clients_on_two_actors_give_the_simulators_iterates(joined, alg):
+    """Two shards (clients 0-3 and 4-6) on the two nodes; minibatches, and client sampling
+    where the algorithm allows it: the same model, client states and counters, bit for bit."""
+    problem = contract_problem(alg)
+    sampled = 4 if supports_sampling(alg, problem) else None
+    kwargs = dict(batch_size=3, clients_per_round=sampled, seed=5, metrics=["objective"])
+    local = simulate(alg, problem, 4, **kwargs)
+    remote = simulate(alg, problem, 4, clients=ray_clients(shards=2), **kwargs)
+    np.testing.assert_array_equal(remote.x, local.x)
+    for a, b in zip(remote.client_states, local.client_states, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert remote.counters == local.counters
+    assert [r["objective"] for r in remote.history] == [r["objective"] for r in local.history]
+
+
+@pytest.mark.slow
+def test_more_actors_than_free_cpus_is_a_clear_error(joined, monkeypatch):
+    import fedcomp.runtime._ray_clients as module
+
+    monkeypatch.setattr(module, "PLACEMENT_TIMEOUT", 3.0)
+    alg = SYNCHRONOUS[0]
+    with pytest.raises(RuntimeError, match="found no free CPU.*lower shards or add nodes"):
+        simulate(alg, contract_problem(alg), 1, clients=ray_clients(shards=3))
+
+
+def test_shards_are_contiguous_and_even():
+    assert shard_bounds(7, 2).tolist() == [0, 4, 7]
+    assert shard_bounds(3, 3).tolist() == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="shards must be an integer >= 1"):
+        ray_clients(shards=0)

@@ -211,7 +211,7 @@ def execute_all(runs: list[Run], rows_file: Callable[[int], Path], columns: list
                              "executor='local'")
         from ._ray_executor import execute_on_ray
 
-        execute_on_ray(runs, rows_file, columns, on_finished, address=address,
+        execute_on_ray(runs, rows_file, columns, on_finished, execute, address=address,
                        tracking=tracking)
         return
     if executor != "local":

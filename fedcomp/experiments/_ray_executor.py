@@ -43,10 +43,10 @@ def check_ray_executor(tracking: dict[str, Any] | None) -> None:
     require("ray", "fedcomp run --executor ray")
 
 
-def run_remotely(run: Run, columns: list[str]) -> tuple[str, dict[str, Any]]:
-    """The body of a Ray task: one run, its CSV rows (as text) and its summary row."""
-    from ._execute import execute
-
+def run_remotely(execute: Callable[..., dict[str, Any]], run: Run, columns: list[str]
+                 ) -> tuple[str, dict[str, Any]]:
+    """The body of a Ray task: one run (by ``execute``, the local executor's function), its
+    CSV rows (as text) and its summary row."""
     with tempfile.TemporaryDirectory(prefix="fedcomp-ray-run-") as scratch:
         rows = Path(scratch) / "rows.csv"
         row = execute(run, rows, columns, False)
@@ -54,15 +54,19 @@ def run_remotely(run: Run, columns: list[str]) -> tuple[str, dict[str, Any]]:
 
 
 def execute_on_ray(runs: list[Run], rows_file: Callable[[int], Path], columns: list[str],
-                   on_finished: Callable[[int, dict[str, Any]], None], *,
-                   address: str | None = None, tracking: dict[str, Any] | None = None
-                   ) -> None:
+                   on_finished: Callable[[int, dict[str, Any]], None],
+                   execute: Callable[..., dict[str, Any]], *, address: str | None = None,
+                   tracking: dict[str, Any] | None = None) -> None:
     """Execute ``runs`` as Ray tasks; ``on_finished(index, row)`` as each one ends.
 
     Parameters
     ----------
     runs, rows_file, columns, on_finished
         As for :func:`~fedcomp.experiments._execute.execute_all`.
+    execute : callable
+        ``execute(run, rows_file, columns, progress)``, what a local worker runs
+        (:func:`~fedcomp.experiments._execute.execute`; passed in, not imported, so that
+        the executors do not import each other).
     address : str, optional
         The cluster (``host:port`` of its head, or ``ray://host:10001`` for Ray Client);
         default ``$RAY_ADDRESS``, and without it a Ray instance on this machine.
@@ -83,7 +87,7 @@ def execute_on_ray(runs: list[Run], rows_file: Callable[[int], Path], columns: l
         ray.init(address=joined, include_dashboard=False, log_to_driver=False,
                  configure_logging=False)
     task = ray.remote(num_cpus=1)(run_remotely)
-    pending = {task.remote(run, columns): index for index, run in enumerate(runs)}
+    pending = {task.remote(execute, run, columns): index for index, run in enumerate(runs)}
     try:
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)

@@ -250,22 +250,36 @@ class LocalClients:
     """
 
     def __init__(self, algorithm: FederatedAlgorithm, problem: Problem, client_states: Any,
-                 counters: Counters, settings: ClientSettings) -> None:
+                 counters: Counters, settings: ClientSettings, *,
+                 shard: tuple[np.ndarray, np.ndarray, int] | None = None) -> None:
         self.algorithm, self.problem, self.counters, self.settings = (
             algorithm, problem, counters, settings)
+        #: ``(global ids, global weights π, federation size)`` of the rows of ``problem``
+        #: when it holds only some of the clients (a Ray actor's shard); ``None``: all
+        self.shard = shard
         self.on_disk = settings.state_dir is not None
         self.client_states, self.maps = (states_to_disk(client_states, settings.state_dir)
                                          if self.on_disk else (client_states, []))
 
+    def _context(self, oracle: Oracle, block: slice | np.ndarray, round_: int) -> ClientContext:
+        """The block's context: global ids, weights and federation size, even on a shard."""
+        like = self.problem.data.features
+        if self.shard is None:
+            weights, n_clients = self.problem.weights[oracle.client_ids], self.problem.n_clients
+        else:
+            weights, n_clients = self.shard[1][block], self.shard[2]
+        return ClientContext(oracle, self.settings.prox, round_, oracle.client_ids,
+                             asarray_like(weights, like), n_clients)
+
     def run_round(self, round_: int, message: Any, participants: np.ndarray) -> Any:
+        """``participants`` are rows of ``problem`` (the client ids unless on a shard)."""
         problem, s = self.problem, self.settings
-        like = problem.data.features
         uploads, new_states = [], []
         for block in _blocks(participants, s.block_size):
-            oracle = Oracle(problem, block, round_, s.seed, s.batch_size, self.counters)
-            ctx = ClientContext(oracle, s.prox, round_, oracle.client_ids,
-                                asarray_like(problem.weights[oracle.client_ids], like),
-                                problem.n_clients)
+            ids = None if self.shard is None else self.shard[0][block]
+            oracle = Oracle(problem, block, round_, s.seed, s.batch_size, self.counters,
+                            client_ids=ids)
+            ctx = self._context(oracle, block, round_)
             gathered = _gather(self.client_states, block)
             if self.on_disk:  # one block in memory at a time; nothing aliases the files
                 gathered = type(gathered)(*(np.array(f) for f in gathered))
@@ -510,30 +524,36 @@ def simulate(
         if clock is not None:  # a synchronous round waits for its slowest participant
             sim_time += float(clock.draw(seed, r, participants, problem.n_clients).max(initial=0.0))
 
-    if algorithm.warmup:  # round −1: every client (e.g. FedDR's x_i⁰ = prox_{ηf_i}(x⁰))
-        tic = time.perf_counter()
-        step(-1, np.arange(problem.n_clients))
-        wall += time.perf_counter() - tic
-    record(0)
-    for r in range(rounds):
-        tic = time.perf_counter()
-        if sampling is None:
-            participants = sample_clients(seed, r, problem.n_clients, clients_per_round)
-        else:
-            participants = _sampled(sampling, r, problem.n_clients)
-            if len(participants) < problem.n_clients:  # raises what this round breaks
-                algorithm.prepare(setup._replace(clients_per_round=len(participants)))
-        step(r, participants)
-        wall += time.perf_counter() - tic
-        check_divergence(algorithm.output(server_state), norm_limit, algorithm, recorder.tags,
-                         f"in round {r + 1}")
-        if recorder.due(r + 1):
-            record(r + 1)
-        recorder.progress(r + 1)
+    try:
+        if algorithm.warmup:  # round −1: every client (e.g. FedDR's x_i⁰ = prox_{ηf_i}(x⁰))
+            tic = time.perf_counter()
+            step(-1, np.arange(problem.n_clients))
+            wall += time.perf_counter() - tic
+        record(0)
+        for r in range(rounds):
+            tic = time.perf_counter()
+            if sampling is None:
+                participants = sample_clients(seed, r, problem.n_clients, clients_per_round)
+            else:
+                participants = _sampled(sampling, r, problem.n_clients)
+                if len(participants) < problem.n_clients:  # raises what this round breaks
+                    algorithm.prepare(setup._replace(clients_per_round=len(participants)))
+            step(r, participants)
+            wall += time.perf_counter() - tic
+            check_divergence(algorithm.output(server_state), norm_limit, algorithm,
+                             recorder.tags, f"in round {r + 1}")
+            if recorder.due(r + 1):
+                record(r + 1)
+            recorder.progress(r + 1)
+        final_states = getattr(run_clients, "client_states", None)
+    finally:
+        close = getattr(run_clients, "close", None)
+        if close is not None:  # an executor with processes of its own (Ray actors) ends them
+            close()
     if scratch is not None:  # the returned maps stay readable (POSIX unlinks lazily)
         scratch.cleanup()
     return RunResult(algorithm.output(server_state), recorder.history, server_state,
-                     getattr(run_clients, "client_states", None), counters)
+                     final_states, counters)
 
 
 def _is_int(v: Any) -> bool:
