@@ -363,23 +363,11 @@ print(json.dumps({"baseline_mb": base, "peak_mb": peak, "delta_mb": peak - base,
 
 
 def peak_rss_mb() -> float:
-    """Peak resident memory of this process in MB.
+    """Peak resident memory of this process in MB (``VmHWM``, which a large parent's peak
+    does not hide: :func:`fedcomp.runtime._allocator.peak_memory_mb`)."""
+    from fedcomp.runtime._allocator import peak_memory_mb
 
-    ``VmHWM`` of ``/proc/self/status`` where it exists: ``getrusage``'s ``ru_maxrss`` also
-    counts the parent's peak when a large process started this one (Linux keeps it across
-    ``fork`` + ``exec``), which would hide what the rounds add.
-    """
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    import resource
-
-    scale = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB on Linux
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20
+    return peak_memory_mb()
 
 
 def peak_rss(n_clients: int, n_features: int, rounds: int, client_state: str,
@@ -468,14 +456,16 @@ def scaling_figure(rows: Sequence[dict[str, Any]], path: str | Path) -> None:
     plt.close(fig)
 
 
-def write_section(path: str | Path, body: str) -> None:
-    """Replace the text between the bench markers of ``path`` (append the section if absent)."""
+def write_section(path: str | Path, body: str, start: str = MARK_START,
+                  end: str = MARK_END) -> None:
+    """Replace the text between the markers ``start`` and ``end`` of ``path`` (append the
+    section if absent); the bench markers by default."""
     path = Path(path)
     text = path.read_text() if path.exists() else ""
-    block = f"{MARK_START}\n{body.strip()}\n{MARK_END}"
-    if MARK_START in text and MARK_END in text:
-        head, rest = text.split(MARK_START, 1)
-        text = head + block + rest.split(MARK_END, 1)[1]
+    block = f"{start}\n{body.strip()}\n{end}"
+    if start in text and end in text:
+        head, rest = text.split(start, 1)
+        text = head + block + rest.split(end, 1)[1]
     else:
         text = text.rstrip() + "\n\n" + block + "\n"
     path.write_text(text)

@@ -489,25 +489,31 @@ def _add_flower(sub: Any) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    """Run ``benchmarks/run.py`` of the source checkout with the remaining arguments."""
+    """Run ``benchmarks/run.py`` of the source checkout with the remaining arguments
+    (``fedcomp bench scale ...``: ``benchmarks/scale.py``, 10^5 and 10^6 clients)."""
     import importlib.util
 
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "run.py"
+    name, forwarded = "run", list(args.bench_args)
+    if forwarded[:1] == ["scale"]:
+        name, forwarded = "scale", forwarded[1:]
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
     if not script.exists():
         raise ValueError(f"fedcomp bench needs a source checkout ({script} is missing); "
                          "clone the repository and install it with pip install -e .")
-    spec = importlib.util.spec_from_file_location("fedcomp_bench_run", script)
+    spec = importlib.util.spec_from_file_location(f"fedcomp_bench_{name}", script)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return int(module.main(args.bench_args))
+    return int(module.main(forwarded))
 
 
 def _add_bench(sub: Any) -> None:
     # prefix_chars="+": every "-..." argument goes through to benchmarks/run.py untouched
     bench = sub.add_parser("bench", add_help=False, prefix_chars="+",
                            help="ms per round on every engine (simulator NumPy/torch, "
-                                "per-client loop, JAX, Flower), scaling, peak memory",
+                                "per-client loop, JAX, Flower), scaling, peak memory; "
+                                "'bench scale': 10^5 and 10^6 clients, in one process and "
+                                "on Ray actors",
                            description="Forwards its arguments to benchmarks/run.py "
                                        "(fedcomp bench --help lists them).")
     bench.add_argument("bench_args", nargs=argparse.REMAINDER)

@@ -141,6 +141,21 @@ def test_cli_bench_quick(capsys):
     assert "| 8x10 | loop |" in out and "| 8x10 | numpy |" in out
 
 
+def test_cli_bench_scale_runs_tiny_and_writes_its_section(capsys, tmp_path):
+    """``fedcomp bench scale``: every engine in its own process, the section between its own
+    markers (the Ray engine is measured by the slow tests' cluster, not here)."""
+    from fedcomp.cli import main
+
+    doc = tmp_path / "BENCH.md"
+    doc.write_text("# bench\n")
+    assert main(["bench", "scale", "--clients", "300", "--d", "4", "--rounds", "1",
+                 "--engines", "memory,disk", "--write", str(doc)]) == 0
+    out = capsys.readouterr().out
+    assert "| 300 | all | memory |" in out and "| 300 | 1% | disk |" in out
+    assert "error" not in out
+    assert doc.read_text().count("<!-- scale:start -->") == 1
+
+
 def test_conv_batching_ways_run_tiny():
     pytest.importorskip("torch")
     spec = importlib.util.spec_from_file_location("conv_batching",

@@ -55,3 +55,24 @@ def reuse_freed_memory() -> bool:
     settings = ((_M_MMAP_THRESHOLD, MMAP_THRESHOLD), (_M_TRIM_THRESHOLD, TRIM_THRESHOLD),
                 (_M_TOP_PAD, TOP_PAD))
     return all(mallopt(param, value) == 1 for param, value in settings)
+
+
+def peak_memory_mb() -> float:
+    """This process's peak resident memory in MB.
+
+    ``VmHWM`` of ``/proc/self/status`` where it exists: ``getrusage``'s ``ru_maxrss`` also
+    counts the parent's peak when a large process started this one (Linux keeps it across
+    ``fork`` + ``exec``), which would hide what a measured computation adds.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+    import sys
+
+    scale = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB on Linux
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20

@@ -82,6 +82,12 @@ class ClientShard:
     def states(self) -> Any:
         return self.clients.client_states
 
+    def peak_memory_mb(self) -> float:
+        """This actor's peak resident memory, MB."""
+        from ._allocator import peak_memory_mb
+
+        return peak_memory_mb()
+
 
 class RayClients:
     """A client executor whose clients live on Ray actors (see the module doc).
@@ -149,6 +155,10 @@ class RayClients:
             back = np.argsort(order, kind="stable")
             stacked = type(stacked)(*(take_rows(f, back) for f in stacked))
         return stacked
+
+    def peak_memory_mb(self) -> list[float]:
+        """Each actor's peak resident memory in MB (for benchmarks)."""
+        return list(self.ray.get([a.peak_memory_mb.remote() for a in self.actors]))
 
     @property
     def client_states(self) -> Any:
