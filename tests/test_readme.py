@@ -52,10 +52,18 @@ def run_block(source: str) -> dict:
     return namespace
 
 
+@pytest.mark.slow
+def test_ray_clients_snippet_gives_the_simulators_iterates(sandbox):
+    """docs/scale.md: a Ray instance on this machine, two actors; the block asserts equality."""
+    pytest.importorskip("ray")
+    namespace = run_block(block_with("ray_clients(shards=2)"))
+    assert namespace["on_ray"].counters == namespace["local"].counters
+
+
 def test_every_python_block_is_covered():
     """A new snippet must get a test here (or be listed as needing outside context)."""
     covered = ("fedcomp.za1(", "partition=\"writers\"", "TorchModel(\"cnn\"", "run_simulation(",
-               "FederatedLogisticRegression(")
+               "FederatedLogisticRegression(", "ray_clients(shards=2)")
     for block in python_blocks():
         assert any(marker in block for marker in covered), f"untested README block:\n{block}"
 
