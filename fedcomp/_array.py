@@ -27,6 +27,10 @@ def namespace(*arrays: Array) -> Any:
     The lookup is cached per array type: ``array_api_compat.array_namespace`` costs more
     than a small elementwise operation, and the core asks for a namespace in every call.
     """
+    if len(arrays) == 1:  # most calls: one array of a known type, one dictionary lookup
+        xp = _NAMESPACES.get(type(arrays[0]))  # only array types are ever cached
+        if xp is not None:
+            return xp
     arrays = tuple(a for a in arrays if a is not None and not isinstance(a, int | float))
     if not arrays:
         arrays = (np.zeros(0),)

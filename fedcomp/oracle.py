@@ -94,6 +94,8 @@ class Oracle:
         self.counters = counters
         self._draws = 0
         self._full: Batch | None = None
+        self._counts: np.ndarray | None = None
+        self._samples = 0
 
     @property
     def size(self) -> int:
@@ -114,7 +116,7 @@ class Oracle:
         if self.problem.sampler is not None:  # streaming: fresh samples, counter-based
             return self.problem.sampler.batch(self.seed, self.round, self.client_ids, draw,
                                               self.batch_size, self.problem.data.features)
-        counts = self.problem.data.counts[self._rows]
+        counts = self.counts
         # keyed by the global ids: the same draws whichever rows hold these clients here
         index = minibatch_indices(self.seed, self.round, self.client_ids, counts, draw,
                                   self.batch_size,
@@ -124,7 +126,10 @@ class Oracle:
     @property
     def counts(self) -> np.ndarray:
         """Number of samples of each client of the block (host ints, shape ``(B,)``)."""
-        return self.problem.data.counts[self._rows]
+        if self._counts is None:  # once per block: every local step counts with it
+            self._counts = self.problem.data.counts[self._rows]
+            self._samples = int(self._counts.sum())
+        return self._counts
 
     def _count(self, full: bool, active: np.ndarray | None) -> None:
         # ``active`` marks the clients that really need the call: a vectorised block
@@ -133,7 +138,7 @@ class Oracle:
         counts = self.counts if active is None else self.counts[active]
         self.counters.grad_evals += len(counts)
         if full or self.batch_size is None:
-            self.counters.sample_grads += int(counts.sum())
+            self.counters.sample_grads += self._samples if active is None else int(counts.sum())
         else:
             self.counters.sample_grads += len(counts) * self.batch_size
 
