@@ -106,6 +106,41 @@ def simulator_round(problem: Any, rounds: int, repeats: int, **kwargs: Any) -> f
     return total / rounds
 
 
+def ray_round(problem: Any, rounds: int, repeats: int, shards: int = 2
+              ) -> tuple[float, np.ndarray, float]:
+    """Seconds per round with the clients on ``shards`` Ray actors (``ray_clients``), the
+    final model, and the start-up (Ray and the actors) of one run.
+
+    The rounds are timed from the runs' own ``wall_s`` (round time only), after the first
+    round; a Ray instance is started here with ``shards`` CPUs unless one is running.
+    """
+    import ray
+
+    from fedcomp import simulate
+    from fedcomp.runtime import ray_clients
+
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=shards, include_dashboard=False, log_to_driver=False,
+                 configure_logging=False)
+    try:
+        x = simulate(_algorithm(), problem, rounds, metrics=[], progress=False,
+                     clients=ray_clients(shards=shards)).x  # the iterate the table compares
+        best, startup = np.inf, 0.0
+        for _ in range(repeats):
+            tic = time.perf_counter()
+            run = simulate(_algorithm(), problem, rounds + 1, metrics=[], progress=False,
+                           clients=ray_clients(shards=shards))
+            total = time.perf_counter() - tic
+            wall = {row["round"]: row["wall_s"] for row in run.history}
+            rounds_s = wall[rounds + 1] - wall[1]
+            best, startup = min(best, rounds_s / rounds), total - rounds_s
+    finally:
+        if started:
+            ray.shutdown()
+    return float(best), np.asarray(x), startup
+
+
 def loop_za1(problem: Any, rounds: int) -> np.ndarray:
     """ZA1 one client at a time in plain NumPy (the reference loop of ``tests/_loops.py``).
 
@@ -246,7 +281,7 @@ def engine_rows(n_clients: int, n_features: int, rounds: int, repeats: int,
         Timed rounds per run; best of ``repeats`` runs (after a warm-up run).
     engines : sequence of str
         Among ``loop`` (always run: the baseline), ``numpy`` (also gives ``numpy-all``),
-        ``torch``, ``jax``, ``flower``.
+        ``torch``, ``jax``, ``ray`` (the clients on two Ray actors), ``flower``.
     flower_rounds : int
         Rounds of the (slow) Flower run.
 
@@ -301,6 +336,9 @@ def engine_rows(n_clients: int, n_features: int, rounds: int, repeats: int,
         compile_s = time.perf_counter() - tic
         seconds = best_of(lambda: run(rounds), repeats) / rounds
         add("jax", seconds, run(rounds), f"jit(vmap), CPU; compile {compile_s:.2f} s")
+    if "ray" in engines and has("ray"):
+        seconds, x, startup = ray_round(problem, rounds, repeats)
+        add("ray", seconds, x, f"2 actors, a Ray instance here; start-up {startup:.1f} s")
     if "flower" in engines and has("flwr"):
         seconds, startup = flower_round(config(n_clients, n_features, flower_rounds))
         add("flower", seconds, None, f"{flower_rounds} rounds; start-up {startup:.1f} s")
@@ -486,7 +524,7 @@ def parser() -> argparse.ArgumentParser:
                    help="clients x d, comma-separated (default %(default)s)")
     p.add_argument("--rounds", type=int, default=5, help="timed rounds per run")
     p.add_argument("--repeats", type=int, default=3, help="best of this many runs")
-    p.add_argument("--engines", default="loop,numpy,torch,jax,flower")
+    p.add_argument("--engines", default="loop,numpy,torch,jax,ray,flower")
     p.add_argument("--flower-max-clients", type=int, default=100,
                    help="run Flower only at sizes with at most this many clients")
     p.add_argument("--no-scaling", action="store_true")

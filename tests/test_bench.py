@@ -141,6 +141,16 @@ def test_cli_bench_quick(capsys):
     assert "| 8x10 | loop |" in out and "| 8x10 | numpy |" in out
 
 
+@pytest.mark.slow
+def test_cli_bench_ray_engine_matches_the_loop(capsys):
+    """The ``ray`` engine (two actors, a Ray instance started here) computes the loop's
+    iterate: its row's max abs diff is rounding."""
+    pytest.importorskip("ray")
+    rows = bench.engine_rows(6, 5, rounds=2, repeats=1, engines=["loop", "ray"])
+    ray_row = next(r for r in rows if r["engine"] == "ray")
+    assert ray_row["max_diff"] < 1e-12 and ray_row["ms"] > 0
+
+
 def test_cli_bench_scale_runs_tiny_and_writes_its_section(capsys, tmp_path):
     """``fedcomp bench scale``: every engine in its own process, the section between its own
     markers (the Ray engine is measured by the slow tests' cluster, not here)."""
