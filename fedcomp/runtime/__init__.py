@@ -5,9 +5,11 @@ from ..algorithms._base import SetupContext, setup_context
 from ._allocator import reuse_freed_memory
 from ._async import AsyncRunResult, simulate_async
 from ._clock import ComputeTimes
+from ._compiled import JaxEngineWarning, NotCompilableError, jax_like
 from ._decentralized import consensus_error, simulate_decentralized
 from ._simulate import NonFiniteError, RunResult, auto_block_size, simulate
 
-__all__ = ["AsyncRunResult", "ComputeTimes", "NonFiniteError", "RunResult", "SetupContext",
+__all__ = ["AsyncRunResult", "ComputeTimes", "JaxEngineWarning", "NonFiniteError",
+           "NotCompilableError", "jax_like", "RunResult", "SetupContext",
            "auto_block_size", "consensus_error", "reuse_freed_memory", "setup_context",
            "simulate", "simulate_async", "simulate_decentralized"]

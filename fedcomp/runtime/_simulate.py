@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._array import Array, asarray_like, namespace, replace_rows, take_rows, to_numpy
+from .._array import Array, asarray_like, is_jax, namespace, replace_rows, take_rows, to_numpy
 from .._random import sample_clients
 from ..algorithms._base import (
     ClientContext,
@@ -32,6 +32,7 @@ from ..metrics import DEFAULT_METRICS
 from ..oracle import Counters, Oracle
 from ..problem import Problem
 from ._clock import ComputeTimes
+from ._compiled import check_compile
 from ._recording import Recorder
 
 
@@ -88,7 +89,7 @@ def _cache_bytes() -> int:
 
 
 def auto_block_size(problem: Problem, batch_size: int | None = None) -> int:
-    """Clients per block: all of them on a GPU; on CPU about 4 MiB of client data.
+    """Clients per block: all of them on a GPU or jax; on CPU about 4 MiB of client data.
 
     Each block runs *all* its local steps before the next block starts, so the block's
     data stay in cache across the ``K`` local gradient passes instead of streaming from
@@ -103,7 +104,9 @@ def auto_block_size(problem: Problem, batch_size: int | None = None) -> int:
     """
     feats = problem.data.features
     device = str(getattr(feats, "device", "cpu"))
-    if "cuda" in device or "mps" in device:
+    if "cuda" in device or "mps" in device or is_jax(feats):
+        # one call per block whatever its size: on a GPU, and in the compiled (jax) engine,
+        # where XLA schedules the block's work itself
         return problem.n_clients
     # the working set of a client is its data (full gradients) or one minibatch
     samples = problem.data.max_samples if batch_size is None else min(
@@ -237,6 +240,8 @@ class ClientSettings(NamedTuple):
     prox: Any
     #: directory of the memory-mapped client states (``None``: states stay in memory)
     state_dir: Any = None
+    #: ``simulate``'s ``compile`` (the jax engine: "auto", True or False)
+    compile: Any = "auto"
 
 
 class LocalClients:
@@ -368,6 +373,7 @@ def simulate(
     compute_times: Any = None,
     client_state: str = "memory",
     state_dir: Any = None,
+    compile: Any = "auto",
 ) -> RunResult:
     """Run a federated algorithm on a problem in one process, clients vectorised in blocks.
 
@@ -422,6 +428,14 @@ def simulate(
     state_dir : path, optional
         Directory of the state files for ``client_state="disk"`` (default: a fresh
         temporary directory, removed after the run).
+    compile : "auto", True or False, default "auto"
+        With the data on jax arrays (``backend = "jax"``), run each block's
+        ``client_update`` and the ``server_update`` under ``jax.jit``
+        (:mod:`fedcomp.runtime._compiled`): ``"auto"`` runs a part that cannot be traced
+        (it needs a host value inside the round: a random number of local steps, a
+        converged Newton solve) eagerly on the jax arrays, with a warning saying why;
+        ``True`` raises :class:`~fedcomp.runtime.NotCompilableError` instead; ``False``
+        runs everything eagerly. Ignored for other arrays (``True`` raises).
 
     Returns
     -------
@@ -448,6 +462,7 @@ def simulate(
     [0, 1, 2, 3]
     """
     _check_run_args(problem, rounds, clients_per_round, batch_size, eval_every, seed)
+    check_compile(compile, problem.data.features)
     if algorithm.execution != "rounds":
         raise ValueError(f"{algorithm.name} runs on an event clock, not in rounds; use "
                          "fedcomp.runtime.simulate_async")
@@ -491,10 +506,25 @@ def simulate(
 
         scratch = tempfile.TemporaryDirectory(prefix="fedcomp-states-")
         state_dir = scratch.name
-    run_clients = (LocalClients if clients is None else clients)(
+    # the compiled engine: the data on jax arrays, the clients in this process
+    compiled = clients is None and client_state == "memory" and compile is not False and \
+        is_jax(like)
+    executor = clients if clients is not None else LocalClients
+    if compiled:
+        from ._compiled import CompiledClients, CompiledServer
+
+        executor = CompiledClients
+        server = CompiledServer(algorithm, problem, counters, seed, compile, server_prox)
+    run_clients = executor(
         algorithm, problem, client_states, counters,
         ClientSettings(seed, batch_size, block_size, client_prox,
-                       state_dir if client_state == "disk" else None))
+                       state_dir if client_state == "disk" else None, compile))
+
+    def server_step(state: Any, stacked: Any, r: int, participants: np.ndarray) -> Any:
+        if compiled:
+            return server.update(state, stacked, r, participants)
+        return algorithm.server_update(
+            state, stacked, server_context(problem, server_prox, r, participants, like, seed))
 
     def step(r: int, participants: np.ndarray) -> None:
         nonlocal server_state, sim_time
@@ -504,9 +534,7 @@ def simulate(
         counters.floats_up += _floats(stacked, leading=1) * len(participants)
         counters.bits_down += message_bits(message) * len(participants)
         counters.bits_up += message_bits(stacked)
-        server_state = algorithm.server_update(
-            server_state, stacked,
-            server_context(problem, server_prox, r, participants, like, seed))
+        server_state = server_step(server_state, stacked, r, participants)
         if clock is not None:  # a synchronous round waits for its slowest participant
             sim_time += float(clock.draw(seed, r, participants, problem.n_clients).max(initial=0.0))
 

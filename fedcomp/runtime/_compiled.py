@@ -1,0 +1,541 @@
+"""The compiled engine: a round's client updates and server update under ``jax.jit``.
+
+With the problem's data on jax arrays (``backend = "jax"`` or ``"jax-float32"`` in a
+configuration; ``problem.data.to(jax_like())`` in Python), :func:`fedcomp.simulate` runs
+the same algorithm files through ``jax.jit``: each block's ``client_update`` is traced once
+— its local steps unrolled into one XLA computation, the block's data sliced, its states
+gathered and scattered inside the call — and so is ``server_update``. By default one block
+holds every participant of a round (``client_block="auto"``): on XLA a block is one call
+whatever its size, as on a GPU.
+
+What stays outside the traced code, and why it needs no value:
+
+* **Counters.** A call's gradient, prox, Hessian and loss-value counts do not depend on
+  the data within the call (the number of local steps is a Python constant of the trace),
+  so the counting calls made while tracing are recorded in a :class:`CounterLog` and
+  replayed, through the very counting methods of :class:`~fedcomp.oracle.Oracle`, after
+  every call of that compiled function: the counters equal NumPy's by construction.
+* **Minibatches.** Indices are the counter-based draws of :mod:`fedcomp._random`,
+  computed inside the trace from the traced round and client ids with the same SplitMix64
+  hash in wrapping uint64 arithmetic (:func:`traced_minibatch_indices`; a test checks them
+  against NumPy's). This is why the engine needs ``jax_enable_x64``.
+* **The round and the participants** are traced values, so one compilation serves every
+  round (and, with client sampling, every set of participants of the same size).
+
+Where an algorithm needs a value on the host inside a round — a number of local steps
+drawn each round (Scaffnew's geometric ``L``, FedPD, LoCoDL), a Newton solve or a
+bisection that stops when it has converged, a branch on the round (FedDR's warm-up,
+FedCanon II's first round), a compressor's host-side draws — tracing it fails with one of
+jax's concretization errors. ``compile="auto"`` then runs that part (client update or
+server update) eagerly on the jax arrays for the rest of the run, the same code as the
+NumPy engine with the same counted oracle, and warns once, naming the line that needed
+the value; ``compile=True`` raises :class:`NotCompilableError` instead.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .._array import Array, asarray_like, is_jax
+from .._random import STREAM_MINIBATCH, _absorb, _mix
+from ..algorithms._base import ClientContext, FederatedAlgorithm, ServerContext
+from ..data import Batch
+from ..oracle import Counters, Oracle
+from ..problem import Problem
+
+#: SplitMix64's constants, as in :mod:`fedcomp._random`.
+_GOLDEN = 0x9E3779B97F4A7C15
+_MUL1 = 0xBF58476D1CE4E5B9
+_MUL2 = 0x94D049BB133111EB
+
+COMPILE_CHOICES = ("auto", True, False)
+
+
+class NotCompilableError(ValueError):
+    """An algorithm cannot run under ``jax.jit`` with ``compile=True`` (the message says
+    which value it needs on the host, and where)."""
+
+
+class JaxEngineWarning(UserWarning):
+    """The compiled engine runs part of an algorithm eagerly (``compile="auto"``)."""
+
+
+class _Uncompilable(Exception):
+    """Raised while tracing by the engine itself: a value only the host has."""
+
+
+def _jax() -> Any:
+    from .._extras import require
+
+    return require("jax", "the jax backend (the compiled engine)")
+
+
+def jax_like(dtype: str = "float64") -> Array:
+    """An empty jax array of ``dtype``: pass it to ``ClientData.to`` to move data to jax.
+
+    This switches on ``jax_enable_x64`` for the whole process, as the compiled engine
+    needs: its counter-based minibatch draws are uint64 hashes, and the ``float64``
+    backend holds float64 arrays (jax makes float32 ones without it). Arrays created as
+    float32 stay float32, so ``dtype="float32"`` runs in float32 all the same.
+
+    Parameters
+    ----------
+    dtype : {"float64", "float32"}
+
+    Returns
+    -------
+    jax.Array
+        Shape ``(0,)``, on jax's default device.
+
+    Examples
+    --------
+    >>> import numpy as np, fedcomp
+    >>> from fedcomp.runtime import jax_like
+    >>> data = fedcomp.ClientData.from_lists([np.ones((3, 2))], [np.ones(3)])
+    >>> data.to(jax_like()).features.dtype  # doctest: +SKIP
+    dtype('float64')
+    """
+    if dtype not in ("float64", "float32"):
+        raise ValueError(f"jax_like: dtype must be 'float64' or 'float32' (got {dtype!r})")
+    jax = _jax()
+    jax.config.update("jax_enable_x64", True)
+    return jax.numpy.zeros(0, dtype=getattr(jax.numpy, dtype))
+
+
+def check_x64() -> None:
+    """Raise unless ``jax_enable_x64`` is on (the engine hashes in uint64)."""
+    jax = _jax()
+    if not jax.config.read("jax_enable_x64"):
+        raise ValueError("the jax engine needs 64-bit types (its counter-based minibatch "
+                         "draws are uint64 hashes): call jax.config.update('jax_enable_x64', "
+                         "True) before creating the arrays, or build them with "
+                         "fedcomp.runtime.jax_like(), which does")
+
+
+def check_compile(compile_: Any, data: Any) -> None:
+    """Validate ``simulate``'s ``compile`` argument against the data's namespace."""
+    if not any(compile_ is c or (compile_ == c and isinstance(c, str)) for c in
+               COMPILE_CHOICES):
+        raise ValueError(f"compile must be 'auto', True or False (got {compile_!r})")
+    if compile_ is True and not is_jax(data):
+        raise ValueError("compile=True runs the rounds under jax.jit: it needs the data on "
+                         "jax arrays (backend = 'jax', or problem.data.to(fedcomp.runtime."
+                         "jax_like()))")
+
+
+# --- counters --------------------------------------------------------------------------------
+
+class CounterLog:
+    """The counting calls of one traced call, replayed after every call of its compilation.
+
+    Each entry is ``(method, args)`` of an :class:`~fedcomp.oracle.Oracle` counting method
+    (``count_grad``, ``count_value``, ``count_hessian``) or ``("prox", rows)``; ``args`` are
+    host values (an ``active`` mask must be a NumPy array while tracing).
+    """
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[str, tuple[Any, ...]]] = []
+
+    def record(self, method: str, *args: Any) -> None:
+        self.entries.append((method, args))
+
+    def delta(self, oracle: Oracle | None) -> Counters:
+        """The counters one call adds (``oracle``: a host oracle of the call's block, whose
+        client sample counts the gradient counts need)."""
+        counters = Counters()
+        if oracle is not None:
+            oracle.counters = counters
+        for method, args in self.entries:
+            if method == "prox_client":
+                counters.prox_evals_client += args[0]
+            elif method == "prox_server":
+                counters.prox_evals_server += 1
+            else:
+                assert oracle is not None
+                getattr(oracle, method)(*args)
+        return counters
+
+
+def _add(counters: Counters, delta: Counters) -> None:
+    for name, value in delta.as_dict().items():
+        if value:
+            setattr(counters, name, getattr(counters, name) + value)
+
+
+# --- counter-based minibatches, traced --------------------------------------------------------
+
+def traced_minibatch_indices(seed: int, round_: Any, client_ids: Any, counts: Any, draw: int,
+                             batch_size: int, replace: bool, max_samples: int) -> Any:
+    """:func:`fedcomp._random.minibatch_indices` inside ``jax.jit``: the same indices.
+
+    ``round_``, ``client_ids`` and ``counts`` may be traced; ``seed``, ``draw`` and the
+    sizes are Python ints. The key of ``(seed, stream)`` is computed on the host by
+    :mod:`fedcomp._random` itself; the rest repeats its SplitMix64 steps in uint64, whose
+    multiplication wraps as NumPy's does.
+    """
+    jnp = _jax().numpy
+    u64 = jnp.uint64
+
+    def mix(z: Any) -> Any:
+        z = (z ^ (z >> u64(30))) * u64(_MUL1)
+        z = (z ^ (z >> u64(27))) * u64(_MUL2)
+        return z ^ (z >> u64(31))
+
+    def absorb(key: Any, value: Any) -> Any:
+        return mix(key ^ (jnp.asarray(value).astype(u64) + u64(_GOLDEN)))
+
+    with np.errstate(over="ignore"):
+        head = _absorb(_mix(np.asarray(seed & 0xFFFFFFFFFFFFFFFF, dtype=np.uint64)
+                            + np.uint64(_GOLDEN)), STREAM_MINIBATCH)
+    ids = jnp.asarray(client_ids)
+    # int64 -> uint64 wraps (round -1, the warm-up, becomes 2**64 - 1 as `& mask` makes it)
+    key = absorb(u64(int(head)), jnp.asarray(round_, dtype=jnp.int64))
+    keys = absorb(jnp.full(ids.shape, key, dtype=u64), ids.astype(jnp.int64))
+    size = batch_size if replace else max_samples
+    base = absorb(keys, draw)[:, None]
+    steps = jnp.arange(1, size + 1, dtype=u64) * u64(_GOLDEN)
+    z = mix(base + steps[None, :])
+    u = (z >> u64(11)).astype(jnp.float64) * (1.0 / 9007199254740992.0)
+    counts = jnp.asarray(counts)[:, None]
+    if replace:
+        idx = jnp.floor(u * counts.astype(jnp.float64)).astype(jnp.int64)
+        return jnp.minimum(idx, counts - 1)
+    u = jnp.where(jnp.arange(size)[None, :] >= counts, jnp.inf, u)
+    return jnp.argsort(u, axis=1, stable=True)[:, :batch_size].astype(jnp.int64)
+
+
+# --- a block's data and oracle inside the trace ----------------------------------------------
+
+class DataArrays(NamedTuple):
+    """Every client's data as the compiled calls take it (arguments, never constants)."""
+
+    features: Array      # (n, m, *feature_shape)
+    targets: Array       # (n, m)
+    sample_weights: Array  # (n, m): 1/n_i on real rows
+    counts: Array        # (n,) int64
+    weights: Array       # (n,) π_i in the data's dtype
+
+    @classmethod
+    def of(cls, problem: Problem) -> DataArrays:
+        data, like = problem.data, problem.data.features
+        jnp = _jax().numpy
+        return cls(data.features, data.targets, data.sample_weights(),
+                   jnp.asarray(np.asarray(data.counts, dtype=np.int64)),
+                   asarray_like(problem.weights, like))
+
+
+class Rows(NamedTuple):
+    """Which rows of the data a block holds: a static range, or traced ids."""
+
+    start: int | None  # a range start..stop (static), or None for traced ``ids``
+    stop: int | None
+    ids: Any            # the block's client ids (traced int64, shape (B,))
+
+    def take(self, x: Array) -> Array:
+        if self.start is not None:
+            return x[self.start:self.stop, ...]
+        return _jax().numpy.take(x, self.ids, axis=0)
+
+    def put(self, full: Array, rows: Array) -> Array:
+        """``full`` with this block's rows replaced by ``rows`` (a new array)."""
+        if self.start is not None:
+            if self.start == 0 and self.stop == full.shape[0]:
+                return rows.astype(full.dtype)
+            return full.at[self.start:self.stop, ...].set(rows)
+        return full.at[self.ids, ...].set(rows)
+
+
+class TracedOracle(Oracle):
+    """The :class:`~fedcomp.oracle.Oracle` of a block inside ``jax.jit``.
+
+    Batches come from the traced data arrays (minibatch indices drawn by
+    :func:`traced_minibatch_indices`); counting calls go to a :class:`CounterLog`.
+    """
+
+    def __init__(self, problem: Problem, arrays: DataArrays, rows: Rows, round_: Any,
+                 seed: int, batch_size: int | None, log: CounterLog, size: int) -> None:
+        self.problem, self.loss = problem, problem.loss
+        self.arrays, self.rows, self.log, self._size = arrays, rows, log, size
+        self.client_ids = rows.ids
+        self.round, self.seed, self.batch_size = round_, seed, batch_size
+        self._draws = 0
+        self._full: Batch | None = None
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def counts(self) -> Any:  # traced: host code that needs them runs eagerly instead
+        return self.rows.take(self.arrays.counts)
+
+    def full_batch(self) -> Batch:
+        if self._full is None:
+            a, take = self.arrays, self.rows.take
+            self._full = Batch(take(a.features), take(a.targets), take(a.sample_weights))
+        return self._full
+
+    def next_batch(self) -> Batch:
+        draw = self._draws
+        self._draws += 1
+        if self.batch_size is None:
+            return self.full_batch()
+        if self.problem.sampler is not None:
+            raise _Uncompilable("streaming samples are drawn on the host each call")
+        jnp = _jax().numpy
+        a = self.arrays
+        max_samples = int(a.features.shape[1])
+        index = traced_minibatch_indices(
+            self.seed, self.round, self.client_ids, self.counts, draw, self.batch_size,
+            self.problem.minibatch == "with_replacement", max_samples)
+        b, m = index.shape
+        rows = (jnp.arange(self.rows.start, self.rows.stop) if self.rows.start is not None
+                else self.rows.ids)
+        flat = jnp.reshape(rows[:, None] * max_samples + index, (-1,))
+        feature_shape = tuple(a.features.shape[2:])
+        feats = jnp.take(jnp.reshape(a.features, (-1, *feature_shape)), flat, axis=0)
+        targs = jnp.take(jnp.reshape(a.targets, (-1,)), flat, axis=0)
+        weights = jnp.full((b, m), 1.0 / m, dtype=a.features.dtype)
+        return Batch(jnp.reshape(feats, (b, m, *feature_shape)), jnp.reshape(targs, (b, m)),
+                     weights)
+
+    def _host(self, active: Any) -> Any:
+        if active is None or isinstance(active, np.ndarray):
+            return active
+        raise _Uncompilable("the clients still at work (an `active` mask) depend on the data")
+
+    def count_grad(self, full: bool, active: Any) -> None:
+        self.log.record("count_grad", full, self._host(active))
+
+    def count_value(self, active: Any) -> None:
+        self.log.record("count_value", self._host(active))
+
+    def count_hessian(self, active: Any) -> None:
+        self.log.record("count_hessian", self._host(active))
+
+
+# --- the engine -------------------------------------------------------------------------------
+
+def _reason(exc: BaseException) -> str:
+    """One line: what needed a host value, and the line of fedcomp code that asked."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if "/fedcomp/" in f.filename.replace("\\", "/")
+              and not f.filename.endswith("_compiled.py")]
+    where = f" ({frames[-1].filename.split('fedcomp')[-1].lstrip('/')}:{frames[-1].lineno}: " \
+            f"{frames[-1].line})" if frames else ""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return f"{type(exc).__name__}: {first}{where}"
+
+
+class _TraceFailed(Exception):
+    """Tracing a part raised (its ``__cause__``): it needs a host value, or it is a genuine
+    error, which then recurs when the part runs eagerly."""
+
+
+class _Traced:
+    """A jitted function that tells a failure while tracing from one while running.
+
+    Any exception raised while the function is traced becomes :class:`_TraceFailed`: jax
+    raises its concretization errors there, but host code given a tracer can fail in
+    other ways too (an ``OverflowError`` from ``round & mask``, an unhashable tracer).
+    """
+
+    def __init__(self, fn: Callable[..., Any], **jit_options: Any) -> None:
+        self.traces = 0
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.traces += 1
+            return fn(*args, **kwargs)
+
+        self.jitted = _jax().jit(counted, **jit_options)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        before = self.traces
+        try:
+            return self.jitted(*args, **kwargs)
+        except Exception as exc:
+            if self.traces != before:
+                raise _TraceFailed() from exc
+            raise
+
+
+class _Fallback:
+    """Decides, once per run and part, between the compiled and the eager path."""
+
+    def __init__(self, name: str, part: str, compile_: Any) -> None:
+        self.name, self.part, self.compile = name, part, compile_
+        self.eager = compile_ is False
+        self.reason = ""
+
+    def give_up(self, failed: _TraceFailed) -> None:
+        exc = failed.__cause__ or failed
+        self.reason = _reason(exc)
+        message = (f"{self.name}: its {self.part} cannot run under jax.jit, it needs a value "
+                   f"on the host: {self.reason}")
+        if self.compile is True:
+            raise NotCompilableError(message + "; use compile='auto' to run it eagerly on "
+                                     "the jax arrays, or backend = 'numpy'") from exc
+        warnings.warn(message + "; it runs eagerly on the jax arrays (same results, "
+                      "uncompiled)", JaxEngineWarning, stacklevel=4)
+        self.eager = True
+
+
+def _block_ids(block: slice | np.ndarray) -> np.ndarray:
+    """The client ids of a block (a slice of consecutive ids, or the ids)."""
+    return np.arange(block.start, block.stop) if isinstance(block, slice) else block
+
+
+def _block_key(block: slice | np.ndarray) -> tuple[int | None, int | None, tuple[Any, ...]]:
+    """``(start, stop, key)``: a range block's static bounds (``None`` for traced ids) and
+    the key of its counters (a range, or the ids: their sample counts differ)."""
+    if isinstance(block, slice):
+        start, stop = int(block.start), int(block.stop)
+        return start, stop, (start, stop, stop - start)
+    return None, None, (None, None, len(block), block.tobytes())
+
+
+class CompiledClients:
+    """The client executor of the jax engine (the ``clients`` of :func:`simulate`).
+
+    Same constructor and ``run_round`` as :class:`~fedcomp.runtime._simulate.LocalClients`
+    (which it falls back to, eagerly, for an algorithm that cannot be traced).
+    """
+
+    def __init__(self, algorithm: FederatedAlgorithm, problem: Problem, client_states: Any,
+                 counters: Counters, settings: Any) -> None:
+        check_x64()
+        self.algorithm, self.problem, self.counters, self.settings = (
+            algorithm, problem, counters, settings)
+        self.client_states = client_states
+        self.arrays = DataArrays.of(problem)
+        self.fallback = _Fallback(algorithm.name, "client update", settings.compile)
+        self.logs: dict[Any, CounterLog] = {}
+        self.deltas: dict[Any, Counters] = {}
+        self.ids: dict[Any, Any] = {}
+        self.eager_clients: Any = None
+        self.call = _Traced(self._block, static_argnames=("start", "stop"))
+
+    # the traced function: one block's local work, gather and scatter included
+    def _block(self, message: Any, states: Any, round_: Any, ids: Any, arrays: DataArrays,
+               start: int | None, stop: int | None) -> tuple[Any, Any]:
+        rows = Rows(start, stop, ids)
+        size = int(ids.shape[0])
+        log = self.logs[(start, stop, size)] = CounterLog()
+        oracle = TracedOracle(self.problem, arrays, rows, round_, self.settings.seed,
+                              self.settings.batch_size, log, size)
+        regularizer = self.problem.regularizer
+
+        def prox(v: Array, step: Any) -> Array:
+            log.record("prox_client", int(v.shape[0]))
+            return regularizer.prox(v, step)
+
+        ctx = ClientContext(oracle, prox, round_, ids, rows.take(arrays.weights),
+                            self.problem.n_clients)
+        gathered = type(states)(*(rows.take(f) for f in states))
+        upload, new = self.algorithm.client_update(message, gathered, ctx)
+        return upload, type(states)(*(rows.put(f, r) for f, r in zip(states, new, strict=True)))
+
+    def run_round(self, round_: int, message: Any, participants: np.ndarray) -> Any:
+        from ._simulate import LocalClients
+
+        if not self.fallback.eager:
+            try:
+                return self._run_compiled(round_, message, participants)
+            except _TraceFailed as failed:
+                self.fallback.give_up(failed)
+        if self.eager_clients is None:
+            self.eager_clients = LocalClients(self.algorithm, self.problem, self.client_states,
+                                              self.counters, self.settings)
+        upload = self.eager_clients.run_round(round_, message, participants)
+        self.client_states = self.eager_clients.client_states
+        return upload
+
+    def _run_compiled(self, round_: int, message: Any, participants: np.ndarray) -> Any:
+        from ._simulate import _blocks, _concat
+
+        uploads = []
+        for block in _blocks(participants, self.settings.block_size):
+            start, stop, key = _block_key(block)
+            ids = self.ids.get(key)
+            if ids is None:
+                if len(self.ids) > 64:  # client sampling: a new block most rounds
+                    self.ids.clear()
+                ids = self.ids[key] = _jax().numpy.asarray(_block_ids(block), dtype="int64")
+            upload, self.client_states = self.call(message, self.client_states, round_, ids,
+                                                   self.arrays, start=start, stop=stop)
+            uploads.append(upload)
+            _add(self.counters, self._delta(key, block, round_))
+        return _concat(uploads)
+
+    def _delta(self, key: Any, block: Any, round_: int) -> Counters:
+        """What one call of this block adds to the counters (cached per block)."""
+        delta = self.deltas.get(key)
+        if delta is None:
+            if len(self.deltas) > 64:  # client sampling: a new block most rounds
+                self.deltas.clear()
+            log = self.logs[key[:3]]
+            oracle = Oracle(self.problem, block, round_, self.settings.seed,
+                            self.settings.batch_size, Counters())
+            delta = self.deltas[key] = log.delta(oracle)
+        return delta
+
+
+class CompiledServer:
+    """``server_update`` under ``jax.jit`` (eagerly where it cannot be traced)."""
+
+    def __init__(self, algorithm: FederatedAlgorithm, problem: Problem, counters: Counters,
+                 seed: int, compile_: Any, server_prox: Callable[[Array, Any], Array]) -> None:
+        self.algorithm, self.problem, self.counters, self.seed = (
+            algorithm, problem, counters, seed)
+        self.server_prox = server_prox
+        self.fallback = _Fallback(algorithm.name, "server update", compile_)
+        self.log = CounterLog()
+        self.contexts: dict[bytes, tuple[Any, Any, Any]] = {}
+        self.call = _Traced(self._update)
+
+    def _update(self, state: Any, uploads: Any, round_: Any, ids: Any, weights: Any,
+                pi: Any) -> Any:
+        log = self.log = CounterLog()
+        regularizer = self.problem.regularizer
+
+        def prox(v: Array, step: Any) -> Array:
+            log.record("prox_server")
+            return regularizer.prox(v[None, ...], step)[0, ...]
+
+        ctx = ServerContext(prox, round_, ids, weights, pi, self.problem.n_clients, self.seed)
+        return self.algorithm.server_update(state, uploads, ctx)
+
+    def update(self, state: Any, uploads: Any, round_: int, participants: np.ndarray) -> Any:
+        from ._simulate import server_context
+
+        if not self.fallback.eager:
+            try:
+                ids, weights, pi = self._context(participants)
+                new = self.call(state, uploads, round_, ids, weights, pi)
+                _add(self.counters, self.log.delta(None))
+                return new
+            except _TraceFailed as failed:
+                self.fallback.give_up(failed)
+        return self.algorithm.server_update(
+            state, uploads, server_context(self.problem, self.server_prox, round_, participants,
+                                           self.problem.data.features, self.seed))
+
+    def _context(self, participants: np.ndarray) -> tuple[Any, Any, Any]:
+        """The participants' ids and weights as device arrays (cached per participant set)."""
+        key = participants.tobytes()
+        cached = self.contexts.get(key)
+        if cached is None:
+            like = self.problem.data.features
+            pi = self.problem.weights[participants]
+            cached = (_jax().numpy.asarray(participants, dtype="int64"),
+                      asarray_like(pi / pi.sum(), like), asarray_like(pi, like))
+            if len(self.contexts) > 64:  # client sampling: a new set most rounds
+                self.contexts.clear()
+            self.contexts[key] = cached
+        return cached
