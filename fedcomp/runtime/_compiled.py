@@ -42,7 +42,7 @@ import numpy as np
 
 from .._array import Array, asarray_like, is_jax
 from .._random import STREAM_MINIBATCH, _absorb, _mix
-from ..algorithms._base import ClientContext, FederatedAlgorithm, ServerContext
+from ..algorithms._base import WIRE_BITS, ClientContext, FederatedAlgorithm, ServerContext
 from ..data import Batch
 from ..oracle import Counters, Oracle
 from ..problem import Problem
@@ -470,10 +470,10 @@ class CompiledClients:
             upload, self.client_states = self.call(message, self.client_states, round_, ids,
                                                    self.arrays, start=start, stop=stop)
             uploads.append(upload)
-            _add(self.counters, self._delta(key, block, round_))
+            _add(self.counters, self.delta(key, block, round_))
         return _concat(uploads)
 
-    def _delta(self, key: Any, block: Any, round_: int) -> Counters:
+    def delta(self, key: Any, block: Any, round_: int) -> Counters:
         """What one call of this block adds to the counters (cached per block)."""
         delta = self.deltas.get(key)
         if delta is None:
@@ -501,6 +501,7 @@ class CompiledServer:
 
     def _update(self, state: Any, uploads: Any, round_: Any, ids: Any, weights: Any,
                 pi: Any) -> Any:
+        """The traced server step (its prox calls recorded in :attr:`log`)."""
         log = self.log = CounterLog()
         regularizer = self.problem.regularizer
 
@@ -516,8 +517,7 @@ class CompiledServer:
 
         if not self.fallback.eager:
             try:
-                ids, weights, pi = self._context(participants)
-                new = self.call(state, uploads, round_, ids, weights, pi)
+                new = self.call(state, uploads, round_, *self.context(participants))
                 _add(self.counters, self.log.delta(None))
                 return new
             except _TraceFailed as failed:
@@ -526,8 +526,8 @@ class CompiledServer:
             state, uploads, server_context(self.problem, self.server_prox, round_, participants,
                                            self.problem.data.features, self.seed))
 
-    def _context(self, participants: np.ndarray) -> tuple[Any, Any, Any]:
-        """The participants' ids and weights as device arrays (cached per participant set)."""
+    def context(self, participants: np.ndarray) -> tuple[Any, Any, Any]:
+        """``(ids, weights, pi)`` of the participants as device arrays (cached per set)."""
         key = participants.tobytes()
         cached = self.contexts.get(key)
         if cached is None:
@@ -539,3 +539,101 @@ class CompiledServer:
                 self.contexts.clear()
             self.contexts[key] = cached
         return cached
+
+
+class Traffic(NamedTuple):
+    """What a round's messages add to the floats and bits counters (per the shapes of a
+    trace; a :data:`~fedcomp.algorithms._base.WIRE_BITS` field is summed per call)."""
+
+    floats_down: int  # per participant
+    floats_up: int    # per participant
+    bits_down: int | None  # per participant; None: the message's WIRE_BITS, per call
+    bits_up: int | None    # the whole upload; None: its WIRE_BITS, per call
+
+
+def _wire_bits(message: Any) -> Any:
+    """The sum of a message's :data:`WIRE_BITS` field (traced), or ``None``."""
+    fields = dict(zip(message._fields, message, strict=True))
+    return None if WIRE_BITS not in fields else _jax().numpy.sum(fields[WIRE_BITS])
+
+
+class CompiledEngine:
+    """A whole round — broadcast, the clients, the server — as one ``jax.jit`` call.
+
+    When a round's participants form one block (the default ``client_block="auto"``),
+    the broadcast, the block's ``client_update``, ``server_update`` and ``‖output‖²`` (for
+    the divergence check) are traced together: one dispatch per round, as a hand-written
+    ``jax.jit`` round has. Otherwise, or when tracing the whole round fails, the parts run
+    separately (:class:`CompiledClients`, :class:`CompiledServer`), each compiled or eager
+    on its own.
+    """
+
+    def __init__(self, algorithm: FederatedAlgorithm, problem: Problem, client_states: Any,
+                 counters: Counters, settings: Any, server_prox: Callable[[Array, Any], Array]
+                 ) -> None:
+        self.algorithm, self.counters = algorithm, counters
+        self.clients = CompiledClients(algorithm, problem, client_states, counters, settings)
+        self.server = CompiledServer(algorithm, problem, counters, settings.seed,
+                                     settings.compile, server_prox)
+        self.fused = not self.clients.fallback.eager
+        self.traffic: dict[int, Traffic] = {}
+        self.call = _Traced(self._round, static_argnames=("start", "stop"))
+
+    def _round(self, server_state: Any, client_states: Any, round_: Any, ids: Any, weights: Any,
+               pi: Any, arrays: DataArrays, start: int | None, stop: int | None) -> Any:
+        from ..algorithms._base import message_bits, message_floats
+
+        message = self.algorithm.broadcast(server_state)
+        uploads, client_states = self.clients._block(message, client_states, round_, ids,
+                                                     arrays, start, stop)
+        server_state = self.server._update(server_state, uploads, round_, ids, weights, pi)
+        down, up = _wire_bits(message), _wire_bits(uploads)
+        self.traffic[int(ids.shape[0])] = Traffic(
+            message_floats(message), message_floats(uploads, leading=1),
+            message_bits(message) if down is None else None,
+            message_bits(uploads) if up is None else None)
+        out = self.algorithm.output(server_state)
+        return server_state, client_states, down, up, _jax().numpy.sum(out * out)
+
+    def step(self, server_state: Any, round_: int, participants: np.ndarray
+             ) -> tuple[Any, Any]:
+        """One round: ``(new server state, ‖output‖² or None)``; the counters advance."""
+        from ._simulate import _blocks
+
+        blocks = _blocks(participants, self.clients.settings.block_size)
+        if self.fused and len(blocks) == 1:
+            try:
+                return self._fused(server_state, round_, participants, blocks[0])
+            except _TraceFailed:
+                self.fused = False  # the parts, each compiled where it can be
+        return self._parts(server_state, round_, participants), None
+
+    def _fused(self, server_state: Any, round_: int, participants: np.ndarray,
+               block: slice | np.ndarray) -> tuple[Any, Any]:
+        clients = self.clients
+        start, stop, key = _block_key(block)
+        out = self.call(server_state, clients.client_states, round_,
+                        *self.server.context(participants), clients.arrays,
+                        start=start, stop=stop)
+        server_state, clients.client_states, down, up, sum_sq = out
+        n = len(participants)
+        traffic, c = self.traffic[n], self.counters
+        _add(c, clients.delta(key, block, round_))
+        _add(c, self.server.log.delta(None))
+        c.floats_down += traffic.floats_down * n
+        c.floats_up += traffic.floats_up * n
+        c.bits_down += traffic.bits_down * n if traffic.bits_down is not None else int(down)
+        c.bits_up += traffic.bits_up if traffic.bits_up is not None else int(up)
+        return server_state, sum_sq
+
+    def _parts(self, server_state: Any, round_: int, participants: np.ndarray) -> Any:
+        from ..algorithms._base import message_bits, message_floats
+
+        message = self.algorithm.broadcast(server_state)
+        stacked = self.clients.run_round(round_, message, participants)
+        c, n = self.counters, len(participants)
+        c.floats_down += message_floats(message) * n
+        c.floats_up += message_floats(stacked, leading=1) * n
+        c.bits_down += message_bits(message) * n
+        c.bits_up += message_bits(stacked)
+        return self.server.update(server_state, stacked, round_, participants)

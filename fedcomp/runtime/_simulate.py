@@ -201,9 +201,19 @@ def _sampled(sampling: Any, round_: int, n_clients: int) -> np.ndarray:
 
 
 def check_divergence(x: Array, limit: float, algorithm: Any, tags: dict[str, Any],
-                     where: str, what: str = "the model") -> None:
+                     where: str, what: str = "the model", sum_sq: Any = None) -> None:
     """Raise :class:`NonFiniteError` when ``x`` diverged, naming the run, ``where`` (e.g.
-    "in round 7") and the algorithm's hint for what to change."""
+    "in round 7") and the algorithm's hint for what to change.
+
+    ``sum_sq`` is ``Σ x²`` where the caller has it already (the compiled engine computes
+    it inside the round's call): a model whose ``Σ x²`` is finite and within ``limit²``
+    is fine without another pass over ``x``.
+    """
+    if sum_sq is not None:
+        norm_sq = float(sum_sq)
+        # a NaN or inf entry makes Σ x² NaN or inf: a finite one is a finite model
+        if math.isfinite(norm_sq) and math.sqrt(norm_sq) <= limit:
+            return
     text = _divergence(x, limit)
     if text:
         raise NonFiniteError(
@@ -509,32 +519,35 @@ def simulate(
     # the compiled engine: the data on jax arrays, the clients in this process
     compiled = clients is None and client_state == "memory" and compile is not False and \
         is_jax(like)
-    executor = clients if clients is not None else LocalClients
+    settings = ClientSettings(seed, batch_size, block_size, client_prox,
+                              state_dir if client_state == "disk" else None, compile)
+    engine: Any = None
     if compiled:
-        from ._compiled import CompiledClients, CompiledServer
+        from ._compiled import CompiledEngine
 
-        executor = CompiledClients
-        server = CompiledServer(algorithm, problem, counters, seed, compile, server_prox)
-    run_clients = executor(
-        algorithm, problem, client_states, counters,
-        ClientSettings(seed, batch_size, block_size, client_prox,
-                       state_dir if client_state == "disk" else None, compile))
-
-    def server_step(state: Any, stacked: Any, r: int, participants: np.ndarray) -> Any:
-        if compiled:
-            return server.update(state, stacked, r, participants)
-        return algorithm.server_update(
-            state, stacked, server_context(problem, server_prox, r, participants, like, seed))
+        engine = CompiledEngine(algorithm, problem, client_states, counters, settings,
+                                server_prox)
+        run_clients: Any = engine.clients
+    else:
+        run_clients = (LocalClients if clients is None else clients)(
+            algorithm, problem, client_states, counters, settings)
+    # ‖output‖² of the last round where the compiled engine computed it with the round
+    sum_sq: Any = None
 
     def step(r: int, participants: np.ndarray) -> None:
-        nonlocal server_state, sim_time
-        message = algorithm.broadcast(server_state)
-        stacked = run_clients.run_round(r, message, participants)
-        counters.floats_down += _floats(message) * len(participants)
-        counters.floats_up += _floats(stacked, leading=1) * len(participants)
-        counters.bits_down += message_bits(message) * len(participants)
-        counters.bits_up += message_bits(stacked)
-        server_state = server_step(server_state, stacked, r, participants)
+        nonlocal server_state, sim_time, sum_sq
+        if engine is not None:
+            server_state, sum_sq = engine.step(server_state, r, participants)
+        else:
+            message = algorithm.broadcast(server_state)
+            stacked = run_clients.run_round(r, message, participants)
+            counters.floats_down += _floats(message) * len(participants)
+            counters.floats_up += _floats(stacked, leading=1) * len(participants)
+            counters.bits_down += message_bits(message) * len(participants)
+            counters.bits_up += message_bits(stacked)
+            server_state = algorithm.server_update(
+                server_state, stacked,
+                server_context(problem, server_prox, r, participants, like, seed))
         if clock is not None:  # a synchronous round waits for its slowest participant
             sim_time += float(clock.draw(seed, r, participants, problem.n_clients).max(initial=0.0))
 
@@ -554,7 +567,7 @@ def simulate(
         step(r, participants)
         wall += time.perf_counter() - tic
         check_divergence(algorithm.output(server_state), norm_limit, algorithm, recorder.tags,
-                         f"in round {r + 1}")
+                         f"in round {r + 1}", sum_sq=sum_sq)
         if recorder.due(r + 1):
             record(r + 1)
         recorder.progress(r + 1)
