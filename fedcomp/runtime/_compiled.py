@@ -34,6 +34,7 @@ the value; ``compile=True`` raises :class:`NotCompilableError` instead.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -318,17 +319,154 @@ class TracedOracle(Oracle):
         self.log.record("count_hessian", self._host(active))
 
 
+# --- the round inside a trace -----------------------------------------------------------------
+
+class RoundFrom:
+    """The traced round of a compiled call that serves only rounds ``>= low``.
+
+    Arithmetic gives traced values (``(r + 1) * step``); a comparison with an integer is
+    answered on the host wherever ``r >= low`` decides it (``r < 0``, ``r > 0`` and
+    ``r == 0`` for ``low = 1``: a warm-up round, a first round), so an algorithm that
+    branches on those compiles once for every later round; any other use of the value
+    (``int(r)``, ``r == 5``, a host hash of it) raises :class:`_Uncompilable`.
+    """
+
+    __slots__ = ("low", "value")
+
+    def __init__(self, value: Any, low: int) -> None:
+        self.value, self.low = value, low
+
+    def _undecided(self, what: str) -> _Uncompilable:
+        return _Uncompilable(f"the round is traced (known only to be >= {self.low}): {what}")
+
+    def _int(self, other: Any) -> int:
+        if isinstance(other, int | np.integer) and not isinstance(other, bool):
+            return int(other)
+        raise self._undecided(f"compared with {other!r}")
+
+    def __lt__(self, other: Any) -> bool:
+        if self._int(other) <= self.low:
+            return False
+        raise self._undecided(f"round < {other}")
+
+    def __le__(self, other: Any) -> bool:
+        if self._int(other) < self.low:
+            return False
+        raise self._undecided(f"round <= {other}")
+
+    def __gt__(self, other: Any) -> bool:
+        if self._int(other) < self.low:
+            return True
+        raise self._undecided(f"round > {other}")
+
+    def __ge__(self, other: Any) -> bool:
+        if self._int(other) <= self.low:
+            return True
+        raise self._undecided(f"round >= {other}")
+
+    def __eq__(self, other: object) -> bool:
+        if self._int(other) < self.low:
+            return False
+        raise self._undecided(f"round == {other}")
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __bool__(self) -> bool:
+        raise self._undecided("its truth value")
+
+    def __index__(self) -> int:
+        raise self._undecided("an integer")
+
+    __int__ = __index__
+
+    def __float__(self) -> float:
+        raise self._undecided("a float")
+
+    def __and__(self, other: Any) -> Any:
+        raise self._undecided("bits of it (a host-side hash)")
+
+    __rand__ = __and__
+
+    def __jax_array__(self) -> Any:
+        return self.value
+
+    def __add__(self, other: Any) -> Any:
+        return self.value + _value(other)
+
+    def __radd__(self, other: Any) -> Any:
+        return _value(other) + self.value
+
+    def __sub__(self, other: Any) -> Any:
+        return self.value - _value(other)
+
+    def __rsub__(self, other: Any) -> Any:
+        return _value(other) - self.value
+
+    def __mul__(self, other: Any) -> Any:
+        return self.value * _value(other)
+
+    def __rmul__(self, other: Any) -> Any:
+        return _value(other) * self.value
+
+    def __truediv__(self, other: Any) -> Any:
+        return self.value / _value(other)
+
+    def __rtruediv__(self, other: Any) -> Any:
+        return _value(other) / self.value
+
+    def __floordiv__(self, other: Any) -> Any:
+        return self.value // _value(other)
+
+    def __rfloordiv__(self, other: Any) -> Any:
+        return _value(other) // self.value
+
+    def __mod__(self, other: Any) -> Any:
+        return self.value % _value(other)
+
+    def __pow__(self, other: Any) -> Any:
+        return self.value ** _value(other)
+
+    def __rpow__(self, other: Any) -> Any:
+        return _value(other) ** self.value
+
+    def __neg__(self) -> Any:
+        return -self.value
+
+    def __repr__(self) -> str:
+        return f"RoundFrom(>= {self.low})"
+
+
+def _value(x: Any) -> Any:
+    return x.value if isinstance(x, RoundFrom) else x
+
+
+def _round(round_: Any, low: int | None) -> Any:
+    """What ``ctx.round`` is inside a trace: the traced round, or a :class:`RoundFrom`."""
+    return round_ if low is None else RoundFrom(round_, low)
+
+
 # --- the engine -------------------------------------------------------------------------------
 
 def _reason(exc: BaseException) -> str:
-    """One line: what needed a host value, and the line of fedcomp code that asked."""
+    """One line: what needed a host value, and the line of fedcomp code that asked.
+
+    The line is the innermost one in an algorithm file where there is one (a helper such
+    as ``to_numpy`` says less than its caller), else the innermost fedcomp line.
+    """
     import traceback
 
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
               if "/fedcomp/" in f.filename.replace("\\", "/")
               and not f.filename.endswith("_compiled.py")]
-    where = f" ({frames[-1].filename.split('fedcomp')[-1].lstrip('/')}:{frames[-1].lineno}: " \
-            f"{frames[-1].line})" if frames else ""
+    in_algorithms = [f for f in frames if "/algorithms/" in f.filename.replace("\\", "/")]
+    where = ""
+    if frames:
+        frame = (in_algorithms or frames)[-1]
+        where = (f" ({frame.filename.replace(chr(92), '/').split('/fedcomp/')[-1]}:"
+                 f"{frame.lineno}: {frame.line})")
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return f"{type(exc).__name__}: {first}{where}"
 
@@ -365,25 +503,58 @@ class _Traced:
             raise
 
 
-class _Fallback:
-    """Decides, once per run and part, between the compiled and the eager path."""
+#: What a compiled part returns for a call it leaves to the eager path.
+EAGER = object()
 
-    def __init__(self, name: str, part: str, compile_: Any) -> None:
-        self.name, self.part, self.compile = name, part, compile_
+
+class _Part:
+    """A traced function with its ladder of fallbacks.
+
+    1. one compilation for every round, the round traced;
+    2. if tracing that fails: one compilation for the rounds ``>= 1`` with a
+       :class:`RoundFrom` round (an algorithm branching on its warm-up or first round),
+       the rounds before eagerly;
+    3. if that fails too: eagerly from then on — after a :class:`JaxEngineWarning`
+       saying why, or a :class:`NotCompilableError` with ``compile=True`` (``quiet``:
+       neither, for the whole-round call, whose parts then try on their own).
+
+    ``fn(round_, *args, low=..., **static)`` is the function to trace.
+    """
+
+    def __init__(self, fn: Callable[..., Any], name: str, part: str, compile_: Any,
+                 static: tuple[str, ...] = (), quiet: bool = False) -> None:
+        self.traced = _Traced(fn, static_argnames=(*static, "low"))
+        self.name, self.part, self.compile, self.quiet = name, part, compile_, quiet
+        self.low: int | None = None
         self.eager = compile_ is False
         self.reason = ""
 
-    def give_up(self, failed: _TraceFailed) -> None:
+    def __call__(self, round_: int, *args: Any, **static: Any) -> Any:
+        """The compiled call's result, or :data:`EAGER`: the caller runs it eagerly."""
+        while not self.eager:
+            if self.low is not None and round_ < self.low:
+                return EAGER
+            try:
+                return self.traced(round_, *args, low=self.low, **static)
+            except _TraceFailed as failed:
+                if self.low is None:
+                    self.low = 1
+                else:
+                    self._give_up(failed)
+        return EAGER
+
+    def _give_up(self, failed: _TraceFailed) -> None:
         exc = failed.__cause__ or failed
-        self.reason = _reason(exc)
+        self.eager, self.reason = True, _reason(exc)
+        if self.quiet:
+            return
         message = (f"{self.name}: its {self.part} cannot run under jax.jit, it needs a value "
                    f"on the host: {self.reason}")
         if self.compile is True:
             raise NotCompilableError(message + "; use compile='auto' to run it eagerly on "
                                      "the jax arrays, or backend = 'numpy'") from exc
         warnings.warn(message + "; it runs eagerly on the jax arrays (same results, "
-                      "uncompiled)", JaxEngineWarning, stacklevel=4)
-        self.eager = True
+                      "uncompiled)", JaxEngineWarning, stacklevel=5)
 
 
 def _block_ids(block: slice | np.ndarray) -> np.ndarray:
@@ -400,11 +571,27 @@ def _block_key(block: slice | np.ndarray) -> tuple[int | None, int | None, tuple
     return None, None, (None, None, len(block), block.tobytes())
 
 
-class CompiledClients:
-    """The client executor of the jax engine (the ``clients`` of :func:`simulate`).
+def _device_ids(block: slice | np.ndarray) -> Any:
+    return _jax().numpy.asarray(_block_ids(block), dtype="int64")
 
-    Same constructor and ``run_round`` as :class:`~fedcomp.runtime._simulate.LocalClients`
-    (which it falls back to, eagerly, for an algorithm that cannot be traced).
+
+def _bounded(cache: dict[Any, Any], key: Any, make: Callable[[], Any]) -> Any:
+    """``cache[key]``, made on a miss; emptied past 64 entries (client sampling: a new
+    set of participants most rounds)."""
+    value = cache.get(key)
+    if value is None:
+        if len(cache) > 64:
+            cache.clear()
+        value = cache[key] = make()
+    return value
+
+
+class CompiledClients:
+    """The client executor of the jax engine (the clients of :func:`simulate`).
+
+    Same ``run_round`` and ``client_states`` as
+    :class:`~fedcomp.runtime._simulate.LocalClients`, which runs the calls the compiled
+    part leaves to the eager path.
     """
 
     def __init__(self, algorithm: FederatedAlgorithm, problem: Problem, client_states: Any,
@@ -414,19 +601,18 @@ class CompiledClients:
             algorithm, problem, counters, settings)
         self.client_states = client_states
         self.arrays = DataArrays.of(problem)
-        self.fallback = _Fallback(algorithm.name, "client update", settings.compile)
         self.logs: dict[Any, CounterLog] = {}
         self.deltas: dict[Any, Counters] = {}
         self.ids: dict[Any, Any] = {}
-        self.eager_clients: Any = None
-        self.call = _Traced(self._block, static_argnames=("start", "stop"))
+        self.part = _Part(self.block, algorithm.name, "client update", settings.compile,
+                          static=("start", "stop"))
 
-    # the traced function: one block's local work, gather and scatter included
-    def _block(self, message: Any, states: Any, round_: Any, ids: Any, arrays: DataArrays,
-               start: int | None, stop: int | None) -> tuple[Any, Any]:
+    def block(self, round_: Any, message: Any, states: Any, ids: Any, arrays: DataArrays, *,
+              low: int | None, start: int | None, stop: int | None) -> tuple[Any, Any]:
+        """The traced local work of one block, its states gathered and scattered inside."""
         rows = Rows(start, stop, ids)
         size = int(ids.shape[0])
-        log = self.logs[(start, stop, size)] = CounterLog()
+        log = CounterLog()
         oracle = TracedOracle(self.problem, arrays, rows, round_, self.settings.seed,
                               self.settings.batch_size, log, size)
         regularizer = self.problem.regularizer
@@ -435,55 +621,51 @@ class CompiledClients:
             log.record("prox_client", int(v.shape[0]))
             return regularizer.prox(v, step)
 
-        ctx = ClientContext(oracle, prox, round_, ids, rows.take(arrays.weights),
+        ctx = ClientContext(oracle, prox, _round(round_, low), ids, rows.take(arrays.weights),
                             self.problem.n_clients)
         gathered = type(states)(*(rows.take(f) for f in states))
         upload, new = self.algorithm.client_update(message, gathered, ctx)
+        # published once the whole call is traced: a failed trace leaves no partial log
+        self.logs[(start, stop, size, low)] = log
         return upload, type(states)(*(rows.put(f, r) for f, r in zip(states, new, strict=True)))
 
     def run_round(self, round_: int, message: Any, participants: np.ndarray) -> Any:
-        from ._simulate import LocalClients
-
-        if not self.fallback.eager:
-            try:
-                return self._run_compiled(round_, message, participants)
-            except _TraceFailed as failed:
-                self.fallback.give_up(failed)
-        if self.eager_clients is None:
-            self.eager_clients = LocalClients(self.algorithm, self.problem, self.client_states,
-                                              self.counters, self.settings)
-        upload = self.eager_clients.run_round(round_, message, participants)
-        self.client_states = self.eager_clients.client_states
-        return upload
-
-    def _run_compiled(self, round_: int, message: Any, participants: np.ndarray) -> Any:
         from ._simulate import _blocks, _concat
 
         uploads = []
         for block in _blocks(participants, self.settings.block_size):
             start, stop, key = _block_key(block)
-            ids = self.ids.get(key)
-            if ids is None:
-                if len(self.ids) > 64:  # client sampling: a new block most rounds
-                    self.ids.clear()
-                ids = self.ids[key] = _jax().numpy.asarray(_block_ids(block), dtype="int64")
-            upload, self.client_states = self.call(message, self.client_states, round_, ids,
-                                                   self.arrays, start=start, stop=stop)
+            ids = _bounded(self.ids, key, functools.partial(_device_ids, block))
+            out = self.part(round_, message, self.client_states, ids, self.arrays,
+                            start=start, stop=stop)
+            if out is EAGER:
+                uploads.append(self.run_eager(round_, message, block))
+                continue
+            upload, self.client_states = out
             uploads.append(upload)
-            _add(self.counters, self.delta(key, block, round_))
+            _add(self.counters, self.delta(key, block, round_, self.part.low))
         return _concat(uploads)
 
-    def delta(self, key: Any, block: Any, round_: int) -> Counters:
-        """What one call of this block adds to the counters (cached per block)."""
-        delta = self.deltas.get(key)
-        if delta is None:
-            if len(self.deltas) > 64:  # client sampling: a new block most rounds
-                self.deltas.clear()
-            log = self.logs[key[:3]]
+    def run_eager(self, round_: int, message: Any, participants: np.ndarray | slice) -> Any:
+        """One call of ``client_update`` run eagerly (the NumPy engine's executor)."""
+        from ._simulate import LocalClients
+
+        local = LocalClients(self.algorithm, self.problem, self.client_states, self.counters,
+                             self.settings._replace(block_size=self.problem.n_clients))
+        upload = local.run_round(round_, message, _block_ids(participants))
+        self.client_states = local.client_states
+        return upload
+
+    def delta(self, key: tuple[Any, ...], block: Any, round_: int, low: int | None
+              ) -> Counters:
+        """What one call of this block, traced with ``low``, adds to the counters (cached
+        per block)."""
+        def make() -> Counters:
             oracle = Oracle(self.problem, block, round_, self.settings.seed,
                             self.settings.batch_size, Counters())
-            delta = self.deltas[key] = log.delta(oracle)
-        return delta
+            return self.logs[(*key[:3], low)].delta(oracle)
+
+        return _bounded(self.deltas, (*key, low), make)
 
 
 class CompiledServer:
@@ -494,51 +676,50 @@ class CompiledServer:
         self.algorithm, self.problem, self.counters, self.seed = (
             algorithm, problem, counters, seed)
         self.server_prox = server_prox
-        self.fallback = _Fallback(algorithm.name, "server update", compile_)
-        self.log = CounterLog()
+        self.logs: dict[int | None, CounterLog] = {}
         self.contexts: dict[bytes, tuple[Any, Any, Any]] = {}
-        self.call = _Traced(self._update)
+        self.part = _Part(self.update_traced, algorithm.name, "server update", compile_)
 
-    def _update(self, state: Any, uploads: Any, round_: Any, ids: Any, weights: Any,
-                pi: Any) -> Any:
-        """The traced server step (its prox calls recorded in :attr:`log`)."""
-        log = self.log = CounterLog()
+    def update_traced(self, round_: Any, state: Any, uploads: Any, ids: Any, weights: Any,
+                      pi: Any, *, low: int | None) -> Any:
+        """The traced server step (its prox calls recorded in :attr:`logs`)."""
+        log = CounterLog()
         regularizer = self.problem.regularizer
 
         def prox(v: Array, step: Any) -> Array:
             log.record("prox_server")
             return regularizer.prox(v[None, ...], step)[0, ...]
 
-        ctx = ServerContext(prox, round_, ids, weights, pi, self.problem.n_clients, self.seed)
-        return self.algorithm.server_update(state, uploads, ctx)
+        ctx = ServerContext(prox, _round(round_, low), ids, weights, pi, self.problem.n_clients,
+                            self.seed)
+        new = self.algorithm.server_update(state, uploads, ctx)
+        self.logs[low] = log
+        return new
 
     def update(self, state: Any, uploads: Any, round_: int, participants: np.ndarray) -> Any:
+        out = self.part(round_, state, uploads, *self.context(participants))
+        if out is EAGER:
+            return self.update_eager(state, uploads, round_, participants)
+        _add(self.counters, self.logs[self.part.low].delta(None))
+        return out
+
+    def update_eager(self, state: Any, uploads: Any, round_: int, participants: np.ndarray
+                     ) -> Any:
         from ._simulate import server_context
 
-        if not self.fallback.eager:
-            try:
-                new = self.call(state, uploads, round_, *self.context(participants))
-                _add(self.counters, self.log.delta(None))
-                return new
-            except _TraceFailed as failed:
-                self.fallback.give_up(failed)
         return self.algorithm.server_update(
             state, uploads, server_context(self.problem, self.server_prox, round_, participants,
                                            self.problem.data.features, self.seed))
 
     def context(self, participants: np.ndarray) -> tuple[Any, Any, Any]:
         """``(ids, weights, pi)`` of the participants as device arrays (cached per set)."""
-        key = participants.tobytes()
-        cached = self.contexts.get(key)
-        if cached is None:
+        def make() -> tuple[Any, Any, Any]:
             like = self.problem.data.features
             pi = self.problem.weights[participants]
-            cached = (_jax().numpy.asarray(participants, dtype="int64"),
-                      asarray_like(pi / pi.sum(), like), asarray_like(pi, like))
-            if len(self.contexts) > 64:  # client sampling: a new set most rounds
-                self.contexts.clear()
-            self.contexts[key] = cached
-        return cached
+            return (_jax().numpy.asarray(participants, dtype="int64"),
+                    asarray_like(pi / pi.sum(), like), asarray_like(pi, like))
+
+        return _bounded(self.contexts, participants.tobytes(), make)
 
 
 class Traffic(NamedTuple):
@@ -563,9 +744,9 @@ class CompiledEngine:
     When a round's participants form one block (the default ``client_block="auto"``),
     the broadcast, the block's ``client_update``, ``server_update`` and ``‖output‖²`` (for
     the divergence check) are traced together: one dispatch per round, as a hand-written
-    ``jax.jit`` round has. Otherwise, or when tracing the whole round fails, the parts run
-    separately (:class:`CompiledClients`, :class:`CompiledServer`), each compiled or eager
-    on its own.
+    ``jax.jit`` round has. Otherwise, or where the whole round cannot be traced, the parts
+    run on their own (:class:`CompiledClients`, :class:`CompiledServer`), each compiled
+    or eager.
     """
 
     def __init__(self, algorithm: FederatedAlgorithm, problem: Problem, client_states: Any,
@@ -575,18 +756,21 @@ class CompiledEngine:
         self.clients = CompiledClients(algorithm, problem, client_states, counters, settings)
         self.server = CompiledServer(algorithm, problem, counters, settings.seed,
                                      settings.compile, server_prox)
-        self.fused = not self.clients.fallback.eager
         self.traffic: dict[int, Traffic] = {}
-        self.call = _Traced(self._round, static_argnames=("start", "stop"))
+        self.part = _Part(self.round_traced, algorithm.name, "round", settings.compile,
+                          static=("start", "stop"), quiet=True)
 
-    def _round(self, server_state: Any, client_states: Any, round_: Any, ids: Any, weights: Any,
-               pi: Any, arrays: DataArrays, start: int | None, stop: int | None) -> Any:
+    def round_traced(self, round_: Any, server_state: Any, client_states: Any, ids: Any,
+                     weights: Any, pi: Any, arrays: DataArrays, *, low: int | None,
+                     start: int | None, stop: int | None) -> Any:
+        """The traced round: ``(server state, client states, wire bits down and up, Σ x²)``."""
         from ..algorithms._base import message_bits, message_floats
 
         message = self.algorithm.broadcast(server_state)
-        uploads, client_states = self.clients._block(message, client_states, round_, ids,
-                                                     arrays, start, stop)
-        server_state = self.server._update(server_state, uploads, round_, ids, weights, pi)
+        uploads, client_states = self.clients.block(round_, message, client_states, ids,
+                                                    arrays, low=low, start=start, stop=stop)
+        server_state = self.server.update_traced(round_, server_state, uploads, ids, weights,
+                                                 pi, low=low)
         down, up = _wire_bits(message), _wire_bits(uploads)
         self.traffic[int(ids.shape[0])] = Traffic(
             message_floats(message), message_floats(uploads, leading=1),
@@ -601,30 +785,27 @@ class CompiledEngine:
         from ._simulate import _blocks
 
         blocks = _blocks(participants, self.clients.settings.block_size)
-        if self.fused and len(blocks) == 1:
-            try:
-                return self._fused(server_state, round_, participants, blocks[0])
-            except _TraceFailed:
-                self.fused = False  # the parts, each compiled where it can be
+        if len(blocks) == 1:
+            start, stop, key = _block_key(blocks[0])
+            clients = self.clients
+            out = self.part(round_, server_state, clients.client_states,
+                            *self.server.context(participants), clients.arrays,
+                            start=start, stop=stop)
+            if out is not EAGER:
+                server_state, clients.client_states, down, up, sum_sq = out
+                low = self.part.low
+                self._count(len(participants), down, up)
+                _add(self.counters, clients.delta(key, blocks[0], round_, low))
+                _add(self.counters, self.server.logs[low].delta(None))
+                return server_state, sum_sq
         return self._parts(server_state, round_, participants), None
 
-    def _fused(self, server_state: Any, round_: int, participants: np.ndarray,
-               block: slice | np.ndarray) -> tuple[Any, Any]:
-        clients = self.clients
-        start, stop, key = _block_key(block)
-        out = self.call(server_state, clients.client_states, round_,
-                        *self.server.context(participants), clients.arrays,
-                        start=start, stop=stop)
-        server_state, clients.client_states, down, up, sum_sq = out
-        n = len(participants)
+    def _count(self, n: int, down: Any, up: Any) -> None:
         traffic, c = self.traffic[n], self.counters
-        _add(c, clients.delta(key, block, round_))
-        _add(c, self.server.log.delta(None))
         c.floats_down += traffic.floats_down * n
         c.floats_up += traffic.floats_up * n
         c.bits_down += traffic.bits_down * n if traffic.bits_down is not None else int(down)
         c.bits_up += traffic.bits_up if traffic.bits_up is not None else int(up)
-        return server_state, sum_sq
 
     def _parts(self, server_state: Any, round_: int, participants: np.ndarray) -> Any:
         from ..algorithms._base import message_bits, message_floats
