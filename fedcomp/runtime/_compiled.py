@@ -781,7 +781,16 @@ class CompiledEngine:
 
     def step(self, server_state: Any, round_: int, participants: np.ndarray
              ) -> tuple[Any, Any]:
-        """One round: ``(new server state, ‖output‖² or None)``; the counters advance."""
+        """One round: ``(new server state, ‖output‖² or None)``; the counters advance.
+
+        It returns once the round is computed (jax dispatches asynchronously), so that
+        the run's ``wall_s`` times the work, not its dispatch.
+        """
+        server_state, sum_sq = self._step(server_state, round_, participants)
+        return _jax().block_until_ready((server_state, sum_sq))
+
+    def _step(self, server_state: Any, round_: int, participants: np.ndarray
+              ) -> tuple[Any, Any]:
         from ._simulate import _blocks
 
         blocks = _blocks(participants, self.clients.settings.block_size)
