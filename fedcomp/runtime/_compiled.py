@@ -784,10 +784,13 @@ class CompiledEngine:
         """One round: ``(new server state, ‖output‖² or None)``; the counters advance.
 
         It returns once the round is computed (jax dispatches asynchronously), so that
-        the run's ``wall_s`` times the work, not its dispatch.
+        the run's ``wall_s`` times the work, not its dispatch: reading ``Σ x²``, an output
+        of the same call, to the host waits for all of it in one transfer.
         """
         server_state, sum_sq = self._step(server_state, round_, participants)
-        return _jax().block_until_ready((server_state, sum_sq))
+        if sum_sq is None:
+            return _jax().block_until_ready(server_state), None
+        return server_state, float(sum_sq)
 
     def _step(self, server_state: Any, round_: int, participants: np.ndarray
               ) -> tuple[Any, Any]:
