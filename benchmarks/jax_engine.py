@@ -17,7 +17,8 @@ A simulator's time per round is read between evaluation rows (``eval_every = --b
 metrics: everything ``simulate`` does in a round, the divergence check included): the
 median over ``--blocks`` blocks of ``--block`` rounds, after a first block of warm-up (the
 jax engine traces and compiles in its first round). A hand-written round is timed alike:
-the median over ``--blocks`` runs of ``--block`` rounds after a warm-up run. Each engine's
+the median over ``--blocks`` runs of ``--block`` rounds after a warm-up run. Each engine is
+timed ``--repeats`` times, the engines interleaved, and the median reported. Each engine's
 model after 5 rounds is checked against NumPy's.
 
     python benchmarks/jax_engine.py [--sizes 30x60,100x1024,1000x100] [--torch]
@@ -26,6 +27,7 @@ model after 5 rounds is checked against NumPy's.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
@@ -132,47 +134,61 @@ def torch_za1(problem: Any, compiled: bool) -> Callable[[int], np.ndarray]:
 
 
 def size_rows(n_clients: int, n_features: int, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The rows of one size: each engine timed ``--repeats`` times, interleaved (so a change
+    of the machine's load falls on every engine alike), the median reported."""
     # the check: CHECK_ROUNDS rounds (this ZA1 instance amplifies rounding differences by
     # about 1.6 per round, every implementation alike: after 65 rounds the reference loop
     # itself is 6e-4 from the simulator)
     problem = build(config(n_clients, n_features, CHECK_ROUNDS))
-    x_ref = final_model(problem, CHECK_ROUNDS)
-    rows = [dict(engine="numpy (auto blocks)", ms=simulator_ms(problem, args.block,
-                                                               args.blocks)[0],
-                 diff=0.0, note="")]
-
-    def add(engine: str, ms: float, x: Any, note: str = "") -> None:
-        diff = float(np.max(np.abs(np.asarray(x, dtype=np.float64) - x_ref)))
-        rows.append(dict(engine=engine, ms=ms, diff=diff, note=note))
-
     jproblem = build(config(n_clients, n_features, CHECK_ROUNDS, backend="jax"))
-    ms, first = simulator_ms(jproblem, args.block, args.blocks)
-    add("jax engine", ms, final_model(jproblem, CHECK_ROUNDS),
-        f"trace + compile in round 1: {first:.2f} s")
+    x_ref = final_model(problem, CHECK_ROUNDS)
     hand = jax_za1(problem)
     tic = time.perf_counter()
     hand(1)
-    compile_s = time.perf_counter() - tic
-    add("jax.jit(vmap) by hand", repeated_ms(hand, args.block, args.blocks),
-        hand(CHECK_ROUNDS), f"compile {compile_s:.2f} s")
+    hand_compile = time.perf_counter() - tic
+    timers: dict[str, Callable[[], float]] = {
+        "numpy (auto blocks)": lambda: simulator_ms(problem, args.block, args.blocks)[0],
+        "jax engine": lambda: _note_first(jproblem, args),
+        "jax.jit(vmap) by hand": lambda: repeated_ms(hand, args.block, args.blocks),
+    }
+    models = {"numpy (auto blocks)": x_ref, "jax engine": final_model(jproblem, CHECK_ROUNDS),
+              "jax.jit(vmap) by hand": hand(CHECK_ROUNDS)}
+    notes = {"jax.jit(vmap) by hand": f"compile {hand_compile:.2f} s"}
     if args.torch:
         import torch
 
         tproblem = build(config(n_clients, n_features, CHECK_ROUNDS, backend="torch-float64"))
-        ms, _ = simulator_ms(tproblem, args.block, args.blocks)
-        add("torch engine", ms, final_model(tproblem, CHECK_ROUNDS).numpy(),
-            f"{torch.get_num_threads()} threads")
+        timers["torch engine"] = lambda: simulator_ms(tproblem, args.block, args.blocks)[0]
+        models["torch engine"] = final_model(tproblem, CHECK_ROUNDS).numpy()
+        notes["torch engine"] = f"{torch.get_num_threads()} threads"
         for compiled in (False, True):
+            name = "torch by hand, " + ("torch.compile" if compiled else "eager")
             run = torch_za1(problem, compiled)
             tic = time.perf_counter()
             run(1)
-            first = time.perf_counter() - tic
-            add("torch by hand, " + ("torch.compile" if compiled else "eager"),
-                repeated_ms(run, args.block, args.blocks), run(CHECK_ROUNDS),
-                f"compile {first:.1f} s" if compiled else "")
-    for row in rows:
-        row["size"] = f"{n_clients} x {n_features}"
-    return rows
+            if compiled:
+                notes[name] = f"compile {time.perf_counter() - tic:.1f} s"
+            timers[name] = functools.partial(repeated_ms, run, args.block, args.blocks)
+            models[name] = run(CHECK_ROUNDS)
+    times: dict[str, list[float]] = {name: [] for name in timers}
+    for _ in range(args.repeats):
+        for name, timer in timers.items():
+            times[name].append(timer())
+    notes["jax engine"] = f"trace + compile in round 1: {np.median(FIRST):.2f} s"
+    FIRST.clear()
+    return [dict(size=f"{n_clients} x {n_features}", engine=name, ms=float(np.median(ms)),
+                 diff=float(np.max(np.abs(np.asarray(models[name], dtype=np.float64) - x_ref))),
+                 note=notes.get(name, "")) for name, ms in times.items()]
+
+
+#: The jax engine's first-block excess (its trace and compilation) of each timing.
+FIRST: list[float] = []
+
+
+def _note_first(problem: Any, args: argparse.Namespace) -> float:
+    ms, first = simulator_ms(problem, args.block, args.blocks)
+    FIRST.append(first)
+    return ms
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -190,6 +206,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--block", type=int, default=20,
                    help="rounds per timed block (one more block is the warm-up)")
     p.add_argument("--blocks", type=int, default=7, help="timed blocks (median)")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="timings of each engine, interleaved (median)")
     p.add_argument("--torch", action="store_true",
                    help="also the torch backend and a hand-written torch round, eager and "
                         "under torch.compile")
