@@ -590,7 +590,7 @@ class CompiledClients:
     """The client executor of the jax engine (the clients of :func:`simulate`).
 
     Same ``run_round`` and ``client_states`` as
-    :class:`~fedcomp.runtime._simulate.LocalClients`, which runs the calls the compiled
+    :class:`~fedcomp.runtime._clients.LocalClients`, which runs the calls the compiled
     part leaves to the eager path.
     """
 
@@ -630,7 +630,7 @@ class CompiledClients:
         return upload, type(states)(*(rows.put(f, r) for f, r in zip(states, new, strict=True)))
 
     def run_round(self, round_: int, message: Any, participants: np.ndarray) -> Any:
-        from ._simulate import _blocks, _concat
+        from ._clients import _blocks, _concat
 
         uploads = []
         for block in _blocks(participants, self.settings.block_size):
@@ -648,7 +648,7 @@ class CompiledClients:
 
     def run_eager(self, round_: int, message: Any, participants: np.ndarray | slice) -> Any:
         """One call of ``client_update`` run eagerly (the NumPy engine's executor)."""
-        from ._simulate import LocalClients
+        from ._clients import LocalClients
 
         local = LocalClients(self.algorithm, self.problem, self.client_states, self.counters,
                              self.settings._replace(block_size=self.problem.n_clients))
@@ -705,7 +705,7 @@ class CompiledServer:
 
     def update_eager(self, state: Any, uploads: Any, round_: int, participants: np.ndarray
                      ) -> Any:
-        from ._simulate import server_context
+        from ._clients import server_context
 
         return self.algorithm.server_update(
             state, uploads, server_context(self.problem, self.server_prox, round_, participants,
@@ -794,7 +794,7 @@ class CompiledEngine:
 
     def _step(self, server_state: Any, round_: int, participants: np.ndarray
               ) -> tuple[Any, Any]:
-        from ._simulate import _blocks
+        from ._clients import _blocks
 
         blocks = _blocks(participants, self.clients.settings.block_size)
         if len(blocks) == 1:
