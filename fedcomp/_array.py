@@ -68,6 +68,27 @@ def asarray_like(values: Any, like: Array, dtype: Any = None) -> Array:
     return xp.asarray(np.asarray(values), dtype=dtype, device=array_api_compat.device(like))
 
 
+def is_traced(x: Any) -> bool:
+    """True for an abstract value inside ``jax.jit`` (a tracer): it has no value to read.
+
+    Host-side checks (a step's validity, an overflow test) are skipped or replaced by an
+    elementwise select for such values. Decided by the class name, so the core never
+    imports jax; concrete jax arrays, like NumPy and torch arrays, are not traced.
+
+    Examples
+    --------
+    >>> is_traced(np.zeros(2)), is_traced(1.0)
+    (False, False)
+    """
+    return any(cls.__name__ == "Tracer" and cls.__module__.startswith("jax")
+               for cls in type(x).__mro__)
+
+
+def is_jax(x: Any) -> bool:
+    """True for a jax array (concrete or traced), without importing jax."""
+    return type(x).__module__.startswith("jax") and hasattr(x, "__array_namespace__")
+
+
 def to_numpy(x: Array) -> np.ndarray:
     """Copy any Array API array to a NumPy array on the host."""
     if isinstance(x, np.ndarray):
@@ -159,8 +180,19 @@ def model_norm(x: Array, param_ndim: int) -> Array:
     # the common case, at the plain cost: nothing overflowed and no sum lost precision in
     # the subnormal range (a sum of exactly 0, whether x is 0 or its squares all underflowed,
     # is harmless to every caller: such a model is inside any ball and below any threshold)
-    if bool(xp.all(xp.isfinite(sum_sq) & ((sum_sq >= finfo.smallest_normal) | (sum_sq == 0)))):
+    plain = xp.isfinite(sum_sq) & ((sum_sq >= finfo.smallest_normal) | (sum_sq == 0))
+    if is_traced(sum_sq):
+        # inside jax.jit nothing can be read on the host: both paths, selected per model
+        # (the scaled one equals the plain one wherever the plain one is accurate)
+        return xp.where(plain, xp.sqrt(sum_sq), _scaled_norm(x, axes, finfo))
+    if bool(xp.all(plain)):
         return xp.sqrt(sum_sq)
+    return _scaled_norm(x, axes, finfo)
+
+
+def _scaled_norm(x: Array, axes: tuple[int, ...], finfo: Any) -> Array:
+    """:func:`model_norm` with each model scaled by a power of two near its largest entry."""
+    xp = namespace(x)
     # max and min reduce without a temporary the size of x (unlike abs), and the square is
     # taken in place: each large temporary costs more than a pass over x on NumPy
     peak = xp.maximum(xp.max(x, axis=axes), -xp.min(x, axis=axes))
@@ -168,7 +200,7 @@ def model_norm(x: Array, param_ndim: int) -> Array:
     # the exponent limit); a zero model stays 0, an infinite one inf and a NaN NaN
     scale = 2.0 ** xp.floor(xp.log2(xp.clip(peak, finfo.smallest_normal, 0.5 * finfo.max)))
     scaled = x * expand_to(1.0 / scale, x.ndim)
-    scaled *= scaled
+    scaled *= scaled  # in place on NumPy; a new array on immutable backends (jax)
     return scale * xp.sqrt(xp.sum(scaled, axis=axes))
 
 

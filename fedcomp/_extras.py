@@ -1,8 +1,8 @@
 """The optional dependencies of fedcomp and the one error a missing one raises.
 
 fedcomp's core needs NumPy, SciPy and array-api-compat only; the rest comes with the extras
-of ``pyproject.toml`` (``torch``, ``plot``, ``data``, ``flower``, ``privacy``, ...). A feature
-imports its optional module through :func:`require` (or, to fail before any work starts,
+of ``pyproject.toml`` (``torch``, ``jax``, ``plot``, ``data``, ``flower``, ``privacy``, ...). A
+feature imports its optional module through :func:`require` (or, to fail before any work starts,
 checks it with :func:`check_installed`), so a missing extra ends in one line naming the
 feature, the missing package and the fix::
 
@@ -23,6 +23,8 @@ from typing import Any
 #: Optional top-level module -> (the distribution pip installs, the fedcomp extra bringing it).
 EXTRAS: dict[str, tuple[str, str]] = {
     "torch": ("torch", "torch"),
+    # the compiled engine (backend = "jax" / "jax-float32"; fedcomp.runtime.jax_like)
+    "jax": ("jax", "jax"),
     "matplotlib": ("matplotlib", "plot"),
     "sklearn": ("scikit-learn", "data"),
     "flwr": ("flwr", "flower"),

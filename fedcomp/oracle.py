@@ -131,7 +131,8 @@ class Oracle:
             self._samples = int(self._counts.sum())
         return self._counts
 
-    def _count(self, full: bool, active: np.ndarray | None) -> None:
+    def count_grad(self, full: bool, active: np.ndarray | None) -> None:
+        """Count one gradient call of the block (``full``: a full local gradient)."""
         # ``active`` marks the clients that really need the call: a vectorised block
         # computes every row, but a client that has finished its local work (fewer
         # epochs, a converged Newton solve) would not, so it is not charged.
@@ -142,23 +143,31 @@ class Oracle:
         else:
             self.counters.sample_grads += len(counts) * self.batch_size
 
+    def count_value(self, active: np.ndarray | None) -> None:
+        """Count one call of the clients' full loss values."""
+        self.counters.value_evals += self.size if active is None else int(active.sum())
+
+    def count_hessian(self, active: np.ndarray | None) -> None:
+        """Count one call of the clients' full Hessians."""
+        self.counters.hessian_evals += self.size if active is None else int(active.sum())
+
     def grad(self, x: Array, active: np.ndarray | None = None) -> Array:
         """Each client's (minibatch) gradient at its model; ``x`` and result ``(B, *shape)``.
 
         ``active`` (host bool array, shape ``(B,)``) limits the counting to those clients.
         """
         batch = self.next_batch()
-        self._count(False, active)
+        self.count_grad(False, active)
         return self.loss.grad(x, batch)
 
     def full_grad(self, x: Array, active: np.ndarray | None = None) -> Array:
         """Each client's full local gradient (whatever the run's batch size)."""
-        self._count(True, active)
+        self.count_grad(True, active)
         return self.loss.grad(x, self.full_batch())
 
     def full_value(self, x: Array, active: np.ndarray | None = None) -> Array:
         """Each client's full local loss ``f_i(x_i)``, shape ``(B,)`` (counted)."""
-        self.counters.value_evals += self.size if active is None else int(active.sum())
+        self.count_value(active)
         return self.loss.value(x, self.full_batch())
 
     def full_hessian(self, x: Array, active: np.ndarray | None = None) -> Array:
@@ -167,5 +176,5 @@ class Oracle:
         if hessian is None:
             raise ValueError(f"{type(self.loss).__name__} has no hessian(); an exact local "
                              "solver needs one — use local_solver='sgd' for this loss")
-        self.counters.hessian_evals += self.size if active is None else int(active.sum())
+        self.count_hessian(active)
         return hessian(x, self.full_batch())

@@ -11,7 +11,7 @@ setup() {
     if [ ! -x "$PY" ]; then
         python3 -m venv "$VENV"
     fi
-    local extras="dev,plot,flower"
+    local extras="dev,plot,flower,jax"  # jax: the compiled engine's tests
     local pip_args=(-q -c constraints.txt)
     # torch only from the local CPU wheel: never let pip fetch a CUDA build
     if ls /opt/wheels/torch-2.13.0* >/dev/null 2>&1; then

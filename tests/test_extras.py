@@ -257,6 +257,26 @@ def test_torch_cli_without_torch(tmp_path, name, args):
     assert not (tmp_path / "out").exists()
 
 
+def test_jax_api_without_jax(tmp_path):
+    results = probe_api("jax,jaxlib", {
+        "like": "from fedcomp.runtime import jax_like; jax_like()",
+        "backend": "from fedcomp.config import load; from fedcomp.experiments import "
+                   "resolve; resolve({**load('seed000'), 'backend': 'jax-float32'})",
+        "numpy": "import fedcomp.runtime, fedcomp.experiments",  # the core imports no jax
+    }, tmp_path)
+    assert_missing(results["like"], "jax", "the jax backend")
+    assert_missing(results["backend"], "jax", "backend = 'jax-float32'")
+    assert results["numpy"][0] == "ok", results["numpy"]
+
+
+def test_jax_cli_without_jax(tmp_path):
+    res = fedcomp_without("jax,jaxlib", "run", "seed000", "--set", "backend='jax'",
+                          "--set", "rounds=1", "--out", "out", cwd=tmp_path)
+    line = assert_one_error(res, "jax")
+    assert res.stderr.splitlines() == [line] and "backend = 'jax'" in line
+    assert not (tmp_path / "out").exists()
+
+
 def test_without_torch_and_scikit_learn_one_line_names_both(tmp_path):
     res = fedcomp_without("torch,sklearn", "run", "fedcanon_nn", cwd=tmp_path)
     line = assert_one_error(res, "data,torch")

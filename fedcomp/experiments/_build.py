@@ -108,6 +108,13 @@ def _on_backend(data: Any, setting: Setting) -> Any:
         return data
     from .._extras import require
 
+    if backend in ("jax", "jax-float32"):
+        from ..runtime import jax_like
+
+        # jax_like switches on jax_enable_x64 for the process (the engine's uint64 hashes
+        # and the float64 backend need it); float32 data stay float32
+        return data.to(jax_like("float32" if backend == "jax-float32" else "float64"))
+
     torch = require("torch", f"backend = {backend!r}")
     if backend == "cuda" and not torch.cuda.is_available():
         raise ConfigError("backend = 'cuda' but torch sees no GPU; use backend = 'torch'")

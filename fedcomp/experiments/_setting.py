@@ -83,8 +83,12 @@ CLASS_LOSSES = ("softmax",)
 CLIENT_STATES = ("memory", "disk")
 
 #: ``backend`` values: where the data and models live (``auto``: torch float32 for
-#: ``torch_model`` losses, NumPy float64 otherwise).
-BACKENDS = ("auto", "numpy", "torch", "torch-float64", "cuda")
+#: ``torch_model`` losses, NumPy float64 otherwise). ``jax`` (float64) and ``jax-float32``
+#: run the compiled engine (:mod:`fedcomp.runtime._compiled`).
+BACKENDS = ("auto", "numpy", "torch", "torch-float64", "cuda", "jax", "jax-float32")
+
+#: The backends on jax arrays (the compiled engine).
+JAX_BACKENDS = ("jax", "jax-float32")
 
 #: Keys of an ``[[algorithms]]`` entry that are not the factory's hyperparameters.
 ENTRY_KEYS = ("name", "label", "clients_per_round", "compressor", "privacy")
@@ -817,6 +821,9 @@ def _check_extras(cfg: dict[str, Any]) -> None:
     if cfg["problem"]["loss"] == "torch_model":
         needs.append("torch")
         reasons.append("problem.loss = 'torch_model'")
+    elif cfg["backend"] in JAX_BACKENDS:
+        needs.append("jax")
+        reasons.append(f"backend = {cfg['backend']!r}")
     elif cfg["backend"] not in ("auto", "numpy"):
         needs.append("torch")
         reasons.append(f"backend = {cfg['backend']!r}")
@@ -828,9 +835,9 @@ def _check_client_state(cfg: dict[str, Any]) -> None:
     if cfg.get("client_state", "memory") != "disk":
         return
     if cfg["problem"].get("loss") == "torch_model" or cfg["backend"] in ("torch", "torch-float64",
-                                                                          "cuda"):
+                                                                          "cuda", *JAX_BACKENDS):
         raise ConfigError("client_state = 'disk' keeps NumPy client states in memory-mapped "
-                          "files: use backend = 'numpy' (not torch or a network), or "
+                          "files: use backend = 'numpy' (not torch, jax or a network), or "
                           "client_state = 'memory'")
     other_engines = [entry["name"] for entry in cfg["algorithms"]
                      if execution_of(entry["name"]) != "rounds"]

@@ -32,7 +32,7 @@ from .._array import asarray_like
 from ..algorithms import ClientContext, rebuild_algorithm
 from ..algorithms._base import setup_context
 from ..oracle import Counters, Oracle
-from ..runtime._simulate import _gather, _scatter
+from ..runtime._clients import _gather, _scatter
 from ._codec import decode, encode
 from ._data import NodeData, load_node_data
 

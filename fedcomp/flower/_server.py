@@ -34,7 +34,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from .._array import take_rows
 from ..config import to_jsonable
-from ..runtime._simulate import _concat, _floats, _gather
+from ..runtime._clients import _concat, _floats, _gather
 from ._client import CONFIG_KEY, COUNTS_KEY, INITIAL_KEY, MESSAGE_KEY, UPLOAD_KEY
 from ._codec import decode, encode
 

@@ -156,6 +156,12 @@ class Logistic:
         """Whether every ``f_i`` is convex (no nonconvex penalty)."""
         return not self.nonconvex
 
+    def __repr__(self) -> str:
+        # without the penalty, the repr (and so the problem fingerprint that keys cached
+        # reference solutions) is the one the loss had before the penalty existed
+        extra = f", nonconvex={self.nonconvex!r}" if self.nonconvex else ""
+        return f"Logistic(l2={self.l2!r}{extra})"
+
     def check_targets(self, targets: np.ndarray, n_classes: int | None = None) -> None:
         check_signed_labels("Logistic", targets)
 

@@ -53,12 +53,19 @@ def check_param_ndim(param_ndim: int, owner: str) -> None:
                          f"got {param_ndim!r}")
 
 
-def max_step(step: Any) -> float:
-    """Largest prox step in ``step`` (scalar or array) as a Python float, for validation."""
+def max_step(step: Any) -> float | None:
+    """Largest prox step in ``step`` (scalar or array) as a Python float, for validation.
+
+    ``None`` for a step traced inside ``jax.jit``, which has no value to read: the step
+    bounds were checked by the algorithm's ``prepare`` before round 1, as they are for any
+    step computed inside a compiled call.
+    """
     if isinstance(step, int | float):
         return float(step)
-    from .._array import to_numpy
+    from .._array import is_traced, to_numpy
 
+    if is_traced(step):
+        return None
     arr = to_numpy(step)
     return float(arr.max()) if arr.size else 0.0
 

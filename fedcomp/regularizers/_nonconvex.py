@@ -110,7 +110,7 @@ class MCP:
     def prox(self, x: Array, step: Any) -> Array:
         s = per_client(step, x, self.param_ndim)
         largest = max_step(step)
-        if not largest < self.gamma:
+        if largest is not None and not largest < self.gamma:
             raise ValueError(f"MCP prox needs step < gamma (got step={largest!r}, "
                              f"gamma={self.gamma!r}); lower the learning rate or raise gamma")
         xp = namespace(x)
@@ -198,7 +198,7 @@ class SCAD:
     def prox(self, x: Array, step: Any) -> Array:
         s = per_client(step, x, self.param_ndim)
         largest = max_step(step)
-        if not largest < self.a - 1.0:
+        if largest is not None and not largest < self.a - 1.0:
             raise ValueError(f"SCAD prox needs step < a - 1 (got step={largest!r}, "
                              f"a - 1={self.a - 1.0!r}); lower the learning rate or raise a")
         xp = namespace(x)

@@ -28,17 +28,10 @@ from ..algorithms._base import FederatedAlgorithm, check_max_delay, message_bits
 from ..metrics import DEFAULT_METRICS
 from ..oracle import Counters
 from ..problem import Problem
+from ._clients import ClientSettings, LocalClients, _floats, server_context
 from ._clock import ComputeTimes
 from ._recording import Recorder
-from ._simulate import (
-    ClientSettings,
-    LocalClients,
-    _check_run_args,
-    _floats,
-    _norm_limit,
-    check_divergence,
-    server_context,
-)
+from ._simulate import _check_run_args, _norm_limit, check_divergence
 
 
 class AsyncRunResult(NamedTuple):

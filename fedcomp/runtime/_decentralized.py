@@ -28,13 +28,11 @@ from ..metrics import DEFAULT_METRICS, evaluate
 from ..oracle import Counters, Oracle
 from ..problem import Problem
 from ..topology import Topology
+from ._clients import _blocks, _concat, _gather
 from ._recording import Recorder
 from ._simulate import (
     RunResult,
-    _blocks,
     _check_run_args,
-    _concat,
-    _gather,
     _norm_limit,
     check_divergence,
     resolve_block_size,

@@ -27,6 +27,7 @@ from .._extras import require
 from ..algorithms._base import FederatedAlgorithm
 from ..oracle import Counters
 from ..problem import Problem
+from ._clients import ClientSettings, LocalClients, _concat
 
 #: Seconds to wait for every actor to find a CPU before giving up with an error.
 PLACEMENT_TIMEOUT = 60.0
@@ -55,8 +56,6 @@ class ClientShard:
     def __init__(self, algorithm: FederatedAlgorithm, problem: Problem, first: int,
                  weights: np.ndarray, n_clients: int, states: Any, seed: int,
                  batch_size: int | None, block_size: int) -> None:
-        from ._simulate import ClientSettings, LocalClients
-
         self.first = first
         self.counters = Counters()
         regularizer = problem.regularizer
@@ -93,7 +92,7 @@ class RayClients:
     """A client executor whose clients live on Ray actors (see the module doc).
 
     Built by :func:`simulate` with the same arguments as
-    :class:`~fedcomp.runtime._simulate.LocalClients`; :func:`ray_clients` binds the shard
+    :class:`~fedcomp.runtime._clients.LocalClients`; :func:`ray_clients` binds the shard
     count and the cluster.
     """
 
@@ -148,8 +147,6 @@ class RayClients:
             parts.append(upload)
             for key, value in counts.items():
                 setattr(self.counters, key, getattr(self.counters, key) + value)
-        from ._simulate import _concat
-
         stacked = _concat(parts)  # in sorted-id order: back to the participants' order
         if not np.array_equal(order, np.arange(len(order))):
             back = np.argsort(order, kind="stable")
@@ -163,8 +160,6 @@ class RayClients:
     @property
     def client_states(self) -> Any:
         """Every client's state, gathered from the actors (for :class:`RunResult`)."""
-        from ._simulate import _concat
-
         return _concat(self.ray.get([a.states.remote() for a in self.actors]))
 
     def close(self) -> None:

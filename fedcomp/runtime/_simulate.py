@@ -18,20 +18,19 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._array import Array, asarray_like, namespace, replace_rows, take_rows, to_numpy
+from .._array import Array, is_jax, namespace, to_numpy
 from .._random import sample_clients
 from ..algorithms._base import (
-    ClientContext,
     FederatedAlgorithm,
-    ServerContext,
     message_bits,
-    message_floats,
     setup_context,
 )
 from ..metrics import DEFAULT_METRICS
-from ..oracle import Counters, Oracle
+from ..oracle import Counters
 from ..problem import Problem
+from ._clients import ClientSettings, LocalClients, _floats, server_context
 from ._clock import ComputeTimes
+from ._compiled import check_compile
 from ._recording import Recorder
 
 
@@ -88,7 +87,7 @@ def _cache_bytes() -> int:
 
 
 def auto_block_size(problem: Problem, batch_size: int | None = None) -> int:
-    """Clients per block: all of them on a GPU; on CPU about 4 MiB of client data.
+    """Clients per block: all of them on a GPU or jax; on CPU about 4 MiB of client data.
 
     Each block runs *all* its local steps before the next block starts, so the block's
     data stay in cache across the ``K`` local gradient passes instead of streaming from
@@ -103,7 +102,9 @@ def auto_block_size(problem: Problem, batch_size: int | None = None) -> int:
     """
     feats = problem.data.features
     device = str(getattr(feats, "device", "cpu"))
-    if "cuda" in device or "mps" in device:
+    if "cuda" in device or "mps" in device or is_jax(feats):
+        # one call per block whatever its size: on a GPU, and in the compiled (jax) engine,
+        # where XLA schedules the block's work itself
         return problem.n_clients
     # the working set of a client is its data (full gradients) or one minibatch
     samples = problem.data.max_samples if batch_size is None else min(
@@ -126,59 +127,6 @@ def resolve_block_size(client_block: Any, problem: Problem, batch_size: int | No
                      f"(got {client_block!r})")
 
 
-def _blocks(participants: np.ndarray, block_size: int) -> list[slice | np.ndarray]:
-    """Split sorted, distinct participant ids into blocks; consecutive runs become slices
-    (no data copy)."""
-    out: list[slice | np.ndarray] = []
-    for start in range(0, len(participants), block_size):
-        chunk = participants[start:start + block_size]
-        if len(chunk) and chunk[-1] - chunk[0] == len(chunk) - 1:
-            out.append(slice(int(chunk[0]), int(chunk[-1]) + 1))
-        else:
-            out.append(chunk)
-    return out
-
-
-def _floats(message: Any, leading: int = 0) -> int:
-    """Floats in a NamedTuple of arrays, per client (skipping ``leading`` batch axes)."""
-    return message_floats(message, leading)
-
-
-def _gather(states: Any, clients: slice | np.ndarray) -> Any:
-    if len(states) == 0:
-        return states
-    if isinstance(clients, slice):
-        return type(states)(*(f[clients, ...] for f in states))
-    return type(states)(*(take_rows(f, clients) for f in states))
-
-
-def _concat(parts: list[Any]) -> Any:
-    first = parts[0]
-    if len(first) == 0:
-        return first
-    if len(parts) == 1:
-        return first
-    xp = namespace(first[0])
-    return type(first)(*(xp.concat([p[i] for p in parts], axis=0) for i in range(len(first))))
-
-
-def _scatter(full: Any, participants: np.ndarray, rows: Any) -> Any:
-    if len(full) == 0:
-        return full
-    n = full[0].shape[0]
-    if len(participants) == n and bool((np.diff(participants) == 1).all()):
-        return rows  # full participation, clients 0..n-1 in order
-    return type(full)(*(replace_rows(f, participants, r) for f, r in zip(full, rows, strict=True)))
-
-
-def server_context(problem: Problem, server_prox: Any, round_: int, participants: np.ndarray,
-                   like: Array, seed: int = 0) -> ServerContext:
-    """The :class:`ServerContext` of a step with these participants (run seed ``seed``)."""
-    pi = problem.weights[participants]
-    return ServerContext(server_prox, round_, participants, asarray_like(pi / pi.sum(), like),
-                         asarray_like(pi, like), problem.n_clients, int(seed))
-
-
 def _sampled(sampling: Any, round_: int, n_clients: int) -> np.ndarray:
     """The client ids a user's ``sampling(round_)`` picks, checked and sorted.
 
@@ -198,9 +146,19 @@ def _sampled(sampling: Any, round_: int, n_clients: int) -> np.ndarray:
 
 
 def check_divergence(x: Array, limit: float, algorithm: Any, tags: dict[str, Any],
-                     where: str, what: str = "the model") -> None:
+                     where: str, what: str = "the model", sum_sq: Any = None) -> None:
     """Raise :class:`NonFiniteError` when ``x`` diverged, naming the run, ``where`` (e.g.
-    "in round 7") and the algorithm's hint for what to change."""
+    "in round 7") and the algorithm's hint for what to change.
+
+    ``sum_sq`` is ``Σ x²`` where the caller has it already (the compiled engine computes
+    it inside the round's call): a model whose ``Σ x²`` is finite and within ``limit²``
+    is fine without another pass over ``x``.
+    """
+    if sum_sq is not None:
+        norm_sq = float(sum_sq)
+        # a NaN or inf entry makes Σ x² NaN or inf: a finite one is a finite model
+        if math.isfinite(norm_sq) and math.sqrt(norm_sq) <= limit:
+            return
     text = _divergence(x, limit)
     if text:
         raise NonFiniteError(
@@ -227,139 +185,6 @@ def _norm_limit(max_norm: float | None) -> float:
     return float(max_norm)
 
 
-class ClientSettings(NamedTuple):
-    """What every client executor needs besides the algorithm and the problem."""
-
-    seed: int
-    batch_size: int | None
-    block_size: int
-    #: the counted client prox (``ClientContext.prox``)
-    prox: Any
-    #: directory of the memory-mapped client states (``None``: states stay in memory)
-    state_dir: Any = None
-
-
-class LocalClients:
-    """The simulator's client executor: participants run in vectorised blocks in-process.
-
-    ``run_round(r, message, participants)`` gathers each block's client states, calls
-    ``client_update`` on the block, scatters the new states back and returns the uploads
-    stacked in the participants' order. Another executor with the same constructor and
-    ``run_round`` (such as :mod:`fedcomp.flower`'s, which sends the message to SuperNodes)
-    can replace it in :func:`simulate` without changing anything else of the run.
-    """
-
-    def __init__(self, algorithm: FederatedAlgorithm, problem: Problem, client_states: Any,
-                 counters: Counters, settings: ClientSettings, *,
-                 shard: tuple[np.ndarray, np.ndarray, int] | None = None) -> None:
-        self.algorithm, self.problem, self.counters, self.settings = (
-            algorithm, problem, counters, settings)
-        #: ``(global ids, global weights π, federation size)`` of the rows of ``problem``
-        #: when it holds only some of the clients (a Ray actor's shard); ``None``: all
-        self.shard = shard
-        self.on_disk = settings.state_dir is not None
-        self.client_states, self.maps = (states_to_disk(client_states, settings.state_dir)
-                                         if self.on_disk else (client_states, []))
-
-    def _context(self, oracle: Oracle, block: slice | np.ndarray, round_: int) -> ClientContext:
-        """The block's context: global ids, weights and federation size, even on a shard."""
-        like = self.problem.data.features
-        if self.shard is None:
-            weights, n_clients = self.problem.weights[oracle.client_ids], self.problem.n_clients
-        else:
-            weights, n_clients = self.shard[1][block], self.shard[2]
-        return ClientContext(oracle, self.settings.prox, round_, oracle.client_ids,
-                             asarray_like(weights, like), n_clients)
-
-    def run_round(self, round_: int, message: Any, participants: np.ndarray) -> Any:
-        """``participants`` are rows of ``problem`` (the client ids unless on a shard)."""
-        problem, s = self.problem, self.settings
-        uploads, new_states = [], []
-        for block in _blocks(participants, s.block_size):
-            ids = None if self.shard is None else self.shard[0][block]
-            oracle = Oracle(problem, block, round_, s.seed, s.batch_size, self.counters,
-                            client_ids=ids)
-            ctx = self._context(oracle, block, round_)
-            gathered = _gather(self.client_states, block)
-            if self.on_disk:  # one block in memory at a time; nothing aliases the files
-                gathered = type(gathered)(*(np.array(f) for f in gathered))
-            upload, states = self.algorithm.client_update(message, gathered, ctx)
-            uploads.append(upload)
-            if self.on_disk:
-                # each client's state is read only by its own block, so writing a block back
-                # before the next one runs gives the same result as scattering at the end
-                _write_rows(self.client_states, block, states)
-                _release(self.maps)
-            else:
-                new_states.append(states)
-        if not self.on_disk:
-            self.client_states = _scatter(self.client_states, participants, _concat(new_states))
-        return _concat(uploads)
-
-
-def states_to_disk(states: Any, state_dir: Any) -> tuple[Any, list[Any]]:
-    """The stacked client states as memory-mapped ``.npy`` files in ``state_dir``.
-
-    Parameters
-    ----------
-    states : NamedTuple of NumPy arrays
-        Client states stacked on axis 0, as ``algorithm.init`` returns them.
-    state_dir : path
-        Directory for one ``<field>.npy`` per state field (created if missing;
-        existing files of the same names are overwritten).
-
-    Returns
-    -------
-    states : NamedTuple of ndarray
-        The same fields, as views of the files' memory maps.
-    maps : list of mmap.mmap
-        The maps, for :func:`_release` to drop their pages from the resident memory.
-    """
-    import mmap
-
-    from numpy.lib.format import open_memmap
-
-    if len(states) == 0:
-        return states, []
-    if not all(isinstance(f, np.ndarray) for f in states):
-        raise ValueError("client_state='disk' needs NumPy client states; use the numpy backend "
-                         "or client_state='memory'")
-    folder = Path(state_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    fields, maps = [], []
-    for name, field in zip(states._fields, states, strict=True):
-        path = folder / f"{name}.npy"
-        header = open_memmap(path, mode="w+", dtype=field.dtype, shape=field.shape)
-        offset = header.offset
-        del header
-        # our own map (not np.memmap's private one), so that _release can madvise it
-        with path.open("r+b") as fh:
-            mapped = mmap.mmap(fh.fileno(), 0)
-        view = np.ndarray(field.shape, dtype=field.dtype, buffer=mapped, offset=offset)
-        view[...] = field
-        fields.append(view)
-        maps.append(mapped)
-    _release(maps)
-    return type(states)(*fields), maps
-
-
-def _release(maps: list[Any]) -> None:
-    """Write the maps' dirty pages to their files and drop them from the resident memory
-    (the data stay in the files and the page cache; the next access reads them back)."""
-    import mmap
-
-    for mapped in maps:
-        mapped.flush()
-        if hasattr(mapped, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
-            mapped.madvise(mmap.MADV_DONTNEED)
-
-
-def _write_rows(full: Any, clients: slice | np.ndarray, rows: Any) -> None:
-    """Write a block's new states into the (file-backed) stacked states, in place."""
-    for f, r in zip(full, rows, strict=True):
-        f[clients, ...] = to_numpy(r)
-
-
 def simulate(
     algorithm: FederatedAlgorithm,
     problem: Problem,
@@ -382,6 +207,7 @@ def simulate(
     compute_times: Any = None,
     client_state: str = "memory",
     state_dir: Any = None,
+    compile: Any = "auto",
 ) -> RunResult:
     """Run a federated algorithm on a problem in one process, clients vectorised in blocks.
 
@@ -436,6 +262,14 @@ def simulate(
     state_dir : path, optional
         Directory of the state files for ``client_state="disk"`` (default: a fresh
         temporary directory, removed after the run).
+    compile : "auto", True or False, default "auto"
+        With the data on jax arrays (``backend = "jax"``), run each block's
+        ``client_update`` and the ``server_update`` under ``jax.jit``
+        (:mod:`fedcomp.runtime._compiled`): ``"auto"`` runs a part that cannot be traced
+        (it needs a host value inside the round: a random number of local steps, a
+        converged Newton solve) eagerly on the jax arrays, with a warning saying why;
+        ``True`` raises :class:`~fedcomp.runtime.NotCompilableError` instead; ``False``
+        runs everything eagerly. Ignored for other arrays (``True`` raises).
 
     Returns
     -------
@@ -462,6 +296,7 @@ def simulate(
     [0, 1, 2, 3]
     """
     _check_run_args(problem, rounds, clients_per_round, batch_size, eval_every, seed)
+    check_compile(compile, problem.data.features)
     if algorithm.execution != "rounds":
         raise ValueError(f"{algorithm.name} runs on an event clock, not in rounds; use "
                          "fedcomp.runtime.simulate_async")
@@ -505,22 +340,38 @@ def simulate(
 
         scratch = tempfile.TemporaryDirectory(prefix="fedcomp-states-")
         state_dir = scratch.name
-    run_clients = (LocalClients if clients is None else clients)(
-        algorithm, problem, client_states, counters,
-        ClientSettings(seed, batch_size, block_size, client_prox,
-                       state_dir if client_state == "disk" else None))
+    # the compiled engine: the data on jax arrays, the clients in this process
+    compiled = clients is None and client_state == "memory" and compile is not False and \
+        is_jax(like)
+    settings = ClientSettings(seed, batch_size, block_size, client_prox,
+                              state_dir if client_state == "disk" else None, compile)
+    engine: Any = None
+    if compiled:
+        from ._compiled import CompiledEngine
+
+        engine = CompiledEngine(algorithm, problem, client_states, counters, settings,
+                                server_prox)
+        run_clients: Any = engine.clients
+    else:
+        run_clients = (LocalClients if clients is None else clients)(
+            algorithm, problem, client_states, counters, settings)
+    # ‖output‖² of the last round where the compiled engine computed it with the round
+    sum_sq: Any = None
 
     def step(r: int, participants: np.ndarray) -> None:
-        nonlocal server_state, sim_time
-        message = algorithm.broadcast(server_state)
-        stacked = run_clients.run_round(r, message, participants)
-        counters.floats_down += _floats(message) * len(participants)
-        counters.floats_up += _floats(stacked, leading=1) * len(participants)
-        counters.bits_down += message_bits(message) * len(participants)
-        counters.bits_up += message_bits(stacked)
-        server_state = algorithm.server_update(
-            server_state, stacked,
-            server_context(problem, server_prox, r, participants, like, seed))
+        nonlocal server_state, sim_time, sum_sq
+        if engine is not None:
+            server_state, sum_sq = engine.step(server_state, r, participants)
+        else:
+            message = algorithm.broadcast(server_state)
+            stacked = run_clients.run_round(r, message, participants)
+            counters.floats_down += _floats(message) * len(participants)
+            counters.floats_up += _floats(stacked, leading=1) * len(participants)
+            counters.bits_down += message_bits(message) * len(participants)
+            counters.bits_up += message_bits(stacked)
+            server_state = algorithm.server_update(
+                server_state, stacked,
+                server_context(problem, server_prox, r, participants, like, seed))
         if clock is not None:  # a synchronous round waits for its slowest participant
             sim_time += float(clock.draw(seed, r, participants, problem.n_clients).max(initial=0.0))
 
@@ -541,7 +392,7 @@ def simulate(
             step(r, participants)
             wall += time.perf_counter() - tic
             check_divergence(algorithm.output(server_state), norm_limit, algorithm,
-                             recorder.tags, f"in round {r + 1}")
+                             recorder.tags, f"in round {r + 1}", sum_sq=sum_sq)
             if recorder.due(r + 1):
                 record(r + 1)
             recorder.progress(r + 1)

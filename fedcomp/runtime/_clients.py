@@ -1,0 +1,213 @@
+"""The in-process client executor: blocks of clients, their states, the server's context.
+
+:class:`LocalClients` runs a round's participants in vectorised blocks in this process
+(the executor of :func:`~fedcomp.runtime.simulate` on NumPy and torch, and the eager path
+of the compiled engine); the helpers cut participants into blocks, gather and scatter their
+stacked states, and build the :class:`~fedcomp.algorithms.ServerContext` of a step. The
+asynchronous and decentralized runners and the Flower adapter share them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .._array import Array, asarray_like, namespace, replace_rows, take_rows, to_numpy
+from ..algorithms._base import (
+    ClientContext,
+    FederatedAlgorithm,
+    ServerContext,
+    message_floats,
+)
+from ..oracle import Counters, Oracle
+from ..problem import Problem
+
+
+def _blocks(participants: np.ndarray, block_size: int) -> list[slice | np.ndarray]:
+    """Split sorted, distinct participant ids into blocks; consecutive runs become slices
+    (no data copy)."""
+    out: list[slice | np.ndarray] = []
+    for start in range(0, len(participants), block_size):
+        chunk = participants[start:start + block_size]
+        if len(chunk) and chunk[-1] - chunk[0] == len(chunk) - 1:
+            out.append(slice(int(chunk[0]), int(chunk[-1]) + 1))
+        else:
+            out.append(chunk)
+    return out
+
+
+def _floats(message: Any, leading: int = 0) -> int:
+    """Floats in a NamedTuple of arrays, per client (skipping ``leading`` batch axes)."""
+    return message_floats(message, leading)
+
+
+def _gather(states: Any, clients: slice | np.ndarray) -> Any:
+    if len(states) == 0:
+        return states
+    if isinstance(clients, slice):
+        return type(states)(*(f[clients, ...] for f in states))
+    return type(states)(*(take_rows(f, clients) for f in states))
+
+
+def _concat(parts: list[Any]) -> Any:
+    first = parts[0]
+    if len(first) == 0:
+        return first
+    if len(parts) == 1:
+        return first
+    xp = namespace(first[0])
+    return type(first)(*(xp.concat([p[i] for p in parts], axis=0) for i in range(len(first))))
+
+
+def _scatter(full: Any, participants: np.ndarray, rows: Any) -> Any:
+    if len(full) == 0:
+        return full
+    n = full[0].shape[0]
+    if len(participants) == n and bool((np.diff(participants) == 1).all()):
+        return rows  # full participation, clients 0..n-1 in order
+    return type(full)(*(replace_rows(f, participants, r) for f, r in zip(full, rows, strict=True)))
+
+
+def server_context(problem: Problem, server_prox: Any, round_: int, participants: np.ndarray,
+                   like: Array, seed: int = 0) -> ServerContext:
+    """The :class:`ServerContext` of a step with these participants (run seed ``seed``)."""
+    pi = problem.weights[participants]
+    return ServerContext(server_prox, round_, participants, asarray_like(pi / pi.sum(), like),
+                         asarray_like(pi, like), problem.n_clients, int(seed))
+
+
+class ClientSettings(NamedTuple):
+    """What every client executor needs besides the algorithm and the problem."""
+
+    seed: int
+    batch_size: int | None
+    block_size: int
+    #: the counted client prox (``ClientContext.prox``)
+    prox: Any
+    #: directory of the memory-mapped client states (``None``: states stay in memory)
+    state_dir: Any = None
+    #: ``simulate``'s ``compile`` (the jax engine: "auto", True or False)
+    compile: Any = "auto"
+
+
+class LocalClients:
+    """The simulator's client executor: participants run in vectorised blocks in-process.
+
+    ``run_round(r, message, participants)`` gathers each block's client states, calls
+    ``client_update`` on the block, scatters the new states back and returns the uploads
+    stacked in the participants' order. Another executor with the same constructor and
+    ``run_round`` (such as :mod:`fedcomp.flower`'s, which sends the message to SuperNodes)
+    can replace it in :func:`simulate` without changing anything else of the run.
+    """
+
+    def __init__(self, algorithm: FederatedAlgorithm, problem: Problem, client_states: Any,
+                 counters: Counters, settings: ClientSettings, *,
+                 shard: tuple[np.ndarray, np.ndarray, int] | None = None) -> None:
+        self.algorithm, self.problem, self.counters, self.settings = (
+            algorithm, problem, counters, settings)
+        #: ``(global ids, global weights π, federation size)`` of the rows of ``problem``
+        #: when it holds only some of the clients (a Ray actor's shard); ``None``: all
+        self.shard = shard
+        self.on_disk = settings.state_dir is not None
+        self.client_states, self.maps = (states_to_disk(client_states, settings.state_dir)
+                                         if self.on_disk else (client_states, []))
+
+    def _context(self, oracle: Oracle, block: slice | np.ndarray, round_: int) -> ClientContext:
+        """The block's context: global ids, weights and federation size, even on a shard."""
+        like = self.problem.data.features
+        if self.shard is None:
+            weights, n_clients = self.problem.weights[oracle.client_ids], self.problem.n_clients
+        else:
+            weights, n_clients = self.shard[1][block], self.shard[2]
+        return ClientContext(oracle, self.settings.prox, round_, oracle.client_ids,
+                             asarray_like(weights, like), n_clients)
+
+    def run_round(self, round_: int, message: Any, participants: np.ndarray) -> Any:
+        """``participants`` are rows of ``problem`` (the client ids unless on a shard)."""
+        problem, s = self.problem, self.settings
+        uploads, new_states = [], []
+        for block in _blocks(participants, s.block_size):
+            ids = None if self.shard is None else self.shard[0][block]
+            oracle = Oracle(problem, block, round_, s.seed, s.batch_size, self.counters,
+                            client_ids=ids)
+            ctx = self._context(oracle, block, round_)
+            gathered = _gather(self.client_states, block)
+            if self.on_disk:  # one block in memory at a time; nothing aliases the files
+                gathered = type(gathered)(*(np.array(f) for f in gathered))
+            upload, states = self.algorithm.client_update(message, gathered, ctx)
+            uploads.append(upload)
+            if self.on_disk:
+                # each client's state is read only by its own block, so writing a block back
+                # before the next one runs gives the same result as scattering at the end
+                _write_rows(self.client_states, block, states)
+                _release(self.maps)
+            else:
+                new_states.append(states)
+        if not self.on_disk:
+            self.client_states = _scatter(self.client_states, participants, _concat(new_states))
+        return _concat(uploads)
+
+
+def states_to_disk(states: Any, state_dir: Any) -> tuple[Any, list[Any]]:
+    """The stacked client states as memory-mapped ``.npy`` files in ``state_dir``.
+
+    Parameters
+    ----------
+    states : NamedTuple of NumPy arrays
+        Client states stacked on axis 0, as ``algorithm.init`` returns them.
+    state_dir : path
+        Directory for one ``<field>.npy`` per state field (created if missing;
+        existing files of the same names are overwritten).
+
+    Returns
+    -------
+    states : NamedTuple of ndarray
+        The same fields, as views of the files' memory maps.
+    maps : list of mmap.mmap
+        The maps, for :func:`_release` to drop their pages from the resident memory.
+    """
+    import mmap
+
+    from numpy.lib.format import open_memmap
+
+    if len(states) == 0:
+        return states, []
+    if not all(isinstance(f, np.ndarray) for f in states):
+        raise ValueError("client_state='disk' needs NumPy client states; use the numpy backend "
+                         "or client_state='memory'")
+    folder = Path(state_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    fields, maps = [], []
+    for name, field in zip(states._fields, states, strict=True):
+        path = folder / f"{name}.npy"
+        header = open_memmap(path, mode="w+", dtype=field.dtype, shape=field.shape)
+        offset = header.offset
+        del header
+        # our own map (not np.memmap's private one), so that _release can madvise it
+        with path.open("r+b") as fh:
+            mapped = mmap.mmap(fh.fileno(), 0)
+        view = np.ndarray(field.shape, dtype=field.dtype, buffer=mapped, offset=offset)
+        view[...] = field
+        fields.append(view)
+        maps.append(mapped)
+    _release(maps)
+    return type(states)(*fields), maps
+
+
+def _release(maps: list[Any]) -> None:
+    """Write the maps' dirty pages to their files and drop them from the resident memory
+    (the data stay in the files and the page cache; the next access reads them back)."""
+    import mmap
+
+    for mapped in maps:
+        mapped.flush()
+        if hasattr(mapped, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+            mapped.madvise(mmap.MADV_DONTNEED)
+
+
+def _write_rows(full: Any, clients: slice | np.ndarray, rows: Any) -> None:
+    """Write a block's new states into the (file-backed) stacked states, in place."""
+    for f, r in zip(full, rows, strict=True):
+        f[clients, ...] = to_numpy(r)
