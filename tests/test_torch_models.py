@@ -616,7 +616,9 @@ def test_config_errors_name_the_fix():
     from fedcomp.config import ConfigError
     from fedcomp.experiments import validate
 
-    with pytest.raises(ConfigError, match="backend: unknown backend 'jax'"):
+    with pytest.raises(ConfigError, match="backend: unknown backend 'tpu'"):
+        validate(_mlp_config(backend="tpu"))
+    with pytest.raises(ConfigError, match="a network .* computes with torch; use backend"):
         validate(_mlp_config(backend="jax"))
     with pytest.raises(ConfigError, match="scope must be 'all' or 'weights'"):
         validate(_mlp_config(regularizer={"name": "l1", "alpha": 1.0, "scope": "biases"}))

@@ -498,6 +498,10 @@ def validate(config: dict[str, Any]) -> dict[str, Any]:
         cfg["reference"] = False  # a network has no centralized x* to compare against
     if cfg["backend"] not in BACKENDS:
         raise ConfigError(f"backend: unknown backend {cfg['backend']!r}; valid: {list(BACKENDS)}")
+    if cfg["backend"] in JAX_BACKENDS and (cfg.get("problem") or {}).get("loss") == "torch_model":
+        raise ConfigError(f"backend = {cfg['backend']!r}: a network (problem.loss = "
+                          "'torch_model') computes with torch; use backend = 'torch', "
+                          "'torch-float64', 'cuda' or 'auto'")
     if cfg["client_state"] not in CLIENT_STATES:
         raise ConfigError(f"client_state: unknown value {cfg['client_state']!r}; valid: "
                           f"{list(CLIENT_STATES)} ('disk' keeps client states in memory-mapped "
