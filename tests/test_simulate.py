@@ -149,18 +149,18 @@ def test_bad_run_arguments_raise(kwargs, match):
 
 
 def test_auto_block_size_targets_a_few_megabytes(monkeypatch):
-    from fedcomp.runtime import _simulate
+    from fedcomp.runtime import _clients
 
     p = make_problem("logistic", n_clients=7)
     per_client = p.data.max_samples * p.data.feature_shape[0] * 8
     assert auto_block_size(p) == 7  # small clients: one block
-    monkeypatch.setattr(_simulate, "BLOCK_BYTES", 3 * per_client)
+    monkeypatch.setattr(_clients, "BLOCK_BYTES", 3 * per_client)
     assert auto_block_size(p) == 3
     assert auto_block_size(p, batch_size=1) == 7  # a minibatch is the working set
-    monkeypatch.setattr(_simulate, "BLOCK_BYTES", per_client // 2)
+    monkeypatch.setattr(_clients, "BLOCK_BYTES", per_client // 2)
     assert auto_block_size(p) == 1
-    monkeypatch.setattr(_simulate, "BLOCK_BYTES", 1 << 30)
-    monkeypatch.setattr(_simulate, "_cache_bytes", lambda: 8 * per_client)
+    monkeypatch.setattr(_clients, "BLOCK_BYTES", 1 << 30)
+    monkeypatch.setattr(_clients, "_cache_bytes", lambda: 8 * per_client)
     assert auto_block_size(p) == 2  # a quarter of the last-level cache
 
 

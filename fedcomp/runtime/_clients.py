@@ -9,6 +9,8 @@ asynchronous and decentralized runners and the Flower adapter share them.
 
 from __future__ import annotations
 
+import math
+import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -23,6 +25,45 @@ from ..algorithms._base import (
 )
 from ..oracle import Counters, Oracle
 from ..problem import Problem
+
+#: Target bytes of client data in one block (see :func:`~fedcomp.runtime.auto_block_size`).
+BLOCK_BYTES = 4 << 20
+
+
+def _cache_bytes() -> int:
+    """Size of the last-level cache (sysfs on Linux, sysconf elsewhere; 8 MiB if unknown)."""
+    folder = Path("/sys/devices/system/cpu/cpu0/cache")
+    sizes = []
+    for index in sorted(folder.glob("index*")):
+        try:
+            text = (index / "size").read_text().strip()
+            units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+            sizes.append(int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text))
+        except (OSError, ValueError, IndexError):
+            continue
+    if sizes:
+        return max(sizes)
+    for name in ("SC_LEVEL3_CACHE_SIZE", "SC_LEVEL2_CACHE_SIZE"):
+        try:
+            size = os.sysconf(name)
+            if size and size > 0:
+                return int(size)
+        except (ValueError, OSError, AttributeError):
+            pass
+    return 8 << 20
+
+
+def cache_block_size(problem: Problem, batch_size: int | None = None) -> int:
+    """Clients whose data fill about :data:`BLOCK_BYTES` (or a quarter of the last-level
+    cache): a CPU's block (:func:`~fedcomp.runtime.auto_block_size`)."""
+    feats = problem.data.features
+    # the working set of a client is its data (full gradients) or one minibatch
+    samples = problem.data.max_samples if batch_size is None else min(
+        batch_size, problem.data.max_samples)
+    per_client = samples * math.prod(problem.data.feature_shape) * \
+        to_numpy(feats[:1, :1, ...]).dtype.itemsize
+    target = min(BLOCK_BYTES, _cache_bytes() // 4)
+    return int(max(1, min(problem.n_clients, target // max(per_client, 1))))
 
 
 def _blocks(participants: np.ndarray, block_size: int) -> list[slice | np.ndarray]:

@@ -87,6 +87,10 @@ class Recorder:
         """Whether round ``round_`` is evaluated: every ``eval_every`` rounds and the last."""
         return round_ % self.eval_every == 0 or round_ == self.rounds
 
+    def next_due(self, round_: int) -> int:
+        """The first round after ``round_`` that is evaluated."""
+        return min(self.rounds, (round_ // self.eval_every + 1) * self.eval_every)
+
     def record(self, round_: int, model: Array, counters: Counters, wall: float,
                **columns: Any) -> dict[str, Any]:
         """Append and log the row of ``round_``; ``columns`` follow ``wall_s``.

@@ -10,15 +10,13 @@ the whole block at once, scatter the states back, stack the uploads and call
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._array import Array, is_jax, namespace, to_numpy
+from .._array import Array, is_jax, namespace
 from .._random import sample_clients
 from ..algorithms._base import (
     FederatedAlgorithm,
@@ -28,7 +26,13 @@ from ..algorithms._base import (
 from ..metrics import DEFAULT_METRICS
 from ..oracle import Counters
 from ..problem import Problem
-from ._clients import ClientSettings, LocalClients, _floats, server_context
+from ._clients import (
+    ClientSettings,
+    LocalClients,
+    _floats,
+    cache_block_size,
+    server_context,
+)
 from ._clock import ComputeTimes
 from ._compiled import check_compile
 from ._recording import Recorder
@@ -59,33 +63,6 @@ class RunResult(NamedTuple):
     counters: Counters
 
 
-#: Target bytes of client data in one block (see :func:`auto_block_size`).
-BLOCK_BYTES = 4 << 20
-
-
-def _cache_bytes() -> int:
-    """Size of the last-level cache (sysfs on Linux, sysconf elsewhere; 8 MiB if unknown)."""
-    folder = Path("/sys/devices/system/cpu/cpu0/cache")
-    sizes = []
-    for index in sorted(folder.glob("index*")):
-        try:
-            text = (index / "size").read_text().strip()
-            units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-            sizes.append(int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text))
-        except (OSError, ValueError, IndexError):
-            continue
-    if sizes:
-        return max(sizes)
-    for name in ("SC_LEVEL3_CACHE_SIZE", "SC_LEVEL2_CACHE_SIZE"):
-        try:
-            size = os.sysconf(name)
-            if size and size > 0:
-                return int(size)
-        except (ValueError, OSError, AttributeError):
-            pass
-    return 8 << 20
-
-
 def auto_block_size(problem: Problem, batch_size: int | None = None) -> int:
     """Clients per block: all of them on a GPU or jax; on CPU about 4 MiB of client data.
 
@@ -96,23 +73,18 @@ def auto_block_size(problem: Problem, batch_size: int | None = None) -> int:
     block of one small client cannot amortize — at 100 clients x 20 x 1024 a block of one
     client is 3-4x slower than a block of 32 — while a block larger than the
     last-level cache streams from memory (all 30 of seed 000's 960 KB clients in one
-    block: 1.6x slower than blocks of 3). The target, :data:`BLOCK_BYTES` (4 MiB) or a
-    quarter of the last-level cache if that is smaller, sits between the two (measured in
-    ``docs/BENCHMARKS.md``). With minibatches the working set is one minibatch per client.
+    block: 1.6x slower than blocks of 3). The target,
+    :data:`~fedcomp.runtime._clients.BLOCK_BYTES` (4 MiB) or a quarter of the last-level
+    cache if that is smaller, sits between the two (measured in ``docs/BENCHMARKS.md``).
+    With minibatches the working set is one minibatch per client.
     """
     feats = problem.data.features
     device = str(getattr(feats, "device", "cpu"))
     if "cuda" in device or "mps" in device or is_jax(feats):
         # one call per block whatever its size: on a GPU, and in the compiled (jax) engine,
-        # where XLA schedules the block's work itself
+        # which cuts cache-sized blocks inside its call on a CPU (cache_block_size)
         return problem.n_clients
-    # the working set of a client is its data (full gradients) or one minibatch
-    samples = problem.data.max_samples if batch_size is None else min(
-        batch_size, problem.data.max_samples)
-    per_client = samples * math.prod(problem.data.feature_shape) * \
-        to_numpy(feats[:1, :1, ...]).dtype.itemsize
-    target = min(BLOCK_BYTES, _cache_bytes() // 4)
-    return int(max(1, min(problem.n_clients, target // max(per_client, 1))))
+    return cache_block_size(problem, batch_size)
 
 
 def resolve_block_size(client_block: Any, problem: Problem, batch_size: int | None = None
@@ -145,21 +117,22 @@ def _sampled(sampling: Any, round_: int, n_clients: int) -> np.ndarray:
     return np.sort(ids)
 
 
-def check_divergence(x: Array, limit: float, algorithm: Any, tags: dict[str, Any],
+def check_divergence(x: Array | None, limit: float, algorithm: Any, tags: dict[str, Any],
                      where: str, what: str = "the model", sum_sq: Any = None) -> None:
     """Raise :class:`NonFiniteError` when ``x`` diverged, naming the run, ``where`` (e.g.
     "in round 7") and the algorithm's hint for what to change.
 
     ``sum_sq`` is ``Σ x²`` where the caller has it already (the compiled engine computes
     it inside the round's call): a model whose ``Σ x²`` is finite and within ``limit²``
-    is fine without another pass over ``x``.
+    is fine without another pass over ``x``; with ``x = None`` (a round of a compiled
+    call before its last, whose model is gone) ``sum_sq`` decides alone.
     """
     if sum_sq is not None:
         norm_sq = float(sum_sq)
         # a NaN or inf entry makes Σ x² NaN or inf: a finite one is a finite model
         if math.isfinite(norm_sq) and math.sqrt(norm_sq) <= limit:
             return
-    text = _divergence(x, limit)
+    text = _divergence(x, limit) if x is not None else _divergence_of(float(sum_sq), limit)
     if text:
         raise NonFiniteError(
             f"{tags.get('algorithm', algorithm.name)}: {what} {text} {where} "
@@ -175,6 +148,16 @@ def _divergence(x: Array, limit: float) -> str:
     if norm > limit:
         return f"diverged (norm {norm:.3g} > max_norm {limit:.3g})"
     return ""
+
+
+def _divergence_of(norm_sq: float, limit: float) -> str:
+    """:func:`_divergence` told by ``Σ x²`` alone (``x`` is gone: a later round's model
+    replaced it); an infinite ``Σ x²`` is an infinite norm, whether an entry is infinite
+    or the squares overflowed."""
+    if math.isnan(norm_sq):
+        return "became non-finite"
+    norm = math.sqrt(norm_sq)
+    return f"diverged (norm {norm:.3g} > max_norm {limit:.3g})" if norm > limit else ""
 
 
 def _norm_limit(max_norm: float | None) -> float:
@@ -357,6 +340,11 @@ def simulate(
             algorithm, problem, client_states, counters, settings)
     # ‖output‖² of the last round where the compiled engine computed it with the round
     sum_sq: Any = None
+    # rounds per compiled call (the jax engine without a sampling callback), and the
+    # rounds run so far
+    chunk = 1 if engine is None or sampling is not None else engine.chunk_length(
+        clients_per_round, batch_size, eval_every)
+    done = 0
 
     def step(r: int, participants: np.ndarray) -> None:
         nonlocal server_state, sim_time, sum_sq
@@ -382,6 +370,8 @@ def simulate(
             wall += time.perf_counter() - tic
         record(0)
         for r in range(rounds):
+            if r < done:  # run by the compiled engine's last call
+                continue
             tic = time.perf_counter()
             if sampling is None:
                 participants = sample_clients(seed, r, problem.n_clients, clients_per_round)
@@ -389,13 +379,28 @@ def simulate(
                 participants = _sampled(sampling, r, problem.n_clients)
                 if len(participants) < problem.n_clients:  # raises what this round breaks
                     algorithm.prepare(setup._replace(clients_per_round=len(participants)))
-            step(r, participants)
+            count = 1 if chunk == 1 else min(chunk, recorder.next_due(r) - r)
+            if count == 1:
+                step(r, participants)
+                sums = [sum_sq]
+            else:  # rounds r .. r + count - 1 in one compiled call (no sampling callback)
+                group = [participants] + [
+                    sample_clients(seed, r + k, problem.n_clients, clients_per_round)
+                    for k in range(1, count)]
+                server_state, sums = engine.steps(server_state, r, group, chunk)
+                if clock is not None:
+                    sim_time += sum(float(clock.draw(seed, r + k, who, problem.n_clients)
+                                          .max(initial=0.0)) for k, who in enumerate(group))
+            done = r + count
             wall += time.perf_counter() - tic
-            check_divergence(algorithm.output(server_state), norm_limit, algorithm,
-                             recorder.tags, f"in round {r + 1}", sum_sq=sum_sq)
-            if recorder.due(r + 1):
-                record(r + 1)
-            recorder.progress(r + 1)
+            for k, sum_k in enumerate(sums):
+                # Σ x² of an earlier round of the call tells alone (the model is the last's)
+                check_divergence(algorithm.output(server_state) if k == count - 1 else None,
+                                 norm_limit, algorithm, recorder.tags, f"in round {r + k + 1}",
+                                 sum_sq=sum_k)
+            if recorder.due(done):
+                record(done)
+            recorder.progress(done)
         final_states = getattr(run_clients, "client_states", None)
     finally:
         close = getattr(run_clients, "close", None)
