@@ -11,8 +11,12 @@ instance and checked to compute the same iterate:
   ``client_block="all"``, one block of every client);
 * ``torch``: :func:`fedcomp.simulate` on torch CPU (float64), ``client_block="auto"``, with
   torch's default threads and (``torch-1thread``) with one;
-* ``jax``: the same round written here as ``jax.jit`` of a ``vmap`` over clients (when jax is
-  installed; compile time excluded and reported separately);
+* ``jax``: :func:`fedcomp.simulate` on jax float64 arrays, the compiled engine (when jax
+  is installed; its trace and compilation, in the first of the run's calls, excluded and
+  reported separately);
+* ``jax-hand``: the same round written here as ``jax.jit`` of a ``vmap`` over clients
+  (compile time excluded and reported separately);
+* ``ray``: :func:`fedcomp.simulate` with the clients on two Ray actors (``ray_clients``);
 * ``flower``: fedcomp's Flower adapter on Flower's simulation engine (when flwr is
   installed): steady-state rounds from ``results.csv``'s ``wall_s`` (Ray start-up excluded),
   start-up reported separately.
@@ -52,6 +56,8 @@ SIZES = ((30, 60), (100, 1024), (1000, 100))
 ALGORITHM = {"name": "za1", "client_lr": 0.1, "local_steps": 5}
 MARK_START, MARK_END = "<!-- bench:start -->", "<!-- bench:end -->"
 SCALING_CLIENTS = (10, 100, 1000, 10000)
+#: The engines ``--engines`` may name (the module's docstring says what each is).
+ENGINES = ("loop", "numpy", "torch", "jax", "jax-hand", "ray", "flower")
 SCALING_FEATURES = (10, 100, 1000, 10000)
 
 
@@ -104,6 +110,31 @@ def simulator_round(problem: Any, rounds: int, repeats: int, **kwargs: Any) -> f
     total = best_of(lambda: simulate(algorithm, problem, rounds, metrics=[], eval_every=rounds,
                                      progress=False, **kwargs), repeats)
     return total / rounds
+
+
+class _RowTimes:
+    """A logger that notes when each evaluation row is written."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+
+    def log(self, row: dict[str, Any]) -> None:
+        self.times.append(time.perf_counter())
+
+
+def compiled_round(problem: Any, rounds: int, repeats: int) -> tuple[float, float]:
+    """``(seconds per round, seconds of the first call beyond its rounds)`` of the compiled
+    engine: one run of ``rounds x (repeats + 1)`` rounds with a row every ``rounds`` (each
+    ``simulate`` traces and compiles anew, so separate runs would time the compilation);
+    the best of the ``repeats`` blocks after the first, whose excess is the compilation."""
+    from fedcomp import simulate
+
+    rows = _RowTimes()
+    simulate(_algorithm(), problem, rounds * (repeats + 1), metrics=[], eval_every=rounds,
+             logger=rows, progress=False)
+    blocks = np.diff(np.asarray(rows.times))
+    per_round = float(np.min(blocks[1:])) / rounds
+    return per_round, float(blocks[0] - rounds * per_round)
 
 
 def ray_round(problem: Any, rounds: int, repeats: int, shards: int = 2
@@ -281,7 +312,8 @@ def engine_rows(n_clients: int, n_features: int, rounds: int, repeats: int,
         Timed rounds per run; best of ``repeats`` runs (after a warm-up run).
     engines : sequence of str
         Among ``loop`` (always run: the baseline), ``numpy`` (also gives ``numpy-all``),
-        ``torch``, ``jax``, ``ray`` (the clients on two Ray actors), ``flower``.
+        ``torch``, ``jax`` (the compiled engine), ``jax-hand``, ``ray`` (the clients on
+        two Ray actors), ``flower``.
     flower_rounds : int
         Rounds of the (slow) Flower run.
 
@@ -330,12 +362,19 @@ def engine_rows(n_clients: int, n_features: int, rounds: int, repeats: int,
                 torch_threads(threads)
             add("torch-1thread", seconds, x.numpy(), "CPU, float64, 1 thread")
     if "jax" in engines and has("jax"):
+        jproblem = build(config(n_clients, n_features, rounds, backend="jax"))
+        seconds, first = compiled_round(jproblem, rounds, repeats)
+        x = simulate(_algorithm(), jproblem, rounds, metrics=[], progress=False).x
+        add("jax", seconds, np.asarray(x),
+            f"compiled engine, CPU; trace + compile {first:.2f} s")
+    if "jax-hand" in engines and has("jax"):
         run = jax_za1(problem)
         tic = time.perf_counter()
         run(1)  # compiles
         compile_s = time.perf_counter() - tic
         seconds = best_of(lambda: run(rounds), repeats) / rounds
-        add("jax", seconds, run(rounds), f"jit(vmap), CPU; compile {compile_s:.2f} s")
+        add("jax-hand", seconds, run(rounds),
+            f"jit(vmap) written by hand, CPU; compile {compile_s:.2f} s")
     if "ray" in engines and has("ray"):
         seconds, x, startup = ray_round(problem, rounds, repeats)
         add("ray", seconds, x, f"2 actors, a Ray instance here; start-up {startup:.1f} s")
@@ -524,7 +563,7 @@ def parser() -> argparse.ArgumentParser:
                    help="clients x d, comma-separated (default %(default)s)")
     p.add_argument("--rounds", type=int, default=5, help="timed rounds per run")
     p.add_argument("--repeats", type=int, default=3, help="best of this many runs")
-    p.add_argument("--engines", default="loop,numpy,torch,jax,ray,flower")
+    p.add_argument("--engines", default=",".join(ENGINES))
     p.add_argument("--flower-max-clients", type=int, default=100,
                    help="run Flower only at sizes with at most this many clients")
     p.add_argument("--no-scaling", action="store_true")
@@ -541,7 +580,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     command = "fedcomp bench " + " ".join(argv if argv is not None else sys.argv[1:])
     sizes = parse_sizes(args.sizes)
-    engines = args.engines.split(",")
+    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    unknown = sorted(set(engines) - set(ENGINES))
+    if unknown:
+        raise SystemExit(f"fedcomp bench: unknown engine(s) {', '.join(unknown)} in --engines; "
+                         f"choose among {', '.join(ENGINES)}")
     clients, features, mem_size = SCALING_CLIENTS, SCALING_FEATURES, args.memory_size
     if args.quick:
         sizes, args.rounds, args.repeats = [(8, 10)], 2, 1

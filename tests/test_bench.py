@@ -71,6 +71,22 @@ def test_parse_sizes():
     assert bench.parse_sizes("30x60, 100X1024") == [(30, 60), (100, 1024)]
 
 
+def test_jax_engine_rows_compute_the_loops_iterate():
+    """The ``jax`` row (the compiled engine) and the ``jax-hand`` row compute the loop's
+    model."""
+    pytest.importorskip("jax")
+    rows = bench.engine_rows(6, 5, rounds=3, repeats=2, engines=["loop", "jax", "jax-hand"])
+    by_engine = {r["engine"]: r for r in rows}
+    for name in ("jax", "jax-hand"):
+        assert by_engine[name]["max_diff"] < 1e-12 and by_engine[name]["ms"] > 0
+    assert "compiled engine" in by_engine["jax"]["note"]
+
+
+def test_an_unknown_engine_is_named():
+    with pytest.raises(SystemExit, match="unknown engine.*jaxx.*choose among loop"):
+        bench.main(["--engines", "loop,jaxx", "--quick"])
+
+
 def test_jax_round_equals_simulator(tiny):
     pytest.importorskip("jax")
     x_jax = bench.jax_za1(tiny)(3)

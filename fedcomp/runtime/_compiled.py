@@ -5,8 +5,9 @@ configuration; ``problem.data.to(jax_like())`` in Python), :func:`fedcomp.simula
 the same algorithm files through ``jax.jit``: each block's ``client_update`` is traced once
 — its local steps unrolled into one XLA computation, the block's data sliced, its states
 gathered and scattered inside the call — and so is ``server_update``. By default one block
-holds every participant of a round (``client_block="auto"``): on XLA a block is one call
-whatever its size, as on a GPU.
+holds every participant of a round (``client_block="auto"``); on a CPU the call cuts it
+into cache-sized sub-blocks (a ``lax.map``, :meth:`CompiledClients.block`), and the rounds
+between two evaluation rows run as one call (:meth:`CompiledEngine.steps`).
 
 What stays outside the traced code, and why it needs no value:
 
