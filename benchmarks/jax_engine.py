@@ -38,20 +38,10 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import ALGORITHM, _algorithm, build, config, jax_za1  # noqa: E402
+from run import ALGORITHM, _algorithm, _RowTimes, build, config, jax_za1  # noqa: E402
 
 #: Rounds of the agreement check (the "max abs diff" column).
 CHECK_ROUNDS = 5
-
-
-class _Clock:
-    """A logger that notes the time of every evaluation row."""
-
-    def __init__(self) -> None:
-        self.times: list[float] = []
-
-    def log(self, row: dict[str, Any]) -> None:
-        self.times.append(time.perf_counter())
 
 
 def simulator_ms(problem: Any, block: int, blocks: int) -> tuple[float, float]:
@@ -62,7 +52,7 @@ def simulator_ms(problem: Any, block: int, blocks: int) -> tuple[float, float]:
     """
     from fedcomp import simulate
 
-    clock = _Clock()
+    clock = _RowTimes()
     simulate(_algorithm(), problem, block * (blocks + 1), metrics=[], eval_every=block,
              logger=clock, progress=False)
     t = np.diff(np.asarray(clock.times))  # t[k]: the (k+1)-th block of rounds
