@@ -881,6 +881,18 @@ class CompiledEngine:
         self.chunk = _Part(self.rounds_traced, algorithm.name, "rounds", settings.compile,
                            static=("start", "stop", "length"), quiet=True)
         self.n_clients, self.problem = problem.n_clients, problem
+        self.clients.client_states = self.place(client_states)
+
+    def place(self, tree: Any) -> Any:
+        """``tree``'s arrays committed to the data's device.
+
+        A compiled call's outputs are committed to their device; fresh arrays (``init``'s
+        zeros) are not, and jax compiles a function anew for each placement of its
+        arguments: without this the second call compiles the round again (0.8–1 s).
+        """
+        jax = _jax()
+        device = next(iter(self.problem.data.features.devices()))
+        return jax.device_put(tree, device)
 
     def chunk_length(self, clients_per_round: int | None, batch_size: int | None,
                      eval_every: int) -> int:

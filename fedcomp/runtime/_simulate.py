@@ -334,6 +334,7 @@ def simulate(
 
         engine = CompiledEngine(algorithm, problem, client_states, counters, settings,
                                 server_prox)
+        server_state = engine.place(server_state)
         run_clients: Any = engine.clients
     else:
         run_clients = (LocalClients if clients is None else clients)(
