@@ -84,10 +84,11 @@ CLIENT_STATES = ("memory", "disk")
 
 #: ``backend`` values: where the data and models live (``auto``: torch float32 for
 #: ``torch_model`` losses, NumPy float64 otherwise). ``jax`` (float64) and ``jax-float32``
-#: run the compiled engine (:mod:`fedcomp.runtime._compiled`).
+#: run synchronous rounds on the compiled engine (:mod:`fedcomp.runtime._compiled`);
+#: asynchronous and decentralized algorithms run eagerly on the jax arrays.
 BACKENDS = ("auto", "numpy", "torch", "torch-float64", "cuda", "jax", "jax-float32")
 
-#: The backends on jax arrays (the compiled engine).
+#: The backends on jax arrays (the compiled engine for synchronous rounds).
 JAX_BACKENDS = ("jax", "jax-float32")
 
 #: Keys of an ``[[algorithms]]`` entry that are not the factory's hyperparameters.

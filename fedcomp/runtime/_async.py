@@ -159,6 +159,13 @@ def simulate_async(
     applied within ``τ`` steps and waiting clients start in first-come order, so every
     client is updated within a bounded number of steps.
 
+    On jax arrays (``backend = "jax"`` or ``"jax-float32"``) this runner is not compiled:
+    each arrival's client update and the server update run eagerly, operation by operation,
+    on the jax arrays, with NumPy's iterates, counters and arrival order to rounding
+    (``tests/test_jax_runners.py``); only :func:`~fedcomp.runtime.simulate` traces its rounds
+    with ``jax.jit``. One client's update per server step is many small operations, each
+    dispatched on its own, so NumPy is the faster backend here.
+
     Examples
     --------
     >>> import numpy as np
