@@ -101,3 +101,21 @@ def test_chunk_length_keeps_calls_short():
     participants = CHUNK_FLOATS // per_round * 7 // 2  # a round of ~half the budget
     assert chunk_length(small, participants, None, 100) == 2
     assert chunk_length(small, 100 * participants, None, 100) == 1
+
+
+def test_simulated_time_and_metrics_rows_across_calls(calls):
+    """A synchronous round waits for its slowest participant: ``sim_time`` adds up round by
+    round inside a call as it does on NumPy, and each row's metrics are those of its round."""
+    from fedcomp.runtime import ComputeTimes
+
+    p = make_problem("logistic", n_clients=7)
+    clock = ComputeTimes(mean=np.linspace(1.0, 4.0, 7), distribution="exponential")
+    kwargs = dict(seed=3, eval_every=4, clients_per_round=3, compute_times=clock,
+                  metrics=["objective", "nnz"])
+    alg = fedavg(client_lr=0.1, local_steps=2)
+    want = simulate(alg, p, 9, **kwargs)
+    got = simulate(alg, on_backend(p, LIKE), 9, **kwargs)
+    assert calls == [4, 4]  # rounds 0-3 and 4-7; round 8 alone
+    for a, b in zip(got.history, want.history, strict=True):
+        assert a["round"] == b["round"] and a["sim_time"] == b["sim_time"]
+        assert a["nnz"] == b["nnz"] and a["objective"] == pytest.approx(b["objective"], rel=1e-12)
