@@ -121,8 +121,9 @@ def use_compilation_cache() -> Path | None:
         by :data:`CACHE_ENV`, configured by the user in jax, or not usable (then with one
         :class:`JaxCacheWarning`).
     """
-    import jax
+    from .._extras import require
 
+    jax = require("jax", "the jax backend's compilation cache")
     environ = os.environ
     if configured_by_user(jax, environ):
         return None
