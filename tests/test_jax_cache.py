@@ -194,3 +194,22 @@ def test_write_error_names_the_cause(tmp_path):
     assert (tmp_path / "new" / "dir").is_dir() and not any((tmp_path / "new" / "dir").iterdir())
     (tmp_path / "file").write_text("")
     assert "NotADirectoryError" in write_error(tmp_path / "file" / "dir")
+
+
+def test_a_jax_that_refuses_the_setting_warns_and_the_run_goes_on(tmp_path, monkeypatch):
+    import fedcomp._extras
+    from fedcomp.runtime import JaxCacheWarning
+    from fedcomp.runtime._jax_cache import use_compilation_cache
+
+    class Config:  # a later jax whose flags are read and set differently
+        jax_compilation_cache_dir = None
+        jax_enable_compilation_cache = True
+
+        def update(self, name, value):
+            raise AttributeError(f"no flag {name}")
+
+    monkeypatch.setattr(fedcomp._extras, "require",
+                        lambda *args: SimpleNamespace(config=Config()))
+    monkeypatch.setenv("FEDCOMP_JAX_CACHE", str(tmp_path / "cache"))
+    with pytest.warns(JaxCacheWarning, match="AttributeError: no flag"):
+        assert use_compilation_cache.__wrapped__() is None  # uncached: this call only

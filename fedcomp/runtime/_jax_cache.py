@@ -125,17 +125,15 @@ def use_compilation_cache() -> Path | None:
 
     jax = require("jax", "the jax backend's compilation cache")
     environ = os.environ
-    if configured_by_user(jax, environ):
-        return None
     path = requested_cache_dir(environ)
-    if path is None:
-        return None
-    error = write_error(path)
-    if error is None:
-        try:
+    try:
+        if path is None or configured_by_user(jax, environ):
+            return None
+        error = write_error(path)
+        if error is None:
             _point_jax_at(jax, path, environ)
-        except Exception as exc:  # the cache only saves time: no jax change may fail a run
-            error = f"jax refused the setting: {type(exc).__name__}: {exc}"
+    except Exception as exc:  # the cache only saves time: no change in jax may fail a run
+        error = f"jax's configuration: {type(exc).__name__}: {exc}"
     if error is not None:
         warnings.warn(f"fedcomp runs without jax's compilation cache (every process compiles "
                       f"its rounds again): cannot use {path} ({error}); set {CACHE_ENV} to "
