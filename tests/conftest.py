@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import functools
 import http.server
+import os
+import shutil
+import tempfile
 import threading
 
 import numpy as np
@@ -52,6 +55,23 @@ def logistic_problem():
 @pytest.fixture
 def lstsq_problem():
     return make_problem("least_squares")
+
+
+_JAX_CACHE: list[str] = []
+
+
+def pytest_configure(config):
+    """The compiled engine's compilation cache (fedcomp.runtime._jax_cache) in a temp dir of
+    the session, never in the user's home (unless FEDCOMP_JAX_CACHE says where). Set here,
+    before collection, since test modules move data to jax when imported."""
+    if "FEDCOMP_JAX_CACHE" not in os.environ:
+        _JAX_CACHE.append(tempfile.mkdtemp(prefix="fedcomp-jax-cache-"))
+        os.environ["FEDCOMP_JAX_CACHE"] = _JAX_CACHE[-1]
+
+
+def pytest_unconfigure(config):
+    for folder in _JAX_CACHE:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True, scope="session")

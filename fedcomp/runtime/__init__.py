@@ -7,10 +7,12 @@ from ._async import AsyncRunResult, simulate_async
 from ._clock import ComputeTimes
 from ._compiled import JaxEngineWarning, NotCompilableError, jax_like
 from ._decentralized import consensus_error, simulate_decentralized
+from ._jax_cache import JaxCacheWarning
 from ._ray_clients import ray_clients
 from ._simulate import NonFiniteError, RunResult, auto_block_size, simulate
 
-__all__ = ["AsyncRunResult", "ComputeTimes", "JaxEngineWarning", "NonFiniteError",
-           "NotCompilableError", "RunResult", "SetupContext", "auto_block_size",
-           "consensus_error", "jax_like", "ray_clients", "reuse_freed_memory", "setup_context",
-           "simulate", "simulate_async", "simulate_decentralized"]
+__all__ = ["AsyncRunResult", "ComputeTimes", "JaxCacheWarning", "JaxEngineWarning",
+           "NonFiniteError", "NotCompilableError", "RunResult", "SetupContext",
+           "auto_block_size", "consensus_error", "jax_like", "ray_clients",
+           "reuse_freed_memory", "setup_context", "simulate", "simulate_async",
+           "simulate_decentralized"]

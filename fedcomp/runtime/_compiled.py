@@ -48,6 +48,7 @@ from ..algorithms._base import WIRE_BITS, ClientContext, FederatedAlgorithm, Ser
 from ..data import Batch
 from ..oracle import Counters, Oracle
 from ..problem import Problem
+from ._jax_cache import use_compilation_cache
 
 #: SplitMix64's constants, as in :mod:`fedcomp._random`.
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -84,6 +85,11 @@ def jax_like(dtype: str = "float64") -> Array:
     backend holds float64 arrays (jax makes float32 ones without it). Arrays created as
     float32 stay float32, so ``dtype="float32"`` runs in float32 all the same.
 
+    It also points jax's persistent compilation cache at ``~/.cache/fedcomp/jax`` (moved by
+    ``$FEDCOMP_JAX_CACHE``, ``off`` switches it off; a cache set up in jax is left alone),
+    so a round compiled once is read back by later runs and processes
+    (:mod:`fedcomp.runtime._jax_cache`).
+
     Parameters
     ----------
     dtype : {"float64", "float32"}
@@ -105,6 +111,7 @@ def jax_like(dtype: str = "float64") -> Array:
         raise ValueError(f"jax_like: dtype must be 'float64' or 'float32' (got {dtype!r})")
     jax = _jax()
     jax.config.update("jax_enable_x64", True)
+    use_compilation_cache()  # compile each round once per machine, not per process
     return jax.numpy.zeros(0, dtype=getattr(jax.numpy, dtype))
 
 
@@ -116,6 +123,7 @@ def check_x64() -> None:
                          "draws are uint64 hashes): call jax.config.update('jax_enable_x64', "
                          "True) before creating the arrays, or build them with "
                          "fedcomp.runtime.jax_like(), which does")
+    use_compilation_cache()  # also for jax arrays made without jax_like
 
 
 def check_compile(compile_: Any, data: Any) -> None:
