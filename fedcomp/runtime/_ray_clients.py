@@ -12,6 +12,14 @@ simulator's (block sizes and shard boundaries change nothing but speed).
 What stays in the calling process: the problem (for the metrics, which read all the data)
 and, for the first round only, the initial client states it ships to the actors. A round
 moves the message to every actor holding a participant and the uploads back.
+
+Data on disk: when the problem's features and targets are whole ``.npy`` files mapped into
+memory (:meth:`ClientData.load <fedcomp.data.ClientData.load>` with ``mmap=True``), each
+actor is sent the two paths and its row range instead of its rows, opens the files itself
+and copies its rows into memory. Pickling a slice of a memory map would read it through the
+calling process and the object store; this way the calling process never reads the
+clients' data for the actors, and every machine reads only its shard (the files must be
+at the same path on every machine: a shared filesystem or a copy).
 """
 
 from __future__ import annotations
@@ -49,13 +57,75 @@ def _rows(states: Any, rows: slice) -> Any:
     return type(states)(*(f[rows] for f in states)) if len(states) else states
 
 
+def npy_file(values: Any) -> str | None:
+    """The ``.npy`` file ``values`` maps whole (``np.load(path, mmap_mode=...)``), else None.
+
+    A memory map of only part of a file — a slice, a transposed or re-typed view — has
+    another shape, dtype or layout than the file's header and gives None: its rows are not
+    the file's rows.
+    """
+    path = getattr(values, "filename", None)
+    if not (isinstance(values, np.memmap) and path and str(path).endswith(".npy")
+            and values.flags.c_contiguous):
+        return None
+    try:  # mapping the file again reads its header only
+        file = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError):
+        return None
+    whole = (isinstance(file, np.memmap) and file.shape == values.shape
+             and file.dtype == values.dtype and file.flags.c_contiguous
+             and file.offset == values.offset)
+    return str(path) if whole else None
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardOnDisk:
+    """One shard's problem as sent to its actor when the data are ``.npy`` files: the
+    problem's fields without its data, the two files and the shard's rows."""
+
+    fields: dict[str, Any]
+    features: str
+    targets: str
+    rows: tuple[int, int]
+    counts: np.ndarray
+
+    def problem(self) -> Problem:
+        """The shard's problem, its rows read from the files into memory (on the actor)."""
+        from ..data import ClientData
+
+        rows = slice(*self.rows)
+        # np.array copies the rows out of the map: resident, as shipped arrays would be
+        features = np.array(np.load(self.features, mmap_mode="r")[rows])
+        targets = np.array(np.load(self.targets, mmap_mode="r")[rows])
+        return Problem(**self.fields, data=ClientData(features, targets, self.counts))
+
+
+def shard_problem(problem: Problem, rows: slice) -> Problem | ShardOnDisk:
+    """What an actor is sent for the clients ``rows``: the paths when the data are whole
+    ``.npy`` files (:func:`npy_file`), else the shard's problem with its rows.
+
+    Either gives the actor the problem ``dataclasses.replace(problem, data=<its rows>)``
+    (the holdout stays with the caller's metrics).
+    """
+    data = problem.data
+    features, targets = npy_file(data.features), npy_file(data.targets)
+    if features is None or targets is None:
+        return dataclasses.replace(problem, data=_subset(problem, rows))
+    fields = {f.name: getattr(problem, f.name) for f in dataclasses.fields(problem)
+              if f.init and f.name != "data"}
+    return ShardOnDisk(fields, features, targets, (rows.start, rows.stop),
+                       np.array(data.counts[rows]))
+
+
 class ClientShard:
     """The body of one Ray actor: the clients ``first .. first + m − 1`` with their data,
     weights and client states, resident across rounds."""
 
-    def __init__(self, algorithm: FederatedAlgorithm, problem: Problem, first: int,
-                 weights: np.ndarray, n_clients: int, states: Any, seed: int,
+    def __init__(self, algorithm: FederatedAlgorithm, problem: Problem | ShardOnDisk,
+                 first: int, weights: np.ndarray, n_clients: int, states: Any, seed: int,
                  batch_size: int | None, block_size: int) -> None:
+        if isinstance(problem, ShardOnDisk):
+            problem = problem.problem()
         self.first = first
         self.counters = Counters()
         regularizer = problem.regularizer
@@ -115,9 +185,9 @@ class RayClients:
         shared = ray.put(algorithm)
         for start, stop in zip(self.bounds[:-1], self.bounds[1:], strict=True):
             rows = slice(int(start), int(stop))
-            part = dataclasses.replace(problem, data=_subset(problem, rows))
             self.actors.append(actor.remote(
-                shared, part, int(start), np.asarray(problem.weights[rows]), problem.n_clients,
+                shared, shard_problem(problem, rows), int(start),
+                np.asarray(problem.weights[rows]), problem.n_clients,
                 _rows(client_states, rows), settings.seed, settings.batch_size,
                 settings.block_size))
         self._wait_until_placed(PLACEMENT_TIMEOUT)
