@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -71,18 +72,15 @@ def first_non_finite(values: Any) -> tuple[int, ...] | None:
     """The index of the first NaN or ±inf entry of ``values`` (any namespace), else None.
 
     A NumPy array (a memory-mapped one included) is read in blocks of leading-axis rows of
-    about :data:`FINITE_CHECK_BYTES`: ``isfinite`` of the whole array would allocate a
-    boolean array an eighth of a float64 array's size.
+    about :data:`FINITE_CHECK_BYTES` (:func:`row_blocks`): ``isfinite`` of the whole array
+    would allocate a boolean array an eighth of a float64 array's size.
     """
     xp = namespace(values)
     if values.dtype == bool or not xp.isdtype(values.dtype, ("real floating",
                                                             "complex floating")):
         return None  # integer or boolean arrays hold no NaN or inf
     if isinstance(values, np.ndarray) and values.ndim and len(values):
-        row_bytes = max(1, values[:1].nbytes)
-        step = max(1, FINITE_CHECK_BYTES // row_bytes)
-        for start in range(0, len(values), step):
-            block = values[start:start + step]
+        for start, block in row_blocks(values, FINITE_CHECK_BYTES):
             if not np.isfinite(block).all():
                 first = np.argwhere(~np.isfinite(block))[0]
                 return (start + int(first[0]), *(int(i) for i in first[1:]))
@@ -92,6 +90,52 @@ def first_non_finite(values: Any) -> tuple[int, ...] | None:
     from .._array import to_numpy
 
     return tuple(int(i) for i in np.argwhere(~np.isfinite(to_numpy(values)))[0])
+
+
+def whole_npy_file(values: Any) -> str | None:
+    """The ``.npy`` file ``values`` maps whole (``np.load(path, mmap_mode=...)``), else None.
+
+    A memory map of only part of a file — a slice, a transposed or re-typed view — has
+    another shape, dtype, layout or offset than the file and gives None: its rows are not
+    the file's rows.
+    """
+    path = getattr(values, "filename", None)
+    if not (isinstance(values, np.memmap) and path and str(path).endswith(".npy")
+            and values.flags.c_contiguous):
+        return None
+    try:  # mapping the file again reads its header only
+        file = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError):
+        return None
+    whole = (isinstance(file, np.memmap) and file.shape == values.shape
+             and file.dtype == values.dtype and file.flags.c_contiguous
+             and file.offset == values.offset)
+    return str(path) if whole else None
+
+
+def row_blocks(values: np.ndarray, block_bytes: int) -> Iterator[tuple[int, np.ndarray]]:
+    """``(start, values[start:start + k])`` for consecutive blocks of about ``block_bytes``.
+
+    The blocks of a whole memory-mapped ``.npy`` file are read from the file
+    (:func:`whole_npy_file`) rather than through the map: pages touched through a map stay
+    in this process's resident memory until the OS needs them back, so checking a file
+    through its map would make a process that never uses the data look as if it held
+    all of it.
+    """
+    step = max(1, block_bytes // max(1, values[:1].nbytes))
+    path = whole_npy_file(values)
+    if path is None:
+        for start in range(0, len(values), step):
+            yield start, values[start:start + step]
+        return
+    row_shape = values.shape[1:]
+    per_row = int(np.prod(row_shape, dtype=np.int64))
+    with open(path, "rb") as f:
+        f.seek(getattr(values, "offset", 0))
+        for start in range(0, len(values), step):
+            rows = min(step, len(values) - start)
+            block = np.fromfile(f, dtype=values.dtype, count=rows * per_row)
+            yield start, block.reshape(rows, *row_shape)
 
 
 class Batch(NamedTuple):

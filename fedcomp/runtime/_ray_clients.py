@@ -33,6 +33,7 @@ import numpy as np
 from .._array import take_rows
 from .._extras import require
 from ..algorithms._base import FederatedAlgorithm
+from ..data._client_data import whole_npy_file
 from ..oracle import Counters
 from ..problem import Problem
 from ._clients import ClientSettings, LocalClients, _concat
@@ -55,27 +56,6 @@ def shard_bounds(n_clients: int, shards: int) -> np.ndarray:
 
 def _rows(states: Any, rows: slice) -> Any:
     return type(states)(*(f[rows] for f in states)) if len(states) else states
-
-
-def npy_file(values: Any) -> str | None:
-    """The ``.npy`` file ``values`` maps whole (``np.load(path, mmap_mode=...)``), else None.
-
-    A memory map of only part of a file — a slice, a transposed or re-typed view — has
-    another shape, dtype or layout than the file's header and gives None: its rows are not
-    the file's rows.
-    """
-    path = getattr(values, "filename", None)
-    if not (isinstance(values, np.memmap) and path and str(path).endswith(".npy")
-            and values.flags.c_contiguous):
-        return None
-    try:  # mapping the file again reads its header only
-        file = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError):
-        return None
-    whole = (isinstance(file, np.memmap) and file.shape == values.shape
-             and file.dtype == values.dtype and file.flags.c_contiguous
-             and file.offset == values.offset)
-    return str(path) if whole else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,13 +82,14 @@ class ShardOnDisk:
 
 def shard_problem(problem: Problem, rows: slice) -> Problem | ShardOnDisk:
     """What an actor is sent for the clients ``rows``: the paths when the data are whole
-    ``.npy`` files (:func:`npy_file`), else the shard's problem with its rows.
+    ``.npy`` files (:func:`~fedcomp.data._client_data.whole_npy_file`), else the shard's
+    problem with its rows.
 
     Either gives the actor the problem ``dataclasses.replace(problem, data=<its rows>)``
     (the holdout stays with the caller's metrics).
     """
     data = problem.data
-    features, targets = npy_file(data.features), npy_file(data.targets)
+    features, targets = whole_npy_file(data.features), whole_npy_file(data.targets)
     if features is None or targets is None:
         return dataclasses.replace(problem, data=_subset(problem, rows))
     fields = {f.name: getattr(problem, f.name) for f in dataclasses.fields(problem)
