@@ -26,7 +26,7 @@ from fedcomp.data import ClientData
 from fedcomp.data._client_data import whole_npy_file
 from fedcomp.experiments._ray_executor import ADDRESS_VARIABLE, cluster_address
 from fedcomp.runtime import ray_clients
-from fedcomp.runtime._ray_clients import shard_bounds
+from fedcomp.runtime._ray_clients import ShardOnDisk, shard_bounds, shard_problem
 from tests.test_contract import SYNCHRONOUS, contract_problem, supports_sampling
 
 SMALL = ["seed000", "--set", "rounds=3", "--set", "data.n_clients=4",
@@ -297,3 +297,45 @@ def test_actors_read_their_rows_from_disk_and_give_the_simulators_iterates(joine
         np.testing.assert_array_equal(a, b)
     assert remote.counters == local.counters
     assert [r["objective"] for r in remote.history] == [r["objective"] for r in local.history]
+
+
+def test_an_actor_that_cannot_read_the_files_says_which_and_why(tmp_path):
+    """What an actor does with what it is sent, here in this process: a file missing on its
+    machine, or another copy of different shape there, is refused naming path and fix."""
+    alg = SYNCHRONOUS[0]
+    problem = contract_problem(alg)
+    problem.data.save(tmp_path / "data")
+    on_disk = dataclasses.replace(problem, data=ClientData.load(tmp_path / "data"))
+    sent = shard_problem(on_disk, slice(4, 7))
+    assert isinstance(sent, ShardOnDisk)
+    part = sent.problem()
+    np.testing.assert_array_equal(part.data.features, problem.data.features[4:7])
+    assert type(part.data.features) is np.ndarray  # copied out of the map
+    np.save(tmp_path / "data" / "targets.npy", np.ones((3, 2)))
+    with pytest.raises(ValueError, match=r"targets\.npy holding <f8 of shape \[3, 2\].*same "
+                                         r"path"):
+        sent.problem()
+    (tmp_path / "data" / "features.npy").unlink()
+    with pytest.raises(FileNotFoundError, match=r"cannot read .*features\.npy.*needs the data "
+                                                r"directory at the same path"):
+        sent.problem()
+
+
+@pytest.mark.slow
+def test_an_actor_failing_to_read_its_rows_stops_the_run_with_its_reason(joined, tmp_path,
+                                                                       monkeypatch):
+    import fedcomp.runtime._ray_clients as module
+
+    alg = SYNCHRONOUS[0]
+    problem = contract_problem(alg)
+    problem.data.save(tmp_path / "data")
+    on_disk = dataclasses.replace(problem, data=ClientData.load(tmp_path / "data"))
+
+    def elsewhere(problem, rows):  # as if the directory were missing on the actors' machine
+        sent = shard_problem(problem, rows)
+        moved = tuple((path.replace("data", "gone"), *rest) for path, *rest in sent.files)
+        return dataclasses.replace(sent, files=moved)
+
+    monkeypatch.setattr(module, "shard_problem", elsewhere)
+    with pytest.raises(Exception, match=r"cannot read .*gone.*features\.npy"):
+        simulate(alg, on_disk, 1, clients=ray_clients(shards=2))

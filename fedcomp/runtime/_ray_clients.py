@@ -61,11 +61,11 @@ def _rows(states: Any, rows: slice) -> Any:
 @dataclasses.dataclass(frozen=True)
 class ShardOnDisk:
     """One shard's problem as sent to its actor when the data are ``.npy`` files: the
-    problem's fields without its data, the two files and the shard's rows."""
+    problem's fields without its data, the two files (with the shape and dtype the caller
+    saw in each), the shard's rows and their counts."""
 
     fields: dict[str, Any]
-    features: str
-    targets: str
+    files: tuple[tuple[str, tuple[int, ...], str], ...]
     rows: tuple[int, int]
     counts: np.ndarray
 
@@ -73,11 +73,25 @@ class ShardOnDisk:
         """The shard's problem, its rows read from the files into memory (on the actor)."""
         from ..data import ClientData
 
-        rows = slice(*self.rows)
-        # np.array copies the rows out of the map: resident, as shipped arrays would be
-        features = np.array(np.load(self.features, mmap_mode="r")[rows])
-        targets = np.array(np.load(self.targets, mmap_mode="r")[rows])
+        features, targets = (self._rows_of(*file) for file in self.files)
         return Problem(**self.fields, data=ClientData(features, targets, self.counts))
+
+    def _rows_of(self, path: str, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+        import socket
+
+        where = f"ray_clients: the actor on {socket.gethostname()}"
+        fix = ("every machine that runs an actor needs the data directory at the same path "
+               "(a shared filesystem, or the same copy on every machine)")
+        try:
+            file = np.load(path, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as error:
+            raise FileNotFoundError(f"{where} cannot read {path} ({error}); {fix}") from None
+        if file.shape != tuple(shape) or file.dtype.str != dtype:
+            raise ValueError(f"{where} finds {path} holding {file.dtype.str} of shape "
+                             f"{list(file.shape)}, the caller's holds {dtype} of shape "
+                             f"{list(shape)}; {fix}")
+        # np.array copies the rows out of the map: resident, as shipped arrays would be
+        return np.array(file[slice(*self.rows)])
 
 
 def shard_problem(problem: Problem, rows: slice) -> Problem | ShardOnDisk:
@@ -94,8 +108,9 @@ def shard_problem(problem: Problem, rows: slice) -> Problem | ShardOnDisk:
         return dataclasses.replace(problem, data=_subset(problem, rows))
     fields = {f.name: getattr(problem, f.name) for f in dataclasses.fields(problem)
               if f.init and f.name != "data"}
-    return ShardOnDisk(fields, features, targets, (rows.start, rows.stop),
-                       np.array(data.counts[rows]))
+    files = tuple((path, tuple(values.shape), values.dtype.str) for path, values in
+                  ((features, data.features), (targets, data.targets)))
+    return ShardOnDisk(fields, files, (rows.start, rows.stop), np.array(data.counts[rows]))
 
 
 class ClientShard:
@@ -178,6 +193,11 @@ class RayClients:
         forever for one that a busy or small cluster does not have."""
         calls = [actor.states.remote() for actor in self.actors]
         ready, _ = self.ray.wait(calls, num_returns=len(calls), timeout=timeout)
+        try:  # an actor that failed to start (its data unreadable) says why here
+            self.ray.get(ready)
+        except Exception:
+            self.close()
+            raise
         if len(ready) < len(calls):
             total = int(self.ray.cluster_resources().get("CPU", 0))
             self.close()
