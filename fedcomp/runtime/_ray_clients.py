@@ -90,8 +90,15 @@ class ShardOnDisk:
             raise ValueError(f"{where} finds {path} holding {file.dtype.str} of shape "
                              f"{list(file.shape)}, the caller's holds {dtype} of shape "
                              f"{list(shape)}; {fix}")
-        # np.array copies the rows out of the map: resident, as shipped arrays would be
-        return np.array(file[slice(*self.rows)])
+        # the rows read from the file (the map gave the header only): resident, as shipped
+        # arrays would be, without the map's pages on top while they are copied
+        start, stop = self.rows
+        row_shape = file.shape[1:]
+        per_row = int(np.prod(row_shape, dtype=np.int64))
+        with open(path, "rb") as f:
+            f.seek(file.offset + start * per_row * file.dtype.itemsize)
+            rows = np.fromfile(f, dtype=file.dtype, count=(stop - start) * per_row)
+        return rows.reshape(stop - start, *row_shape)
 
 
 def shard_problem(problem: Problem, rows: slice) -> Problem | ShardOnDisk:
