@@ -56,7 +56,7 @@ def run_block(source: str) -> dict:
 def test_ray_clients_snippet_gives_the_simulators_iterates(sandbox):
     """docs/scale.md: a Ray instance on this machine, two actors; the block asserts equality."""
     pytest.importorskip("ray")
-    namespace = run_block(block_with("ray_clients(shards=2)"))
+    namespace = run_block(block_with("on_ray = simulate("))
     assert namespace["on_ray"].counters == namespace["local"].counters
 
 
