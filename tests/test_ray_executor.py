@@ -339,3 +339,20 @@ def test_an_actor_failing_to_read_its_rows_stops_the_run_with_its_reason(joined,
     monkeypatch.setattr(module, "shard_problem", elsewhere)
     with pytest.raises(Exception, match=r"cannot read .*gone.*features\.npy"):
         simulate(alg, on_disk, 1, clients=ray_clients(shards=2))
+
+
+@pytest.mark.parametrize("on_disk", [False, True])
+def test_the_blocked_finiteness_check_finds_the_first_bad_value(tmp_path, monkeypatch, on_disk):
+    """Blocks of 3 clients (in memory: slices; on disk: reads of the file): the first NaN or
+    inf in C order is named, however the blocks cut the array."""
+    import fedcomp.data._client_data as module
+
+    values = np.ones((10, 4, 2))
+    values[7, 0, 1], values[5, 3, 0] = np.inf, np.nan
+    if on_disk:
+        np.save(tmp_path / "v.npy", values)
+        values = np.load(tmp_path / "v.npy", mmap_mode="r")
+        assert whole_npy_file(values) is not None
+    monkeypatch.setattr(module, "FINITE_CHECK_BYTES", 3 * values[:1].nbytes)
+    assert module.first_non_finite(values) == (5, 3, 0)
+    assert module.first_non_finite(values[:5]) is None
