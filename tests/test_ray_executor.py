@@ -11,6 +11,7 @@ algorithm the single-process simulator's iterates, client states and counters, b
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import subprocess
@@ -21,9 +22,11 @@ import pytest
 
 from fedcomp import simulate
 from fedcomp.cli import main
+from fedcomp.data import ClientData
+from fedcomp.data._client_data import whole_npy_file
 from fedcomp.experiments._ray_executor import ADDRESS_VARIABLE, cluster_address
 from fedcomp.runtime import ray_clients
-from fedcomp.runtime._ray_clients import shard_bounds
+from fedcomp.runtime._ray_clients import ShardOnDisk, shard_bounds, shard_problem
 from tests.test_contract import SYNCHRONOUS, contract_problem, supports_sampling
 
 SMALL = ["seed000", "--set", "rounds=3", "--set", "data.n_clients=4",
@@ -150,3 +153,206 @@ def test_shards_are_contiguous_and_even():
     assert shard_bounds(3, 3).tolist() == [0, 1, 2, 3]
     with pytest.raises(ValueError, match="shards must be an integer >= 1"):
         ray_clients(shards=0)
+
+
+# --- data on disk: ClientData.save / load and actors that read their own rows ------------------
+def saved_data(directory, holdout=True):
+    """Three clients of 4, 2 and 3 samples (float32 features, integer class ids) saved to
+    ``directory``, with the ClientData they came from."""
+    rng = np.random.default_rng(3)
+    data = ClientData.from_lists([rng.normal(size=(n, 5)) for n in (4, 2, 3)],
+                                 [rng.integers(0, 3, size=n) for n in (4, 2, 3)],
+                                 dtype=np.float32)
+    if holdout:
+        data = data.with_holdout(rng.normal(size=(6, 5)), rng.integers(0, 3, size=6))
+    data.save(directory)
+    return data
+
+
+def arrays_of(data):
+    return [data.features, data.targets, data.counts,
+            *(() if data.holdout is None else data.holdout)]
+
+
+@pytest.mark.parametrize("mmap", [True, False])
+def test_client_data_round_trips_through_npy_files(tmp_path, mmap):
+    data = saved_data(tmp_path / "data")
+    back = ClientData.load(tmp_path / "data", mmap=mmap)
+    for saved, loaded in zip(arrays_of(data), arrays_of(back), strict=True):
+        assert loaded.dtype == saved.dtype and loaded.shape == saved.shape
+        np.testing.assert_array_equal(loaded, saved)
+    mapped = [isinstance(a, np.memmap) for a in arrays_of(back)]
+    assert mapped == ([True, True, False, True, True] if mmap else [False] * 5)
+    # saving again without a holdout leaves no stale holdout behind
+    ClientData(data.features, data.targets, data.counts).save(tmp_path / "data")
+    assert ClientData.load(tmp_path / "data").holdout is None
+
+
+def resident_kb():
+    """This process's resident memory (anonymous, and the pages of mapped files), kB."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs Linux /proc")
+def test_loading_memory_maps_checks_the_data_without_holding_it(tmp_path):
+    """64 MB of features behind a memory map: the process's resident memory grows by far
+    less than the array — neither a copy nor the map's pages (the finiteness check reads
+    the file in blocks) — yet the check read all of it."""
+    n = 40_000
+    features = np.lib.format.open_memmap(tmp_path / "f.npy", "w+", np.float64, (n, 10, 20))
+    features[:] = 1.0
+    ClientData(features, np.ones((n, 10)), np.full(n, 10)).save(tmp_path / "data")
+    del features
+    import fedcomp.data._client_data as module
+
+    before = resident_kb()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(module, "FINITE_CHECK_BYTES", 2**20)  # 1 MiB blocks
+        data = ClientData.load(tmp_path / "data")
+    assert resident_kb() - before < 8 * 1024
+    assert isinstance(data.features, np.memmap) and data.features.shape == (n, 10, 20)
+    # the check did read everything: a NaN in the last client is found through the map
+    patched = np.load(tmp_path / "data" / "features.npy", mmap_mode="r+")
+    patched[-1, 9, 19] = np.nan
+    patched.flush()
+    del patched
+    with pytest.raises(ValueError, match=f"feature 19 of sample 9 of client {n - 1}"):
+        ClientData.load(tmp_path / "data")
+
+
+def damage(directory, how):
+    if how == "no directory":
+        return directory / "elsewhere"
+    if how == "no description":
+        (directory / "client_data.json").unlink()
+    elif how == "corrupt description":
+        (directory / "client_data.json").write_text("{not json")
+    elif how == "missing file":
+        (directory / "targets.npy").unlink()
+    elif how == "truncated file":
+        path = directory / "features.npy"
+        path.write_bytes(path.read_bytes()[:-8])
+    elif how == "not an npy file":
+        (directory / "counts.npy").write_text("hello")
+    elif how == "another save's file":
+        np.save(directory / "targets.npy", np.zeros((3, 4)))
+    return directory
+
+
+@pytest.mark.parametrize("how, error, message", [
+    ("no directory", FileNotFoundError, r"elsewhere is not a directory; write it again with "
+                                        r"ClientData\.save"),
+    ("no description", FileNotFoundError, r"client_data\.json is missing.*ClientData\.save"),
+    ("corrupt description", ValueError, r"client_data\.json is not a ClientData description"),
+    ("missing file", FileNotFoundError, r"targets\.npy is missing"),
+    ("truncated file", ValueError, r"features\.npy is not a readable \.npy file"),
+    ("not an npy file", ValueError, r"counts\.npy is not a readable \.npy file"),
+    ("another save's file", ValueError, r"targets\.npy holds <f8 of shape \[3, 4\] but .*"
+                                        r"says <i8 of shape \[3, 4\]"),
+])
+@pytest.mark.parametrize("mmap", [True, False])
+def test_a_damaged_directory_is_refused_naming_the_path_and_the_fix(tmp_path, how, error,
+                                                                    message, mmap):
+    saved_data(tmp_path / "data")
+    directory = damage(tmp_path / "data", how)
+    with pytest.raises(error, match=message) as caught:
+        ClientData.load(directory, mmap=mmap)
+    assert str(tmp_path) in str(caught.value) and "ClientData.save" in str(caught.value)
+
+
+def test_only_whole_npy_files_are_sent_as_paths(tmp_path):
+    data = saved_data(tmp_path / "data", holdout=False)
+    loaded = ClientData.load(tmp_path / "data")
+    assert whole_npy_file(loaded.features) == str(tmp_path / "data" / "features.npy")
+    assert whole_npy_file(loaded.features[1:]) is None  # a slice: not the file's rows
+    assert whole_npy_file(loaded.features.view(np.int32)) is None  # another dtype
+    assert whole_npy_file(np.asarray(data.features)) is None  # in memory
+    assert whole_npy_file(ClientData.load(tmp_path / "data", mmap=False).features) is None
+
+
+@pytest.mark.slow
+def test_actors_read_their_rows_from_disk_and_give_the_simulators_iterates(joined, tmp_path,
+                                                                          monkeypatch):
+    """A memory-mapped problem on two actors: every actor is sent the paths (pickling any
+    memory map in this process fails the test) and the run equals the in-process run of
+    the in-memory problem — model, client states, counters and objective curve."""
+    alg = next(a for a in SYNCHRONOUS if a.name == "scaffold")
+    problem = contract_problem(alg)
+    problem.data.save(tmp_path / "data")
+    on_disk = dataclasses.replace(problem, data=ClientData.load(tmp_path / "data"))
+    assert isinstance(on_disk.data.features, np.memmap)
+
+    def refuse(self, *args):
+        raise AssertionError("a memory map was pickled: its rows went through the driver")
+
+    kwargs = dict(batch_size=3, clients_per_round=4, seed=5, metrics=["objective"])
+    local = simulate(alg, problem, 4, **kwargs)
+    with monkeypatch.context() as patch:
+        patch.setattr(np.memmap, "__reduce_ex__", refuse, raising=False)
+        patch.setattr(np.memmap, "__reduce__", refuse, raising=False)
+        remote = simulate(alg, on_disk, 4, clients=ray_clients(shards=2), **kwargs)
+    np.testing.assert_array_equal(remote.x, local.x)
+    for a, b in zip(remote.client_states, local.client_states, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert remote.counters == local.counters
+    assert [r["objective"] for r in remote.history] == [r["objective"] for r in local.history]
+
+
+def test_an_actor_that_cannot_read_the_files_says_which_and_why(tmp_path):
+    """What an actor does with what it is sent, here in this process: a file missing on its
+    machine, or another copy of different shape there, is refused naming path and fix."""
+    alg = SYNCHRONOUS[0]
+    problem = contract_problem(alg)
+    problem.data.save(tmp_path / "data")
+    on_disk = dataclasses.replace(problem, data=ClientData.load(tmp_path / "data"))
+    sent = shard_problem(on_disk, slice(4, 7))
+    assert isinstance(sent, ShardOnDisk)
+    part = sent.problem()
+    np.testing.assert_array_equal(part.data.features, problem.data.features[4:7])
+    assert type(part.data.features) is np.ndarray  # copied out of the map
+    np.save(tmp_path / "data" / "targets.npy", np.ones((3, 2)))
+    with pytest.raises(ValueError, match=r"targets\.npy holding <f8 of shape \[3, 2\].*same "
+                                         r"path"):
+        sent.problem()
+    (tmp_path / "data" / "features.npy").unlink()
+    with pytest.raises(FileNotFoundError, match=r"cannot read .*features\.npy.*needs the data "
+                                                r"directory at the same path"):
+        sent.problem()
+
+
+@pytest.mark.slow
+def test_an_actor_failing_to_read_its_rows_stops_the_run_with_its_reason(joined, tmp_path,
+                                                                       monkeypatch):
+    import fedcomp.runtime._ray_clients as module
+
+    alg = SYNCHRONOUS[0]
+    problem = contract_problem(alg)
+    problem.data.save(tmp_path / "data")
+    on_disk = dataclasses.replace(problem, data=ClientData.load(tmp_path / "data"))
+
+    def elsewhere(problem, rows):  # as if the directory were missing on the actors' machine
+        sent = shard_problem(problem, rows)
+        moved = tuple((path.replace("data", "gone"), *rest) for path, *rest in sent.files)
+        return dataclasses.replace(sent, files=moved)
+
+    monkeypatch.setattr(module, "shard_problem", elsewhere)
+    with pytest.raises(Exception, match=r"cannot read .*gone.*features\.npy"):
+        simulate(alg, on_disk, 1, clients=ray_clients(shards=2))
+
+
+@pytest.mark.parametrize("on_disk", [False, True])
+def test_the_blocked_finiteness_check_finds_the_first_bad_value(tmp_path, monkeypatch, on_disk):
+    """Blocks of 3 clients (in memory: slices; on disk: reads of the file): the first NaN or
+    inf in C order is named, however the blocks cut the array."""
+    import fedcomp.data._client_data as module
+
+    values = np.ones((10, 4, 2))
+    values[7, 0, 1], values[5, 3, 0] = np.inf, np.nan
+    if on_disk:
+        np.save(tmp_path / "v.npy", values)
+        values = np.load(tmp_path / "v.npy", mmap_mode="r")
+        assert whole_npy_file(values) is not None
+    monkeypatch.setattr(module, "FINITE_CHECK_BYTES", 3 * values[:1].nbytes)
+    assert module.first_non_finite(values) == (5, 3, 0)
+    assert module.first_non_finite(values[:5]) is None

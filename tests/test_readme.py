@@ -56,14 +56,23 @@ def run_block(source: str) -> dict:
 def test_ray_clients_snippet_gives_the_simulators_iterates(sandbox):
     """docs/scale.md: a Ray instance on this machine, two actors; the block asserts equality."""
     pytest.importorskip("ray")
-    namespace = run_block(block_with("ray_clients(shards=2)"))
+    namespace = run_block(block_with("on_ray = simulate("))
     assert namespace["on_ray"].counters == namespace["local"].counters
+
+
+@pytest.mark.slow
+def test_data_on_disk_snippet_gives_the_simulators_iterates(sandbox):
+    """docs/scale.md: data saved, loaded memory-mapped, read by the actors from the files."""
+    pytest.importorskip("ray")
+    namespace = run_block(block_with("ClientData.load(directory)"))
+    assert namespace["run"].counters == namespace["local"].counters
 
 
 def test_every_python_block_is_covered():
     """A new snippet must get a test here (or be listed as needing outside context)."""
     covered = ("fedcomp.za1(", "partition=\"writers\"", "TorchModel(\"cnn\"", "run_simulation(",
-               "FederatedLogisticRegression(", "ray_clients(shards=2)")
+               "FederatedLogisticRegression(", "ray_clients(shards=2)",
+               "ClientData.load(directory)")
     for block in python_blocks():
         assert any(marker in block for marker in covered), f"untested README block:\n{block}"
 

@@ -12,12 +12,23 @@ of an image data set), converted along with the client data by :meth:`ClientData
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from .._array import Array, asarray_like, namespace, take_rows
+
+#: The file :meth:`ClientData.save` describes its arrays in, and its ``format`` tag.
+METADATA_FILE = "client_data.json"
+FORMAT, FORMAT_VERSION = "fedcomp.ClientData", 1
+#: The arrays a saved directory may hold (``<name>.npy``); the holdout's are optional.
+ARRAY_NAMES = ("features", "targets", "counts", "holdout_features", "holdout_targets")
+RESAVE = "write it again with ClientData.save(directory)"
 
 
 def physical_memory() -> int | None:
@@ -52,17 +63,79 @@ def check_memory(n_bytes: int, what: str, fix: str) -> None:
                          f"{memory / 2**30:.1f} GiB of memory; {fix}")
 
 
+#: Bytes of a NumPy array :func:`first_non_finite` reads at a time (its temporaries stay
+#: this small whatever the array, so a memory-mapped array streams through it).
+FINITE_CHECK_BYTES = 64 * 2**20
+
+
 def first_non_finite(values: Any) -> tuple[int, ...] | None:
-    """The index of the first NaN or ±inf entry of ``values`` (any namespace), else None."""
+    """The index of the first NaN or ±inf entry of ``values`` (any namespace), else None.
+
+    A NumPy array (a memory-mapped one included) is read in blocks of leading-axis rows of
+    about :data:`FINITE_CHECK_BYTES` (:func:`row_blocks`): ``isfinite`` of the whole array
+    would allocate a boolean array an eighth of a float64 array's size.
+    """
     xp = namespace(values)
     if values.dtype == bool or not xp.isdtype(values.dtype, ("real floating",
                                                             "complex floating")):
         return None  # integer or boolean arrays hold no NaN or inf
+    if isinstance(values, np.ndarray) and values.ndim and len(values):
+        for start, block in row_blocks(values, FINITE_CHECK_BYTES):
+            if not np.isfinite(block).all():
+                first = np.argwhere(~np.isfinite(block))[0]
+                return (start + int(first[0]), *(int(i) for i in first[1:]))
+        return None
     if bool(xp.all(xp.isfinite(values))):
         return None
     from .._array import to_numpy
 
     return tuple(int(i) for i in np.argwhere(~np.isfinite(to_numpy(values)))[0])
+
+
+def whole_npy_file(values: Any) -> str | None:
+    """The ``.npy`` file ``values`` maps whole (``np.load(path, mmap_mode=...)``), else None.
+
+    A memory map of only part of a file — a slice, a transposed or re-typed view — has
+    another shape, dtype, layout or offset than the file and gives None: its rows are not
+    the file's rows.
+    """
+    path = getattr(values, "filename", None)
+    if not (isinstance(values, np.memmap) and path and str(path).endswith(".npy")
+            and values.flags.c_contiguous):
+        return None
+    try:  # mapping the file again reads its header only
+        file = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError):
+        return None
+    whole = (isinstance(file, np.memmap) and file.shape == values.shape
+             and file.dtype == values.dtype and file.flags.c_contiguous
+             and file.offset == values.offset)
+    return str(path) if whole else None
+
+
+def row_blocks(values: np.ndarray, block_bytes: int) -> Iterator[tuple[int, np.ndarray]]:
+    """``(start, values[start:start + k])`` for consecutive blocks of about ``block_bytes``.
+
+    The blocks of a whole memory-mapped ``.npy`` file are read from the file
+    (:func:`whole_npy_file`) rather than through the map: pages touched through a map stay
+    in this process's resident memory until the OS needs them back, so checking a file
+    through its map would make a process that never uses the data look as if it held
+    all of it.
+    """
+    step = max(1, block_bytes // max(1, values[:1].nbytes))
+    path = whole_npy_file(values)
+    if path is None:
+        for start in range(0, len(values), step):
+            yield start, values[start:start + step]
+        return
+    row_shape = values.shape[1:]
+    per_row = int(np.prod(row_shape, dtype=np.int64))
+    with open(path, "rb") as f:
+        f.seek(getattr(values, "offset", 0))
+        for start in range(0, len(values), step):
+            rows = min(step, len(values) - start)
+            block = np.fromfile(f, dtype=values.dtype, count=rows * per_row)
+            yield start, block.reshape(rows, *row_shape)
 
 
 class Batch(NamedTuple):
@@ -194,6 +267,74 @@ class ClientData:
             targs = targs.astype(dtype)
         return cls(feats, targs, counts)
 
+    # --- on disk -------------------------------------------------------------------------
+    def save(self, directory: str | os.PathLike[str]) -> Path:
+        """Write the data to ``directory`` as plain ``.npy`` files, for :meth:`load`.
+
+        One file per array — ``features.npy``, ``targets.npy``, ``counts.npy`` and, with a
+        holdout, ``holdout_features.npy`` and ``holdout_targets.npy`` — as NumPy arrays
+        (torch or jax data are copied to the host), plus ``client_data.json`` naming the
+        files with their shapes and dtypes. The JSON is written last, so an interrupted
+        save is refused by :meth:`load` instead of read half-written. Files of an earlier
+        save are replaced (each through a temporary name: a reader that has the old file
+        memory-mapped keeps reading the old data). Returns the directory.
+
+        Examples
+        --------
+        >>> import tempfile
+        >>> data = ClientData.from_lists([np.ones((2, 3)), np.ones((1, 3))],
+        ...                              [np.ones(2), -np.ones(1)])
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     back = ClientData.load(data.save(tmp))
+        ...     type(back.features).__name__, back.counts.tolist()
+        ('memmap', [2, 1])
+        """
+        from .._array import to_numpy
+
+        root = Path(directory)
+        root.mkdir(parents=True, exist_ok=True)
+        (root / METADATA_FILE).unlink(missing_ok=True)  # incomplete until written again
+        arrays = {"features": self.features, "targets": self.targets, "counts": self.counts}
+        if self.holdout is not None:
+            arrays.update(holdout_features=self.holdout[0], holdout_targets=self.holdout[1])
+        described = {}
+        for name, values in arrays.items():
+            values = to_numpy(values)
+            partial = root / f"{name}.partial.npy"
+            np.save(partial, values, allow_pickle=False)
+            os.replace(partial, root / f"{name}.npy")
+            described[name] = {"shape": list(values.shape), "dtype": values.dtype.str}
+        for stale in set(ARRAY_NAMES) - set(arrays):  # a holdout of an earlier save
+            (root / f"{stale}.npy").unlink(missing_ok=True)
+        (root / METADATA_FILE).write_text(json.dumps(
+            {"format": FORMAT, "version": FORMAT_VERSION, "arrays": described}, indent=1))
+        return root
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike[str], mmap: bool = True) -> ClientData:
+        """The data :meth:`save` wrote to ``directory``.
+
+        With ``mmap=True`` (the default) features, targets and the holdout are read-only
+        memory maps of the files (``np.load(..., mmap_mode="r")``): the operating system
+        pages in what is read and may drop it again, so data larger than memory load
+        instantly. The checks of the constructor stream through them (the finiteness check
+        reads every value once, in blocks, without copying the arrays into memory).
+        ``counts`` is always read into memory. With ``mmap=False`` every array is read into
+        memory.
+
+        Raises ``FileNotFoundError`` for a missing directory or file and ``ValueError`` for
+        a file that is not what ``client_data.json`` says, each naming the path.
+        """
+        root = Path(directory)
+        described = _read_metadata(root)
+        arrays = {name: _load_array(root / f"{name}.npy", spec,
+                                    mmap and name != "counts")
+                  for name, spec in described.items()}
+        holdout = None
+        if "holdout_features" in arrays:
+            holdout = (arrays["holdout_features"], arrays["holdout_targets"])
+        return cls(arrays["features"], arrays["targets"], arrays["counts"], holdout)
+
     # --- shape information -------------------------------------------------------------
     @property
     def n_clients(self) -> int:
@@ -285,3 +426,47 @@ class ClientData:
             targs.append(t)
             owner.append(np.full(len(t), i))
         return np.concatenate(feats), np.concatenate(targs), np.concatenate(owner)
+
+
+def _read_metadata(root: Path) -> dict[str, dict[str, Any]]:
+    """The arrays ``root/client_data.json`` describes, checked: name -> {shape, dtype}."""
+    if not root.is_dir():
+        raise FileNotFoundError(f"ClientData.load: {root} is not a directory; {RESAVE} first "
+                                "(on a cluster every machine needs it at this same path)")
+    path = root / METADATA_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"ClientData.load: {path} is missing: {root} was not written "
+                                f"by ClientData.save, or the save was interrupted; {RESAVE}")
+    try:
+        meta = json.loads(path.read_text())
+        arrays = meta["arrays"]
+        ok = meta["format"] == FORMAT and set(arrays) <= set(ARRAY_NAMES) and \
+            {"features", "targets", "counts"} <= set(arrays) and \
+            ("holdout_features" in arrays) == ("holdout_targets" in arrays)
+    except (ValueError, KeyError, TypeError):
+        ok = False
+    if not ok:
+        raise ValueError(f"ClientData.load: {path} is not a ClientData description (corrupt "
+                         f"or from another program); {RESAVE}")
+    if meta["version"] > FORMAT_VERSION:
+        raise ValueError(f"ClientData.load: {path} has format version {meta['version']}, "
+                         f"newer than this fedcomp's {FORMAT_VERSION}; upgrade fedcomp")
+    return dict(arrays)
+
+
+def _load_array(path: Path, spec: dict[str, Any], mmap: bool) -> np.ndarray:
+    """``path`` (memory-mapped read-only when ``mmap``), checked against ``spec``."""
+    if not path.is_file():
+        raise FileNotFoundError(f"ClientData.load: {path} is missing (a partial copy of the "
+                                f"directory?); copy it again or {RESAVE}")
+    try:
+        values = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as error:
+        raise ValueError(f"ClientData.load: {path} is not a readable .npy file ({error}); "
+                         f"{RESAVE}") from None
+    if list(values.shape) != list(spec.get("shape", [])) or values.dtype.str != spec.get("dtype"):
+        raise ValueError(f"ClientData.load: {path} holds {values.dtype.str} of shape "
+                         f"{list(values.shape)} but {path.parent / METADATA_FILE} says "
+                         f"{spec.get('dtype')} of shape {spec.get('shape')} (files from "
+                         f"different saves?); {RESAVE}")
+    return values

@@ -12,6 +12,14 @@ simulator's (block sizes and shard boundaries change nothing but speed).
 What stays in the calling process: the problem (for the metrics, which read all the data)
 and, for the first round only, the initial client states it ships to the actors. A round
 moves the message to every actor holding a participant and the uploads back.
+
+Data on disk: when the problem's features and targets are whole ``.npy`` files mapped into
+memory (:meth:`ClientData.load <fedcomp.data.ClientData.load>` with ``mmap=True``), each
+actor is sent the two paths and its row range instead of its rows, opens the files itself
+and copies its rows into memory. Pickling a slice of a memory map would read it through the
+calling process and the object store; this way the calling process never reads the
+clients' data for the actors, and every machine reads only its shard (the files must be
+at the same path on every machine: a shared filesystem or a copy).
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import numpy as np
 from .._array import take_rows
 from .._extras import require
 from ..algorithms._base import FederatedAlgorithm
+from ..data._client_data import whole_npy_file
 from ..oracle import Counters
 from ..problem import Problem
 from ._clients import ClientSettings, LocalClients, _concat
@@ -49,13 +58,77 @@ def _rows(states: Any, rows: slice) -> Any:
     return type(states)(*(f[rows] for f in states)) if len(states) else states
 
 
+@dataclasses.dataclass(frozen=True)
+class ShardOnDisk:
+    """One shard's problem as sent to its actor when the data are ``.npy`` files: the
+    problem's fields without its data, the two files (with the shape and dtype the caller
+    saw in each), the shard's rows and their counts."""
+
+    fields: dict[str, Any]
+    files: tuple[tuple[str, tuple[int, ...], str], ...]
+    rows: tuple[int, int]
+    counts: np.ndarray
+
+    def problem(self) -> Problem:
+        """The shard's problem, its rows read from the files into memory (on the actor)."""
+        from ..data import ClientData
+
+        features, targets = (self._rows_of(*file) for file in self.files)
+        return Problem(**self.fields, data=ClientData(features, targets, self.counts))
+
+    def _rows_of(self, path: str, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+        import socket
+
+        where = f"ray_clients: the actor on {socket.gethostname()}"
+        fix = ("every machine that runs an actor needs the data directory at the same path "
+               "(a shared filesystem, or the same copy on every machine)")
+        try:
+            file = np.load(path, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as error:
+            raise FileNotFoundError(f"{where} cannot read {path} ({error}); {fix}") from None
+        if file.shape != tuple(shape) or file.dtype.str != dtype:
+            raise ValueError(f"{where} finds {path} holding {file.dtype.str} of shape "
+                             f"{list(file.shape)}, the caller's holds {dtype} of shape "
+                             f"{list(shape)}; {fix}")
+        # the rows read from the file (the map gave the header only): resident, as shipped
+        # arrays would be, without the map's pages on top while they are copied
+        start, stop = self.rows
+        row_shape = file.shape[1:]
+        per_row = int(np.prod(row_shape, dtype=np.int64))
+        with open(path, "rb") as f:
+            f.seek(file.offset + start * per_row * file.dtype.itemsize)
+            rows = np.fromfile(f, dtype=file.dtype, count=(stop - start) * per_row)
+        return rows.reshape(stop - start, *row_shape)
+
+
+def shard_problem(problem: Problem, rows: slice) -> Problem | ShardOnDisk:
+    """What an actor is sent for the clients ``rows``: the paths when the data are whole
+    ``.npy`` files (:func:`~fedcomp.data._client_data.whole_npy_file`), else the shard's
+    problem with its rows.
+
+    Either gives the actor the problem ``dataclasses.replace(problem, data=<its rows>)``
+    (the holdout stays with the caller's metrics).
+    """
+    data = problem.data
+    features, targets = whole_npy_file(data.features), whole_npy_file(data.targets)
+    if features is None or targets is None:
+        return dataclasses.replace(problem, data=_subset(problem, rows))
+    fields = {f.name: getattr(problem, f.name) for f in dataclasses.fields(problem)
+              if f.init and f.name != "data"}
+    files = tuple((path, tuple(values.shape), values.dtype.str) for path, values in
+                  ((features, data.features), (targets, data.targets)))
+    return ShardOnDisk(fields, files, (rows.start, rows.stop), np.array(data.counts[rows]))
+
+
 class ClientShard:
     """The body of one Ray actor: the clients ``first .. first + m − 1`` with their data,
     weights and client states, resident across rounds."""
 
-    def __init__(self, algorithm: FederatedAlgorithm, problem: Problem, first: int,
-                 weights: np.ndarray, n_clients: int, states: Any, seed: int,
+    def __init__(self, algorithm: FederatedAlgorithm, problem: Problem | ShardOnDisk,
+                 first: int, weights: np.ndarray, n_clients: int, states: Any, seed: int,
                  batch_size: int | None, block_size: int) -> None:
+        if isinstance(problem, ShardOnDisk):
+            problem = problem.problem()
         self.first = first
         self.counters = Counters()
         regularizer = problem.regularizer
@@ -115,9 +188,9 @@ class RayClients:
         shared = ray.put(algorithm)
         for start, stop in zip(self.bounds[:-1], self.bounds[1:], strict=True):
             rows = slice(int(start), int(stop))
-            part = dataclasses.replace(problem, data=_subset(problem, rows))
             self.actors.append(actor.remote(
-                shared, part, int(start), np.asarray(problem.weights[rows]), problem.n_clients,
+                shared, shard_problem(problem, rows), int(start),
+                np.asarray(problem.weights[rows]), problem.n_clients,
                 _rows(client_states, rows), settings.seed, settings.batch_size,
                 settings.block_size))
         self._wait_until_placed(PLACEMENT_TIMEOUT)
@@ -127,6 +200,11 @@ class RayClients:
         forever for one that a busy or small cluster does not have."""
         calls = [actor.states.remote() for actor in self.actors]
         ready, _ = self.ray.wait(calls, num_returns=len(calls), timeout=timeout)
+        try:  # an actor that failed to start (its data unreadable) says why here
+            self.ray.get(ready)
+        except Exception:
+            self.close()
+            raise
         if len(ready) < len(calls):
             total = int(self.ray.cluster_resources().get("CPU", 0))
             self.close()
