@@ -154,6 +154,10 @@ class ClientShard:
     def states(self) -> Any:
         return self.clients.client_states
 
+    def ready(self) -> bool:
+        """True once the actor is placed and built (its answer carries no data)."""
+        return True
+
     def peak_memory_mb(self) -> float:
         """This actor's peak resident memory, MB."""
         from ._allocator import peak_memory_mb
@@ -198,7 +202,7 @@ class RayClients:
     def _wait_until_placed(self, timeout: float) -> None:
         """Every actor started, or a clear error: an actor needs a free CPU, and Ray waits
         forever for one that a busy or small cluster does not have."""
-        calls = [actor.states.remote() for actor in self.actors]
+        calls = [actor.ready.remote() for actor in self.actors]
         ready, _ = self.ray.wait(calls, num_returns=len(calls), timeout=timeout)
         try:  # an actor that failed to start (its data unreadable) says why here
             self.ray.get(ready)
