@@ -58,13 +58,28 @@ def client_weights(data: ClientData, weighting: Any = "uniform") -> np.ndarray:
     return w / total
 
 
-def _real_targets(data: ClientData) -> np.ndarray:
-    """Every client's real (unpadded) targets and the holdout's, as one NumPy vector."""
-    targets = to_numpy(data.targets)
-    real = targets[np.arange(targets.shape[1])[None, :] < data.counts[:, None]]
-    if data.holdout is None:
-        return real
-    return np.concatenate([real, to_numpy(data.holdout[1]).reshape(-1)])
+#: Target values read per block by :func:`_distinct_targets` (8 MiB of float64).
+LABEL_BLOCK_VALUES = 1 << 20
+
+
+def _distinct_targets(data: ClientData) -> np.ndarray:
+    """The distinct values among every client's real (unpadded) targets and the holdout's.
+
+    Read a block of clients at a time: the labels' checks need only these values, and a
+    population whose targets are memory-mapped (``ClientData.load``) is never copied whole
+    into memory for them.
+    """
+    width = int(data.targets.shape[1])
+    per_block = max(1, LABEL_BLOCK_VALUES // max(width, 1))
+    columns = np.arange(width)[None, :]
+    found = [np.zeros(0)]
+    for start in range(0, data.n_clients, per_block):
+        targets = to_numpy(data.targets[start:start + per_block])
+        real = columns < np.asarray(data.counts[start:start + per_block])[:, None]
+        found.append(np.unique(targets[real]))
+    if data.holdout is not None:
+        found.append(np.unique(to_numpy(data.holdout[1])))
+    return np.unique(np.concatenate(found))
 
 
 #: How a minibatch draws a client's samples (:class:`Problem`'s ``minibatch``).
@@ -139,7 +154,7 @@ class Problem:
                 "to the regularizer")
         check_targets = getattr(self.loss, "check_targets", None)
         if check_targets is not None:
-            check_targets(_real_targets(self.data), self.n_classes)
+            check_targets(_distinct_targets(self.data), self.n_classes)
 
     # --- shapes ---------------------------------------------------------------------------
     @property

@@ -106,6 +106,23 @@ def test_labels_are_checked_on_real_samples_and_the_holdout():
         Problem(Logistic(), L1(0.1), data.with_holdout(np.zeros((2, 2)), np.array([0.0, 1.0])))
 
 
+def test_labels_are_checked_block_by_block(monkeypatch):
+    """The check reads the targets a block of clients at a time (memory-mapped data are
+    never copied whole): a bad label in the last block is found, padding never counts."""
+    from fedcomp import problem as problem_module
+
+    rng = np.random.default_rng(0)
+    sizes = [3, 1, 2, 3, 1]
+    targets = [np.where(rng.random(m) < 0.5, -1.0, 1.0) for m in sizes]
+    data = ClientData.from_lists([rng.normal(size=(m, 2)) for m in sizes], targets)
+    monkeypatch.setattr(problem_module, "LABEL_BLOCK_VALUES", 3)  # one client per block
+    Problem(Logistic(), L1(0.1), data)
+    targets[-1] = np.array([2.0])
+    bad = ClientData.from_lists([rng.normal(size=(m, 2)) for m in sizes], targets)
+    with pytest.raises(ValueError, match=r"found \[-1, 1, 2\]"):
+        Problem(Logistic(), L1(0.1), bad)
+
+
 def test_fingerprint_changes_with_everything_that_matters():
     data = heterogeneous_data(n_clients=3, d=4, labels="real")
     base = Problem(LeastSquares(), L1(0.1), data).fingerprint()
