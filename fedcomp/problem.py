@@ -74,8 +74,9 @@ def _distinct_targets(data: ClientData) -> np.ndarray:
     columns = np.arange(width)[None, :]
     found = [np.zeros(0)]
     for start in range(0, data.n_clients, per_block):
-        targets = to_numpy(data.targets[start:start + per_block])
-        real = columns < np.asarray(data.counts[start:start + per_block])[:, None]
+        stop = min(start + per_block, data.n_clients)  # in bounds: the Array API's slices
+        targets = to_numpy(data.targets[start:stop, ...])
+        real = columns < np.asarray(data.counts[start:stop])[:, None]
         found.append(np.unique(targets[real]))
     if data.holdout is not None:
         found.append(np.unique(to_numpy(data.holdout[1])))
