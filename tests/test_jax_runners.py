@@ -12,11 +12,11 @@ engine runs through ``fedcomp run`` and writes the results of the NumPy backend.
 
 from __future__ import annotations
 
-import csv
 import tomllib
 
 import numpy as np
 import pytest
+from test_jax_engine import _results
 
 from fedcomp import ComputeTimes, Problem, simulate_async
 from fedcomp._array import to_numpy
@@ -264,11 +264,6 @@ def test_jax_float32_stays_float32():
 
 
 # --- a configuration with backend = "jax" --------------------------------------------------
-
-def _results(folder):
-    with (folder / "results.csv").open(newline="") as f:
-        return {(r["algorithm"], r["round"]): r for r in csv.DictReader(f)}
-
 
 def test_a_jax_config_runs_both_runners_through_fedcomp_run(tmp_path):
     for backend in ("numpy", "jax"):

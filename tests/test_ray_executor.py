@@ -122,6 +122,15 @@ def joined(cluster):
 
 
 @pytest.mark.slow
+def assert_same_run_bitwise(remote, local):
+    """The model, client states, counters and objective curve, bit for bit."""
+    np.testing.assert_array_equal(remote.x, local.x)
+    for a, b in zip(remote.client_states, local.client_states, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert remote.counters == local.counters
+    assert [r["objective"] for r in remote.history] == [r["objective"] for r in local.history]
+
+
 @pytest.mark.parametrize("alg", SYNCHRONOUS, ids=lambda a: a.name)
 def test_clients_on_two_actors_give_the_simulators_iterates(joined, alg):
     """Two shards (clients 0-3 and 4-6) on the two nodes; minibatches, and client sampling
@@ -131,11 +140,7 @@ def test_clients_on_two_actors_give_the_simulators_iterates(joined, alg):
     kwargs = dict(batch_size=3, clients_per_round=sampled, seed=5, metrics=["objective"])
     local = simulate(alg, problem, 4, **kwargs)
     remote = simulate(alg, problem, 4, clients=ray_clients(shards=2), **kwargs)
-    np.testing.assert_array_equal(remote.x, local.x)
-    for a, b in zip(remote.client_states, local.client_states, strict=True):
-        np.testing.assert_array_equal(a, b)
-    assert remote.counters == local.counters
-    assert [r["objective"] for r in remote.history] == [r["objective"] for r in local.history]
+    assert_same_run_bitwise(remote, local)
 
 
 @pytest.mark.slow
@@ -292,11 +297,7 @@ def test_actors_read_their_rows_from_disk_and_give_the_simulators_iterates(joine
         patch.setattr(np.memmap, "__reduce_ex__", refuse, raising=False)
         patch.setattr(np.memmap, "__reduce__", refuse, raising=False)
         remote = simulate(alg, on_disk, 4, clients=ray_clients(shards=2), **kwargs)
-    np.testing.assert_array_equal(remote.x, local.x)
-    for a, b in zip(remote.client_states, local.client_states, strict=True):
-        np.testing.assert_array_equal(a, b)
-    assert remote.counters == local.counters
-    assert [r["objective"] for r in remote.history] == [r["objective"] for r in local.history]
+    assert_same_run_bitwise(remote, local)
 
 
 def test_an_actor_that_cannot_read_the_files_says_which_and_why(tmp_path):

@@ -812,13 +812,19 @@ class CompiledServer:
 
     def context(self, participants: np.ndarray) -> tuple[Any, Any, Any]:
         """``(ids, weights, pi)`` of the participants as device arrays (cached per set)."""
-        def make() -> tuple[Any, Any, Any]:
-            like = self.problem.data.features
-            pi = self.problem.weights[participants]
-            return (_jax().numpy.asarray(participants, dtype="int64"),
-                    asarray_like(pi / pi.sum(), like), asarray_like(pi, like))
+        return _bounded(self.contexts, participants.tobytes(),
+                        functools.partial(participant_context, self.problem, participants))
 
-        return _bounded(self.contexts, participants.tobytes(), make)
+
+def participant_context(problem: Problem, ids: np.ndarray) -> tuple[Any, Any, Any]:
+    """``(ids, π_i / Σπ, π_i)`` of a round's participants ``ids``, shape ``(B,)``, or of
+    several rounds' stacked, ``(rounds, B)``, as device arrays."""
+    pi = problem.weights[ids]
+    # row by row: each round's weights are summed as one round's alone would be
+    weights = pi / pi.sum() if pi.ndim == 1 else np.stack([row / row.sum() for row in pi])
+    like = problem.data.features
+    return (_jax().numpy.asarray(ids, dtype="int64"), asarray_like(weights, like),
+            asarray_like(pi, like))
 
 
 class Traffic(NamedTuple):
@@ -989,8 +995,8 @@ class CompiledEngine:
             ids, weights, pi = self.server.context(participants[0])
         else:  # sampled: the rounds' ids stacked (padded with the first round's)
             start = stop = None
-            ids, weights, pi = self.stacked_context(
-                participants + [participants[0]] * (length - count))
+            ids, weights, pi = participant_context(
+                self.problem, np.stack(participants + [participants[0]] * (length - count)))
         out = self.chunk(first, count, server_state, clients.client_states, ids, weights, pi,
                          clients.arrays, start=start, stop=stop, length=length)
         if out is EAGER:
@@ -1006,15 +1012,6 @@ class CompiledEngine:
             _add(self.counters, clients.delta(key, block, first + k, low))
             _add(self.counters, self.server.logs[low].delta(None))
         return server_state, list(sums[:count])
-
-    def stacked_context(self, participants: list[np.ndarray]) -> tuple[Any, Any, Any]:
-        """:meth:`CompiledServer.context` of several rounds, stacked: shapes ``(rounds, B)``
-        (made on the host, three transfers)."""
-        like = self.problem.data.features
-        pi = [self.problem.weights[who] for who in participants]
-        return (_jax().numpy.asarray(np.stack(participants), dtype="int64"),
-                asarray_like(np.stack([w / w.sum() for w in pi]), like),
-                asarray_like(np.stack(pi), like))
 
     def step(self, server_state: Any, round_: int, participants: np.ndarray
              ) -> tuple[Any, Any]:
