@@ -43,6 +43,26 @@ def namespace(*arrays: Array) -> Any:
     return array_api_compat.array_namespace(*arrays)
 
 
+def device_of(x: Array) -> Any:
+    """The device ``x`` lives on (``"cpu"`` for NumPy): every array made to go with ``x``
+    is created there, so nothing mixes devices (a GPU refuses that at the first operation)."""
+    return array_api_compat.device(x)
+
+
+def stacked_zeros(x: Array, n: int) -> Array:
+    """``n`` zero models shaped like ``x``, stacked on a leading client axis: shape
+    ``(n, *x.shape)``, in the namespace, dtype and on the device of ``x``.
+
+    The client states of most algorithms start here.
+
+    Examples
+    --------
+    >>> stacked_zeros(np.ones(3), 2).shape
+    (2, 3)
+    """
+    return namespace(x).zeros((n, *x.shape), dtype=x.dtype, device=device_of(x))
+
+
 def is_numpy(xp: Any) -> bool:
     """True when ``xp`` is (the compat wrapper of) NumPy."""
     return array_api_compat.is_numpy_namespace(xp)
@@ -90,16 +110,31 @@ def is_jax(x: Any) -> bool:
 
 
 def to_numpy(x: Array) -> np.ndarray:
-    """Copy any Array API array to a NumPy array on the host."""
+    """Copy any Array API array, on any device, to a NumPy array on the host.
+
+    This is the one door from a device to the host: the divergence check, evaluation
+    rows, checkpoints and host-side bookkeeping read arrays through it. A GPU tensor is
+    copied off its device (torch ``.cpu()``, jax ``device_get``); any other Array API
+    array is first moved to its namespace's default device (array-api-strict refuses to
+    hand NumPy an array on its second device, as a GPU array would) and then read
+    through DLPack.
+    """
     if isinstance(x, np.ndarray):
         return x
+    if isinstance(x, np.generic | int | float | bool):
+        return np.asarray(x)
     if array_api_compat.is_torch_array(x):
         return x.detach().cpu().numpy()
+    if is_jax(x):
+        return np.asarray(x)  # jax copies from whichever device holds it
+    xp = x.__array_namespace__()
+    info = getattr(xp, "__array_namespace_info__", None)
+    if info is not None and array_api_compat.device(x) != info().default_device():
+        x = x.to_device(info().default_device())
     try:
+        return np.from_dlpack(x)
+    except (TypeError, ValueError, RuntimeError, BufferError):
         return np.asarray(x)
-    except (TypeError, ValueError):
-        # array_api_strict refuses __array__ on purpose; go through DLPack-free buffer copy
-        return np.asarray(x.__array_namespace__().asarray(x, copy=True).tolist())
 
 
 def expand_to(values: Array, ndim: int) -> Array:

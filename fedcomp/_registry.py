@@ -25,7 +25,7 @@ import numbers
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import KW_ONLY, dataclass
 from types import MappingProxyType
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 
 class NonFiniteParameterError(ValueError):
@@ -125,16 +125,50 @@ Execution = Literal["rounds", "async", "decentralized"]
 EXECUTIONS: tuple[Execution, ...] = ("rounds", "async", "decentralized")
 
 
+#: The parts of a round that an engine runs (and the compiled engine traces) on their own.
+PARTS = ("client update", "server update")
+
+
+class HostValue(NamedTuple):
+    """A value an algorithm reads on the host inside a round (a trait of its entry).
+
+    The compiled (jax) engine cannot trace such a part: it runs it eagerly on the jax
+    arrays from the first round, saying why (or, with ``compile=True``, refuses before
+    round 1). A GPU engine pays a device-to-host copy there each round.
+
+    Parameters
+    ----------
+    parts : tuple of str
+        The parts that read it (of :data:`PARTS`).
+    reason : str
+        What is read on the host and why, in a few words.
+    applies : callable, optional
+        ``applies(hyperparameters, batch_size, quadratic) -> bool``: only for these
+        settings (an exact local solver on a non-quadratic loss, epochs of minibatches);
+        always when omitted.
+    """
+
+    parts: tuple[str, ...]
+    reason: str
+    applies: Callable[[Mapping[str, Any], int | None, bool], bool] | None = None
+
+
 @dataclass(frozen=True, kw_only=True)
 class AlgorithmEntry(Entry):
-    """An algorithm, with how the runner executes it (one of :data:`EXECUTIONS`)."""
+    """An algorithm, with how the runner executes it (one of :data:`EXECUTIONS`) and the
+    values it reads on the host inside a round (:class:`HostValue`)."""
 
     execution: Execution = "rounds"
+    host_values: tuple[HostValue, ...] = ()
 
     def __post_init__(self) -> None:
         if self.execution not in EXECUTIONS:
             raise ValueError(f"{self.name}: execution must be one of {EXECUTIONS} "
                              f"(got {self.execution!r})")
+        for host in self.host_values:
+            if not host.parts or not set(host.parts) <= set(PARTS):
+                raise ValueError(f"{self.name}: a host value's parts must be among {PARTS} "
+                                 f"(got {host.parts!r})")
 
 
 @dataclass(frozen=True, kw_only=True)

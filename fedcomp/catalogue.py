@@ -10,6 +10,7 @@ from typing import Any
 
 from . import algorithms, compressors, data, losses, metrics, regularizers, topology
 from ._registry import Registry
+from .runtime._backends import BACKENDS
 
 
 def catalogue() -> dict[str, Registry[Any]]:
@@ -19,7 +20,7 @@ def catalogue() -> dict[str, Registry[Any]]:
     --------
     >>> list(catalogue())  # doctest: +NORMALIZE_WHITESPACE
     ['algorithms', 'regularizers', 'losses', 'datasets', 'partitioners', 'metrics', 'topologies',
-     'compressors']
+     'compressors', 'backends']
     >>> catalogue()["algorithms"].entry("async_feddr").execution
     'async'
     """
@@ -32,6 +33,7 @@ def catalogue() -> dict[str, Registry[Any]]:
         "metrics": metrics.METRICS,
         "topologies": topology.TOPOLOGIES,
         "compressors": compressors.COMPRESSORS,
+        "backends": BACKENDS,
     }
 
 

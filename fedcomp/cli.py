@@ -624,7 +624,8 @@ errors:
                          "experiments, ...")
     lst.add_argument("kind", nargs="?", choices=["algorithms", "regularizers", "losses",
                                                  "datasets", "partitioners", "metrics",
-                                                 "topologies", "compressors", "experiments"])
+                                                 "topologies", "compressors", "backends",
+                                                 "experiments"])
     lst.set_defaults(func=cmd_list)
 
     show = sub.add_parser("show", help="print an experiment's resolved configuration (TOML)",

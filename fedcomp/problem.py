@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ._array import Array, asarray_like, namespace, to_numpy, weighted_sum
+from ._array import Array, asarray_like, device_of, namespace, to_numpy, weighted_sum
 from .data import ClientData
 from .losses import Loss
 from .regularizers import Regularizer
@@ -169,7 +169,8 @@ class Problem:
     def zeros(self) -> Array:
         """A zero model in the data's namespace and dtype."""
         xp = namespace(self.data.features)
-        return xp.zeros(self.param_shape, dtype=self.data.dtype)
+        return xp.zeros(self.param_shape, dtype=self.data.dtype,
+                        device=device_of(self.data.features))
 
     def initial_model(self) -> Array:
         """The default starting model: the loss's own (a network's seeded initial

@@ -81,7 +81,8 @@ def documented(body: list[str]) -> list[str]:
 
 def test_catalogue_lists_every_family_in_order():
     assert list(CATALOGUE) == ["algorithms", "regularizers", "losses", "datasets",
-                               "partitioners", "metrics", "topologies", "compressors"]
+                               "partitioners", "metrics", "topologies", "compressors",
+                               "backends"]
     assert all(isinstance(registry, Registry) for registry in CATALOGUE.values())
 
 

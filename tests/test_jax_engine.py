@@ -28,36 +28,21 @@ from test_regularizers import EXAMPLES, draw, model_steps, scalar_steps
 from fedcomp import simulate
 from fedcomp._array import asarray_like, to_numpy
 from fedcomp._random import minibatch_indices
-from fedcomp.algorithms import fedavg, za1
+from fedcomp.algorithms import fedavg, host_values, za1
 from fedcomp.data import Batch
-from fedcomp.runtime import JaxEngineWarning, NonFiniteError, NotCompilableError, jax_like
+from fedcomp.runtime import (
+    JaxEngineWarning,
+    NonFiniteError,
+    NotCompilableError,
+    _compiled,
+    jax_like,
+)
 from fedcomp.runtime._compiled import RoundFrom, _Uncompilable, traced_minibatch_indices
 
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
 LIKE = jax_like()  # switches on jax_enable_x64 for this process, as the backend does
 LIKE32 = jax_like("float32")
-
-#: The algorithms (of the contract's instances) whose client or server update needs a value
-#: on the host inside a round, and a pattern of the reason the engine gives: they run
-#: eagerly on the jax arrays. Every other one must compile.
-NOT_COMPILED = {
-    "c_fedda": r"_cprox\.py.*if not bool",                        # bisection until converged
-    "compressed_scaffnew": r"_condat\.py.*np\.asarray\(ctx\.client_ids\)",  # host masks
-    "tamuna": r"_condat\.py.*np\.asarray\(ctx\.client_ids\)",
-    "fast_fedda": r"fast_fedda\.py.*float\(t \+ 1\)",   # global step numbers t = rE + k
-    "mc_fedda": r"round_ < |round <",                   # the stage schedule: a host lookup
-    "refedda_gt": r"int\(msg\.stage\)",                 # the restart stage: a host int
-    "multistep_refedda_gt": r"int\(msg\.stage\)",
-    "scaffnew": r"host-side hash",                      # the round's geometric L, drawn
-    "locodl": r"host-side hash",
-    "fedsplit": r"_local\.py",                          # Newton until converged
-    "fedexprox": r"_local\.py",
-}
-#: The contract's exact-solver FedDR and epoch-based FedProx with minibatches (their step
-#: counts come from the clients' sample counts on the host) run eagerly too.
-NOT_COMPILED_IDS = {"feddr-exact": r"_local\.py", "fedprox-epochs-b3": r"_local\.py"}
-
 
 def _ident(alg) -> str:
     hp = alg.hyperparameters
@@ -70,11 +55,10 @@ def _ident(alg) -> str:
     return alg.name
 
 
-def _expected_eager(alg, batch_size) -> str | None:
-    ident = _ident(alg)
-    if ident == "fedprox-epochs":
-        return NOT_COMPILED_IDS["fedprox-epochs-b3"] if batch_size else None
-    return NOT_COMPILED_IDS.get(ident) or NOT_COMPILED.get(alg.name)
+def _expected_eager(alg, batch_size) -> dict[str, str] | None:
+    """``{part: reason}`` the registry declares for this instance (its ``host_values``
+    trait: those parts run eagerly on the jax arrays), or None when every part compiles."""
+    return host_values(alg, batch_size, quadratic=False) or None
 
 
 def relative_error(got, want) -> float:
@@ -109,13 +93,25 @@ def test_every_algorithm_matches_numpy_in_float64(alg, batch_size):
     want, got, warned = run_both(alg, contract_problem(alg), batch_size=batch_size)
     assert isinstance(got.x, jax.Array) and got.x.dtype == jnp.float64
     assert_same_run(got, want)
-    reason = _expected_eager(alg, batch_size)
-    if reason is None:
+    declared = _expected_eager(alg, batch_size)
+    if declared is None:
         assert not warned, [str(w.message) for w in warned]  # compiled, round and server
-    else:
-        assert warned and any(re.search(reason, str(w.message))
-                              for w in warned), [str(w.message) for w in warned]
-        assert all("needs a value on the host" in str(w.message) for w in warned)
+    else:  # one warning per declared part, naming the registry's reason
+        assert sorted(str(w.message) for w in warned) == sorted(
+            f"{alg.name}: its {part} cannot run under jax.jit, it needs a value on the host: "
+            f"{reason} (its registry entry's host_values); it runs eagerly on the jax arrays "
+            "(same results, uncompiled)" for part, reason in declared.items())
+
+
+@pytest.mark.parametrize("alg", [a for a in SYNCHRONOUS if _expected_eager(a, 3) is not None],
+                         ids=_ident)
+def test_every_declared_host_value_is_still_needed(alg, monkeypatch):
+    """A trait that is no longer true (the part became traceable) must go from the
+    registry: with the traits ignored, tracing each declared part fails."""
+    monkeypatch.setattr(_compiled, "DECLARED_TRAITS", False)
+    _, _, warned = run_both(alg, contract_problem(alg), batch_size=3)
+    failed = {re.search(r"its (.*?) cannot run", str(w.message)).group(1) for w in warned}
+    assert failed == set(_expected_eager(alg, 3)), [str(w.message) for w in warned]
 
 
 @pytest.mark.parametrize("alg", [a for a in SYNCHRONOUS if _expected_eager(a, 3) is not None],

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._registry import AlgorithmEntry, Registry
+from .._registry import AlgorithmEntry, HostValue, Registry
 from ._base import ClientContext, EmptyState, FederatedAlgorithm, ServerContext
 from ._compressed import compressed
 from ._decentralized import DecentralizedAlgorithm, NodeContext
@@ -34,6 +34,28 @@ from .scaffold import scaffold
 from .tamuna import tamuna
 from .za1 import za1, za1_correction
 
+CLIENT, BOTH = ("client update",), ("client update", "server update")
+#: The values an algorithm reads on the host inside a round (:class:`HostValue`): the
+#: compiled engine runs those parts eagerly, saying why. Checked against the engine by
+#: tests/test_jax_engine.py (each is still needed: tracing that part really fails).
+CONSTRAINED_PROX = HostValue(BOTH, "the ball-constrained prox bisects until converged, a host "
+                             "test per step")
+NEWTON = HostValue(CLIENT, "the exact local prox is a damped Newton solve that stops when "
+                   "every client has converged (one step, traced, on a quadratic loss)",
+                   lambda hp, batch, quadratic: not quadratic)
+NEWTON_WHEN_EXACT = NEWTON._replace(applies=lambda hp, batch, quadratic: (
+    hp.get("local_solver") == "exact" and not quadratic))
+GEOMETRIC_STEPS = HostValue(CLIENT, "the round's geometric number of local steps is drawn on "
+                            "the host from a hash of the round")
+SHARED_MASK = HostValue(BOTH, "the shared sparsity pattern's masks are built on the host from "
+                        "the participants' ids")
+EPOCHS = HostValue(CLIENT, "epochs of minibatches: each client's step count ceil(n_i / b) is "
+                   "read from its sample count on the host",
+                   lambda hp, batch, quadratic: hp.get("local_epochs") is not None
+                   and batch is not None)
+RESTART_STAGE = HostValue(BOTH, "the restart stage is read on the host (it sets the radius "
+                          "and the number of local steps)")
+
 #: Every algorithm by configuration name, with how the runner executes it (a static fact:
 #: ``REGISTRY.entry(name).execution``, no need to build the algorithm to learn it).
 REGISTRY: Registry[AlgorithmEntry] = Registry("algorithm", [
@@ -47,15 +69,20 @@ REGISTRY: Registry[AlgorithmEntry] = Registry("algorithm", [
     AlgorithmEntry("za1", za1,
                    "Decoupled prox + drift correction (Zhang, Hu, Johansson 2024, seed 000)"),
     AlgorithmEntry("fast_fedda", fast_fedda,
-                   "Dual averaging with increasing weights, strongly convex (Bao et al. 2022)"),
+                   "Dual averaging with increasing weights, strongly convex (Bao et al. 2022)",
+                   host_values=(HostValue(BOTH, "the global step number t = rE + k enters the "
+                                          "step sizes as a host float"),)),
     AlgorithmEntry("c_fedda", c_fedda,
                    "Constrained dual averaging, exact l1/nuclear-ball constrained prox "
-                   "(Bao et al. 2022)", unbounded=("radius",)),  # inf: no ball
+                   "(Bao et al. 2022)", unbounded=("radius",),
+                   host_values=(CONSTRAINED_PROX,)),  # inf: no ball
     AlgorithmEntry("feddr", feddr,
                    "Randomized Douglas-Rachford splitting, client sampling "
-                   "(Tran-Dinh et al. 2021)"),
+                   "(Tran-Dinh et al. 2021)",
+                   host_values=(NEWTON_WHEN_EXACT,)),
     AlgorithmEntry("fedsplit", fedsplit,
-                   "Peaceman-Rachford = FedDR with alpha=2, exact prox (Pathak, Wainwright 2020)"),
+                   "Peaceman-Rachford = FedDR with alpha=2, exact prox (Pathak, Wainwright 2020)",
+                   host_values=(NEWTON,)),
     AlgorithmEntry("async_feddr", async_feddr,
                    "Asynchronous FedDR on an event clock, stale models (Tran-Dinh et al. 2021)",
                    execution="async"),
@@ -65,10 +92,12 @@ REGISTRY: Registry[AlgorithmEntry] = Registry("algorithm", [
     AlgorithmEntry("fedpd", fedpd,
                    "Federated primal-dual, communicate with probability p (Zhang et al. 2021)"),
     AlgorithmEntry("fedprox", fedprox,
-                   "Local proximal term mu/2||x - xbar||^2, optional server prox (Li et al. 2020)"),
+                   "Local proximal term mu/2||x - xbar||^2, optional server prox (Li et al. 2020)",
+                   host_values=(EPOCHS,)),
     AlgorithmEntry("fedexprox", fedexprox,
                    "FedProx with exact proxes + server extrapolation: constant, gradient "
-                   "diversity or Polyak (Li, Acharya, Richtarik 2024)"),
+                   "diversity or Polyak (Li, Acharya, Richtarik 2024)",
+                   host_values=(NEWTON,)),
     AlgorithmEntry("fed_ht", fed_ht,
                    "Fed-HT: local SGD, server hard-thresholds the average to s entries, l0_ball "
                    "(Tong et al. 2020)"),
@@ -77,7 +106,9 @@ REGISTRY: Registry[AlgorithmEntry] = Registry("algorithm", [
                    "(Tong et al. 2020)"),
     AlgorithmEntry("mc_fedda", mc_fedda,
                    "Multistage C-FedDA: shrinking lambda and radius, warm starts "
-                   "(Bao et al. 2022)"),
+                   "(Bao et al. 2022)",
+                   host_values=(HostValue(BOTH, "a round's stage is looked up on the host in the "
+                                          "stage schedule"), CONSTRAINED_PROX)),
     AlgorithmEntry("fedcanon", fedcanon,
                    "Prox-free local steps + control variates, one server prox "
                    "(Zhou et al., seed 002)"),
@@ -86,22 +117,28 @@ REGISTRY: Registry[AlgorithmEntry] = Registry("algorithm", [
     AlgorithmEntry("scaffold", scaffold,
                    "SCAFFOLD, option II control variates, optional server prox (Karimireddy 2020)"),
     AlgorithmEntry("scaffnew", scaffnew,
-                   "Scaffnew/ProxSkip: communicate with probability p per step (Mishchenko 2022)"),
+                   "Scaffnew/ProxSkip: communicate with probability p per step (Mishchenko 2022)",
+                   host_values=(GEOMETRIC_STEPS,)),
     AlgorithmEntry("compressed_scaffnew", compressed_scaffnew,
                    "Scaffnew with a shared mask: each coordinate sent by s of n clients "
-                   "(Condat, Agarsky, Richtarik 2022)"),
+                   "(Condat, Agarsky, Richtarik 2022)",
+                   host_values=(SHARED_MASK,)),
     AlgorithmEntry("tamuna", tamuna,
                    "Local training, shared-mask compression, own cohort of c clients a round "
-                   "(Condat et al. 2023)"),
+                   "(Condat et al. 2023)",
+                   host_values=(SHARED_MASK,)),
     AlgorithmEntry("locodl", locodl,
                    "Local training + any unbiased compressor of x_i - y, shared y "
-                   "(Condat, Maranjyan, Richtarik 2025)"),
+                   "(Condat, Maranjyan, Richtarik 2025)",
+                   host_values=(HostValue(BOTH, GEOMETRIC_STEPS.reason),)),
     AlgorithmEntry("fedda_gt", fedda_gt,
                    "l_q dual averaging with gradient tracking, server form (Liang et al. 2023)"),
     AlgorithmEntry("refedda_gt", refedda_gt,
-                   "Restricted FedDA-GT, l_q-ball dual-to-primal map, top-s output (Liang et al.)"),
+                   "Restricted FedDA-GT, l_q-ball dual-to-primal map, top-s output (Liang et al.)",
+                   host_values=(RESTART_STAGE,)),
     AlgorithmEntry("multistep_refedda_gt", multistep_refedda_gt,
-                   "Restarted ReFedDA-GT with halving radius (Liang et al. 2023)"),
+                   "Restarted ReFedDA-GT with halving radius (Liang et al. 2023)",
+                   host_values=(RESTART_STAGE,)),
     AlgorithmEntry("dfedda", dfedda,
                    "Decentralized l_q dual averaging, gossip of duals (Liang et al. 2023)",
                    execution="decentralized"),
@@ -139,6 +176,43 @@ def execution_of(name: str) -> str:
     ('async', 'decentralized')
     """
     return REGISTRY.entry(name).execution
+
+
+def host_values(algorithm: FederatedAlgorithm, batch_size: int | None = None,
+                quadratic: bool = False) -> dict[str, str]:
+    """``{part: why}`` for the parts of a round in which ``algorithm`` reads a value on the
+    host (its registry entry's :class:`~fedcomp._registry.HostValue` traits, and those of
+    a compression or privacy wrapper around it); empty when the whole round can compile.
+
+    An algorithm that is not registered (a user's own) has no declared traits: the
+    compiled engine then learns by tracing it.
+
+    Examples
+    --------
+    >>> sorted(host_values(scaffnew())), sorted(host_values(tamuna(s=2, cohort_size=4)))
+    (['client update'], ['client update', 'server update'])
+    >>> host_values(za1())
+    {}
+    """
+    hp = algorithm.hyperparameters
+    name = algorithm.name
+    traits = list(REGISTRY.entry(name).host_values) if name in REGISTRY else []
+    if name not in REGISTRY and name.startswith("dp_") and name[3:] in REGISTRY:
+        traits += REGISTRY.entry(name[3:]).host_values
+    if "compressor" in hp:  # fedcomp.algorithms.compressed
+        traits.append(HostValue(BOTH if hp.get("ef21") else CLIENT,
+                                "the compressor's draws are hashes of the round and the "
+                                "client ids, on the host"))
+    if "noise_multiplier" in hp and "clip" in hp:  # fedcomp.privacy.private
+        traits.append(HostValue(CLIENT if hp.get("local") else ("server update",),
+                                "the Gaussian noise is drawn on the host, keyed by a hash of "
+                                "the round"))
+    found: dict[str, str] = {}
+    for trait in traits:
+        if trait.applies is None or trait.applies(hp, batch_size, quadratic):
+            for part in trait.parts:
+                found[part] = f"{found[part]}; {trait.reason}" if part in found else trait.reason
+    return found
 
 
 def make_algorithm(name: str, **hyperparameters: Any) -> Any:
@@ -213,7 +287,7 @@ __all__ = ["ALGORITHMS", "DECENTRALIZED", "DESCRIPTIONS", "REGISTRY", "ClientCon
            "fast_fedda", "fedavg", "fedda", "fedda_gt", "fedmid", "make_algorithm", "mc_fedda",
            "multistep_refedda_gt", "refedda_gt", "za1", "za1_correction",
            "fedcanon", "fedcanon2", "fedcanon_controls", "scaffnew", "scaffold"]
-__all__ += ["fed_ht", "fedexprox", "fediter_ht"]
+__all__ += ["fed_ht", "fedexprox", "fediter_ht", "host_values"]
 __all__ += ["compressed_scaffnew", "locodl", "tamuna"]
 __all__ += ["compressed", "rebuild_algorithm", "execution_of", "async_feddr", "fedadmm", "feddr",
             "fedpd", "fedprox", "fedsplit"]

@@ -14,10 +14,17 @@ from collections import namedtuple
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-import array_api_compat
 import numpy as np
 
-from .._array import Array, asarray_like, bit_width, namespace, replace_rows, take_rows
+from .._array import (
+    Array,
+    asarray_like,
+    bit_width,
+    namespace,
+    replace_rows,
+    stacked_zeros,
+    take_rows,
+)
 from ..compressors import Compressor, ef21_step
 from ._base import (
     WIRE_BITS,
@@ -121,9 +128,7 @@ def compressed(algorithm: FederatedAlgorithm, compressor: Compressor, ef21: bool
         if not ef21:
             return server, clients
         client_types["inner"] = type(clients)
-        xp = namespace(x0)
-        zeros = xp.zeros((n_clients, *x0.shape), dtype=x0.dtype,
-                         device=array_api_compat.device(x0))
+        zeros = stacked_zeros(x0, n_clients)
         with_g = _tuple_type(f"{type(clients).__name__}EF21", (*clients._fields, EF21_FIELD))
         return EF21ServerState(server, zeros), with_g(*clients, zeros)
 

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._array import Array, asarray_like, bit_width, namespace, to_numpy
+from .._array import Array, asarray_like, bit_width, namespace, stacked_zeros, to_numpy
 from ..compressors import PermS
 from ..compressors._pattern import round_order
 from ._base import (
@@ -131,7 +131,7 @@ def masked_scaffnew(owner: str, client_lr: float, comm_prob: float, s: int,
         return PermS(s=s, n=c), client_lr / cv_rate(n), c  # γ/η: Scaffnew's γ/p when η = p
 
     def init(x0: Array, n: int) -> tuple[ServerState, ClientState]:
-        zeros = namespace(x0).zeros((n, *x0.shape), dtype=x0.dtype)
+        zeros = stacked_zeros(x0, n)
         return ServerState(x0), ClientState(zeros, zeros + x0)
 
     def broadcast(state: ServerState) -> Message:

@@ -164,7 +164,7 @@ def _newton(solver: LocalSolver, ctx: ClientContext, center: Array, step: float,
         # one Newton step is the exact minimiser of a quadratic, from anywhere
         return x - direction(x, subgrad(x, None), None)
 
-    eps = float(np.finfo(to_numpy(center[:1, ...]).dtype).eps)
+    eps = float(xp.finfo(center.dtype).eps)  # the dtype's, no copy from the device
     tol = max(solver.tol, 100 * eps)
     active = np.ones(shape[0], dtype=bool)
 

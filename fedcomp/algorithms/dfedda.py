@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from .._array import Array, namespace
+from .._array import Array, device_of, namespace
 from ._base import check_flag, check_local_steps, check_positive, replicate
 from ._decentralized import DecentralizedAlgorithm, NodeContext
 from ._mirror import (
@@ -73,7 +73,7 @@ def _family(name: str, *, client_lr: float, local_steps: int, server_lr: float,
             g0 = ctx.grad(w0)  # c^m_0 = Σ_j u_jm ∇F_j(w_0; ξ_j) − ∇F_m(w_0; ξ_m)
             c = mix(g0) - g0
         return NodeState(z0, z0, c, w0 + 0.0, xp.zeros_like(w0),
-                         xp.zeros((n,), dtype=x0.dtype))
+                         xp.zeros((n,), dtype=x0.dtype, device=device_of(x0)))
 
     def local_update(states: NodeState, ctx: NodeContext) -> NodeState:
         pp = exponent(states.z0)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from .._array import Array, expand_to, model_norm, namespace
+from .._array import Array, device_of, expand_to, model_norm, namespace
 from ._base import (
     ClientContext,
     FederatedAlgorithm,
@@ -239,7 +239,8 @@ def fast_fedda(smoothness: float | str = "auto", strong_convexity: float = 0.0,
         zero = xp.zeros_like(x0)
         # round 0 starts from w_0 with w̃_0 = α_0 w_0; the server message is (0, 0) and
         # clients special-case r = 0 (there is no Prox_{−1})
-        return (ServerState(x0, zero, zero, x0, x0, xp.zeros((), dtype=x0.dtype)),
+        count = xp.zeros((), dtype=x0.dtype, device=device_of(x0))
+        return (ServerState(x0, zero, zero, x0, x0, count),
                 ClientState(replicate(x0, n_clients)))
 
     def broadcast(state: ServerState) -> Message:

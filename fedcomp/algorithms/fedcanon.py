@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from .._array import Array, namespace
+from .._array import Array, namespace, stacked_zeros
 from ._base import (
     ClientContext,
     FederatedAlgorithm,
@@ -91,11 +91,6 @@ def _resolve(client_lr: float, local_steps: int, server_lr: float | None, owner:
     return float(server_lr)
 
 
-def _zeros_like_block(x0: Array, n: int) -> Array:
-    xp = namespace(x0)
-    return xp.zeros((n, *x0.shape), dtype=x0.dtype)
-
-
 def fedcanon(client_lr: float = 0.05, local_steps: int = 10, server_lr: float | None = None
              ) -> FederatedAlgorithm:
     """FedCanon (Zhou et al., Algorithm 1): prox-free local steps, one server prox per round.
@@ -158,7 +153,7 @@ def fedcanon(client_lr: float = 0.05, local_steps: int = 10, server_lr: float | 
     alpha = _resolve(client_lr, local_steps, server_lr, "fedcanon")
 
     def init(x0: Array, n_clients: int) -> tuple[ServerState, ClientState]:
-        zeros = _zeros_like_block(x0, n_clients)
+        zeros = stacked_zeros(x0, n_clients)
         return ServerState(x0, namespace(x0).zeros_like(x0)), ClientState(zeros, zeros)
 
     def broadcast(state: ServerState) -> Message:
@@ -239,7 +234,7 @@ def fedcanon2(client_lr: float = 0.05, local_steps: int = 10, server_lr: float |
                     check_prox_steps("fedcanon2", alpha, "lower server_lr (alpha)"))
 
     def init(x0: Array, n_clients: int) -> tuple[ServerState, ClientState2]:
-        zeros = _zeros_like_block(x0, n_clients)
+        zeros = stacked_zeros(x0, n_clients)
         return (ServerState(x0, namespace(x0).zeros_like(x0)),
                 ClientState2(zeros + x0, zeros, zeros))
 

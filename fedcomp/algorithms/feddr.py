@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .._array import Array, namespace
+from .._array import Array, namespace, stacked_zeros
 from ._base import (
     Check,
     ClientContext,
@@ -253,7 +253,7 @@ def douglas_rachford(name: str, eta: float, alpha: float, solver: LocalSolver,
             # three real copies: client rows are replaced field by field later
             copies = [replicate(x0, n_clients) * 1.0 for _ in range(3)]
             return ServerState(x0, x0 * 1.0), ClientState(*copies)
-        zeros = xp.zeros((n_clients, *x0.shape), dtype=x0.dtype)
+        zeros = stacked_zeros(x0, n_clients)
         xs = replicate(x0, n_clients) * 1.0  # a real copy: client rows are replaced later
         return ServerState(x0, xp.zeros_like(x0)), ClientState(zeros, xs, zeros)
 

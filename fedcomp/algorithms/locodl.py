@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._array import Array, asarray_like, namespace
+from .._array import Array, asarray_like, namespace, stacked_zeros
 from ..compressors import QSGD, Compressor, Identity, Natural, PermS, RandK, make_compressor
 from ._base import (
     WIRE_BITS,
@@ -210,7 +210,7 @@ def locodl(client_lr: float = 0.1, comm_prob: float = 0.2, codec: dict[str, Any]
         return r, comm_prob * chi / (client_lr * (1.0 + 2.0 * w))
 
     def init(x0: Array, n: int) -> tuple[ServerState, ClientState]:
-        zeros = namespace(x0).zeros((n, *x0.shape), dtype=x0.dtype)
+        zeros = stacked_zeros(x0, n)
         zero = namespace(x0).zeros_like(x0)
         return ServerState(x0, zero, zero), ClientState(zeros + x0, zeros, zeros + x0, zeros,
                                                         zeros)

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._array import Array, asarray_like, expand_to, namespace
+from .._array import Array, asarray_like, device_of, expand_to, namespace, stacked_zeros
 from ._base import (
     ClientContext,
     FederatedAlgorithm,
@@ -125,7 +125,7 @@ def fedda_gt(client_lr: float = 0.01, local_steps: int = 10, server_lr: float = 
     def init(x0: Array, n_clients: int) -> tuple[GTServerState, GTClientState]:
         xp = namespace(x0)
         z = grad_h(x0[None, ...], _p_of(x0, p))[0, ...]
-        zeros = xp.zeros((n_clients, *x0.shape), dtype=x0.dtype)
+        zeros = stacked_zeros(x0, n_clients)
         return GTServerState(z, xp.zeros_like(x0)), GTClientState(zeros, zeros)
 
     def broadcast(state: GTServerState) -> GTMessage:
@@ -238,11 +238,11 @@ def _refedda(name: str, client_lr: float, local_steps: int, server_lr: float,
     def init(x0: Array, n_clients: int) -> tuple[ReServerState, ReClientState]:
         xp = namespace(x0)
         zero = xp.zeros_like(x0)
-        scalar = xp.zeros((), dtype=x0.dtype)
+        scalar = xp.zeros((), dtype=x0.dtype, device=device_of(x0))
         server = ReServerState(x0, zero, zero, x0, zero, scalar, scalar, top_s(
             x0[None, ...], sparsity)[0, ...])
-        clients = ReClientState(xp.zeros((n_clients, *x0.shape), dtype=x0.dtype),
-                                xp.zeros((n_clients,), dtype=x0.dtype))
+        clients = ReClientState(stacked_zeros(x0, n_clients),
+                                xp.zeros((n_clients,), dtype=x0.dtype, device=device_of(x0)))
         return server, clients
 
     def broadcast(state: ReServerState) -> ReMessage:
@@ -264,7 +264,8 @@ def _refedda(name: str, client_lr: float, local_steps: int, server_lr: float,
             z = z - client_lr * (ctx.oracle.grad(w) - c_old + msg.c)
         dz = (z - z0) / (local_steps * client_lr)
         c_new = c_old - msg.c - dz  # eq. (4): the mean local gradient of this round
-        stages = xp.full(states.stage.shape, float(stage), dtype=states.stage.dtype)
+        stages = xp.full(states.stage.shape, float(stage), dtype=states.stage.dtype,
+                         device=device_of(states.stage))
         return ReUpload(dz, c_new - c_old), ReClientState(c_new, stages)
 
     def server_update(state: ReServerState, uploads: ReUpload, ctx: ServerContext

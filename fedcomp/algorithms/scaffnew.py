@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from .._array import Array, namespace
+from .._array import Array, stacked_zeros
 from .._random import common_uniform
 from ._base import (
     ClientContext,
@@ -124,7 +124,7 @@ def scaffnew(client_lr: float = 0.1, comm_prob: float = 0.2, server_prox: bool =
         raise ValueError(f"scaffnew: comm_prob must be in (0, 1] (got comm_prob={comm_prob!r})")
 
     def init(x0: Array, n_clients: int) -> tuple[ServerState, ClientState]:
-        zeros = namespace(x0).zeros((n_clients, *x0.shape), dtype=x0.dtype)
+        zeros = stacked_zeros(x0, n_clients)
         return ServerState(x0), ClientState(zeros, zeros + x0)
 
     def broadcast(state: ServerState) -> Message:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .._array import Array, namespace, weighted_sum
+from .._array import Array, namespace, stacked_zeros, weighted_sum
 from ._base import (
     ClientContext,
     FederatedAlgorithm,
@@ -100,7 +100,7 @@ def scaffold(client_lr: float = 0.1, local_steps: int = 5, server_lr: float = 1.
     def init(x0: Array, n_clients: int) -> tuple[ServerState, ClientState]:
         xp = namespace(x0)
         return (ServerState(x0, xp.zeros_like(x0)),
-                ClientState(xp.zeros((n_clients, *x0.shape), dtype=x0.dtype)))
+                ClientState(stacked_zeros(x0, n_clients)))
 
     def broadcast(state: ServerState) -> Message:
         return Message(state.x, state.c)

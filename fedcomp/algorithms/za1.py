@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from .._array import Array, expand_to, namespace
+from .._array import Array, device_of, expand_to, namespace, stacked_zeros
 from ._base import (
     ClientContext,
     FederatedAlgorithm,
@@ -171,11 +171,10 @@ def za1(client_lr: float = 1.0, local_steps: int = 5, server_lr: float = 1.0,
                                    "running it, algorithm = algorithm.prepare(fedcomp.runtime."
                                    "setup_context(problem)) (fedcomp.simulate does); the "
                                    "initial P(x0) needs the problem's regularizer")
-            xp = namespace(x0)
-            zeros = xp.zeros((n_clients, *x0.shape), dtype=x0.dtype)
+            zeros = stacked_zeros(x0, n_clients)
+            counts = namespace(x0).zeros((n_clients,), dtype=x0.dtype, device=device_of(x0))
             x_post = initial_prox(x0[None, ...], big_step)[0, ...]
-            return (ServerState(x0, x_post),
-                    ClientState(zeros, zeros, xp.zeros((n_clients,), dtype=x0.dtype)))
+            return ServerState(x0, x_post), ClientState(zeros, zeros, counts)
 
         def prepare(setup: SetupContext) -> FederatedAlgorithm:
             checks(setup)

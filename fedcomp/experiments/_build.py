@@ -11,6 +11,7 @@ import time
 from typing import Any, NamedTuple
 
 from ..config import ConfigError
+from ..runtime._backends import Chosen, resolve_backend
 from ._setting import TOPOLOGY_EVAL_KEYS, Setting, resolve
 
 
@@ -94,32 +95,29 @@ def build_sampler(setting: Setting | dict[str, Any], seed: int | None = None) ->
     return SAMPLERS[data_cfg.pop("generator")](**data_cfg)
 
 
-def backend_of(setting: Setting) -> str:
-    """The setting's backend with ``auto`` decided: torch for networks, else NumPy."""
-    if setting.backend != "auto":
-        return setting.backend
-    return "torch" if setting.problem.get("loss") == "torch_model" else "numpy"
+def backend_of(setting: Setting) -> Chosen:
+    """The setting's backend resolved (``auto`` decided: torch for networks, on a GPU when
+    torch sees one, else NumPy), with the reason (:func:`fedcomp.runtime._backends.
+    resolve_backend`)."""
+    try:
+        return resolve_backend(setting.backend,
+                               network=setting.problem.get("loss") == "torch_model")
+    except ValueError as exc:
+        raise ConfigError(f"backend: {exc}") from None
 
 
 def _on_backend(data: Any, setting: Setting) -> Any:
-    """The data on the setting's backend (NumPy data stay as they are)."""
-    backend = backend_of(setting)
-    if backend == "numpy":
+    """The data on the setting's backend (NumPy float64 data stay as they are)."""
+    chosen = backend_of(setting)
+    if chosen.entry.library == "numpy" and chosen.entry.dtype == "float64":
         return data
-    from .._extras import require
-
-    if backend in ("jax", "jax-float32"):
-        from ..runtime import jax_like
-
-        # jax_like switches on jax_enable_x64 for the process (the engine's uint64 hashes
-        # and the float64 backend need it); float32 data stay float32
-        return data.to(jax_like("float32" if backend == "jax-float32" else "float64"))
-
-    torch = require("torch", f"backend = {backend!r}")
-    if backend == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("backend = 'cuda' but torch sees no GPU; use backend = 'torch'")
-    dtype = torch.float64 if backend == "torch-float64" else torch.float32
-    return data.to(torch.zeros(0, dtype=dtype, device="cuda" if backend == "cuda" else "cpu"))
+    try:
+        like = chosen.like()
+    except ValueError as exc:  # no GPU where the backend needs one
+        raise ConfigError(str(exc)) from None
+    # float32 backends make float32 data; the jax backends switch on jax_enable_x64 for the
+    # process (the engine's uint64 hashes and the float64 backend need it)
+    return data.to(like)
 
 
 def build_components(setting: Setting | dict[str, Any]) -> tuple[Any, Any, int | None]:
@@ -172,7 +170,9 @@ def prepare(setting: Setting, seed: int | None = None) -> Prepared:
     problem = build_problem(setting, seed)
     reference = (solve_reference(problem, tol=setting.reference_tol)
                  if setting.reference_tol is not None else None)
+    chosen = backend_of(setting)
     meta: dict[str, Any] = {
+        "backend": {"name": chosen.name, "device": chosen.device, "reason": chosen.reason},
         "data_seed": setting.data_seed(seed),
         "problem": {"fingerprint": problem.fingerprint(), "n_clients": problem.n_clients,
                     "param_shape": list(problem.param_shape),

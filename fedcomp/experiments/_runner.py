@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..config import ConfigError, to_jsonable
+from ._build import backend_of
 from ._catalog import timing_module
 from ._execute import execute_all, forget_prepared
 from ._plan import Run, cell, key_columns, plan, result_columns, run_key
@@ -138,6 +139,16 @@ def run_experiment(config: dict[str, Any] | Experiment, out_dir: str | Path, *,
             raise
 
 
+def chosen_backends(experiment: Experiment) -> dict[str, str]:
+    """``{backend: why}`` over the experiment's settings (``auto`` resolved), for
+    ``config.json`` and the run's first log line."""
+    chosen: dict[str, str] = {}
+    for setting in experiment.settings:
+        backend = backend_of(setting)
+        chosen.setdefault(backend.name, backend.reason)
+    return chosen
+
+
 def _has_rows(out: Path) -> bool:
     """Whether ``results.csv`` or a worker's ``parts/*.csv`` holds a row beyond its header
     (a run that failed midway keeps the rows it evaluated)."""
@@ -214,7 +225,11 @@ def _run(experiment: Experiment, out: Path, meta: dict[str, Any],
     columns, keys = result_columns(experiment), key_columns(experiment)
     finished = without_rows(finished, keep_finished_rows(out / "results.csv", finished, keys))
     todo = [run for run in runs if run_key(run.tags, keys) not in finished]
+    meta["backend"] = chosen_backends(experiment)
     (out / "config.json").write_text(_json(meta))
+    if progress is not False:  # the first log line: what ran where (auto says why)
+        print("backend: " + "; ".join(f"{name} ({why})" for name, why in
+                                      meta["backend"].items()), file=sys.stderr)
     overall = Progress(progress, len(runs), len(runs) - len(todo))
     in_process = executor == "local" and (jobs == 1 or len(todo) <= 1)
 

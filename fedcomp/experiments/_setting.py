@@ -33,6 +33,7 @@ from ..config import (
     to_jsonable,
     variant_settings,
 )
+from ..runtime._backends import BACKENDS, split_name
 
 #: Keys of the ``[topology]`` table that configure evaluation, not the graph.
 TOPOLOGY_EVAL_KEYS = {"evaluate_on", "node", "sparsity"}
@@ -82,14 +83,16 @@ CLASS_LOSSES = ("softmax",)
 #: (for populations whose state does not fit in memory; see ``fedcomp.simulate``).
 CLIENT_STATES = ("memory", "disk")
 
-#: ``backend`` values: where the data and models live (``auto``: torch float32 for
-#: ``torch_model`` losses, NumPy float64 otherwise). ``jax`` (float64) and ``jax-float32``
-#: run synchronous rounds on the compiled engine (:mod:`fedcomp.runtime._compiled`);
-#: asynchronous and decentralized algorithms run eagerly on the jax arrays.
-BACKENDS = ("auto", "numpy", "torch", "torch-float64", "cuda", "jax", "jax-float32")
+def backend_library(name: str) -> str:
+    """The array library of a configuration's ``backend`` (``"auto"`` for auto), from its
+    registry entry (:data:`fedcomp.runtime._backends.BACKENDS`); ``ConfigError`` naming the
+    valid backends for an unknown one."""
+    try:
+        base, _ = split_name(name)
+    except ValueError as exc:
+        raise ConfigError(f"backend: {exc}") from None
+    return BACKENDS.entry(base).library
 
-#: The backends on jax arrays (the compiled engine for synchronous rounds).
-JAX_BACKENDS = ("jax", "jax-float32")
 
 #: Keys of an ``[[algorithms]]`` entry that are not the factory's hyperparameters.
 ENTRY_KEYS = ("name", "label", "clients_per_round", "compressor", "privacy")
@@ -497,9 +500,8 @@ def validate(config: dict[str, Any]) -> dict[str, Any]:
     check_name(cfg["name"])
     if "reference" not in config and cfg["problem"].get("loss") == "torch_model":
         cfg["reference"] = False  # a network has no centralized x* to compare against
-    if cfg["backend"] not in BACKENDS:
-        raise ConfigError(f"backend: unknown backend {cfg['backend']!r}; valid: {list(BACKENDS)}")
-    if cfg["backend"] in JAX_BACKENDS and (cfg.get("problem") or {}).get("loss") == "torch_model":
+    if backend_library(cfg["backend"]) == "jax" and (cfg.get("problem") or {}).get(
+            "loss") == "torch_model":
         raise ConfigError(f"backend = {cfg['backend']!r}: a network (problem.loss = "
                           "'torch_model') computes with torch; use backend = 'torch', "
                           "'torch-float64', 'cuda' or 'auto'")
@@ -826,10 +828,10 @@ def _check_extras(cfg: dict[str, Any]) -> None:
     if cfg["problem"]["loss"] == "torch_model":
         needs.append("torch")
         reasons.append("problem.loss = 'torch_model'")
-    elif cfg["backend"] in JAX_BACKENDS:
+    elif backend_library(cfg["backend"]) == "jax":
         needs.append("jax")
         reasons.append(f"backend = {cfg['backend']!r}")
-    elif cfg["backend"] not in ("auto", "numpy"):
+    elif backend_library(cfg["backend"]) == "torch":
         needs.append("torch")
         reasons.append(f"backend = {cfg['backend']!r}")
     check_installed(needs, f"config {cfg['name']!r} ({', '.join(reasons)})")
@@ -839,8 +841,8 @@ def _check_client_state(cfg: dict[str, Any]) -> None:
     """``client_state = "disk"`` (memory-mapped NumPy states) fits NumPy, synchronous runs only."""
     if cfg.get("client_state", "memory") != "disk":
         return
-    if cfg["problem"].get("loss") == "torch_model" or cfg["backend"] in ("torch", "torch-float64",
-                                                                          "cuda", *JAX_BACKENDS):
+    if cfg["problem"].get("loss") == "torch_model" or backend_library(cfg["backend"]) in (
+            "torch", "jax"):
         raise ConfigError("client_state = 'disk' keeps NumPy client states in memory-mapped "
                           "files: use backend = 'numpy' (not torch, jax or a network), or "
                           "client_state = 'memory'")

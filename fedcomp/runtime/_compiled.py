@@ -44,6 +44,7 @@ import numpy as np
 
 from .._array import Array, asarray_like, is_jax
 from .._random import STREAM_MINIBATCH, _absorb, _mix
+from ..algorithms import host_values
 from ..algorithms._base import WIRE_BITS, ClientContext, FederatedAlgorithm, ServerContext
 from ..data import Batch
 from ..oracle import Counters, Oracle
@@ -56,6 +57,11 @@ _MUL1 = 0xBF58476D1CE4E5B9
 _MUL2 = 0x94D049BB133111EB
 
 COMPILE_CHOICES = ("auto", True, False)
+
+#: Trust the registry's :class:`~fedcomp._registry.HostValue` traits (run those parts
+#: eagerly without tracing them). Tests switch it off to check that each trait is still
+#: needed: tracing that part must fail.
+DECLARED_TRAITS = True
 
 
 class NotCompilableError(ValueError):
@@ -554,16 +560,21 @@ class _Part:
 
     def _give_up(self, failed: _TraceFailed) -> None:
         exc = failed.__cause__ or failed
-        self.eager, self.reason = True, _reason(exc)
+        self.declare_eager(_reason(exc), cause=exc)
+
+    def declare_eager(self, reason: str, cause: BaseException | None = None) -> None:
+        """Run this part eagerly from now on, because of ``reason``: a warning, or with
+        ``compile=True`` a :class:`NotCompilableError` (neither for a ``quiet`` part)."""
+        self.eager, self.reason = True, reason
         if self.quiet:
             return
         message = (f"{self.name}: its {self.part} cannot run under jax.jit, it needs a value "
                    f"on the host: {self.reason}")
         if self.compile is True:
             raise NotCompilableError(message + "; use compile='auto' to run it eagerly on "
-                                     "the jax arrays, or backend = 'numpy'") from exc
+                                     "the jax arrays, or backend = 'numpy'") from cause
         warnings.warn(message + "; it runs eagerly on the jax arrays (same results, "
-                      "uncompiled)", JaxEngineWarning, stacklevel=5)
+                      "uncompiled)", JaxEngineWarning, stacklevel=6)
 
 
 def _block_ids(block: slice | np.ndarray) -> np.ndarray:
@@ -896,6 +907,19 @@ class CompiledEngine:
                            static=("start", "stop", "length"), quiet=True)
         self.n_clients, self.problem = problem.n_clients, problem
         self.clients.client_states = self.place(client_states)
+        if DECLARED_TRAITS:
+            self._declare(host_values(algorithm, settings.batch_size,
+                                      bool(getattr(problem.loss, "quadratic", False))))
+
+    def _declare(self, needs: dict[str, str]) -> None:
+        """The parts the algorithm's registry entry says read host values run eagerly from
+        round 1, without a trace that would fail (with ``compile=True``: refused now)."""
+        parts = {"client update": self.clients.part, "server update": self.server.part}
+        for part, reason in needs.items():
+            parts[part].declare_eager(f"{reason} (its registry entry's host_values)")
+        if needs:  # a whole-round call holds both parts
+            self.part.declare_eager("", None)
+            self.chunk.declare_eager("", None)
 
     def place(self, tree: Any) -> Any:
         """``tree``'s arrays committed to the data's device.

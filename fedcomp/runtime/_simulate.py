@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._array import Array, is_jax, namespace
+from .._array import Array, namespace
 from .._random import sample_clients
 from ..algorithms._base import (
     FederatedAlgorithm,
@@ -26,6 +26,7 @@ from ..algorithms._base import (
 from ..metrics import DEFAULT_METRICS
 from ..oracle import Counters
 from ..problem import Problem
+from ._backends import backend_of_data
 from ._clients import (
     ClientSettings,
     LocalClients,
@@ -78,9 +79,7 @@ def auto_block_size(problem: Problem, batch_size: int | None = None) -> int:
     cache if that is smaller, sits between the two (measured in ``docs/BENCHMARKS.md``).
     With minibatches the working set is one minibatch per client.
     """
-    feats = problem.data.features
-    device = str(getattr(feats, "device", "cpu"))
-    if "cuda" in device or "mps" in device or is_jax(feats):
+    if backend_of_data(problem.data.features).block_policy == "all":
         # one call per block whatever its size: on a GPU, and in the compiled (jax) engine,
         # which cuts cache-sized blocks inside its call on a CPU (cache_block_size)
         return problem.n_clients
@@ -325,7 +324,7 @@ def simulate(
         state_dir = scratch.name
     # the compiled engine: the data on jax arrays, the clients in this process
     compiled = clients is None and client_state == "memory" and compile is not False and \
-        is_jax(like)
+        backend_of_data(like).compiles
     settings = ClientSettings(seed, batch_size, block_size, client_prox,
                               state_dir if client_state == "disk" else None, compile)
     engine: Any = None
