@@ -82,18 +82,19 @@ def repeated_ms(run: Callable[[int], Any], block: int, blocks: int) -> float:
     return 1e3 * float(np.median(times))
 
 
-def torch_za1(problem: Any, compiled: bool) -> Callable[[int], np.ndarray]:
+def torch_za1(problem: Any, compiled: bool, device: str = "cpu"
+              ) -> Callable[[int], np.ndarray]:
     """ZA1 rounds written by hand in torch (the same update as ``jax_za1``), eager or under
-    ``torch.compile``; ``run(rounds) -> prox(x_bar^R)``."""
+    ``torch.compile``, on ``device``; ``run(rounds) -> prox(x_bar^R)`` on the host."""
     import torch
 
     lr, steps = ALGORITHM["client_lr"], ALGORITHM["local_steps"]
     big_step = lr * steps
     data = problem.data
-    features = torch.as_tensor(np.asarray(data.features))
-    targets = torch.as_tensor(np.asarray(data.targets))
-    sample_w = torch.as_tensor(np.asarray(data.sample_weights()))
-    pi = torch.as_tensor(problem.weights / problem.weights.sum())
+    features = torch.as_tensor(np.asarray(data.features), device=device)
+    targets = torch.as_tensor(np.asarray(data.targets), device=device)
+    sample_w = torch.as_tensor(np.asarray(data.sample_weights()), device=device)
+    pi = torch.as_tensor(problem.weights / problem.weights.sum(), device=device)
     l2, alpha = problem.loss.l2, problem.regularizer.alpha
 
     def prox(v: Any, step: float) -> Any:
@@ -117,13 +118,13 @@ def torch_za1(problem: Any, compiled: bool) -> Callable[[int], np.ndarray]:
     n, d = problem.n_clients, problem.param_shape[0]
 
     def run(rounds: int) -> np.ndarray:
-        x = torch.zeros(d, dtype=torch.float64)
-        state = (x, prox(x, big_step), torch.zeros(n, d, dtype=torch.float64),
-                 torch.zeros(n, d, dtype=torch.float64), torch.zeros(n, dtype=torch.float64))
+        zeros = functools.partial(torch.zeros, dtype=torch.float64, device=device)
+        x = zeros(d)
+        state = (x, prox(x, big_step), zeros(n, d), zeros(n, d), zeros(n))
         with torch.no_grad():
             for _ in range(rounds):
                 state = step(*state)
-        return state[1].numpy()
+        return state[1].cpu().numpy()
 
     return run
 

@@ -208,3 +208,23 @@ def test_torch_round_benchmark_runs_tiny(tmp_path):
     assert [(r["model"], r["clients"]) for r in rows] == [("mlp", 2), ("cnn_digits", 2)]
     assert all(r["vmap_ms"] > 0 and r["loop_ms"] > 0 and r["bound"] > 0 for r in rows)
     assert "| cnn_digits | 2 |" in done.stdout
+
+
+def test_gpu_benchmark_runs_tiny_on_the_cpu():
+    """``benchmarks/gpu.py`` end to end with ``--device cpu`` at one tiny size and one
+    network experiment: every engine has a row, each agrees with NumPy's model, and the
+    network rows come from ``fedcomp run``'s pipeline on the host."""
+    pytest.importorskip("torch")
+    pytest.importorskip("jax")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu.py"), "--device", "cpu", "--sizes",
+         "12x6x4", "--block", "2", "--blocks", "2", "--repeats", "1", "--gib", "0.01",
+         "--networks", "feddr_mlp", "--network-rounds", "2"],
+        capture_output=True, text=True, timeout=400, check=False)
+    assert done.returncode == 0, done.stderr
+    rows = [line.split("|") for line in done.stdout.splitlines() if line.startswith("| 12 x")]
+    assert [r[2].strip() for r in rows] == ["numpy", "jax engine", "jax.jit(vmap) by hand",
+                                            "fedcomp torch", "torch by hand"]
+    assert all(float(r[5]) < 1e-12 for r in rows), rows  # the max abs diff to NumPy
+    assert "copy bandwidth" in done.stdout
+    assert "| feddr_mlp | fedavg (batch b10) | host CPU (torch) |" in done.stdout
