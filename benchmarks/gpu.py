@@ -45,7 +45,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from jax_engine import repeated_ms, simulator_ms, torch_za1  # noqa: E402
-from run import build, config, jax_za1, machine  # noqa: E402
+from run import build, config, jax_za1, machine, markdown_table  # noqa: E402
 
 SIZES = "100x1024x20,1000x100x20,10000x1000x20,100000x100x20,1000000x20x10"
 NETWORKS = "fedcanon_nn,feddr_mlp,bao2022_emnist"
@@ -158,19 +158,17 @@ def network_rows(names: list[str], device: str, rounds: int) -> list[dict[str, A
 
 
 def size_table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| clients x d x samples | engine | ms / round | roofline % | "
-             "max abs diff to NumPy |", "|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['size']} | {r['engine']} | {r['ms']:.3g} | {r['roofline']:.0f} % "
-                     f"(roofline {r['roofline_ms']:.3g} ms) | {r['diff']:.1e} |")
-    return "\n".join(lines)
+    return markdown_table(
+        ["clients x d x samples", "engine", "ms / round", "roofline %", "max abs diff to NumPy"],
+        ([r["size"], r["engine"], f"{r['ms']:.3g}",
+          f"{r['roofline']:.0f} % (roofline {r['roofline_ms']:.3g} ms)", f"{r['diff']:.1e}"]
+         for r in rows))
 
 
 def network_table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| experiment | algorithm | where | ms / round |", "|---|---|---|---|"]
-    lines += [f"| {r['experiment']} | {r['algorithm']} | {r['where']} | {r['ms']:.3g} |"
-              for r in rows]
-    return "\n".join(lines)
+    return markdown_table(["experiment", "algorithm", "where", "ms / round"],
+                          ([r["experiment"], r["algorithm"], r["where"], f"{r['ms']:.3g}"]
+                           for r in rows))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -43,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -482,6 +482,13 @@ def machine() -> str:
             versions.append(f"{module} {__import__(module).__version__}")
     return (f"{platform.machine()} {platform.processor() or ''}".strip()
             + f", {os.cpu_count()} CPUs, load average {load}; " + ", ".join(versions))
+
+
+def markdown_table(header: Sequence[str], cells: Iterable[Sequence[str]]) -> str:
+    """A Markdown table of ``header`` and rows of already formatted ``cells``."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in cells]
+    return "\n".join(lines)
 
 
 def engine_table(rows: Sequence[dict[str, Any]]) -> str:
