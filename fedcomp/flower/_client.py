@@ -33,6 +33,7 @@ from ..algorithms import ClientContext, rebuild_algorithm
 from ..algorithms._base import setup_context
 from ..oracle import Counters, Oracle
 from ..runtime._clients import _gather, _scatter
+from ..runtime._round import counted_prox
 from ._codec import decode, encode
 from ._data import NodeData, load_node_data
 
@@ -199,11 +200,7 @@ def handle_train(msg: Message, context: Context) -> Message:
         template = _initial_states(msg, template, like, run)
     states = _load_states(context, run, template, like, round_, resume)
     counters = Counters()
-    regularizer = problem.regularizer
-
-    def prox(v: Any, step: Any) -> Any:
-        counters.prox_evals_client += int(v.shape[0])
-        return regularizer.prox(v, step)
+    prox, _ = counted_prox(problem.regularizer, counters)
 
     oracle = Oracle(problem, rows, round_, int(spec["seed"]),
                     batch_size, counters, client_ids=ids)

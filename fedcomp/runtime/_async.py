@@ -28,9 +28,10 @@ from ..algorithms._base import FederatedAlgorithm, check_max_delay, message_bits
 from ..metrics import DEFAULT_METRICS
 from ..oracle import Counters
 from ..problem import Problem
-from ._clients import ClientSettings, LocalClients, _floats, server_context
+from ._clients import ClientSettings, LocalClients, _floats
 from ._clock import ComputeTimes
 from ._recording import Recorder
+from ._round import count_downloads, counted_prox, server_step
 from ._simulate import _check_run_args, _norm_limit, check_divergence
 
 
@@ -189,22 +190,14 @@ def simulate_async(
     algorithm = algorithm.prepare(setup_context(problem, 1)) or algorithm
     norm_limit = _norm_limit(max_norm)
     x = problem.initial_model() if x0 is None else problem.as_model(x0)
-    regularizer = problem.regularizer
     server_state, client_states = algorithm.init(x, n)
     counters = Counters()
     recorder = Recorder(problem, server_steps, eval_every=eval_every, metrics=metrics,
                         reference=reference, logger=logger, tags=tags, progress=progress,
                         label=algorithm.name)
-    like = problem.data.features
     wall, now, largest, waited = 0.0, 0.0, 0, 0.0
 
-    def client_prox(v: Array, step: Any) -> Array:
-        counters.prox_evals_client += int(v.shape[0])
-        return regularizer.prox(v, step)
-
-    def server_prox(v: Array, step: Any) -> Array:
-        counters.prox_evals_server += 1
-        return regularizer.prox(v[None, ...], step)[0, ...]
+    client_prox, server_prox = counted_prox(problem.regularizer, counters)
 
     run_clients = (LocalClients if clients is None else clients)(
         algorithm, problem, client_states, counters,
@@ -213,11 +206,8 @@ def simulate_async(
     def run_step(k: int, message: Any, participants: np.ndarray) -> None:
         nonlocal server_state
         stacked = run_clients.run_round(k, message, participants)
-        counters.floats_up += _floats(stacked, leading=1) * len(participants)
-        counters.bits_up += message_bits(stacked)
-        server_state = algorithm.server_update(
-            server_state, stacked, server_context(problem, server_prox, k, participants, like,
-                                                 seed))
+        server_state = server_step(algorithm, problem, server_state, stacked, k, participants,
+                                   server_prox, counters, seed)
 
     k = 0  # server steps applied so far = the step a job started now reads at
     # outstanding jobs: (arrival time, client id, server step it read at, the message it read)
@@ -233,8 +223,7 @@ def simulate_async(
 
     def start(i: int, duration: float | None = None) -> None:
         """Client i reads the current message at ``now`` and starts its next job."""
-        counters.floats_down += _floats(message)
-        counters.bits_down += message_bits(message)
+        count_downloads(counters, message, 1)
         if duration is None:
             duration = float(clock.draw(seed, int(jobs[i]), np.array([i]), n)[0])
         jobs[i] += 1

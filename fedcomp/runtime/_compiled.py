@@ -1078,13 +1078,12 @@ class CompiledEngine:
         c.bits_up += traffic.bits_up if traffic.bits_up is not None else int(up)
 
     def _parts(self, server_state: Any, round_: int, participants: np.ndarray) -> Any:
-        from ..algorithms._base import message_bits, message_floats
+        """The round part by part (each compiled or eager), counted as every engine counts
+        (:mod:`fedcomp.runtime._round`)."""
+        from ._round import count_downloads, count_uploads
 
         message = self.algorithm.broadcast(server_state)
         stacked = self.clients.run_round(round_, message, participants)
-        c, n = self.counters, len(participants)
-        c.floats_down += message_floats(message) * n
-        c.floats_up += message_floats(stacked, leading=1) * n
-        c.bits_down += message_bits(message) * n
-        c.bits_up += message_bits(stacked)
+        count_downloads(self.counters, message, len(participants))
+        count_uploads(self.counters, stacked, len(participants))
         return self.server.update(server_state, stacked, round_, participants)

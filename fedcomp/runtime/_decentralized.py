@@ -30,6 +30,7 @@ from ..problem import Problem
 from ..topology import Topology
 from ._clients import _blocks, _concat, _gather
 from ._recording import Recorder
+from ._round import counted_prox
 from ._simulate import (
     RunResult,
     _check_run_args,
@@ -208,9 +209,7 @@ def simulate_decentralized(
         counters.bits_down += floats * bit_width(v)
         return base_mix(v)
 
-    def prox(v: Array, step: Any) -> Array:
-        counters.prox_evals_client += int(v.shape[0])
-        return regularizer.prox(v, step)
+    prox, _ = counted_prox(regularizer, counters)
 
     def context(clients: Any, round_: int) -> NodeContext:
         oracle = Oracle(problem, clients, INIT_ROUND if round_ < 0 else round_, seed,

@@ -37,6 +37,7 @@ from ..data._client_data import whole_npy_file
 from ..oracle import Counters
 from ..problem import Problem
 from ._clients import ClientSettings, LocalClients, _concat
+from ._round import counted_prox
 
 #: Seconds to wait for every actor to find a CPU before giving up with an error.
 PLACEMENT_TIMEOUT = 60.0
@@ -131,15 +132,9 @@ class ClientShard:
             problem = problem.problem()
         self.first = first
         self.counters = Counters()
-        regularizer = problem.regularizer
-        counters = self.counters
-
-        def prox(v: Any, step: Any) -> Any:
-            counters.prox_evals_client += int(v.shape[0])
-            return regularizer.prox(v, step)
-
+        prox, _ = counted_prox(problem.regularizer, self.counters)
         ids = np.arange(first, first + problem.n_clients, dtype=np.int64)
-        self.clients = LocalClients(algorithm, problem, states, counters,
+        self.clients = LocalClients(algorithm, problem, states, self.counters,
                                     ClientSettings(seed, batch_size, block_size, prox),
                                     shard=(ids, np.asarray(weights), n_clients))
 

@@ -20,7 +20,6 @@ from .._array import Array, namespace
 from .._random import sample_clients
 from ..algorithms._base import (
     FederatedAlgorithm,
-    message_bits,
     setup_context,
 )
 from ..metrics import DEFAULT_METRICS
@@ -30,13 +29,12 @@ from ._backends import backend_of_data
 from ._clients import (
     ClientSettings,
     LocalClients,
-    _floats,
     cache_block_size,
-    server_context,
 )
 from ._clock import ComputeTimes
 from ._compiled import check_compile
 from ._recording import Recorder
+from ._round import counted_prox, star_round
 
 
 class NonFiniteError(FloatingPointError):
@@ -288,7 +286,6 @@ def simulate(
     norm_limit = _norm_limit(max_norm)
     block_size = resolve_block_size(client_block, problem, batch_size)
     x = problem.initial_model() if x0 is None else problem.as_model(x0)
-    regularizer = problem.regularizer
     server_state, client_states = algorithm.init(x, problem.n_clients)
     counters = Counters()
     recorder = Recorder(problem, rounds, eval_every=eval_every, metrics=metrics,
@@ -296,13 +293,7 @@ def simulate(
                         label=algorithm.name)
     wall = 0.0
 
-    def client_prox(v: Array, step: Any) -> Array:
-        counters.prox_evals_client += int(v.shape[0])
-        return regularizer.prox(v, step)
-
-    def server_prox(v: Array, step: Any) -> Array:
-        counters.prox_evals_server += 1
-        return regularizer.prox(v[None, ...], step)[0, ...]
+    client_prox, server_prox = counted_prox(problem.regularizer, counters)
 
     def record(round_: int) -> None:
         clocked = {} if clock is None else {"sim_time": sim_time}
@@ -351,15 +342,8 @@ def simulate(
         if engine is not None:
             server_state, sum_sq = engine.step(server_state, r, participants)
         else:
-            message = algorithm.broadcast(server_state)
-            stacked = run_clients.run_round(r, message, participants)
-            counters.floats_down += _floats(message) * len(participants)
-            counters.floats_up += _floats(stacked, leading=1) * len(participants)
-            counters.bits_down += message_bits(message) * len(participants)
-            counters.bits_up += message_bits(stacked)
-            server_state = algorithm.server_update(
-                server_state, stacked,
-                server_context(problem, server_prox, r, participants, like, seed))
+            server_state = star_round(algorithm, problem, server_state, r, participants,
+                                      run_clients, server_prox, counters, seed)
         if clock is not None:  # a synchronous round waits for its slowest participant
             sim_time += float(clock.draw(seed, r, participants, problem.n_clients).max(initial=0.0))
 
