@@ -148,20 +148,24 @@ def test_bad_run_arguments_raise(kwargs, match):
         simulate(fedavg(), p, **kwargs)
 
 
-def test_auto_block_size_targets_a_few_megabytes(monkeypatch):
+def test_the_cache_rule_targets_a_few_megabytes(monkeypatch):
+    """The cache-size rule (``FEDCOMP_BLOCKS=rule``; the measured blocks:
+    tests/test_blocks.py). A small population is one block either way."""
     from fedcomp.runtime import _clients
 
+    cache_block_size = _clients.cache_block_size
     p = make_problem("logistic", n_clients=7)
     per_client = p.data.max_samples * p.data.feature_shape[0] * 8
     assert auto_block_size(p) == 7  # small clients: one block
     monkeypatch.setattr(_clients, "BLOCK_BYTES", 3 * per_client)
-    assert auto_block_size(p) == 3
-    assert auto_block_size(p, batch_size=1) == 7  # a minibatch is the working set
+    assert auto_block_size(p) == 7  # a population under 1 MiB is never cut
+    assert cache_block_size(p) == 3
+    assert cache_block_size(p, batch_size=1) == 7  # a minibatch is the working set
     monkeypatch.setattr(_clients, "BLOCK_BYTES", per_client // 2)
-    assert auto_block_size(p) == 1
+    assert cache_block_size(p) == 1
     monkeypatch.setattr(_clients, "BLOCK_BYTES", 1 << 30)
     monkeypatch.setattr(_clients, "_cache_bytes", lambda: 8 * per_client)
-    assert auto_block_size(p) == 2  # a quarter of the last-level cache
+    assert cache_block_size(p) == 2  # a quarter of the last-level cache
 
 
 def test_progress_line_on_request(capsys):

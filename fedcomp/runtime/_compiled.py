@@ -601,14 +601,17 @@ def _part_of(block: slice | np.ndarray, ids: np.ndarray, offset: int, length: in
 
 
 def sub_block_size(problem: Problem, batch_size: int | None) -> int:
-    """Clients per sub-block of a compiled call: cache-sized on a CPU
-    (:func:`~fedcomp.runtime._clients.cache_block_size`), all of them on an accelerator."""
+    """Clients per sub-block of a compiled call: measured on a CPU (the jit-compiled
+    gradient, :func:`~fedcomp.runtime._blocks.measured_block_size`), all of them on an
+    accelerator."""
+    from ._blocks import local_steps, measured_block_size
     from ._clients import cache_block_size
 
     devices = getattr(problem.data.features, "devices", None)
     if devices is not None and any(d.platform != "cpu" for d in devices()):
         return problem.n_clients
-    return cache_block_size(problem, batch_size)
+    return measured_block_size(problem, batch_size, "jax-compiled", rule=cache_block_size,
+                               grad=_jax().jit(local_steps(problem.loss)))
 
 
 def _flatten(x: Array, rows: int) -> Array:

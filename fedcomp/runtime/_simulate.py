@@ -26,6 +26,7 @@ from ..metrics import DEFAULT_METRICS
 from ..oracle import Counters
 from ..problem import Problem
 from ._backends import backend_of_data
+from ._blocks import measured_block_size
 from ._clients import (
     ClientSettings,
     LocalClients,
@@ -63,7 +64,8 @@ class RunResult(NamedTuple):
 
 
 def auto_block_size(problem: Problem, batch_size: int | None = None) -> int:
-    """Clients per block: all of them on a GPU or jax; on CPU about 4 MiB of client data.
+    """Clients per block: all of them on a GPU or jax; on a CPU measured once per machine
+    and shape (:mod:`fedcomp.runtime._blocks`).
 
     Each block runs *all* its local steps before the next block starts, so the block's
     data stay in cache across the ``K`` local gradient passes instead of streaming from
@@ -72,16 +74,18 @@ def auto_block_size(problem: Problem, batch_size: int | None = None) -> int:
     block of one small client cannot amortize — at 100 clients x 20 x 1024 a block of one
     client is 3-4x slower than a block of 32 — while a block larger than the
     last-level cache streams from memory (all 30 of seed 000's 960 KB clients in one
-    block: 1.6x slower than blocks of 3). The target,
-    :data:`~fedcomp.runtime._clients.BLOCK_BYTES` (4 MiB) or a quarter of the last-level
-    cache if that is smaller, sits between the two (measured in ``docs/BENCHMARKS.md``).
-    With minibatches the working set is one minibatch per client.
+    block: 1.6x slower than blocks of 3). Where the balance lies depends on the CPU, so
+    the block is measured (the gradient on growing blocks, cached in ``blocks.json``); a
+    population under 1 MiB of data is one block, and ``FEDCOMP_BLOCKS=rule`` uses the
+    former rule, :data:`~fedcomp.runtime._clients.BLOCK_BYTES` (4 MiB) or a quarter of
+    the last-level cache. With minibatches the working set is one minibatch per client.
     """
-    if backend_of_data(problem.data.features).block_policy == "all":
+    entry = backend_of_data(problem.data.features)
+    if entry.block_policy == "all":
         # one call per block whatever its size: on a GPU, and in the compiled (jax) engine,
-        # which cuts cache-sized blocks inside its call on a CPU (cache_block_size)
+        # which cuts measured sub-blocks inside its call on a CPU (sub_block_size)
         return problem.n_clients
-    return cache_block_size(problem, batch_size)
+    return measured_block_size(problem, batch_size, entry.name, rule=cache_block_size)
 
 
 def resolve_block_size(client_block: Any, problem: Problem, batch_size: int | None = None

@@ -1,0 +1,196 @@
+"""Clients per block on a CPU, chosen by a short measurement cached per machine and shape.
+
+A block of clients runs all its local steps before the next block starts. Two costs bound
+its size: each batched call has a fixed dispatch cost that a small block cannot amortise,
+and a block whose data outgrow the cache streams them from memory at every local step.
+Where the balance lies depends on the CPU (its caches, its memory, its core count) and on
+the array library: a rule of thumb from the cache size (:func:`~fedcomp.runtime._clients.
+cache_block_size`, 4 MiB or a quarter of the last-level cache) was tuned on one AMD EPYC
+and lost up to 1.5x on a 2-core Intel Xeon. So the block is measured instead: the loss's
+gradient on the first ``B`` clients, called a few times in a row as local steps are
+(warm in cache when the block fits), for ``B`` = 1, 2, 4, ... up to the population; the
+block with the least time per client wins (the smallest within 5 % of the best: smaller
+blocks leave more cache to the rest of the round). The measurement takes well under a
+second and is kept in ``blocks.json`` beside the reference solutions (``$FEDCOMP_CACHE_DIR``,
+default ``~/.cache/fedcomp``), keyed by the CPU, the array library and dtype, the loss and
+one client's working set, so a machine measures each shape once.
+
+Results never depend on the block size (every draw is keyed by the client), so a
+measurement that differs from run to run changes only the speed. A problem whose whole
+population is small (under :data:`SMALL_BYTES`) runs as one block without measuring, and
+``FEDCOMP_BLOCKS=rule`` switches the measurement off for the cache-size rule.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: A population whose working set is below this runs as one block, unmeasured: there the
+#: dispatch cost always dominates (a block of all clients is the fastest).
+SMALL_BYTES = 1 << 20
+
+#: Stop growing the block once one gradient call takes longer than this (seconds).
+CALL_LIMIT_S = 0.05
+
+#: The smallest block whose time per client is within this factor of the best wins.
+TOLERANCE = 1.05
+
+_MEMO: dict[str, int] = {}
+
+
+def machine_key() -> str:
+    """The CPU model and the logical cores this process may use (one entry per machine)."""
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{model} x{cores}"
+
+
+def working_set(problem: Any, batch_size: int | None) -> tuple[int, int]:
+    """``(samples, bytes)`` of one client's data in a local step: all its samples with full
+    gradients, one minibatch otherwise."""
+    from .._array import to_numpy
+
+    samples = problem.data.max_samples if batch_size is None else min(
+        batch_size, problem.data.max_samples)
+    itemsize = to_numpy(problem.data.features[:1, :1, ...]).dtype.itemsize
+    return samples, samples * math.prod(problem.data.feature_shape) * itemsize
+
+
+def shape_key(problem: Any, batch_size: int | None, library: str) -> str:
+    """What the best block depends on besides the machine."""
+    samples, per_client = working_set(problem, batch_size)
+    dtype = str(problem.data.features.dtype).rsplit(".", 1)[-1]
+    return (f"{library}|{dtype}|{type(problem.loss).__name__}|{samples}x"
+            f"{'x'.join(map(str, problem.data.feature_shape))}|{problem.param_shape}|"
+            f"{per_client}")
+
+
+def _cache_file() -> Path:
+    root = os.environ.get("FEDCOMP_CACHE_DIR", Path.home() / ".cache" / "fedcomp")
+    return Path(root) / "blocks.json"
+
+
+def _read_cache() -> dict[str, int]:
+    try:
+        table = json.loads(_cache_file().read_text())
+        return {str(k): int(v) for k, v in table.items()} if isinstance(table, dict) else {}
+    except (OSError, ValueError, TypeError):
+        return {}
+
+
+def _write_cache(key: str, block: int) -> None:
+    """Add one entry (an unwritable cache directory only costs a measurement next time)."""
+    path = _cache_file()
+    try:
+        table = _read_cache()
+        table[key] = block
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
+        tmp.replace(path)  # atomic: a concurrent reader sees the old table or the new one
+    except OSError:
+        pass
+
+
+def candidates(n_clients: int) -> list[int]:
+    """Powers of two below ``n_clients``, then ``n_clients`` itself.
+
+    Examples
+    --------
+    >>> candidates(10), candidates(1)
+    ([1, 2, 4, 8, 10], [1])
+    """
+    out = [1 << k for k in range(max(n_clients, 1).bit_length()) if (1 << k) < n_clients]
+    return out + [n_clients]
+
+
+def per_client_seconds(problem: Any, block: int, batch_size: int | None, calls: int = 3,
+                       grad: Any = None) -> float:
+    """Best time per client of ``calls`` consecutive gradient calls on the first ``block``
+    clients (a minibatch of the first ``batch_size`` samples when given); ``grad`` is the
+    work as the engine calls it (the loss's gradient; for the compiled engine a ``jax.jit``
+    of local steps, :func:`local_steps`)."""
+    grad = problem.loss.grad if grad is None else grad
+    from .._array import stacked_zeros
+
+    data = problem.data
+    if batch_size is None:
+        batch = data.full_batch(slice(0, block))
+    else:
+        samples = min(batch_size, data.max_samples)
+        batch = data.minibatch(np.arange(block), np.tile(np.arange(samples), (block, 1)))
+    x = stacked_zeros(problem.zeros(), block)
+    grad(x, batch)  # first touch: allocations, dispatch caches, a compilation
+    best, spent, done = math.inf, 0.0, 0
+    # the best of at least ``calls`` calls and of about 10 ms of them: one call of a small
+    # block is tens of microseconds, and a busy machine makes single timings noisy
+    while done < calls or (spent < 0.01 and done < 50):
+        tic = time.perf_counter()
+        out = grad(x, batch)
+        _ = float(out.reshape(-1)[0]) if hasattr(out, "reshape") else out  # finish the work
+        elapsed = time.perf_counter() - tic
+        best, spent, done = min(best, elapsed), spent + elapsed, done + 1
+    return best / block
+
+
+def local_steps(loss: Any, steps: int = 5) -> Any:
+    """``steps`` gradient steps on a block as one function (to be compiled): the compiled
+    engine fuses a block's local steps into one call, so the data of a block that fits the
+    cache are read from memory once, not ``steps`` times. Measured as the engine runs."""
+
+    def run(x: Any, batch: Any) -> Any:
+        for _ in range(steps):
+            x = x - 1e-3 * loss.grad(x, batch)
+        return x
+
+    return run
+
+
+def measure_block_size(problem: Any, batch_size: int | None, grad: Any = None) -> int:
+    """The block with the least time per client (the smallest within :data:`TOLERANCE`)."""
+    times: dict[int, float] = {}
+    for block in candidates(problem.n_clients):
+        times[block] = per_client_seconds(problem, block, batch_size, grad=grad)
+        if times[block] * block > CALL_LIMIT_S:
+            break
+    best = min(times.values())
+    return min(b for b, t in times.items() if t <= TOLERANCE * best)
+
+
+def measured_block_size(problem: Any, batch_size: int | None, library: str,
+                        rule: Any = None, grad: Any = None) -> int:
+    """Clients per block on a CPU: one block for a small population, else the measured
+    block (from the cache when this machine measured this shape before).
+
+    ``library`` names the engine in the cache's key (``"numpy"``, ``"jax-compiled"``, ...);
+    ``grad`` is the gradient as that engine calls it; ``rule(problem, batch_size)`` is the
+    cache-size rule, used instead when ``FEDCOMP_BLOCKS=rule``.
+    """
+    _, per_client = working_set(problem, batch_size)
+    if per_client * problem.n_clients <= SMALL_BYTES:
+        return problem.n_clients
+    if os.environ.get("FEDCOMP_BLOCKS", "measure") == "rule" and rule is not None:
+        return int(rule(problem, batch_size))
+    key = f"{machine_key()}|{shape_key(problem, batch_size, library)}"
+    if key not in _MEMO:
+        cached = _read_cache().get(key)
+        if cached is None:
+            cached = measure_block_size(problem, batch_size, grad)
+            _write_cache(key, cached)
+        _MEMO[key] = cached
+    return max(1, min(problem.n_clients, _MEMO[key]))

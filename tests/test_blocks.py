@@ -1,0 +1,121 @@
+"""Block sizes measured once per machine and shape (:mod:`fedcomp.runtime._blocks`).
+
+The choice rule is tested on given timings (the smallest block within 5 % of the best
+time per client), the cache on disk (written once, read back, keyed by machine and shape,
+an unwritable directory only costs a measurement), the small-population short cut, the
+``FEDCOMP_BLOCKS=rule`` switch, and that a measured block changes no result.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from fedcomp import ClientData, Problem, simulate
+from fedcomp.algorithms import za1
+from fedcomp.losses import Logistic
+from fedcomp.regularizers import L1
+from fedcomp.runtime import _blocks
+from fedcomp.runtime._blocks import (
+    candidates,
+    machine_key,
+    measure_block_size,
+    measured_block_size,
+    shape_key,
+)
+from fedcomp.runtime._simulate import auto_block_size
+
+
+def population(n_clients=40, samples=50, d=80, seed=0) -> Problem:
+    """``n_clients`` × 32 KB of float64 data: 1.3 MB in all, above the small short cut."""
+    rng = np.random.default_rng(seed)
+    feats = [rng.normal(size=(samples, d)) for _ in range(n_clients)]
+    targs = [np.sign(rng.normal(size=samples)) for _ in range(n_clients)]
+    return Problem(Logistic(l2=0.01), L1(1e-3), ClientData.from_lists(feats, targs))
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("FEDCOMP_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("FEDCOMP_BLOCKS", raising=False)
+    monkeypatch.setattr(_blocks, "_MEMO", {})
+    return tmp_path
+
+
+def test_candidates_double_up_to_the_population():
+    assert candidates(40) == [1, 2, 4, 8, 16, 32, 40]
+    assert candidates(32) == [1, 2, 4, 8, 16, 32]
+
+
+def test_the_smallest_block_within_five_percent_of_the_best_wins(monkeypatch):
+    # per-client microseconds: dispatch-bound small blocks, a cache cliff after 16
+    costs = {1: 10.0, 2: 5.0, 4: 2.6, 8: 1.04, 16: 1.0, 32: 1.6, 40: 1.8}
+    monkeypatch.setattr(_blocks, "per_client_seconds",
+                        lambda p, b, batch, grad=None: 1e-6 * costs[b])
+    assert measure_block_size(population(), None) == 8  # 1.04 <= 1.05 * 1.0
+    costs[8] = 1.06
+    assert measure_block_size(population(), None) == 16
+
+
+def test_growing_stops_once_a_call_is_slow(monkeypatch):
+    seen = []
+
+    def cost(p, b, batch, grad=None):
+        seen.append(b)
+        return 1e-3 * (1.0 / b + (10.0 if b >= 8 else 0.0))  # 8 clients: a call of 81 ms
+
+    monkeypatch.setattr(_blocks, "per_client_seconds", cost)
+    assert measure_block_size(population(), None) == 4
+    assert seen == [1, 2, 4, 8]
+
+
+def test_measured_once_then_read_back_from_the_cache(cache_dir, monkeypatch):
+    problem = population()
+    block = measured_block_size(problem, None, "numpy")
+    assert 1 <= block <= problem.n_clients
+    table = json.loads((cache_dir / "blocks.json").read_text())
+    key = f"{machine_key()}|{shape_key(problem, None, 'numpy')}"
+    assert table == {key: block}
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("measured again")
+
+    monkeypatch.setattr(_blocks, "measure_block_size", refuse)
+    monkeypatch.setattr(_blocks, "_MEMO", {})  # a new process: only the file remembers
+    assert measured_block_size(problem, None, "numpy") == block
+    # another engine (or shape) is another entry, measured anew
+    monkeypatch.setattr(_blocks, "measure_block_size", lambda p, b, grad=None: 3)
+    assert measured_block_size(problem, None, "torch-float64") == 3
+    assert len(json.loads((cache_dir / "blocks.json").read_text())) == 2
+
+
+def test_small_populations_are_one_block_unmeasured(cache_dir, monkeypatch):
+    monkeypatch.setattr(_blocks, "measure_block_size", lambda *a, **k: 1 / 0)
+    small = population(n_clients=6, samples=20, d=10)
+    assert measured_block_size(small, None, "numpy") == 6
+    assert not (cache_dir / "blocks.json").exists()
+
+
+def test_the_rule_switch_and_an_unwritable_cache(cache_dir, monkeypatch):
+    problem = population()
+    monkeypatch.setenv("FEDCOMP_BLOCKS", "rule")
+    assert measured_block_size(problem, None, "numpy", rule=lambda p, b: 7) == 7
+    monkeypatch.delenv("FEDCOMP_BLOCKS")
+    blocker = cache_dir / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("FEDCOMP_CACHE_DIR", str(blocker / "cache"))  # under a file
+    assert 1 <= measured_block_size(problem, None, "numpy") <= problem.n_clients
+
+
+def test_the_measured_block_is_auto_and_changes_no_result(cache_dir):
+    problem = population()
+    block = auto_block_size(problem)
+    alg = za1(client_lr=0.1, local_steps=3)
+    auto = simulate(alg, problem, 3, metrics=[], seed=1)
+    for other in (1, 7, "all"):
+        run = simulate(alg, problem, 3, metrics=[], seed=1, client_block=other)
+        np.testing.assert_array_equal(run.x, auto.x)
+    assert math.isfinite(block) and (cache_dir / "blocks.json").exists()
