@@ -8,7 +8,10 @@ device``). CI has no GPU, so two CPU stand-ins refuse the same mixing here:
   (which moves it to the default device first, as a GPU array must be copied to the host);
 * jax's second virtual CPU device (``XLA_FLAGS=--xla_force_host_platform_device_count=2``,
   set by the root ``conftest.py`` before jax is imported): committed arrays of two devices
-  cannot meet in one computation.
+  cannot meet in one computation;
+* for torch, whose CPU has one device: torch's default device set to ``meta`` (tensors with
+  no data), so that a tensor made without ``device=`` — on a GPU run, a host tensor — breaks
+  the run (linear models and networks alike).
 
 Every registered algorithm — synchronous (full gradients, and minibatches with client
 sampling), asynchronous, decentralized; compression and privacy wrappers — runs a few rounds
@@ -204,3 +207,47 @@ def test_asynchronous_and_decentralized_on_jax_second_device():
                                  batch_size=3, seed=1, metrics=METRICS)
     assert device_of(run.x) == device
     assert_same_run(run, ref)
+
+
+# --- torch: nothing made on torch's default device ---------------------------------------------
+
+def _network_problem():
+    import torch
+
+    from fedcomp import ClientData
+    from fedcomp.losses import TorchModel
+    from fedcomp.regularizers import L1
+
+    rng = np.random.default_rng(0)
+    data = ClientData.from_lists([rng.normal(size=(12, 8)) for _ in range(4)],
+                                 [rng.integers(0, 3, size=12).astype(float) for _ in range(4)])
+    loss = TorchModel("mlp", input_shape=(8,), n_classes=3, options={"hidden": (6,)})
+    return Problem(loss, L1(1e-3), data.to(torch.zeros(0)), n_classes=3)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("alg", SYNCHRONOUS + WRAPPED, ids=lambda a: a.name)
+def test_torch_makes_nothing_on_the_default_device(alg):
+    """A tensor made without ``device=`` lands on torch's default device, which on a GPU
+    run is the host: the run then fails at its first operation. With the default device
+    set to ``meta`` (tensors without data) such a tensor breaks the run here too; every
+    algorithm on torch data (a linear model, and a network where the algorithm trains
+    one) must give the same iterates as without, on the data's device."""
+    torch = pytest.importorskip("torch")
+    assert torch.zeros(1, device="meta").is_meta  # the stand-in: no data behind it
+    problems = [on_device(contract_problem(alg), torch.zeros(0, dtype=torch.float64))]
+    if alg.name in ("fedavg", "fedmid", "fedda", "za1", "scaffold", "fedcanon", "feddr",
+                    "fedprox", "fedpd") and alg.hyperparameters.get("local_solver") != "exact":
+        problems.append(_network_problem())
+    for problem in problems:
+        x0 = problem.initial_model()
+        want = run_sync(alg, problem, 3, True)
+        try:
+            torch.set_default_device("meta")
+            assert torch.zeros(1).is_meta
+            got = simulate(alg, problem, 4, x0=x0, batch_size=3, seed=2, metrics=METRICS,
+                           clients_per_round=4 if supports_sampling(alg, problem) else None)
+        finally:
+            torch.set_default_device(None)
+        assert got.x.device == want.x.device
+        np.testing.assert_allclose(to_numpy(got.x), to_numpy(want.x), rtol=0, atol=1e-12)
