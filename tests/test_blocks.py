@@ -54,7 +54,7 @@ def test_the_smallest_block_within_five_percent_of_the_best_wins(monkeypatch):
     # per-client microseconds: dispatch-bound small blocks, a cache cliff after 16
     costs = {1: 10.0, 2: 5.0, 4: 2.6, 8: 1.04, 16: 1.0, 32: 1.6, 40: 1.8}
     monkeypatch.setattr(_blocks, "per_client_seconds",
-                        lambda p, b, batch, grad=None: 1e-6 * costs[b])
+                        lambda p, b, batch, work=None: 1e-6 * costs[b])
     assert measure_block_size(population(), None) == 8  # 1.04 <= 1.05 * 1.0
     costs[8] = 1.06
     assert measure_block_size(population(), None) == 16
@@ -63,7 +63,7 @@ def test_the_smallest_block_within_five_percent_of_the_best_wins(monkeypatch):
 def test_growing_stops_once_a_call_is_slow(monkeypatch):
     seen = []
 
-    def cost(p, b, batch, grad=None):
+    def cost(p, b, batch, work=None):
         seen.append(b)
         return 1e-3 * (1.0 / b + (10.0 if b >= 8 else 0.0))  # 8 clients: a call of 81 ms
 
@@ -87,7 +87,7 @@ def test_measured_once_then_read_back_from_the_cache(cache_dir, monkeypatch):
     monkeypatch.setattr(_blocks, "_MEMO", {})  # a new process: only the file remembers
     assert measured_block_size(problem, None, "numpy") == block
     # another engine (or shape) is another entry, measured anew
-    monkeypatch.setattr(_blocks, "measure_block_size", lambda p, b, grad=None: 3)
+    monkeypatch.setattr(_blocks, "measure_block_size", lambda p, b, work=None: 3)
     assert measured_block_size(problem, None, "torch-float64") == 3
     assert len(json.loads((cache_dir / "blocks.json").read_text())) == 2
 
@@ -119,3 +119,24 @@ def test_the_measured_block_is_auto_and_changes_no_result(cache_dir):
         run = simulate(alg, problem, 3, metrics=[], seed=1, client_block=other)
         np.testing.assert_array_equal(run.x, auto.x)
     assert math.isfinite(block) and (cache_dir / "blocks.json").exists()
+
+
+def test_the_compiled_engine_measures_its_sub_blocks(cache_dir):
+    """On jax data the sub-block is measured with the engine's own work (a compiled map of
+    local steps), kept under its own key, and the run gives NumPy's iterates."""
+    pytest.importorskip("jax")
+    from fedcomp.runtime import jax_like
+    from fedcomp.runtime._compiled import even_part, sub_block_size
+
+    problem = population()
+    on_jax = Problem(problem.loss, problem.regularizer, problem.data.to(jax_like()))
+    sub = sub_block_size(on_jax, None)
+    assert 1 <= sub <= problem.n_clients
+    table = json.loads((cache_dir / "blocks.json").read_text())
+    assert [k for k in table if "|jax-compiled|" in k] == [
+        f"{machine_key()}|{shape_key(on_jax, None, 'jax-compiled')}"]
+    assert even_part(problem.n_clients, sub) <= sub
+    alg = za1(client_lr=0.1, local_steps=3)
+    want = simulate(alg, problem, 3, metrics=[], seed=1)
+    got = simulate(alg, on_jax, 3, metrics=[], seed=1)
+    np.testing.assert_allclose(np.asarray(got.x), want.x, rtol=0, atol=1e-12)

@@ -8,7 +8,9 @@ the array library: a rule of thumb from the cache size (:func:`~fedcomp.runtime.
 cache_block_size`, 4 MiB or a quarter of the last-level cache) was tuned on one AMD EPYC
 and lost up to 1.5x on a 2-core Intel Xeon. So the block is measured instead: the loss's
 gradient on the first ``B`` clients, called a few times in a row as local steps are
-(warm in cache when the block fits), for ``B`` = 1, 2, 4, ... up to the population; the
+(warm in cache when the block fits), for ``B`` = 1, 2, 4, ... up to the population (for
+the compiled engine's sub-blocks: a compiled ``lax.map`` of five local steps over a few
+sub-blocks of ``B``, as the engine runs them); the
 block with the least time per client wins (the smallest within 5 % of the best: smaller
 blocks leave more cache to the rest of the round). The measurement takes well under a
 second and is kept in ``blocks.json`` beside the reference solutions (``$FEDCOMP_CACHE_DIR``,
@@ -119,53 +121,72 @@ def candidates(n_clients: int) -> list[int]:
     return out + [n_clients]
 
 
-def per_client_seconds(problem: Any, block: int, batch_size: int | None, calls: int = 3,
-                       grad: Any = None) -> float:
-    """Best time per client of ``calls`` consecutive gradient calls on the first ``block``
-    clients (a minibatch of the first ``batch_size`` samples when given); ``grad`` is the
-    work as the engine calls it (the loss's gradient; for the compiled engine a ``jax.jit``
-    of local steps, :func:`local_steps`)."""
-    grad = problem.loss.grad if grad is None else grad
+def per_client_seconds(problem: Any, block: int, batch_size: int | None, calls: int = 5,
+                       work: Any = None) -> float:
+    """Best time per client of ``calls`` consecutive calls of the engine's work on blocks
+    of ``block`` clients: by default the loss's gradient on the first ``block`` clients
+    (their first ``batch_size`` samples when given); ``work(block) -> (clients, fn)`` gives
+    another (the compiled engine's: :func:`compiled_local_steps`), ``fn(x, batch)`` over
+    the first ``clients`` clients."""
     from .._array import stacked_zeros
 
+    clients, fn = (block, problem.loss.grad) if work is None else work(block)
     data = problem.data
     if batch_size is None:
-        batch = data.full_batch(slice(0, block))
+        batch = data.full_batch(slice(0, clients))
     else:
         samples = min(batch_size, data.max_samples)
-        batch = data.minibatch(np.arange(block), np.tile(np.arange(samples), (block, 1)))
-    x = stacked_zeros(problem.zeros(), block)
-    grad(x, batch)  # first touch: allocations, dispatch caches, a compilation
+        batch = data.minibatch(np.arange(clients), np.tile(np.arange(samples), (clients, 1)))
+    x = stacked_zeros(problem.zeros(), clients)
+    fn(x, batch)  # first touch: allocations, dispatch caches, a compilation
     best, spent, done = math.inf, 0.0, 0
-    # the best of at least ``calls`` calls and of about 10 ms of them: one call of a small
+    # the best of at least ``calls`` calls and of about 20 ms of them: one call of a small
     # block is tens of microseconds, and a busy machine makes single timings noisy
-    while done < calls or (spent < 0.01 and done < 50):
+    while done < calls or (spent < 0.02 and done < 100):
         tic = time.perf_counter()
-        out = grad(x, batch)
+        out = fn(x, batch)
         _ = float(out.reshape(-1)[0]) if hasattr(out, "reshape") else out  # finish the work
         elapsed = time.perf_counter() - tic
         best, spent, done = min(best, elapsed), spent + elapsed, done + 1
-    return best / block
+    return best / clients
 
 
-def local_steps(loss: Any, steps: int = 5) -> Any:
-    """``steps`` gradient steps on a block as one function (to be compiled): the compiled
-    engine fuses a block's local steps into one call, so the data of a block that fits the
-    cache are read from memory once, not ``steps`` times. Measured as the engine runs."""
+def compiled_local_steps(loss: Any, n_clients: int, steps: int = 5) -> Any:
+    """The compiled engine's work for :func:`per_client_seconds`: ``steps`` gradient steps
+    per sub-block of ``block`` clients, a ``jax.lax.map`` over up to four sub-blocks in one
+    ``jax.jit`` call, as the engine runs a round's block (a sub-block's data are read from
+    memory once for its ``steps`` steps when they fit the cache; each sub-block is one more
+    step of the map)."""
+    from .._extras import require
 
-    def run(x: Any, batch: Any) -> Any:
+    jax = require("jax", "the compiled engine's block measurement")
+
+    def local(part: Any) -> Any:
+        x, batch = part
         for _ in range(steps):
             x = x - 1e-3 * loss.grad(x, batch)
         return x
 
-    return run
+    def work(block: int) -> tuple[int, Any]:
+        count = max(1, min(4, n_clients // block))
+
+        def run(x: Any, batch: Any) -> Any:
+            def cut(a: Any) -> Any:
+                return jax.numpy.reshape(a, (count, block, *a.shape[1:]))
+
+            out = jax.lax.map(local, jax.tree.map(cut, (x, batch)))
+            return jax.numpy.reshape(out, x.shape)
+
+        return count * block, jax.jit(run)
+
+    return work
 
 
-def measure_block_size(problem: Any, batch_size: int | None, grad: Any = None) -> int:
+def measure_block_size(problem: Any, batch_size: int | None, work: Any = None) -> int:
     """The block with the least time per client (the smallest within :data:`TOLERANCE`)."""
     times: dict[int, float] = {}
     for block in candidates(problem.n_clients):
-        times[block] = per_client_seconds(problem, block, batch_size, grad=grad)
+        times[block] = per_client_seconds(problem, block, batch_size, work=work)
         if times[block] * block > CALL_LIMIT_S:
             break
     best = min(times.values())
@@ -173,13 +194,13 @@ def measure_block_size(problem: Any, batch_size: int | None, grad: Any = None) -
 
 
 def measured_block_size(problem: Any, batch_size: int | None, library: str,
-                        rule: Any = None, grad: Any = None) -> int:
+                        rule: Any = None, work: Any = None) -> int:
     """Clients per block on a CPU: one block for a small population, else the measured
     block (from the cache when this machine measured this shape before).
 
     ``library`` names the engine in the cache's key (``"numpy"``, ``"jax-compiled"``, ...);
-    ``grad`` is the gradient as that engine calls it; ``rule(problem, batch_size)`` is the
-    cache-size rule, used instead when ``FEDCOMP_BLOCKS=rule``.
+    ``work`` is that engine's work (:func:`per_client_seconds`); ``rule(problem,
+    batch_size)`` is the cache-size rule, used instead when ``FEDCOMP_BLOCKS=rule``.
     """
     _, per_client = working_set(problem, batch_size)
     if per_client * problem.n_clients <= SMALL_BYTES:
@@ -190,7 +211,7 @@ def measured_block_size(problem: Any, batch_size: int | None, library: str,
     if key not in _MEMO:
         cached = _read_cache().get(key)
         if cached is None:
-            cached = measure_block_size(problem, batch_size, grad)
+            cached = measure_block_size(problem, batch_size, work)
             _write_cache(key, cached)
         _MEMO[key] = cached
     return max(1, min(problem.n_clients, _MEMO[key]))

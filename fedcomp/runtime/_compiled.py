@@ -600,18 +600,35 @@ def _part_of(block: slice | np.ndarray, ids: np.ndarray, offset: int, length: in
     return ids[offset:offset + length]
 
 
+def even_part(size: int, most: int) -> int:
+    """The sub-block of a block of ``size`` clients cut into parts of at most ``most``, as
+    equal as can be: ``ceil(size / ceil(size / most))``.
+
+    A lone remainder is one more call of another shape in the traced round (at 100 clients
+    × 20 × 1024 on a 2-core CPU, sub-blocks of 32 and a rest of 4 took 6.9 ms a ZA1 round,
+    four of 25 took 5.2 ms).
+
+    Examples
+    --------
+    >>> even_part(100, 32), even_part(1000, 256), even_part(7, 10)
+    (25, 250, 7)
+    """
+    parts = -(-size // max(1, min(most, size)))
+    return -(-size // parts)
+
+
 def sub_block_size(problem: Problem, batch_size: int | None) -> int:
     """Clients per sub-block of a compiled call: measured on a CPU (the jit-compiled
     gradient, :func:`~fedcomp.runtime._blocks.measured_block_size`), all of them on an
     accelerator."""
-    from ._blocks import local_steps, measured_block_size
+    from ._blocks import compiled_local_steps, measured_block_size
     from ._clients import cache_block_size
 
     devices = getattr(problem.data.features, "devices", None)
     if devices is not None and any(d.platform != "cpu" for d in devices()):
         return problem.n_clients
     return measured_block_size(problem, batch_size, "jax-compiled", rule=cache_block_size,
-                               grad=_jax().jit(local_steps(problem.loss)))
+                               work=compiled_local_steps(problem.loss, problem.n_clients))
 
 
 def _flatten(x: Array, rows: int) -> Array:
@@ -670,8 +687,9 @@ class CompiledClients:
               low: int | None, start: int | None, stop: int | None) -> tuple[Any, Any]:
         """The traced local work of one block, its states gathered and scattered inside.
 
-        A block larger than :attr:`sub_block` runs as a ``lax.map`` over sub-blocks of
-        that many clients (and one call for the rest), each doing all its local steps
+        A block larger than :attr:`sub_block` runs as a ``lax.map`` over sub-blocks of at
+        most that many clients, as equal as can be (:func:`even_part`; one call for the
+        rest where they cannot be equal), each doing all its local steps
         before the next starts: its data stay in cache across the steps, as the NumPy
         engine's blocks do (at 1000 clients x 20 x 100, 2.5x faster than the whole block
         at each step). Clients never interact within ``client_update``, so the cut
@@ -681,7 +699,7 @@ class CompiledClients:
         size = int(ids.shape[0])
         data = DataArrays(*(rows.take(f) for f in arrays))
         gathered = type(states)(*(rows.take(f) for f in states))
-        sub = min(size, self.sub_block)
+        sub = even_part(size, self.sub_block)
         whole = size // sub * sub
         pieces: list[tuple[int, int, CounterLog]] = []
         uploads: list[Any] = []
