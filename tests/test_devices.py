@@ -124,28 +124,32 @@ def test_wrapped_algorithm_on_a_second_device(alg, kind):
     assert_same_run(run, ref)
 
 
+@pytest.mark.parametrize("kind", ["array-api-strict", "jax"])
 @pytest.mark.parametrize("solver", ["exact", "sgd"])
-def test_asynchronous_algorithm_on_a_second_device(solver):
+def test_asynchronous_algorithm_on_a_second_device(solver, kind):
+    device, like = second_device(kind)
     alg = async_feddr(eta=1.0, alpha=1.0, local_solver=solver)
     p = contract_problem(alg)
     clock = ComputeTimes(mean=[1.0, 2.0, 3.0, 1.0, 2.0, 3.0, 1.5], distribution="exponential")
     ref = simulate_async(alg, p, 6, compute_times=clock, batch_size=3, seed=3, metrics=METRICS)
-    run = simulate_async(alg, on_device(p, STRICT_LIKE), 6, compute_times=clock, batch_size=3,
+    run = simulate_async(alg, on_device(p, like), 6, compute_times=clock, batch_size=3,
                          seed=3, metrics=METRICS)
-    assert_on_device(run, STRICT_DEVICE)
+    assert_on_device(run, device)
     assert_same_run(run, ref)
 
 
+@pytest.mark.parametrize("kind", ["array-api-strict", "jax"])
 @pytest.mark.parametrize("alg", DECENTRALIZED, ids=lambda a: a.name)
-def test_decentralized_algorithm_on_a_second_device(alg):
+def test_decentralized_algorithm_on_a_second_device(alg, kind):
+    device, like = second_device(kind)
     p = contract_problem(alg)
     ref = simulate_decentralized(alg, p, ring(p.n_clients), 3, batch_size=3, seed=1,
                                  metrics=METRICS)
-    run = simulate_decentralized(alg, on_device(p, STRICT_LIKE), ring(p.n_clients), 3,
+    run = simulate_decentralized(alg, on_device(p, like), ring(p.n_clients), 3,
                                  batch_size=3, seed=1, metrics=METRICS)
-    assert device_of(run.x) == STRICT_DEVICE
+    assert device_of(run.x) == device
     for field in leaves(run.client_states):
-        assert device_of(field) == STRICT_DEVICE
+        assert device_of(field) == device
     assert_same_run(run, ref)
 
 
@@ -188,25 +192,6 @@ def test_jax_second_device_refuses_mixing():
     there = jax.device_put(jax.numpy.ones(3), device)
     with pytest.raises(ValueError, match="(?i)device"):
         jax.jit(lambda a, b: a + b)(here, there)
-
-
-def test_asynchronous_and_decentralized_on_jax_second_device():
-    jax, device, like = jax_second_device()
-    alg = async_feddr(eta=1.0, alpha=1.0, local_solver="sgd")
-    p = contract_problem(alg)
-    clock = ComputeTimes(mean=[1.0, 2.0, 3.0, 1.0, 2.0, 3.0, 1.5], distribution="exponential")
-    ref = simulate_async(alg, p, 6, compute_times=clock, batch_size=3, seed=3, metrics=METRICS)
-    run = simulate_async(alg, on_device(p, like), 6, compute_times=clock, batch_size=3, seed=3,
-                         metrics=METRICS)
-    assert_on_device(run, device)
-    assert_same_run(run, ref)
-    gossip = DECENTRALIZED[1]
-    ref = simulate_decentralized(gossip, p, ring(p.n_clients), 3, batch_size=3, seed=1,
-                                 metrics=METRICS)
-    run = simulate_decentralized(gossip, on_device(p, like), ring(p.n_clients), 3,
-                                 batch_size=3, seed=1, metrics=METRICS)
-    assert device_of(run.x) == device
-    assert_same_run(run, ref)
 
 
 # --- torch: nothing made on torch's default device ---------------------------------------------
