@@ -21,6 +21,7 @@ state field on it. Evaluation rows (objective, nnz) are read through the one hos
 
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -151,6 +152,29 @@ def test_decentralized_algorithm_on_a_second_device(alg, kind):
     for field in leaves(run.client_states):
         assert device_of(field) == device
     assert_same_run(run, ref)
+
+
+def test_every_metric_on_a_second_device():
+    """Every registered metric evaluates a model on device1 as on the host (rows equal to
+    1e-12; NaN where a metric does not apply to this problem, on both)."""
+    from fedcomp import solve_reference
+    from fedcomp.metrics import METRICS as ALL_METRICS
+
+    p = contract_problem(fedavg())
+    reference = solve_reference(p)
+    names = list(ALL_METRICS)
+    alg = za1(client_lr=0.5, local_steps=3)
+    want = simulate(alg, p, 2, metrics=names, reference=reference).history
+    got = simulate(alg, on_device(p, STRICT_LIKE), 2, metrics=names,
+                   reference=reference).history
+    for row, ref_row in zip(got, want, strict=True):
+        for key, value in ref_row.items():
+            if key == "wall_s":
+                continue
+            if isinstance(value, float) and math.isnan(value):
+                assert math.isnan(row[key]), key
+            else:
+                assert row[key] == pytest.approx(value, rel=1e-12, abs=1e-12), key
 
 
 def test_the_stand_in_refuses_what_a_gpu_refuses():

@@ -415,7 +415,7 @@ class ClientData:
         from .._array import to_numpy
 
         n = int(self.counts[i])
-        return to_numpy(self.features[i])[:n], to_numpy(self.targets[i])[:n]
+        return to_numpy(self.features[i, ...])[:n], to_numpy(self.targets[i, ...])[:n]
 
     def pooled(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """All real samples stacked, with the owning client id of each: NumPy arrays."""
