@@ -639,6 +639,29 @@ def test_simulation_engine_matches_the_simulator(tmp_path, algorithm, params, cp
     assert_same_run(tmp_path / "flower", simulator_outputs(cfg, tmp_path / "sim"))
 
 
+@pytest.mark.slow
+def test_simulation_ignores_a_dead_ray_cluster_left_behind(tmp_path):
+    """A Ray cluster that died (a killed process) leaves /tmp/ray/ray_current_cluster
+    naming its address; Ray would join it, and the simulation crash. fedcomp's simulation
+    starts a Ray instance of its own."""
+    import tempfile
+    from pathlib import Path
+
+    marker = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+    before = marker.read_text() if marker.exists() else None
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text("192.0.2.2:41619")  # TEST-NET-1: nothing answers there
+    try:
+        cfg = small_config("za1", client_lr=0.5, local_steps=3)
+        run_simulation(cfg, tmp_path / "flower", num_cpus=2, round_timeout=120)
+    finally:
+        if before is None:
+            marker.unlink(missing_ok=True)
+        else:
+            marker.write_text(before)
+    assert_same_run(tmp_path / "flower", simulator_outputs(cfg, tmp_path / "sim"))
+
+
 # --- a real deployment: SuperLink + SuperNodes as processes on 127.0.0.1 -----------------------
 @pytest.mark.slow
 def test_localhost_deployment_matches_the_simulator_and_leaves_no_process(tmp_path):

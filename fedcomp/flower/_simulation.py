@@ -67,8 +67,11 @@ def _run(config: dict[str, Any], out: Path, num_nodes: int | None, num_cpus: int
         num_nodes = _n_clients(cfg)
     server = make_server_app(cfg, out_dir=str(out), num_nodes=num_nodes,
                              round_timeout=round_timeout, node_timeout=node_timeout)
-    init_args: dict[str, Any] = {"include_dashboard": False, "log_to_driver": verbose,
-                                 "configure_logging": verbose}
+    # address "local": a Ray instance of its own, never a cluster that another process
+    # started (or one that died and left /tmp/ray/ray_current_cluster behind, which Ray
+    # would try to join: "Simulation Runtime crashed")
+    init_args: dict[str, Any] = {"address": "local", "include_dashboard": False,
+                                 "log_to_driver": verbose, "configure_logging": verbose}
     init_args["num_cpus"] = num_cpus or max(1, min(num_nodes, os.cpu_count() or 1))
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")  # silences a Ray notice
     flwr_run_simulation(server_app=server, client_app=make_client_app(),
