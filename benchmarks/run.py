@@ -152,8 +152,8 @@ def ray_round(problem: Any, rounds: int, repeats: int, shards: int = 2
 
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=shards, include_dashboard=False, log_to_driver=False,
-                 configure_logging=False)
+        ray.init(address="local", num_cpus=shards, include_dashboard=False,
+                 log_to_driver=False, configure_logging=False)
     try:
         x = simulate(_algorithm(), problem, rounds, metrics=[], progress=False,
                      clients=ray_clients(shards=shards)).x  # the iterate the table compares

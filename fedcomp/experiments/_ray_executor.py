@@ -27,10 +27,11 @@ from ._plan import Run
 ADDRESS_VARIABLE = "RAY_ADDRESS"
 
 
-def cluster_address(address: str | None) -> str | None:
-    """The cluster to join: the flag's ``address``, else ``$RAY_ADDRESS``; ``None`` starts a
-    Ray instance on this machine (its cores are the cluster)."""
-    return address or os.environ.get(ADDRESS_VARIABLE) or None
+def cluster_address(address: str | None) -> str:
+    """The cluster to join: the flag's ``address``, else ``$RAY_ADDRESS``; ``"local"``
+    starts a Ray instance on this machine (its cores are the cluster), never joining a
+    cluster left behind (:func:`fedcomp.runtime._ray_clients.ray_address`)."""
+    return address or os.environ.get(ADDRESS_VARIABLE) or "local"
 
 
 def check_ray_executor(tracking: dict[str, Any] | None) -> None:

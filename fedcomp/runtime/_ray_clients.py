@@ -25,6 +25,7 @@ at the same path on every machine: a shared filesystem or a copy).
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -42,6 +43,20 @@ from ._round import counted_prox
 #: Seconds to wait for every actor to find a CPU before giving up with an error.
 PLACEMENT_TIMEOUT = 60.0
 
+
+
+def ray_address(address: str | None) -> str:
+    """The Ray cluster to join: ``address``, else ``$RAY_ADDRESS``, else ``"local"`` — a
+    Ray instance of this process's own on this machine. Never Ray's own default, which
+    joins the last cluster started on the machine, even one that died and left
+    ``/tmp/ray/ray_current_cluster`` behind (the run then fails to connect).
+
+    Examples
+    --------
+    >>> ray_address("10.0.0.2:6379"), ray_address(None) in ("local", os.environ.get("RAY_ADDRESS"))
+    ('10.0.0.2:6379', True)
+    """
+    return address or os.environ.get("RAY_ADDRESS") or "local"
 
 def shard_bounds(n_clients: int, shards: int) -> np.ndarray:
     """Start of each shard and the end, contiguous and as even as possible: ``(shards+1,)``.
@@ -178,8 +193,8 @@ class RayClients:
         self.counters = counters
         self.started_here = not ray.is_initialized()
         if self.started_here:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                     configure_logging=False)
+            ray.init(address=ray_address(address), include_dashboard=False,
+                     log_to_driver=False, configure_logging=False)
         self.ray = ray
         self.actors: list[Any] = []
         self.bounds = shard_bounds(problem.n_clients, min(shards, problem.n_clients))
