@@ -69,9 +69,7 @@ REGISTRY: Registry[AlgorithmEntry] = Registry("algorithm", [
     AlgorithmEntry("za1", za1,
                    "Decoupled prox + drift correction (Zhang, Hu, Johansson 2024, seed 000)"),
     AlgorithmEntry("fast_fedda", fast_fedda,
-                   "Dual averaging with increasing weights, strongly convex (Bao et al. 2022)",
-                   host_values=(HostValue(BOTH, "the global step number t = rE + k enters the "
-                                          "step sizes as a host float"),)),
+                   "Dual averaging with increasing weights, strongly convex (Bao et al. 2022)"),
     AlgorithmEntry("c_fedda", c_fedda,
                    "Constrained dual averaging, exact l1/nuclear-ball constrained prox "
                    "(Bao et al. 2022)", unbounded=("radius",),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from .._array import Array, device_of, expand_to, model_norm, namespace
+from .._array import Array, device_of, expand_to, is_traced, model_norm, namespace
 from ._base import (
     ClientContext,
     FederatedAlgorithm,
@@ -35,13 +35,31 @@ ORDERS = ("gradient_first", "prox_first")
 
 
 def weight(t: int, weights: str) -> float:
-    """``α_t``: ``t + 1`` (the paper) or 1 (Bao et al.'s MATLAB, ``weights="uniform"``)."""
-    return float(t + 1) if weights == "increasing" else 1.0
+    """``α_t``: ``t + 1`` (the paper) or 1 (Bao et al.'s MATLAB, ``weights="uniform"``).
+
+    ``t`` is a Python integer, or inside ``jax.jit`` a traced one (the step number
+    ``rE + k`` of a traced round): then ``α_t`` is a traced scalar, cast to the model's
+    dtype by :func:`_like` where it meets a model.
+    """
+    if weights != "increasing":
+        return 1.0
+    return t + 1.0 if is_traced(t) else float(t + 1)
 
 
 def weight_sum(t: int, weights: str) -> float:
-    """``A_t = Σ_{i ≤ t} α_i``."""
-    return (t + 1) * (t + 2) / 2.0 if weights == "increasing" else float(t + 1)
+    """``A_t = Σ_{i ≤ t} α_i`` (traced for a traced ``t``, as :func:`weight`)."""
+    if weights == "increasing":
+        return (t + 1) * (t + 2) / 2.0
+    return t + 1.0 if is_traced(t) else float(t + 1)
+
+
+def _like(value: Any, model: Array) -> Any:
+    """A step-size scalar ready to meet ``model``: Python numbers as they are (they take the
+    model's dtype), a traced scalar cast to the model's dtype (a float64 scalar would make a
+    float32 model float64)."""
+    if isinstance(value, int | float):
+        return value
+    return namespace(model).astype(value, model.dtype)
 
 
 def prox_t(z: Array, w0: Array, t: int, prox: Any, smoothness: float, strong_convexity: float,
@@ -52,8 +70,8 @@ def prox_t(z: Array, w0: Array, t: int, prox: Any, smoothness: float, strong_con
     ``c = μA_t/2 + γ_t`` and ``γ_t = L α_t``; ``W`` is the ℓ2 ball of ``radius`` (or the
     whole space). ``prox(v, step)`` is the (counted) prox of h on a block; ``z`` is a block.
     """
-    a_t = weight_sum(t, weights)
-    gamma = smoothness * weight(t, weights)
+    a_t = _like(weight_sum(t, weights), z)
+    gamma = _like(smoothness * weight(t, weights), z)
     c = 0.5 * strong_convexity * a_t + gamma
     w = prox((gamma * w0 - z) / c, a_t / c)
     if radius is None:
@@ -258,21 +276,24 @@ def fast_fedda(smoothness: float | str = "auto", strong_convexity: float = 0.0,
         else:
             g = replicate(msg.g, size)
             w = p_t(g - 0.5 * mu * msg.w_tilde, w0, start - 1, ctx.prox)
-            w_tilde = msg.w_tilde + weight(start, weights) * w
+            w_tilde = msg.w_tilde + _like(weight(start, weights), w) * w
+        # the global step t = rE + k counts from the round's start (traced under jax.jit,
+        # so the loop runs over k, a Python integer)
         if order == "prox_first":  # NuclearRun.m: the server model w gets no gradient
-            for t in range(start, start + big_e):
-                w = p_t(g - 0.5 * mu * w_tilde, w0, t, ctx.prox)
+            for k in range(big_e):
+                w = p_t(g - 0.5 * mu * w_tilde, w0, start + k, ctx.prox)
                 g = g + ctx.oracle.grad(w)  # α_t = 1: prox_first needs uniform weights
                 w_tilde = w_tilde + w
             return Upload(g, w_tilde), states
         # "paired" skips the last step's Prox (its point would get no gradient);
         # "every_prox" computes it and adds it to w̃ (LassoRun.m, lines 162-163)
-        last_prox = start + big_e - (1 if iterate_sum == "paired" else 0)
-        for t in range(start, start + big_e):
-            g = g + weight(t, weights) * ctx.oracle.grad(w)
-            if t < last_prox:
+        proxes = big_e - (1 if iterate_sum == "paired" else 0)
+        for k in range(big_e):
+            t = start + k
+            g = g + _like(weight(t, weights), g) * ctx.oracle.grad(w)
+            if k < proxes:
                 w = p_t(g - 0.5 * mu * w_tilde, w0, t, ctx.prox)
-                w_tilde = w_tilde + weight(t + 1, weights) * w
+                w_tilde = w_tilde + _like(weight(t + 1, weights), w) * w
         return Upload(g, w_tilde), states
 
     def server_update(state: ServerState, uploads: Upload, ctx: ServerContext) -> ServerState:
@@ -285,7 +306,7 @@ def fast_fedda(smoothness: float | str = "auto", strong_convexity: float = 0.0,
 
         w = p_t((g - 0.5 * mu * w_tilde)[None, ...], state.w0[None, ...], t_next - 1,
                 block_prox)[0, ...]
-        alpha = weight(t_next, weights)
+        alpha = _like(weight(t_next, weights), state.weight_total)
         total = state.weight_total + alpha
         w_avg = state.w_avg + (alpha / total) * (w - state.w_avg)
         return ServerState(state.w0, g, w_tilde, w, w_avg, total)
