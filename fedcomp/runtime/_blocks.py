@@ -182,13 +182,21 @@ def compiled_local_steps(loss: Any, n_clients: int, steps: int = 5) -> Any:
     return work
 
 
-def measure_block_size(problem: Any, batch_size: int | None, work: Any = None) -> int:
-    """The block with the least time per client (the smallest within :data:`TOLERANCE`)."""
+def measure_block_size(problem: Any, batch_size: int | None, work: Any = None,
+                       passes: int = 2) -> int:
+    """The block with the least time per client (the smallest within :data:`TOLERANCE`).
+
+    The candidates are timed in ``passes`` sweeps and each keeps its best: a change of the
+    machine's load during one sweep (another process starting or ending) then does not
+    decide the block, which is kept for every later run of the shape.
+    """
     times: dict[int, float] = {}
-    for block in candidates(problem.n_clients):
-        times[block] = per_client_seconds(problem, block, batch_size, work=work)
-        if times[block] * block > CALL_LIMIT_S:
-            break
+    for _ in range(passes):
+        for block in candidates(problem.n_clients):
+            seconds = per_client_seconds(problem, block, batch_size, work=work)
+            times[block] = min(times.get(block, math.inf), seconds)
+            if seconds * block > CALL_LIMIT_S:
+                break
     best = min(times.values())
     return min(b for b, t in times.items() if t <= TOLERANCE * best)
 
