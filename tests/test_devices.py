@@ -78,14 +78,6 @@ def assert_same_run(run, ref) -> None:
         assert row["grad_evals"] == ref_row["grad_evals"]
 
 
-def sync_cases():
-    cases = []
-    for alg in SYNCHRONOUS:
-        cases.append(pytest.param(alg, None, False, id=f"{alg.name}-full"))
-        cases.append(pytest.param(alg, 3, True, id=f"{alg.name}-sampled-minibatch"))
-    return cases
-
-
 #: The wrappers: compressed uploads (with and without EF21), client-level DP (server noise
 #: and local noise), each around an algorithm with client state.
 WRAPPED = [compressed(fedavg(client_lr=0.3, local_steps=2), TopK(k=2), ef21=True),
@@ -93,6 +85,17 @@ WRAPPED = [compressed(fedavg(client_lr=0.3, local_steps=2), TopK(k=2), ef21=True
            private(za1(client_lr=0.3, local_steps=2), clip=0.5, noise_multiplier=0.7),
            private(fedmid(client_lr=0.3, local_steps=2), clip=0.5, noise_multiplier=0.7,
                    local=True)]
+
+
+def sync_cases():
+    """Every synchronous algorithm with full gradients and with minibatches and client
+    sampling; each wrapper with minibatches and client sampling."""
+    cases = []
+    for alg in SYNCHRONOUS:
+        cases.append(pytest.param(alg, None, False, id=f"{alg.name}-full"))
+        cases.append(pytest.param(alg, 3, True, id=f"{alg.name}-sampled-minibatch"))
+    cases += [pytest.param(alg, 3, True, id=f"wrapped-{alg.name}") for alg in WRAPPED]
+    return cases
 
 
 def run_sync(alg, problem, batch_size, sampled):
@@ -110,17 +113,6 @@ def test_synchronous_algorithm_on_a_second_device(alg, batch_size, sampled, kind
     p = contract_problem(alg)
     ref = run_sync(alg, p, batch_size, sampled)
     run = run_sync(alg, on_device(p, like), batch_size, sampled)
-    assert_on_device(run, device)
-    assert_same_run(run, ref)
-
-
-@pytest.mark.parametrize("kind", ["array-api-strict", "jax"])
-@pytest.mark.parametrize("alg", WRAPPED, ids=lambda a: a.name)
-def test_wrapped_algorithm_on_a_second_device(alg, kind):
-    device, like = second_device(kind)
-    p = contract_problem(alg)
-    ref = run_sync(alg, p, 3, True)
-    run = run_sync(alg, on_device(p, like), 3, True)
     assert_on_device(run, device)
     assert_same_run(run, ref)
 
