@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from ._clients import working_set
+
 #: A population whose working set is below this runs as one block, unmeasured: there the
 #: dispatch cost always dominates (a block of all clients is the fastest).
 SMALL_BYTES = 1 << 20
@@ -60,17 +62,6 @@ def machine_key() -> str:
         pass
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return f"{model} x{cores}"
-
-
-def working_set(problem: Any, batch_size: int | None) -> tuple[int, int]:
-    """``(samples, bytes)`` of one client's data in a local step: all its samples with full
-    gradients, one minibatch otherwise."""
-    from .._array import to_numpy
-
-    samples = problem.data.max_samples if batch_size is None else min(
-        batch_size, problem.data.max_samples)
-    itemsize = to_numpy(problem.data.features[:1, :1, ...]).dtype.itemsize
-    return samples, samples * math.prod(problem.data.feature_shape) * itemsize
 
 
 def shape_key(problem: Any, batch_size: int | None, library: str) -> str:

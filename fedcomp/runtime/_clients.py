@@ -53,15 +53,19 @@ def _cache_bytes() -> int:
     return 8 << 20
 
 
+def working_set(problem: Problem, batch_size: int | None) -> tuple[int, int]:
+    """``(samples, bytes)`` of one client's data in a local step: all its samples with full
+    gradients, one minibatch otherwise."""
+    samples = problem.data.max_samples if batch_size is None else min(
+        batch_size, problem.data.max_samples)
+    itemsize = to_numpy(problem.data.features[:1, :1, ...]).dtype.itemsize
+    return samples, samples * math.prod(problem.data.feature_shape) * itemsize
+
+
 def cache_block_size(problem: Problem, batch_size: int | None = None) -> int:
     """Clients whose data fill about :data:`BLOCK_BYTES` (or a quarter of the last-level
     cache): a CPU's block (:func:`~fedcomp.runtime.auto_block_size`)."""
-    feats = problem.data.features
-    # the working set of a client is its data (full gradients) or one minibatch
-    samples = problem.data.max_samples if batch_size is None else min(
-        batch_size, problem.data.max_samples)
-    per_client = samples * math.prod(problem.data.feature_shape) * \
-        to_numpy(feats[:1, :1, ...]).dtype.itemsize
+    _, per_client = working_set(problem, batch_size)
     target = min(BLOCK_BYTES, _cache_bytes() // 4)
     return int(max(1, min(problem.n_clients, target // max(per_client, 1))))
 
