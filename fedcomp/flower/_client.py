@@ -29,11 +29,11 @@ from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
 from .._array import asarray_like
-from ..algorithms import ClientContext, rebuild_algorithm
+from ..algorithms import rebuild_algorithm
 from ..algorithms._base import setup_context
 from ..oracle import Counters, Oracle
 from ..runtime._clients import _gather, _scatter
-from ..runtime._round import counted_prox
+from ..runtime._round import client_context, counted_prox
 from ._codec import decode, encode
 from ._data import NodeData, load_node_data
 
@@ -204,9 +204,8 @@ def handle_train(msg: Message, context: Context) -> Message:
 
     oracle = Oracle(problem, rows, round_, int(spec["seed"]),
                     batch_size, counters, client_ids=ids)
-    ctx = ClientContext(oracle, prox, round_, ids,
-                        asarray_like(np.asarray(spec["pi"], dtype=np.float64), like),
-                        int(spec["n-clients"]))
+    ctx = client_context(oracle, prox, round_, np.asarray(spec["pi"], dtype=np.float64),
+                         int(spec["n-clients"]), like)
     message = decode(msg.content.array_records[MESSAGE_KEY], like, name="Message")
     upload, new_states = algorithm.client_update(message, _gather(states, rows), ctx)
     _store_states(context, run, round_, states, _scatter(states, rows, new_states))

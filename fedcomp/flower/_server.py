@@ -33,8 +33,9 @@ from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
 from .._array import take_rows
+from ..algorithms._base import message_floats
 from ..config import to_jsonable
-from ..runtime._clients import _concat, _floats, _gather
+from ..runtime._clients import _concat, _gather
 from ._client import CONFIG_KEY, COUNTS_KEY, INITIAL_KEY, MESSAGE_KEY, UPLOAD_KEY
 from ._codec import decode, encode
 
@@ -289,7 +290,7 @@ class FlowerClients:
         if self.log is not None:
             self.log(f"{self.run}: round {round_ + 1}/{self.rounds} "
                      f"({len(participants)} clients on {len(by_node)} nodes, "
-                     f"{_floats(stacked, leading=1) * len(participants)} floats up)")
+                     f"{message_floats(stacked, leading=1) * len(participants)} floats up)")
         return stacked
 
     def _rejoin(self, missing: dict[int, list[int]], where: str,

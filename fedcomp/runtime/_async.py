@@ -24,11 +24,11 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._array import Array
-from ..algorithms._base import FederatedAlgorithm, check_max_delay, message_bits, setup_context
+from ..algorithms._base import FederatedAlgorithm, check_max_delay, setup_context
 from ..metrics import DEFAULT_METRICS
 from ..oracle import Counters
 from ..problem import Problem
-from ._clients import ClientSettings, LocalClients, _floats
+from ._clients import ClientSettings, LocalClients
 from ._clock import ComputeTimes
 from ._recording import Recorder
 from ._round import count_downloads, counted_prox, server_step
@@ -250,8 +250,7 @@ def simulate_async(
     if algorithm.warmup:
         tic = time.perf_counter()
         everyone = np.arange(n)
-        counters.floats_down += _floats(algorithm.broadcast(server_state)) * n
-        counters.bits_down += message_bits(algorithm.broadcast(server_state)) * n
+        count_downloads(counters, algorithm.broadcast(server_state), n)
         run_step(-1, algorithm.broadcast(server_state), everyone)
         now = float(clock.draw(seed, 0, everyone, n).max(initial=0.0))
         jobs += 1

@@ -16,15 +16,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._array import Array, asarray_like, namespace, replace_rows, take_rows, to_numpy
+from .._array import namespace, replace_rows, take_rows, to_numpy
 from ..algorithms._base import (
     ClientContext,
     FederatedAlgorithm,
-    ServerContext,
-    message_floats,
 )
 from ..oracle import Counters, Oracle
 from ..problem import Problem
+from ._round import client_context
 
 #: Target bytes of client data in one block (see :func:`~fedcomp.runtime.auto_block_size`).
 BLOCK_BYTES = 4 << 20
@@ -83,11 +82,6 @@ def _blocks(participants: np.ndarray, block_size: int) -> list[slice | np.ndarra
     return out
 
 
-def _floats(message: Any, leading: int = 0) -> int:
-    """Floats in a NamedTuple of arrays, per client (skipping ``leading`` batch axes)."""
-    return message_floats(message, leading)
-
-
 def _gather(states: Any, clients: slice | np.ndarray) -> Any:
     if len(states) == 0:
         return states
@@ -113,14 +107,6 @@ def _scatter(full: Any, participants: np.ndarray, rows: Any) -> Any:
     if len(participants) == n and bool((np.diff(participants) == 1).all()):
         return rows  # full participation, clients 0..n-1 in order
     return type(full)(*(replace_rows(f, participants, r) for f, r in zip(full, rows, strict=True)))
-
-
-def server_context(problem: Problem, server_prox: Any, round_: int, participants: np.ndarray,
-                   like: Array, seed: int = 0) -> ServerContext:
-    """The :class:`ServerContext` of a step with these participants (run seed ``seed``)."""
-    pi = problem.weights[participants]
-    return ServerContext(server_prox, round_, participants, asarray_like(pi / pi.sum(), like),
-                         asarray_like(pi, like), problem.n_clients, int(seed))
 
 
 class ClientSettings(NamedTuple):
@@ -161,13 +147,12 @@ class LocalClients:
 
     def _context(self, oracle: Oracle, block: slice | np.ndarray, round_: int) -> ClientContext:
         """The block's context: global ids, weights and federation size, even on a shard."""
-        like = self.problem.data.features
         if self.shard is None:
-            weights, n_clients = self.problem.weights[oracle.client_ids], self.problem.n_clients
+            pi, n_clients = self.problem.weights[oracle.client_ids], self.problem.n_clients
         else:
-            weights, n_clients = self.shard[1][block], self.shard[2]
-        return ClientContext(oracle, self.settings.prox, round_, oracle.client_ids,
-                             asarray_like(weights, like), n_clients)
+            pi, n_clients = self.shard[1][block], self.shard[2]
+        return client_context(oracle, self.settings.prox, round_, pi, n_clients,
+                              self.problem.data.features)
 
     def run_round(self, round_: int, message: Any, participants: np.ndarray) -> Any:
         """``participants`` are rows of ``problem`` (the client ids unless on a shard)."""

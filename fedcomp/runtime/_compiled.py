@@ -45,11 +45,25 @@ import numpy as np
 from .._array import Array, asarray_like, is_jax
 from .._random import STREAM_MINIBATCH, _absorb, _mix
 from ..algorithms import host_values
-from ..algorithms._base import WIRE_BITS, ClientContext, FederatedAlgorithm, ServerContext
+from ..algorithms._base import (
+    WIRE_BITS,
+    ClientContext,
+    FederatedAlgorithm,
+    ServerContext,
+    message_bits,
+)
 from ..data import Batch
 from ..oracle import Counters, Oracle
 from ..problem import Problem
 from ._jax_cache import use_compilation_cache
+from ._round import (
+    Traffic,
+    count_downloads,
+    count_traffic,
+    count_uploads,
+    server_context,
+    traffic_of,
+)
 
 #: SplitMix64's constants, as in :mod:`fedcomp._random`.
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -836,8 +850,6 @@ class CompiledServer:
 
     def update_eager(self, state: Any, uploads: Any, round_: int, participants: np.ndarray
                      ) -> Any:
-        from ._clients import server_context
-
         return self.algorithm.server_update(
             state, uploads, server_context(self.problem, self.server_prox, round_, participants,
                                            self.problem.data.features, self.seed))
@@ -859,20 +871,16 @@ def participant_context(problem: Problem, ids: np.ndarray) -> tuple[Any, Any, An
             asarray_like(pi, like))
 
 
-class Traffic(NamedTuple):
-    """What a round's messages add to the floats and bits counters (per the shapes of a
-    trace; a :data:`~fedcomp.algorithms._base.WIRE_BITS` field is summed per call)."""
-
-    floats_down: int  # per participant
-    floats_up: int    # per participant
-    bits_down: int | None  # per participant; None: the message's WIRE_BITS, per call
-    bits_up: int | None    # the whole upload; None: its WIRE_BITS, per call
-
-
 def _wire_bits(message: Any) -> Any:
     """The sum of a message's :data:`WIRE_BITS` field (traced), or ``None``."""
     fields = dict(zip(message._fields, message, strict=True))
     return None if WIRE_BITS not in fields else _jax().numpy.sum(fields[WIRE_BITS])
+
+
+def _static_bits(message: Any) -> int | None:
+    """A traced message's bits where its shapes and dtypes give them (``None`` where a
+    :data:`WIRE_BITS` field does: its traced sum is returned by the call instead)."""
+    return None if WIRE_BITS in message._fields else message_bits(message)
 
 
 #: A compiled call runs at most this many rounds (the progress line and Ctrl-C wait for it).
@@ -921,7 +929,7 @@ class CompiledEngine:
         self.clients = CompiledClients(algorithm, problem, client_states, counters, settings)
         self.server = CompiledServer(algorithm, problem, counters, settings.seed,
                                      settings.compile, server_prox)
-        self.traffic: dict[int, Traffic] = {}
+        self.traffic: dict[int, Traffic] = {}  # per participants: a trace's (static) traffic
         self.part = _Part(self.round_traced, algorithm.name, "round", settings.compile,
                           static=("start", "stop"), quiet=True)
         self.chunk = _Part(self.rounds_traced, algorithm.name, "rounds", settings.compile,
@@ -963,18 +971,13 @@ class CompiledEngine:
                      weights: Any, pi: Any, arrays: DataArrays, *, low: int | None,
                      start: int | None, stop: int | None) -> Any:
         """The traced round: ``(server state, client states, wire bits down and up, Σ x²)``."""
-        from ..algorithms._base import message_bits, message_floats
-
         message = self.algorithm.broadcast(server_state)
         uploads, client_states = self.clients.block(round_, message, client_states, ids,
                                                     arrays, low=low, start=start, stop=stop)
         server_state = self.server.update_traced(round_, server_state, uploads, ids, weights,
                                                  pi, low=low)
+        self.traffic[int(ids.shape[0])] = traffic_of(message, uploads, bits=_static_bits)
         down, up = _wire_bits(message), _wire_bits(uploads)
-        self.traffic[int(ids.shape[0])] = Traffic(
-            message_floats(message), message_floats(uploads, leading=1),
-            message_bits(message) if down is None else None,
-            message_bits(uploads) if up is None else None)
         out = self.algorithm.output(server_state)
         return server_state, client_states, down, up, _jax().numpy.sum(out * out)
 
@@ -1092,17 +1095,17 @@ class CompiledEngine:
         return self._parts(server_state, round_, participants), None
 
     def _count(self, n: int, down: Any, up: Any) -> None:
-        traffic, c = self.traffic[n], self.counters
-        c.floats_down += traffic.floats_down * n
-        c.floats_up += traffic.floats_up * n
-        c.bits_down += traffic.bits_down * n if traffic.bits_down is not None else int(down)
-        c.bits_up += traffic.bits_up if traffic.bits_up is not None else int(up)
+        """A compiled round's traffic between the server and ``n`` clients: its trace's,
+        with the call's :data:`WIRE_BITS` sums ``down`` and ``up`` where the trace left
+        them (:func:`~fedcomp.runtime._round.count_traffic`, as every engine counts)."""
+        traffic = self.traffic[n]
+        count_traffic(self.counters, traffic._replace(
+            bits_down=down if traffic.bits_down is None else traffic.bits_down,
+            bits_up=up if traffic.bits_up is None else traffic.bits_up), n)
 
     def _parts(self, server_state: Any, round_: int, participants: np.ndarray) -> Any:
         """The round part by part (each compiled or eager), counted as every engine counts
         (:mod:`fedcomp.runtime._round`)."""
-        from ._round import count_downloads, count_uploads
-
         message = self.algorithm.broadcast(server_state)
         stacked = self.clients.run_round(round_, message, participants)
         count_downloads(self.counters, message, len(participants))

@@ -10,8 +10,10 @@ run as one traced call. What they count is defined here once:
 * :func:`counted_prox`: the regularizer's prox with client and server evaluations counted
   (``ClientContext.prox`` and ``ServerContext.prox``; the gossip runner and every client
   executor use the client one);
-* :func:`count_downloads` and :func:`count_uploads`: floats and encoded bits of a message
-  and of the stacked uploads (:func:`~fedcomp.algorithms._base.message_bits`);
+* :class:`Traffic` and :func:`count_traffic`: floats and encoded bits of a round's messages
+  (:func:`~fedcomp.algorithms._base.message_bits`), added to the counters in one function —
+  by :func:`count_downloads` and :func:`count_uploads` here, and by the compiled engine,
+  which reads a traced round's :class:`Traffic` once per trace and replays it per call;
 * :func:`star_round`: the round itself, for an executor with ``run_round``.
 
 The asynchronous runner applies a server step to the uploads of the clients that arrived,
@@ -21,15 +23,20 @@ through the same :func:`count_uploads` and ``server_update`` (:func:`server_step
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._array import Array
-from ..algorithms._base import FederatedAlgorithm, message_bits, message_floats
-from ..oracle import Counters
+from .._array import Array, asarray_like
+from ..algorithms._base import (
+    ClientContext,
+    FederatedAlgorithm,
+    ServerContext,
+    message_bits,
+    message_floats,
+)
+from ..oracle import Counters, Oracle
 from ..problem import Problem
-from ._clients import server_context
 
 Prox = Callable[[Array, Any], Array]
 
@@ -53,16 +60,61 @@ def counted_prox(regularizer: Any, counters: Counters) -> tuple[Prox, Prox]:
     return client_prox, server_prox
 
 
+class Traffic(NamedTuple):
+    """What a round's messages add to the counters: the broadcast's floats and bits per
+    receiver, the upload's floats per sender and the whole stacked upload's bits."""
+
+    floats_down: int
+    floats_up: int
+    bits_down: Any
+    bits_up: Any
+
+
+def traffic_of(message: Any, stacked: Any,
+               bits: Callable[[Any], Any] = message_bits) -> Traffic:
+    """The :class:`Traffic` of a broadcast ``message`` and the ``stacked`` uploads (either
+    may be ``None``: nothing sent that way). ``bits`` sums a message's bits (the compiled
+    engine passes one that leaves a traced :data:`WIRE_BITS` sum for the call to return)."""
+    return Traffic(0 if message is None else message_floats(message),
+                   0 if stacked is None else message_floats(stacked, 1),
+                   0 if message is None else bits(message),
+                   0 if stacked is None else bits(stacked))
+
+
+def count_traffic(counters: Counters, traffic: Traffic, participants: int) -> None:
+    """Add a round's ``traffic`` between the server and ``participants`` clients."""
+    counters.floats_down += traffic.floats_down * participants
+    counters.floats_up += traffic.floats_up * participants
+    counters.bits_down += int(traffic.bits_down) * participants
+    counters.bits_up += int(traffic.bits_up)
+
+
 def count_downloads(counters: Counters, message: Any, receivers: int) -> None:
     """A broadcast ``message`` received by ``receivers`` clients."""
-    counters.floats_down += message_floats(message) * receivers
-    counters.bits_down += message_bits(message) * receivers
+    count_traffic(counters, traffic_of(message, None), receivers)
 
 
 def count_uploads(counters: Counters, stacked: Any, senders: int) -> None:
     """The uploads of ``senders`` clients, stacked on a leading axis."""
-    counters.floats_up += message_floats(stacked, 1) * senders
-    counters.bits_up += message_bits(stacked)
+    count_traffic(counters, traffic_of(None, stacked), senders)
+
+
+def client_context(oracle: Oracle, client_prox: Prox, round_: int, pi: np.ndarray,
+                   n_clients: int, like: Array) -> ClientContext:
+    """The :class:`ClientContext` of a block: its clients' ``oracle``, the counted
+    ``client_prox``, their weights ``pi`` (on ``like``'s namespace and device) and the
+    federation's size. The compiled engine builds its traced context from the same fields
+    (:meth:`~fedcomp.runtime._compiled.CompiledClients.local`)."""
+    return ClientContext(oracle, client_prox, round_, oracle.client_ids,
+                         asarray_like(pi, like), n_clients)
+
+
+def server_context(problem: Problem, server_prox: Prox, round_: int, participants: np.ndarray,
+                   like: Array, seed: int = 0) -> ServerContext:
+    """The :class:`ServerContext` of a step with these participants (run seed ``seed``)."""
+    pi = problem.weights[participants]
+    return ServerContext(server_prox, round_, participants, asarray_like(pi / pi.sum(), like),
+                         asarray_like(pi, like), problem.n_clients, int(seed))
 
 
 def server_step(algorithm: FederatedAlgorithm, problem: Problem, server_state: Any,
