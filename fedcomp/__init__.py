@@ -23,36 +23,43 @@ except _metadata.PackageNotFoundError:  # a bare checkout on sys.path, never ins
 
 from ._extras import MissingExtraError  # noqa: E402
 from .algorithms import (  # noqa: E402
-                         ALGORITHMS,
-                         ClientContext,
-                         DecentralizedAlgorithm,
-                         FederatedAlgorithm,
-                         ServerContext,
-                         async_feddr,
-                         c_fedda,
-                         dfedda,
-                         dfedda_gt,
-                         dfedmid,
-                         drefedda_gt,
-                         fast_fedda,
-                         fedadmm,
-                         fedavg,
-                         fedcanon,
-                         fedcanon2,
-                         fedda,
-                         fedda_gt,
-                         feddr,
-                         fedmid,
-                         fedpd,
-                         fedprox,
-                         fedsplit,
-                         make_algorithm,
-                         mc_fedda,
-                         multistep_refedda_gt,
-                         refedda_gt,
-                         scaffnew,
-                         scaffold,
-                         za1,
+    ALGORITHMS,
+    ClientContext,
+    DecentralizedAlgorithm,
+    FederatedAlgorithm,
+    ServerContext,
+    async_feddr,
+    c_fedda,
+    compressed,
+    compressed_scaffnew,
+    dfedda,
+    dfedda_gt,
+    dfedmid,
+    drefedda_gt,
+    fast_fedda,
+    fed_ht,
+    fedadmm,
+    fedavg,
+    fedcanon,
+    fedcanon2,
+    fedda,
+    fedda_gt,
+    feddr,
+    fedexprox,
+    fediter_ht,
+    fedmid,
+    fedpd,
+    fedprox,
+    fedsplit,
+    locodl,
+    make_algorithm,
+    mc_fedda,
+    multistep_refedda_gt,
+    refedda_gt,
+    scaffnew,
+    scaffold,
+    tamuna,
+    za1,
 )
 from .data import Batch, ClientData
 from .losses import Loss
@@ -62,13 +69,16 @@ from .problem import Problem
 from .reference import Reference, solve_reference
 from .regularizers import Regularizer
 from .runtime import (  # noqa: E402
-                         AsyncRunResult,
-                         ComputeTimes,
-                         NonFiniteError,
-                         RunResult,
-                         simulate,
-                         simulate_async,
-                         simulate_decentralized,
+    AsyncRunResult,
+    Checkpoint,
+    ComputeTimes,
+    EarlyStopping,
+    NonFiniteError,
+    RunResult,
+    RunView,
+    simulate,
+    simulate_async,
+    simulate_decentralized,
 )
 from .topology import Topology  # noqa: E402
 
@@ -84,3 +94,26 @@ __all__ = [
 __all__ += ["AsyncRunResult", "ComputeTimes", "async_feddr", "fedadmm", "feddr", "fedpd",
             "fedprox", "fedsplit", "simulate_async"]
 __all__ += ["MissingExtraError"]
+# every algorithm factory of the registry, the stopping rules and the results as data
+__all__ += ["compressed", "compressed_scaffnew", "fed_ht", "fedexprox", "fediter_ht", "locodl",
+            "tamuna", "Checkpoint", "ConvergenceWarning", "EarlyStopping", "RunView",
+            "load_results"]
+
+
+def load_results(path: "str | _os.PathLike[str]") -> "object":
+    """The rows of an experiment's ``results.csv`` (a file, or the directory holding it)
+    as a :class:`pandas.DataFrame` (needs pandas: ``pip install 'fedcomp[data]'``);
+    :meth:`RunResult.to_frame` gives a run's rows in the same columns."""
+    from ._frames import load_results as _load
+
+    return _load(path)
+
+
+def __getattr__(name: str) -> object:
+    # scikit-learn's ConvergenceWarning where it is installed, imported on first use (an
+    # import of scikit-learn takes a second that `import fedcomp` need not pay)
+    if name == "ConvergenceWarning":
+        from .runtime._stopping import convergence_warning
+
+        return convergence_warning()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -27,6 +27,8 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "jax": ("jax", "jax"),
     "matplotlib": ("matplotlib", "plot"),
     "sklearn": ("scikit-learn", "data"),
+    # results as data frames (RunResult.to_frame, fedcomp.load_results)
+    "pandas": ("pandas", "data"),
     "flwr": ("flwr", "flower"),
     # the extra is flwr[simulation]: Ray runs Flower's simulation engine
     "ray": ("ray", "flower"),

@@ -298,7 +298,7 @@ class _FederatedModel(BaseEstimator):
         run = simulate(algorithm, problem, int(self.rounds), eval_every=int(eval_every),
                        metrics=["objective"], clients_per_round=self.clients_per_round,
                        batch_size=self.batch_size, seed=_seed(self.random_state),
-                       progress=False)
+                       progress=False, on_divergence="raise")
         # its repr, not the algorithm: a fitted estimator pickles (the algorithm's functions
         # are closures), and the repr is the call that builds it again
         self.algorithm_ = repr(algorithm)

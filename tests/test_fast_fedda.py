@@ -164,7 +164,8 @@ def test_auto_smoothness_is_the_largest_client_constant():
 def test_global_smoothness_diverges_and_the_error_names_L():
     p = strongly_heterogeneous_problem()
     with pytest.raises(NonFiniteError, match=r"raise smoothness \(L=.*every client's local"):
-        simulate(fast_fedda(smoothness=p.smoothness(), local_steps=5), p, 200, metrics=[])
+        simulate(fast_fedda(smoothness=p.smoothness(), local_steps=5), p, 200, metrics=[],
+                 on_divergence="raise")
 
 
 def test_rate_is_one_over_t_with_exact_gradients():

@@ -88,7 +88,8 @@ def test_divergence_inside_a_call_names_numpys_round(eval_every, calls):
     messages = []
     for problem in (p, on_backend(p, LIKE)):
         with pytest.raises(NonFiniteError) as caught:
-            simulate(alg, problem, 60, metrics=[], eval_every=eval_every, max_norm=50.0)
+            simulate(alg, problem, 60, metrics=[], eval_every=eval_every, max_norm=50.0,
+                     on_divergence="raise")
         messages.append(str(caught.value))
     rounds = [re.search(r"in round (\d+)", m).group(1) for m in messages]
     assert rounds[0] == rounds[1], messages

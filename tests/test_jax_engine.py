@@ -155,7 +155,8 @@ def test_metrics_and_divergence_on_jax():
         assert a["round"] == b["round"] and a["nnz"] == b["nnz"]
         assert a["objective"] == pytest.approx(b["objective"], rel=1e-12)
     with pytest.raises(NonFiniteError, match="in round 1"):
-        simulate(fedavg(client_lr=1e9, local_steps=3), on_backend(p, LIKE), 3, metrics=[])
+        simulate(fedavg(client_lr=1e9, local_steps=3), on_backend(p, LIKE), 3, metrics=[],
+                 on_divergence="raise")
 
 
 # --- float32 ------------------------------------------------------------------------------------

@@ -127,7 +127,8 @@ def test_divergence_stops_with_a_clear_error_and_keeps_rows():
     p = make_problem("least_squares")
     logger = MemoryLogger()
     with pytest.raises(NonFiniteError, match=r"round \d+.*smaller step"):
-        simulate(fedavg(client_lr=1e4, local_steps=5), p, 200, logger=logger, metrics=[])
+        simulate(fedavg(client_lr=1e4, local_steps=5), p, 200, logger=logger, metrics=[],
+                 on_divergence="raise")
     assert logger.rows and logger.rows[0]["round"] == 0
 
 
@@ -181,9 +182,9 @@ def test_norm_limit_catches_divergence_before_overflow():
     p = make_problem("least_squares")
     alg = fedavg(client_lr=50.0, local_steps=2)
     with pytest.raises(NonFiniteError, match=r"diverged \(norm .* > max_norm 1e\+06\)"):
-        simulate(alg, p, 50, metrics=[], max_norm=1e6)
+        simulate(alg, p, 50, metrics=[], max_norm=1e6, on_divergence="raise")
     with pytest.raises(NonFiniteError, match="non-finite"):
-        simulate(alg, p, 2000, metrics=[], max_norm=None)
+        simulate(alg, p, 2000, metrics=[], max_norm=None, on_divergence="raise")
     with pytest.raises(ValueError, match="max_norm"):
         simulate(alg, p, 1, max_norm=-1.0)
 

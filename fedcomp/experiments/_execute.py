@@ -86,7 +86,8 @@ def run_one(run: Run, built: Prepared, logger: Any, progress: Any, clients: Any 
                               clients_per_round=spec.clients_per_round,
                               client_block=setting.client_block, eval_every=setting.eval_every,
                               compute_times=setting.compute_times, clients=clients,
-                              client_state=setting.client_state, **common)
+                              client_state=setting.client_state, on_divergence="raise",
+                              **common)
     except NonFiniteError as exc:
         row["status"] = f"diverged: {exc}"
         print(f"warning: {exc}", file=sys.stderr)

@@ -182,7 +182,7 @@ def _best_times(problem: Any, specs: tuple[Any, ...], methods: tuple[str, ...],
                 continue
             try:
                 run = simulate(make_algorithm(name, **params), problem, rounds, metrics=[],
-                               eval_every=rounds, progress=False)
+                               eval_every=rounds, progress=False, on_divergence="raise")
             except NonFiniteError:
                 # a method that diverges has no training time: it stays at inf (the verdict
                 # counts it as the slowest), and the run that called this still finishes

@@ -10,9 +10,18 @@ from ._decentralized import consensus_error, simulate_decentralized
 from ._jax_cache import JaxCacheWarning
 from ._ray_clients import ray_clients
 from ._simulate import NonFiniteError, RunResult, auto_block_size, simulate
+from ._stopping import STOP_MEASURES, Checkpoint, EarlyStopping, RunView, convergence_warning
 
-__all__ = ["AsyncRunResult", "ComputeTimes", "JaxCacheWarning", "JaxEngineWarning",
+__all__ = ["STOP_MEASURES", "Checkpoint", "ConvergenceWarning", "EarlyStopping", "RunView",
+           "AsyncRunResult", "ComputeTimes", "JaxCacheWarning", "JaxEngineWarning",
            "NonFiniteError", "NotCompilableError", "RunResult", "SetupContext",
            "auto_block_size", "consensus_error", "jax_like", "ray_clients",
            "reuse_freed_memory", "setup_context", "simulate", "simulate_async",
            "simulate_decentralized"]
+
+
+def __getattr__(name: str) -> object:
+    # ConvergenceWarning is scikit-learn's class where it is installed: imported on first use
+    if name == "ConvergenceWarning":
+        return convergence_warning()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

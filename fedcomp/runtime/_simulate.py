@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -36,6 +37,19 @@ from ._clock import ComputeTimes
 from ._compiled import check_compile
 from ._recording import Recorder
 from ._round import counted_prox, star_round
+from ._stopping import (
+    COMPLETED,
+    CONVERGED,
+    DIVERGED,
+    STOPPED,
+    RunView,
+    StopMeasure,
+    budget_warning,
+    check_callbacks,
+    check_tol,
+    load_checkpoint,
+    run_callbacks,
+)
 
 
 class NonFiniteError(FloatingPointError):
@@ -54,6 +68,11 @@ class RunResult(NamedTuple):
     server_state, client_states
         The final states (for checks and warm starts).
     counters : Counters
+    status : str
+        ``"completed"`` (the rounds ran out), ``"converged"`` (``tol`` reached),
+        ``"stopped"`` (a callback asked) or ``"diverged"``.
+    n_rounds : int
+        Rounds run (the last row's round; for a diverged run, the round that diverged).
     """
 
     x: Array
@@ -61,6 +80,16 @@ class RunResult(NamedTuple):
     server_state: Any
     client_states: Any
     counters: Counters
+    status: str = COMPLETED
+    n_rounds: int = -1
+
+    def to_frame(self) -> Any:
+        """The rows as a :class:`pandas.DataFrame`, one per evaluation (needs pandas:
+        ``pip install 'fedcomp[data]'``); :func:`fedcomp.load_results` reads the same
+        columns back from a ``results.csv``."""
+        from .._frames import history_frame
+
+        return history_frame(self.history)
 
 
 def auto_block_size(problem: Problem, batch_size: int | None = None) -> int:
@@ -192,6 +221,11 @@ def simulate(
     client_state: str = "memory",
     state_dir: Any = None,
     compile: Any = "auto",
+    tol: float | None = None,
+    stop: str = "relative_prox_step",
+    callbacks: Any = None,
+    on_divergence: str = "return",
+    resume_from: Any = None,
 ) -> RunResult:
     """Run a federated algorithm on a problem in one process, clients vectorised in blocks.
 
@@ -254,6 +288,28 @@ def simulate(
         converged Newton solve) eagerly on the jax arrays, with a warning saying why;
         ``True`` raises :class:`~fedcomp.runtime.NotCompilableError` instead; ``False``
         runs everything eagerly. Ignored for other arrays (``True`` raises).
+    tol : float, optional
+        Stop at the first evaluation row whose ``stop`` measure is ``<= tol`` (status
+        ``"converged"``); a run whose ``rounds`` end first warns with a
+        :class:`~fedcomp.runtime.ConvergenceWarning`. ``None`` (default): run every round.
+    stop : str, default "relative_prox_step"
+        The measure ``tol`` bounds (:data:`~fedcomp.runtime._stopping.STOP_MEASURES`): the
+        relative prox-gradient step ``‖x − prox_{sg}(x − s∇f(x))‖ / ‖x‖``, the
+        ``prox_grad_norm`` metric, or the ``relative_change`` between two rows. Its value
+        is a column of every row.
+    callbacks : callable or list of callables, optional
+        Each is called with a :class:`~fedcomp.runtime.RunView` after every evaluation row;
+        one returning ``True`` stops the run (status ``"stopped"``).
+        :class:`~fedcomp.runtime.EarlyStopping` and :class:`~fedcomp.runtime.Checkpoint`
+        are two such.
+    on_divergence : {"return", "raise"}, default "return"
+        A diverged model (non-finite, or its norm above ``max_norm``): return the rows so
+        far with status ``"diverged"`` and a :class:`RuntimeWarning` naming the round and
+        what to change, or raise :class:`NonFiniteError`.
+    resume_from : path, optional
+        A :class:`~fedcomp.runtime.Checkpoint` file of this algorithm on this problem: the
+        run continues from its round, to the same iterates as an uninterrupted run (the
+        same arguments otherwise).
 
     Returns
     -------
@@ -262,8 +318,9 @@ def simulate(
     Raises
     ------
     NonFiniteError
-        When the model becomes NaN/inf or its norm exceeds ``max_norm`` (the message names
-        the round and what to change); the rows logged so far are kept.
+        With ``on_divergence="raise"``, when the model becomes NaN/inf or its norm exceeds
+        ``max_norm`` (the message names the round and what to change); the rows logged
+        so far are kept.
 
     Examples
     --------
@@ -281,6 +338,11 @@ def simulate(
     """
     _check_run_args(problem, rounds, clients_per_round, batch_size, eval_every, seed)
     check_compile(compile, problem.data.features)
+    tol = check_tol(tol)
+    callbacks = check_callbacks(callbacks)
+    if on_divergence not in ("return", "raise"):
+        raise ValueError(f"on_divergence must be 'return' or 'raise' (got {on_divergence!r})")
+    measure = StopMeasure(stop, problem) if tol is not None else None
     if algorithm.execution != "rounds":
         raise ValueError(f"{algorithm.name} runs on an event clock, not in rounds; use "
                          "fedcomp.runtime.simulate_async")
@@ -296,16 +358,42 @@ def simulate(
                         reference=reference, logger=logger, tags=tags, progress=progress,
                         label=algorithm.name)
     wall = 0.0
+    sim_time = 0.0
+    first = 0  # the first round to run (a resumed run's checkpoint round)
+    if resume_from is not None:
+        restored = load_checkpoint(resume_from, algorithm.name, server_state, client_states,
+                                   problem.data.features)
+        if restored.round > rounds:
+            raise ValueError(f"the checkpoint {resume_from} is at round {restored.round}, past "
+                             f"this run's rounds={rounds}")
+        first, server_state, client_states, counters = restored[:4]
+        recorder.history.extend(restored.history)
+        wall = float(restored.history[-1].get("wall_s", 0.0))
+        sim_time = float(restored.history[-1].get("sim_time", 0.0))
 
     client_prox, server_prox = counted_prox(problem.regularizer, counters)
+    status, last_value = COMPLETED, None
 
-    def record(round_: int) -> None:
+    def record(round_: int) -> bool:
+        """The row of ``round_``; whether the run stops there (``tol`` or a callback)."""
+        nonlocal status, last_value
         clocked = {} if clock is None else {"sim_time": sim_time}
-        recorder.record(round_, algorithm.output(server_state), counters, wall, **clocked)
+        model = algorithm.output(server_state)
+        if measure is not None:
+            value = measure.value(model)
+            clocked[stop] = last_value = value
+        row = recorder.record(round_, model, counters, wall, **clocked)
+        if measure is not None and tol is not None and value <= tol:
+            status = CONVERGED
+        view = RunView(round_, row, model, server_state,
+                       getattr(run_clients, "client_states", None), counters,
+                       recorder.history, algorithm.name)
+        if run_callbacks(callbacks, view) and status != CONVERGED:
+            status = STOPPED
+        return status != COMPLETED
 
     like = problem.data.features
     clock = None if compute_times is None else ComputeTimes.build(compute_times, problem.n_clients)
-    sim_time = 0.0
     if client_state not in ("memory", "disk"):
         raise ValueError(f"client_state must be 'memory' or 'disk' (got {client_state!r})")
     if client_state == "disk" and clients is not None:
@@ -339,7 +427,7 @@ def simulate(
     # rounds run so far
     chunk = 1 if engine is None or sampling is not None else engine.chunk_length(
         clients_per_round, batch_size, eval_every)
-    done = 0
+    done = first
 
     def step(r: int, participants: np.ndarray) -> None:
         nonlocal server_state, sim_time, sum_sq
@@ -352,12 +440,16 @@ def simulate(
             sim_time += float(clock.draw(seed, r, participants, problem.n_clients).max(initial=0.0))
 
     try:
-        if algorithm.warmup:  # round −1: every client (e.g. FedDR's x_i⁰ = prox_{ηf_i}(x⁰))
-            tic = time.perf_counter()
-            step(-1, np.arange(problem.n_clients))
-            wall += time.perf_counter() - tic
-        record(0)
-        for r in range(rounds):
+        stopped = False
+        if resume_from is None:
+            if algorithm.warmup:  # round −1: every client (e.g. FedDR's x_i⁰ = prox_{ηf_i}(x⁰))
+                tic = time.perf_counter()
+                step(-1, np.arange(problem.n_clients))
+                wall += time.perf_counter() - tic
+            stopped = record(0)
+        for r in range(first, rounds):
+            if stopped:
+                break
             if r < done:  # run by the compiled engine's last call
                 continue
             tic = time.perf_counter()
@@ -381,13 +473,22 @@ def simulate(
                                           .max(initial=0.0)) for k, who in enumerate(group))
             done = r + count
             wall += time.perf_counter() - tic
-            for k, sum_k in enumerate(sums):
-                # Σ x² of an earlier round of the call tells alone (the model is the last's)
-                check_divergence(algorithm.output(server_state) if k == count - 1 else None,
-                                 norm_limit, algorithm, recorder.tags, f"in round {r + k + 1}",
-                                 sum_sq=sum_k)
+            try:
+                for k, sum_k in enumerate(sums):
+                    # Σ x² of an earlier round of the call tells alone (the model is the
+                    # last's)
+                    check_divergence(algorithm.output(server_state) if k == count - 1
+                                     else None, norm_limit, algorithm, recorder.tags,
+                                     f"in round {r + k + 1}", sum_sq=sum_k)
+            except NonFiniteError as exc:
+                if on_divergence == "raise":
+                    raise
+                warnings.warn(f"{exc}; the run returns its rows so far (status 'diverged')",
+                              RuntimeWarning, stacklevel=2)
+                status, done = DIVERGED, r + k + 1
+                break
             if recorder.due(done):
-                record(done)
+                stopped = record(done)
             recorder.progress(done)
         final_states = getattr(run_clients, "client_states", None)
     finally:
@@ -396,8 +497,11 @@ def simulate(
             close()
     if scratch is not None:  # the returned maps stay readable (POSIX unlinks lazily)
         scratch.cleanup()
+    if status == COMPLETED and tol is not None and last_value is not None:
+        budget_warning(recorder.tags.get("algorithm", algorithm.name), done, stop, last_value,
+                       float(tol))
     return RunResult(algorithm.output(server_state), recorder.history, server_state,
-                     final_states, counters)
+                     final_states, counters, status, done)
 
 
 def _is_int(v: Any) -> bool:

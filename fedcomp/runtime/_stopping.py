@@ -1,0 +1,311 @@
+"""When a run stops before its budget: a tolerance, a callback, a divergence; and checkpoints.
+
+:func:`~fedcomp.runtime.simulate` checks these at each evaluation row (every
+``eval_every`` rounds):
+
+* ``tol`` on a **stopping measure** (:data:`STOP_MEASURES`). The default,
+  ``"relative_prox_step"``, is the length of one centralized prox-gradient step from the
+  server's model relative to the model,
+
+  .. math::
+
+      \\frac{\\lVert x - \\operatorname{prox}_{s g}(x - s \\nabla f(x)) \\rVert}
+            {\\lVert x \\rVert}, \\qquad s = \\min(1/L, 1/(2\\rho)),
+
+  zero exactly at the stationary points of ``f + g`` (the ``prox_grad_norm`` metric times
+  ``s``, divided by ``‖x‖``; ``0/0 = 0``). A deployment computes it in one extra round:
+  every client sends ``∇f_i(x)``, the server averages and takes the prox. The simulator
+  computes it centrally and does not add that round to the counters. A run that reaches
+  ``tol`` has status ``"converged"``; one whose budget ends first warns with a
+  ``ConvergenceWarning`` (:func:`convergence_warning`) that names what to change.
+* **callbacks**: functions of a :class:`RunView`, called after every evaluation row; one
+  that returns ``True`` stops the run (status ``"stopped"``). :class:`EarlyStopping` and
+  :class:`Checkpoint` are two; any function is a third.
+* a **divergence** (a non-finite model, or a norm above ``max_norm``): the run returns its
+  rows so far with status ``"diverged"`` and a :class:`RuntimeWarning` naming the round and
+  the fix, or raises :class:`~fedcomp.runtime.NonFiniteError` with
+  ``on_divergence="raise"``.
+
+A checkpoint (:class:`Checkpoint`, :func:`save_checkpoint`) is one ``.npz`` file: the
+server's and the clients' states field by field, the counters, the rows so far and the
+round, so that ``simulate(..., resume_from=path)`` continues to the iterates an
+uninterrupted run reaches, bit for bit (every random draw is keyed by the round).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .._array import Array, asarray_like, namespace, to_numpy
+from .._extras import _installed, require
+from ..oracle import Counters
+from ..problem import Problem
+
+
+def convergence_warning() -> type[Warning]:
+    """The warning class of a run whose budget ended before ``tol``: scikit-learn's
+    :class:`~sklearn.exceptions.ConvergenceWarning` where it is installed (one filter then
+    silences both), else :class:`FedcompConvergenceWarning`. A function, so that
+    ``import fedcomp`` does not import scikit-learn (a second); ``fedcomp.ConvergenceWarning``
+    calls it on first use."""
+    if _installed("sklearn"):
+        return require("sklearn.exceptions", "ConvergenceWarning").ConvergenceWarning
+    return FedcompConvergenceWarning
+
+
+class FedcompConvergenceWarning(UserWarning):
+    """A run's budget ended before its stopping tolerance was reached (without
+    scikit-learn)."""
+
+
+#: The run ended its budget (no tolerance, or the tolerance was not reached: warned).
+COMPLETED = "completed"
+CONVERGED = "converged"
+STOPPED = "stopped"
+DIVERGED = "diverged"
+
+
+# --- stopping measures --------------------------------------------------------------------
+def _relative(numerator: float, model_norm: float) -> float:
+    """``numerator / model_norm`` with ``0/0 = 0`` (a zero model that does not move)."""
+    if numerator == 0.0:
+        return 0.0
+    return numerator / model_norm if model_norm > 0 else math.inf
+
+
+def _norm(x: Array) -> float:
+    xp = namespace(x)
+    return float(to_numpy(xp.sqrt(xp.sum(x * x))))
+
+
+class StopMeasure:
+    """A stopping measure: ``value(model)`` at each evaluation row (lower is better)."""
+
+    def __init__(self, name: str, problem: Problem) -> None:
+        from ..metrics._functions import prox_grad_norm, stationarity_step
+
+        if name not in STOP_MEASURES:
+            raise ValueError(f"stop must be one of {', '.join(STOP_MEASURES)} (got {name!r})")
+        self.name, self.problem = name, problem
+        self.previous: Array | None = None
+        if name != "relative_change":
+            # s once per run: L is a pass over the data
+            self.step = stationarity_step(problem)
+            self.mapping = prox_grad_norm
+
+    def value(self, model: Array) -> float:
+        if self.name == "relative_change":
+            before, self.previous = self.previous, model
+            if before is None:
+                return math.inf
+            return _relative(_norm(model - before), _norm(model))
+        mapping = self.mapping(self.problem, model, step=self.step)
+        if self.name == "prox_grad_norm":
+            return mapping
+        return _relative(self.step * mapping, _norm(model))
+
+
+#: The measures ``simulate(stop=...)`` takes, each with what it is.
+STOP_MEASURES = {
+    "relative_prox_step": "||x - prox_{s g}(x - s grad f(x))|| / ||x||, s = min(1/L, 1/(2 rho))"
+                          " (default)",
+    "prox_grad_norm": "||x - prox_{s g}(x - s grad f(x))|| / s (the metric, absolute)",
+    "relative_change": "||x_k - x_j|| / ||x_k|| between two evaluation rows j < k",
+}
+
+
+def check_tol(tol: Any) -> float | None:
+    if tol is None:
+        return None
+    if isinstance(tol, bool) or not isinstance(tol, int | float) or not tol >= 0:
+        raise ValueError(f"tol must be a number >= 0 or None (got tol={tol!r})")
+    return float(tol)
+
+
+def budget_warning(label: str, rounds: int, measure: str, value: float, tol: float,
+                   hint: str = "") -> None:
+    """The :class:`ConvergenceWarning` of a run whose ``rounds`` ended above ``tol``."""
+    warnings.warn(
+        f"{label}: {measure} = {value:.3g} > tol = {tol:.3g} after {rounds} rounds; the "
+        f"model has not converged: {hint or 'raise the rounds, or the step size'}",
+        convergence_warning(), stacklevel=3)
+
+
+# --- callbacks ----------------------------------------------------------------------------
+class RunView(NamedTuple):
+    """What a callback sees after an evaluation row."""
+
+    round: int
+    row: dict[str, Any]
+    model: Array
+    server_state: Any
+    client_states: Any
+    counters: Counters
+    history: list[dict[str, Any]]
+    algorithm: str
+
+
+Callback = Callable[[RunView], Any]
+
+
+class EarlyStopping:
+    """Stop when ``metric`` has not improved by ``min_delta`` for ``patience`` rows.
+
+    ``mode="min"`` (a loss, an objective) or ``"max"`` (an accuracy). The run then has
+    status ``"stopped"``.
+
+    Examples
+    --------
+    >>> stop = EarlyStopping("objective", patience=2)
+    >>> [stop.improved(v) for v in (3.0, 2.0, 2.0, 2.0)]
+    [True, True, False, False]
+    """
+
+    def __init__(self, metric: str = "objective", patience: int = 5, min_delta: float = 0.0,
+                 mode: str = "min") -> None:
+        if mode not in ("min", "max"):
+            raise ValueError(f"mode must be 'min' or 'max' (got {mode!r})")
+        if not (isinstance(patience, int) and patience >= 1):
+            raise ValueError(f"patience must be an integer >= 1 (got {patience!r})")
+        self.metric, self.patience, self.min_delta, self.mode = (
+            metric, patience, float(min_delta), mode)
+        self.best = math.inf if mode == "min" else -math.inf
+        self.waited = 0
+
+    def improved(self, value: float) -> bool:
+        better = (value < self.best - self.min_delta if self.mode == "min"
+                  else value > self.best + self.min_delta)
+        if better:
+            self.best, self.waited = value, 0
+        else:
+            self.waited += 1
+        return better
+
+    def __call__(self, view: RunView) -> bool:
+        if self.metric not in view.row:
+            raise KeyError(f"EarlyStopping watches {self.metric!r}, which the rows lack "
+                           f"(columns: {', '.join(view.row)}); add it to metrics=")
+        self.improved(float(view.row[self.metric]))
+        return self.waited >= self.patience
+
+
+class Checkpoint:
+    """Write the run's state to ``path`` every ``every`` evaluated rounds (and never stop it).
+
+    The file is replaced atomically (written beside it, then renamed), so an interrupted
+    run leaves the last complete checkpoint. Resume with
+    ``simulate(..., resume_from=path)``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], every: int = 1) -> None:
+        if not (isinstance(every, int) and every >= 1):
+            raise ValueError(f"every must be an integer >= 1 (got {every!r})")
+        self.path, self.every = Path(path), every
+        self.last_round: int | None = None
+
+    def __call__(self, view: RunView) -> None:
+        if view.round % self.every == 0:
+            save_checkpoint(self.path, view)
+            self.last_round = view.round
+
+
+def run_callbacks(callbacks: Sequence[Callback], view: RunView) -> bool:
+    """Call every callback (all of them, in order); whether one asked to stop."""
+    asked = [bool(callback(view)) for callback in callbacks]
+    return any(asked)
+
+
+def check_callbacks(callbacks: Any) -> tuple[Callback, ...]:
+    if callbacks is None:
+        return ()
+    if callable(callbacks):
+        callbacks = [callbacks]
+    out = tuple(callbacks)
+    for callback in out:
+        if not callable(callback):
+            raise ValueError(f"callbacks must be functions of a RunView (got {callback!r})")
+    return out
+
+
+# --- checkpoints --------------------------------------------------------------------------
+def _fields(prefix: str, state: Any) -> dict[str, np.ndarray]:
+    if state is None:
+        return {}
+    if not hasattr(state, "_fields"):
+        raise TypeError(f"a checkpoint stores NamedTuples of arrays; this state is a "
+                        f"{type(state).__name__}")
+    return {f"{prefix}/{name}": to_numpy(value) for name, value in
+            zip(state._fields, state, strict=True)}
+
+
+def save_checkpoint(path: str | os.PathLike[str], view: RunView) -> Path:
+    """Write ``view``'s states, counters and rows to ``path`` (``.npz``), atomically."""
+    if view.client_states is None:
+        raise ValueError("this client executor keeps its client states out of this process "
+                         "(Ray actors, Flower nodes): a checkpoint needs the in-process "
+                         "simulator")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    meta = {"round": view.round, "algorithm": view.algorithm,
+            "counters": view.counters.as_dict(), "history": view.history}
+    arrays = {**_fields("server", view.server_state), **_fields("clients", view.client_states),
+              "meta": np.array(json.dumps(meta, default=float))}
+    scratch = path.with_name(path.name + ".partial.npz")
+    np.savez(scratch, **arrays)  # type: ignore[arg-type]  # numpy's stubs: allow_pickle
+    os.replace(scratch, path)
+    return path
+
+
+class Restored(NamedTuple):
+    """A checkpoint read back: the states on the data's device, the rest as saved."""
+
+    round: int
+    server_state: Any
+    client_states: Any
+    counters: Counters
+    history: list[dict[str, Any]]
+
+
+def _restore(npz: Any, prefix: str, template: Any, like: Array) -> Any:
+    values = []
+    for name, value in zip(template._fields, template, strict=True):
+        key = f"{prefix}/{name}"
+        if key not in npz:
+            raise ValueError(f"the checkpoint has no {key!r}: it was written by another "
+                             "algorithm or fedcomp version")
+        saved = npz[key]
+        if hasattr(value, "shape"):
+            if tuple(saved.shape) != tuple(value.shape):
+                raise ValueError(f"the checkpoint's {key} has shape {saved.shape}, this run's "
+                                 f"{tuple(value.shape)}: another problem or client count")
+            values.append(asarray_like(saved, value if hasattr(value, "dtype") else like))
+        else:  # a Python number
+            values.append(type(value)(saved))
+    return type(template)(*values)
+
+
+def load_checkpoint(path: str | os.PathLike[str], algorithm: str, server_template: Any,
+                    client_template: Any, like: Array) -> Restored:
+    """Read a checkpoint of ``algorithm`` into states shaped as the templates (``init``'s)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    with np.load(path, allow_pickle=False) as npz:
+        meta = json.loads(str(npz["meta"]))
+        if meta["algorithm"] != algorithm:
+            raise ValueError(f"{path} is a checkpoint of {meta['algorithm']!r}, not of "
+                             f"{algorithm!r}")
+        server = _restore(npz, "server", server_template, like)
+        clients = _restore(npz, "clients", client_template, like)
+    counters = Counters()
+    for name, value in meta["counters"].items():
+        setattr(counters, name, value)
+    return Restored(int(meta["round"]), server, clients, counters, list(meta["history"]))

@@ -1,0 +1,165 @@
+"""Stopping rules, callbacks, checkpoints, divergence as a status, and results as data frames."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from conftest import make_problem
+from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning
+
+import fedcomp
+from fedcomp import (
+    ALGORITHMS,
+    Checkpoint,
+    ConvergenceWarning,
+    EarlyStopping,
+    load_results,
+    simulate,
+    solve_reference,
+)
+from fedcomp.algorithms import fedavg, feddr, make_algorithm, scaffold, za1
+from fedcomp.metrics import CSVLogger
+from fedcomp.runtime import jax_like
+
+
+def test_a_run_stops_at_the_first_row_below_tol_and_is_near_the_solution():
+    p = make_problem("least_squares")
+    reference = solve_reference(p)
+    # ZA1 converges to x* (FedAvg and FedMiD stop ~1e-2 away: the prox of an average is not
+    # the average of the clients' proxes)
+    run = simulate(za1(client_lr=0.5, local_steps=1), p, 5000, tol=1e-9, eval_every=10,
+                   metrics=["optimality"], reference=reference)
+    assert run.status == "converged" and run.n_rounds < 5000
+    values = [row["relative_prox_step"] for row in run.history]
+    assert values[-1] <= 1e-9 < min(values[:-1])  # the first row below tol, not later
+    assert run.history[-1]["round"] == run.n_rounds
+    # one prox-gradient step of relative length 1e-9 from x: a well-conditioned least squares
+    # problem is then within a small multiple of that of x*
+    assert run.history[-1]["optimality"] < 1e-7
+
+
+@pytest.mark.parametrize("stop", ["prox_grad_norm", "relative_change"])
+def test_every_stopping_measure_stops_a_run(stop):
+    p = make_problem("logistic")
+    run = simulate(za1(client_lr=0.5, local_steps=2), p, 3000, tol=1e-8, stop=stop,
+                   eval_every=5, metrics=[])
+    assert run.status == "converged" and run.history[-1][stop] <= 1e-8
+    assert all(row[stop] > 1e-8 for row in run.history[:-1])
+
+
+def test_a_budget_that_ends_first_warns_with_scikit_learns_class():
+    p = make_problem("logistic")
+    with pytest.warns(ConvergenceWarning, match=r"relative_prox_step = .* > tol = 1e-12 "
+                                                r"after 5 rounds"):
+        run = simulate(za1(client_lr=0.5, local_steps=2), p, 5, tol=1e-12, metrics=[])
+    assert run.status == "completed" and run.n_rounds == 5
+    assert ConvergenceWarning is SklearnConvergenceWarning
+    with warnings.catch_warnings():  # no tol: no warning
+        warnings.simplefilter("error")
+        simulate(za1(client_lr=0.5, local_steps=2), p, 5, metrics=[])
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(tol=-1.0), "tol must be"), (dict(tol=1e-3, stop="gap"), "stop must be one of"),
+    (dict(on_divergence="ignore"), "on_divergence"), (dict(callbacks=[3]), "callbacks"),
+])
+def test_bad_stopping_arguments_name_the_value(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        simulate(fedavg(), make_problem("logistic"), 3, **kwargs)
+
+
+def test_a_callback_stops_a_run_and_early_stopping_waits_its_patience():
+    p = make_problem("logistic")
+    seen = []
+
+    def at_six(view):
+        seen.append((view.round, view.algorithm, view.row["round"]))
+        return view.round >= 6
+
+    run = simulate(fedavg(0.5, 2), p, 20, eval_every=2, callbacks=at_six, metrics=[])
+    assert run.status == "stopped" and run.n_rounds == 6
+    assert seen == [(r, "fedavg", r) for r in (0, 2, 4, 6)]
+    # no row improves on round 0's objective by min_delta = 1
+    stop = EarlyStopping("objective", patience=3, min_delta=1.0)
+    run = simulate(fedavg(0.1, 1), p, 50, callbacks=[stop], metrics=["objective"])
+    assert run.status == "stopped" and run.n_rounds == 3
+    with pytest.raises(KeyError, match="add it to metrics"):
+        simulate(fedavg(0.5, 1), p, 5, callbacks=[EarlyStopping("accuracy")], metrics=[])
+
+
+CASES = [
+    ("scaffold", lambda: scaffold(client_lr=0.3, local_steps=2), dict()),
+    ("feddr warm-up", lambda: feddr(eta=1.0, alpha=1.0, local_steps=2), dict()),
+    ("za1 sampled minibatches", lambda: za1(client_lr=0.3, local_steps=3),
+     dict(clients_per_round=None, batch_size=4)),
+    ("fedavg sampled", lambda: fedavg(0.3, 2), dict(clients_per_round=3, batch_size=4)),
+]
+
+
+@pytest.mark.parametrize("backend", ["numpy", "jax"])
+@pytest.mark.parametrize("name, build, kwargs", CASES, ids=[c[0] for c in CASES])
+def test_a_checkpoint_resumes_to_the_iterates_of_an_uninterrupted_run(
+        tmp_path, backend, name, build, kwargs):
+    p = make_problem("logistic")
+    if backend == "jax":
+        p = fedcomp.Problem(p.loss, p.regularizer, p.data.to(jax_like()),
+                            weighting=p.weighting)
+    common = dict(eval_every=2, seed=3, metrics=["objective", "nnz"], **kwargs)
+    whole = simulate(build(), p, 10, **common)
+    path = tmp_path / "run.npz"
+    checkpoint = Checkpoint(path, every=3)  # rows 0, 2, 4, 6: written at 0 and 6
+    cut = simulate(build(), p, 10, callbacks=[checkpoint, lambda v: v.round >= 8], **common)
+    assert cut.status == "stopped" and checkpoint.last_round == 6 and path.exists()
+    resumed = simulate(build(), p, 10, resume_from=path, **common)
+    assert resumed.status == "completed" and resumed.n_rounds == 10
+    np.testing.assert_array_equal(np.asarray(resumed.x), np.asarray(whole.x))
+    for a, b in zip(resumed.client_states, whole.client_states, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    strip = [{k: v for k, v in row.items() if k != "wall_s"} for row in whole.history]
+    assert [{k: v for k, v in row.items() if k != "wall_s"} for row in resumed.history] == strip
+
+
+def test_a_checkpoint_of_another_algorithm_or_problem_is_refused(tmp_path):
+    p = make_problem("logistic")
+    path = tmp_path / "c.npz"
+    simulate(za1(0.3, 2), p, 2, callbacks=[Checkpoint(path)], metrics=[])
+    with pytest.raises(ValueError, match="checkpoint of 'za1', not of 'fedavg'"):
+        simulate(fedavg(0.3, 2), p, 4, resume_from=path)
+    with pytest.raises(ValueError, match="shape"):
+        simulate(za1(0.3, 2), make_problem("logistic", n_clients=4), 4, resume_from=path)
+    with pytest.raises(ValueError, match="past this run's rounds=1"):
+        simulate(za1(0.3, 2), p, 1, resume_from=path)
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        simulate(za1(0.3, 2), p, 4, resume_from=tmp_path / "none.npz")
+
+
+def test_a_diverging_run_returns_its_rows_with_status_diverged():
+    p = make_problem("least_squares")
+    with pytest.warns(RuntimeWarning, match=r"in round \d+ .*status 'diverged'"):
+        run = simulate(fedavg(client_lr=50.0, local_steps=2), p, 50, max_norm=1e6, metrics=[])
+    assert run.status == "diverged" and 0 < run.n_rounds < 50
+    assert [row["round"] for row in run.history] == list(range(run.n_rounds))
+
+
+def test_to_frame_round_trips_results_csv(tmp_path):
+    p = make_problem("logistic")
+    logger = CSVLogger(tmp_path / "results.csv")
+    run = simulate(make_algorithm("fedmid", client_lr=0.3, local_steps=2), p, 6,
+                   logger=logger, tags={"algorithm": "fedmid", "seed": 0}, tol=1e-3,
+                   metrics=["objective", "optimality", "nnz"])
+    logger.close()
+    frame = run.to_frame()
+    assert list(frame.columns)[:3] == ["algorithm", "seed", "round"]
+    back = load_results(tmp_path)  # the directory, or the file itself
+    assert back.equals(load_results(tmp_path / "results.csv"))
+    assert list(back.columns) == list(frame.columns)
+    for column in frame.columns:  # the same values, exactly (optimality is NaN here)
+        np.testing.assert_array_equal(back[column].to_numpy(), frame[column].to_numpy())
+    with pytest.raises(FileNotFoundError, match="fedcomp run --out DIR"):
+        load_results(tmp_path / "elsewhere")
+
+
+def test_every_registered_algorithm_factory_is_at_the_top_level():
+    assert [name for name in ALGORITHMS if not callable(getattr(fedcomp, name, None))] == []
