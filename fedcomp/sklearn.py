@@ -52,6 +52,7 @@ Examples
 from __future__ import annotations
 
 import inspect
+import warnings
 from typing import Any
 
 import numpy as np
@@ -62,6 +63,7 @@ require("sklearn.base", "fedcomp.sklearn")
 
 # scikit-learn >= 1.6 (the data extra's floor): validate_data and the tags API
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin  # noqa: E402
+from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 from sklearn.utils import ClassifierTags, RegressorTags  # noqa: E402
 from sklearn.utils.metaestimators import available_if  # noqa: E402
 from sklearn.utils.multiclass import check_classification_targets  # noqa: E402
@@ -84,6 +86,26 @@ from .regularizers import (  # noqa: E402
 )
 from .regularizers._masked import SEPARABLE  # noqa: E402
 from .runtime import simulate  # noqa: E402
+from .runtime._stopping import check_tol  # noqa: E402
+
+#: Rows of ``history_`` (and checks of ``tol``) every this many rounds by default.
+EVAL_EVERY = 10
+
+
+def _unconverged(model: Any, run: Any, tol: float, X: np.ndarray) -> str:
+    """Why a fit stopped unconverged, and what to change: the data's scale first."""
+    value = run.history[-1].get("relative_prox_step", float("nan"))
+    # the root-mean-square of each column, the intercept's constant 1 included: columns of
+    # very different sizes make the problem ill-conditioned for every gradient method
+    scale = np.sqrt(np.mean(X * X, axis=0))
+    scale = scale[scale > 0]
+    ratio = float(scale.max() / scale.min()) if scale.size > 1 else 1.0
+    fix = (f"the columns' sizes (the intercept's constant 1 included) differ by a factor of "
+           f"{ratio:.3g}, which slows every gradient method: standardize the features "
+           "(sklearn.preprocessing.StandardScaler in a Pipeline), or " if ratio > 10.0 else "")
+    return (f"{type(model).__name__} did not converge: the relative prox-gradient step is "
+            f"{value:.3g} > tol={tol:g} after max_iter={model.max_iter} rounds; {fix}raise "
+            "max_iter (or tol)")
 
 #: Losses whose model predicts classes (the classifier behaviour of FederatedEstimator).
 CLASSIFICATION_LOSSES = ("logistic", "softmax")
@@ -248,7 +270,9 @@ class _FederatedModel(BaseEstimator):
     algorithm: Any
     algorithm_params: Any
     client_lr: Any
-    rounds: Any
+    max_iter: Any
+    tol: Any
+    warm_start: Any
     fit_intercept: Any
     n_clients: Any
     clients_per_round: Any
@@ -279,8 +303,9 @@ class _FederatedModel(BaseEstimator):
                 raise ValueError("fit(ClientData) takes its targets and clients from the data: "
                                  "pass y=None and clients=None")
             X, y, clients = X.pooled()
-        if not (isinstance(self.rounds, int | np.integer) and self.rounds >= 1):
-            raise ValueError(f"rounds must be an integer >= 1 (got {self.rounds!r})")
+        if not (isinstance(self.max_iter, int | np.integer) and self.max_iter >= 1):
+            raise ValueError(f"max_iter must be an integer >= 1 (got {self.max_iter!r})")
+        tol = check_tol(self.tol)
         X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=not self._is_classifier())
         targets, n_classes = self._fit_targets(y)
         if self.fit_intercept:
@@ -294,19 +319,60 @@ class _FederatedModel(BaseEstimator):
             regularizer = _with_intercept(regularizer, shape)
         problem = Problem(loss, regularizer, data, weighting="samples", n_classes=n_classes)
         algorithm = _algorithm(self.algorithm, self.algorithm_params, self.client_lr, problem)
-        eval_every = self.rounds if self.eval_every is None else self.eval_every
-        run = simulate(algorithm, problem, int(self.rounds), eval_every=int(eval_every),
-                       metrics=["objective"], clients_per_round=self.clients_per_round,
-                       batch_size=self.batch_size, seed=_seed(self.random_state),
-                       progress=False, on_divergence="raise")
+        eval_every = min(EVAL_EVERY, int(self.max_iter)) if self.eval_every is None \
+            else int(self.eval_every)
+        x0, states = self._warm_start(shape, algorithm, problem)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConvergenceWarning)
+            run = simulate(algorithm, problem, int(self.max_iter), eval_every=eval_every,
+                           metrics=["objective"], clients_per_round=self.clients_per_round,
+                           batch_size=self.batch_size, seed=_seed(self.random_state),
+                           progress=False, on_divergence="raise", tol=tol, x0=x0,
+                           initial_states=states)
+        for warning in caught:  # the estimator's own words for an unconverged fit
+            if not issubclass(warning.category, ConvergenceWarning):
+                warnings.warn_explicit(warning.message, warning.category, warning.filename,
+                                       warning.lineno)
+        if run.status != "converged" and tol is not None:
+            warnings.warn(_unconverged(self, run, tol, X), ConvergenceWarning, stacklevel=2)
         # its repr, not the algorithm: a fitted estimator pickles (the algorithm's functions
         # are closures), and the repr is the call that builds it again
         self.algorithm_ = repr(algorithm)
         self.history_ = run.history
-        self.n_iter_ = int(self.rounds)
+        self.n_iter_ = int(run.n_rounds)
+        self.converged_ = run.status == "converged"
         self.objective_ = float(run.history[-1]["objective"])
         self._set_model(np.asarray(run.x, dtype=np.float64))
+        # what a warm start continues from: the algorithm's states, not only its model
+        self._final_states = (self.algorithm_, problem.n_clients, problem.param_shape,
+                              run.server_state, run.client_states)
         return self
+
+    def _warm_start(self, shape: tuple[int, ...], algorithm: FederatedAlgorithm,
+                    problem: Problem) -> tuple[np.ndarray | None, Any]:
+        """``(x0, initial_states)`` of a fit: the previous fit's states where
+        ``warm_start=True`` and the algorithm and clients are the same (a new ``alpha``
+        along a path), else its model where the shape is the same, else nothing."""
+        if not (self.warm_start and hasattr(self, "coef_")):
+            return None, None
+        previous = getattr(self, "_final_states", None)
+        if previous is not None and previous[:3] == (repr(algorithm), problem.n_clients,
+                                                     problem.param_shape):
+            return None, previous[3:]
+        return self._warm_start_model(shape), None
+
+    def _warm_start_model(self, shape: tuple[int, ...]) -> np.ndarray | None:
+        """The previous fit's model as the start (the same shape)."""
+        coef = np.asarray(self.coef_, dtype=np.float64)
+        if coef.ndim == 2 and coef.shape[0] == 1 and len(shape) == 1:
+            coef = coef[0]  # a binary classifier's (1, d)
+        weights = coef.T
+        if self.fit_intercept:
+            bias = np.asarray(self.intercept_, dtype=np.float64).reshape(weights.shape[1:])
+            model = np.concatenate([weights, bias[None, ...]], axis=0)
+        else:
+            model = weights
+        return model if model.shape == shape else None
 
     def _fit_targets(self, y: np.ndarray) -> tuple[np.ndarray, int | None]:
         return y.astype(np.float64), None
@@ -347,8 +413,18 @@ class FederatedEstimator(_FederatedModel):
     client_lr : "auto" or float, default "auto"
         The named algorithm's ``client_lr`` unless ``algorithm_params`` sets it; ``"auto"``
         is ``1/(τ L)`` (see the module docstring).
-    rounds : int, default 300
-        Communication rounds (``n_iter_``).
+    max_iter : int, default 10000
+        The most communication rounds.
+    tol : float or None, default 1e-8
+        Stop once the relative prox-gradient step
+        ``‖x − prox_{sg}(x − s∇f(x))‖ / ‖x‖`` (:func:`fedcomp.simulate`'s
+        ``stop="relative_prox_step"``, checked every ``eval_every`` rounds) is at most
+        ``tol``; a fit whose ``max_iter`` ends first warns with scikit-learn's
+        :class:`~sklearn.exceptions.ConvergenceWarning`, naming what to change. ``None``:
+        run all ``max_iter`` rounds, without the check.
+    warm_start : bool, default False
+        Start from the previous fit's ``coef_`` and ``intercept_`` (a regularization path,
+        a refit on more data) instead of zeros.
     fit_intercept : bool, default True
         Append a constant feature whose coefficient is not penalised (``intercept_``).
     n_clients : int, default 1
@@ -358,7 +434,7 @@ class FederatedEstimator(_FederatedModel):
     batch_size : int, optional
         Minibatch size of the local gradients (full local gradients by default).
     eval_every : int, optional
-        Rows of ``history_`` every this many rounds (default: the first and the last round).
+        Rows of ``history_``, and checks of ``tol``, every this many rounds (default 10).
     random_state : int, RandomState or None, default None
         Seeds the iid split, client sampling and minibatches (None is 0).
 
@@ -375,7 +451,9 @@ class FederatedEstimator(_FederatedModel):
     objective_ : float
         ``F`` at the fitted model (with the constant feature and mean losses).
     n_iter_ : int
-        Rounds run.
+        Rounds run (fewer than ``max_iter`` when ``tol`` was reached).
+    converged_ : bool
+        Whether ``tol`` was reached.
     algorithm_ : str
         The algorithm run, with its resolved ``client_lr``, as the call that builds it
         (its repr, e.g. ``"za1(client_lr=0.04, local_steps=5, ...)"``).
@@ -391,7 +469,7 @@ class FederatedEstimator(_FederatedModel):
     >>> X = rng.normal(size=(300, 4))
     >>> y = X @ np.array([2.0, 0.0, 0.0, -1.0]) + 0.1 * rng.normal(size=300)
     >>> model = FederatedEstimator("least_squares", "mcp", alpha=0.1, algorithm="fedcanon",
-    ...                            rounds=300, n_clients=3).fit(X, y)
+    ...                            n_clients=3).fit(X, y)
     >>> model
     FederatedEstimator(algorithm='fedcanon', alpha=0.1, n_clients=3,
                        regularizer='mcp')
@@ -401,8 +479,9 @@ class FederatedEstimator(_FederatedModel):
 
     def __init__(self, loss: Any = "least_squares", regularizer: Any = "l1",
                  alpha: Any = 1.0, *, regularizer_params: Any = None, algorithm: Any = "za1",
-                 algorithm_params: Any = None, client_lr: Any = "auto", rounds: Any = 300,
-                 fit_intercept: Any = True, n_clients: Any = 1, clients_per_round: Any = None,
+                 algorithm_params: Any = None, client_lr: Any = "auto", max_iter: Any = 10_000,
+                 tol: Any = 1e-8, warm_start: Any = False, fit_intercept: Any = True,
+                 n_clients: Any = 1, clients_per_round: Any = None,
                  batch_size: Any = None, eval_every: Any = None, random_state: Any = None
                  ) -> None:
         _store(self, locals())
@@ -533,21 +612,22 @@ class FederatedLinearRegression(RegressorMixin, _FederatedModel):
         ρ of the elastic net.
     gamma : float, optional
         MCP's γ (default 3.0) or SCAD's a (default 3.7).
-    algorithm, algorithm_params, client_lr, rounds, fit_intercept, n_clients,
-    clients_per_round, batch_size, eval_every, random_state
+    algorithm, algorithm_params, client_lr, max_iter, tol, warm_start, fit_intercept,
+    n_clients, clients_per_round, batch_size, eval_every, random_state
         As in :class:`FederatedEstimator`.
 
     Attributes
     ----------
     coef_ : array of shape (n_features,)
     intercept_ : float
-    history_, objective_, n_iter_, algorithm_, clients_, n_features_in_
+    history_, objective_, n_iter_, converged_, algorithm_, clients_, n_features_in_
         As in :class:`FederatedEstimator`.
     """
 
     def __init__(self, penalty: Any = "l1", alpha: Any = 1.0, *, l1_ratio: Any = 0.5,
                  gamma: Any = None, algorithm: Any = "za1", algorithm_params: Any = None,
-                 client_lr: Any = "auto", rounds: Any = 300, fit_intercept: Any = True,
+                 client_lr: Any = "auto", max_iter: Any = 10_000, tol: Any = 1e-8,
+                 warm_start: Any = False, fit_intercept: Any = True,
                  n_clients: Any = 1, clients_per_round: Any = None, batch_size: Any = None,
                  eval_every: Any = None, random_state: Any = None) -> None:
         _store(self, locals())
@@ -578,8 +658,8 @@ class FederatedLogisticRegression(ClassifierMixin, _FederatedModel):
         As in :class:`FederatedLinearRegression` (on every coefficient of every class).
     alpha : float, default 0.01
         The penalty's strength α.
-    l1_ratio, gamma, algorithm, algorithm_params, client_lr, rounds, fit_intercept,
-    n_clients, clients_per_round, batch_size, eval_every, random_state
+    l1_ratio, gamma, algorithm, algorithm_params, client_lr, max_iter, tol, warm_start,
+    fit_intercept, n_clients, clients_per_round, batch_size, eval_every, random_state
         As in :class:`FederatedLinearRegression`.
 
     Attributes
@@ -587,13 +667,14 @@ class FederatedLogisticRegression(ClassifierMixin, _FederatedModel):
     classes_ : array of shape (n_classes,)
     coef_ : array of shape (1, n_features) or (n_classes, n_features)
     intercept_ : array of shape (1,) or (n_classes,)
-    history_, objective_, n_iter_, algorithm_, clients_, n_features_in_
+    history_, objective_, n_iter_, converged_, algorithm_, clients_, n_features_in_
         As in :class:`FederatedEstimator`.
     """
 
     def __init__(self, penalty: Any = "l1", alpha: Any = 0.01, *, l1_ratio: Any = 0.5,
                  gamma: Any = None, algorithm: Any = "za1", algorithm_params: Any = None,
-                 client_lr: Any = "auto", rounds: Any = 300, fit_intercept: Any = True,
+                 client_lr: Any = "auto", max_iter: Any = 10_000, tol: Any = 1e-8,
+                 warm_start: Any = False, fit_intercept: Any = True,
                  n_clients: Any = 1, clients_per_round: Any = None, batch_size: Any = None,
                  eval_every: Any = None, random_state: Any = None) -> None:
         _store(self, locals())

@@ -4,6 +4,7 @@ linear models, GridSearchCV and Pipeline with client ids, and the errors."""
 from __future__ import annotations
 
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -11,7 +12,14 @@ import pytest
 pytest.importorskip("sklearn")
 
 from sklearn.base import clone  # noqa: E402
-from sklearn.datasets import load_iris, make_classification, make_regression  # noqa: E402
+from sklearn.datasets import (  # noqa: E402
+    load_breast_cancer,
+    load_diabetes,
+    load_iris,
+    make_classification,
+    make_regression,
+)
+from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 from sklearn.linear_model import ElasticNet as SkElasticNet  # noqa: E402
 from sklearn.linear_model import Lasso, LogisticRegression  # noqa: E402
 from sklearn.model_selection import GridSearchCV, KFold  # noqa: E402
@@ -31,10 +39,10 @@ from fedcomp.sklearn import (  # noqa: E402
 
 # --- scikit-learn's estimator checks: every one (none is expected to fail) ---------------------
 @parametrize_with_checks([
-    FederatedLinearRegression(rounds=100),
-    FederatedLogisticRegression(rounds=100),
-    FederatedEstimator(rounds=100),                                   # a regressor
-    FederatedEstimator("softmax", alpha=0.01, rounds=100),            # a classifier
+    FederatedLinearRegression(max_iter=100),
+    FederatedLogisticRegression(max_iter=100),
+    FederatedEstimator(max_iter=100),                                   # a regressor
+    FederatedEstimator("softmax", alpha=0.01, max_iter=100),            # a classifier
 ])
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
@@ -60,7 +68,7 @@ def _lasso_data(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 ])
 def test_linear_regression_solves_sklearns_problem_with_the_same_alpha(penalty, reference):
     X, y, ids = _lasso_data()
-    ours = FederatedLinearRegression(penalty, alpha=2.0, l1_ratio=0.3, rounds=600)
+    ours = FederatedLinearRegression(penalty, alpha=2.0, l1_ratio=0.3, max_iter=600)
     ours.fit(X, y, clients=ids)
     theirs = clone(reference).set_params(tol=1e-12, max_iter=100_000).fit(X, y)
     np.testing.assert_allclose(ours.coef_, theirs.coef_, atol=1e-5 * np.abs(theirs.coef_).max())
@@ -73,7 +81,7 @@ def test_logistic_regression_is_sklearns_with_alpha_one_over_c_n():
     X, y = make_classification(200, 5, n_informative=3, random_state=1)
     X = StandardScaler().fit_transform(X)
     alpha = 0.02
-    ours = FederatedLogisticRegression(alpha=alpha, rounds=3000)
+    ours = FederatedLogisticRegression(alpha=alpha, max_iter=3000)
     ours.fit(X, y, clients=np.arange(200) % 3)
     theirs = LogisticRegression(C=1 / (alpha * len(y)), l1_ratio=1.0, solver="saga",
                                 tol=1e-12, max_iter=100_000).fit(X, y)
@@ -88,7 +96,7 @@ def test_multiclass_is_a_multinomial_fit():
     X = StandardScaler().fit_transform(X)
     names = np.array(["setosa", "versicolor", "virginica"])
     labels = names[y]
-    ours = FederatedLogisticRegression(penalty="l2", alpha=0.05, rounds=1500).fit(X, labels)
+    ours = FederatedLogisticRegression(penalty="l2", alpha=0.05, max_iter=1500).fit(X, labels)
     # scikit-learn's l2 penalty is ½‖w‖²/C: alpha·N = 1/C
     theirs = LogisticRegression(C=1 / (0.05 * len(y)), tol=1e-12, max_iter=100_000).fit(X, y)
     assert list(ours.classes_) == list(names)
@@ -108,19 +116,19 @@ def test_the_generic_estimator_gives_probabilities_for_classification_losses_onl
     X, y = make_classification(200, 5, n_informative=3, random_state=1)
     X = StandardScaler().fit_transform(X)
     clients = np.arange(200) % 3
-    binary = FederatedEstimator("logistic", alpha=0.02, rounds=300).fit(X, y, clients=clients)
-    known = FederatedLogisticRegression(alpha=0.02, rounds=300).fit(X, y, clients=clients)
+    binary = FederatedEstimator("logistic", alpha=0.02, max_iter=300).fit(X, y, clients=clients)
+    known = FederatedLogisticRegression(alpha=0.02, max_iter=300).fit(X, y, clients=clients)
     np.testing.assert_array_equal(binary.predict_proba(X), known.predict_proba(X))
     np.testing.assert_array_equal(binary.decision_function(X), known.decision_function(X))
     labels = np.array(["a", "b", "c"])[load_iris(return_X_y=True)[1]]
     iris = StandardScaler().fit_transform(load_iris(return_X_y=True)[0])
-    multi = FederatedEstimator("softmax", alpha=0.01, rounds=300).fit(iris, labels)
+    multi = FederatedEstimator("softmax", alpha=0.01, max_iter=300).fit(iris, labels)
     proba = multi.predict_proba(iris)
     assert proba.shape == (150, 3)
     np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-12)
     assert (multi.classes_[proba.argmax(axis=1)] == multi.predict(iris)).all()
     np.testing.assert_allclose(np.log(proba), multi.predict_log_proba(iris), rtol=1e-12)
-    regressor = FederatedEstimator(rounds=5)  # least squares: no probabilities
+    regressor = FederatedEstimator(max_iter=5)  # least squares: no probabilities
     assert not hasattr(regressor, "predict_proba")
     assert not hasattr(regressor, "decision_function")
 
@@ -132,7 +140,7 @@ def test_grid_search_over_alpha_picks_what_a_centralized_lasso_picks():
     X = X + shift
     grid = {"alpha": [0.1, 1.0, 3.0, 10.0, 30.0]}
     folds = KFold(4, shuffle=True, random_state=0)
-    federated = GridSearchCV(FederatedLinearRegression(rounds=1000), grid, cv=folds)
+    federated = GridSearchCV(FederatedLinearRegression(max_iter=1000), grid, cv=folds)
     federated.fit(X, y, clients=ids)  # GridSearchCV splits the client ids with the samples
     centralized = GridSearchCV(Lasso(tol=1e-10, max_iter=100_000), grid, cv=folds).fit(X, y)
     np.testing.assert_allclose(federated.cv_results_["mean_test_score"],
@@ -144,7 +152,7 @@ def test_grid_search_over_alpha_picks_what_a_centralized_lasso_picks():
 
 def test_pipeline_passes_the_client_ids_to_the_estimator():
     X, y, ids = _lasso_data()
-    pipe = make_pipeline(StandardScaler(), FederatedLinearRegression(alpha=1.0, rounds=300))
+    pipe = make_pipeline(StandardScaler(), FederatedLinearRegression(alpha=1.0, max_iter=300))
     pipe.fit(X, y, federatedlinearregression__clients=ids)
     model = pipe[-1]
     assert list(model.clients_) == [0, 1, 2, 3]
@@ -154,10 +162,78 @@ def test_pipeline_passes_the_client_ids_to_the_estimator():
     assert (pipe[-1].coef_ == 0).all()  # alpha beyond ‖Xᵀy‖∞/N: the lasso's zero solution
 
 
+# --- the default fit on scikit-learn's bundled data: matches, or says it has not converged --
+def _bundled(name: str, scaled: bool) -> tuple[np.ndarray, np.ndarray]:
+    X, y = (load_diabetes if name == "diabetes" else load_breast_cancer)(return_X_y=True)
+    return (StandardScaler().fit_transform(X) if scaled else X), y
+
+
+def _centralized(kind: str, alpha: float, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        if kind == "lasso":
+            return Lasso(alpha=alpha, tol=1e-14, max_iter=1_000_000).fit(X, y).coef_
+        if kind == "elasticnet":
+            return SkElasticNet(alpha=alpha, l1_ratio=0.5, tol=1e-14,
+                                max_iter=1_000_000).fit(X, y).coef_
+        return LogisticRegression(penalty="l1", C=1 / (alpha * len(y)), solver="saga",
+                                  tol=1e-13, max_iter=1_000_000).fit(X, y).coef_.ravel()
+
+
+@pytest.mark.parametrize("data, scaled, kind, alpha, converges", [
+    ("diabetes", False, "lasso", 0.1, False),
+    ("diabetes", True, "lasso", 0.1, True),
+    ("diabetes", True, "elasticnet", 0.1, True),
+    ("diabetes", False, "elasticnet", 0.01, None),
+    ("breast_cancer", True, "logistic", 0.01, None),
+    ("breast_cancer", False, "logistic", 0.01, False),
+])
+def test_the_default_fit_matches_scikit_learn_or_warns(data, scaled, kind, alpha, converges):
+    """Never a silent miss: the coefficients within 1e-4 (relative) of scikit-learn's
+    centralized solution, or a ConvergenceWarning (and converged_ False)."""
+    X, y = _bundled(data, scaled)
+    if kind == "logistic":
+        ours = FederatedLogisticRegression(alpha=alpha)
+    else:
+        ours = FederatedLinearRegression(kind if kind == "elasticnet" else "l1", alpha=alpha,
+                                         l1_ratio=0.5)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ours.fit(X, y)
+    warned = [w for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert bool(warned) == (not ours.converged_)
+    if converges is not None:  # the cases whose outcome is known: the rule is not vacuous
+        assert ours.converged_ == converges
+    if warned:
+        assert f"after max_iter={ours.max_iter} rounds" in str(warned[0].message)
+        if not scaled:  # the fix named first: the data's scale
+            assert "StandardScaler" in str(warned[0].message)
+        return
+    theirs = _centralized(kind, alpha, X, y)
+    error = np.linalg.norm(ours.coef_.ravel() - theirs) / np.linalg.norm(theirs)
+    assert error <= 1e-4, error
+
+
+def test_warm_start_continues_from_the_previous_fit():
+    X, y = _bundled("diabetes", True)
+    cold = FederatedLinearRegression(alpha=0.1).fit(X, y)
+    warm = FederatedLinearRegression(alpha=0.1, warm_start=True)
+    warm.fit(X, y)
+    again = warm.fit(X, y)  # already at the solution: the first check stops it
+    assert again.n_iter_ == 0 and again.converged_
+    np.testing.assert_allclose(again.coef_, cold.coef_, rtol=1e-6)
+    # along a path: the next alpha starts from the last states and reaches its own solution
+    # (for ZA1 on these data no sooner: the slow tail, not the start, sets the rounds)
+    path = warm.set_params(alpha=0.2).fit(X, y)
+    fresh = FederatedLinearRegression(alpha=0.2).fit(X, y)
+    assert path.converged_
+    assert np.linalg.norm(path.coef_ - fresh.coef_) <= 1e-4 * np.linalg.norm(fresh.coef_)
+
+
 # --- the ways of giving clients -------------------------------------------------------------
 def test_client_data_clients_and_an_iid_split_solve_the_same_problem():
     X, y, ids = _lasso_data()
-    model = FederatedLinearRegression(alpha=2.0, rounds=600)
+    model = FederatedLinearRegression(alpha=2.0, max_iter=600)
     by_ids = clone(model).fit(X, y, clients=np.array(["abcd"[i] for i in ids]))
     data = ClientData.from_lists([X[ids == i] for i in range(4)], [y[ids == i] for i in range(4)])
     by_data = clone(model).fit(data)
@@ -171,7 +247,8 @@ def test_client_data_clients_and_an_iid_split_solve_the_same_problem():
 
 def test_fitted_attributes_history_and_pickling():
     X, y, ids = _lasso_data()
-    model = FederatedEstimator(alpha=2.0, algorithm="fedcanon", rounds=50, eval_every=10)
+    model = FederatedEstimator(alpha=2.0, algorithm="fedcanon", max_iter=50, eval_every=10,
+                               tol=None)
     model.fit(X, y, clients=ids)
     assert [row["round"] for row in model.history_] == [0, 10, 20, 30, 40, 50]
     assert model.n_iter_ == 50 and model.objective_ == model.history_[-1]["objective"]
@@ -183,7 +260,7 @@ def test_fitted_attributes_history_and_pickling():
 
 def test_client_lr_auto_is_one_over_local_steps_times_the_largest_smoothness():
     X, y, ids = _lasso_data()
-    model = FederatedLinearRegression(rounds=1, algorithm_params={"local_steps": 4})
+    model = FederatedLinearRegression(max_iter=1, algorithm_params={"local_steps": 4})
     model.fit(X, y, clients=ids)
     Xb = np.hstack([X, np.ones((len(y), 1))])
     largest = max(np.linalg.eigvalsh(Xb[ids == i].T @ Xb[ids == i] / (ids == i).sum())[-1]
@@ -207,7 +284,7 @@ def test_repr_and_params():
 @pytest.mark.parametrize("model, fit_kwargs, match", [
     (FederatedLinearRegression(penalty="lasso"), {}, "unknown penalty 'lasso'.*l1, elasticnet"),
     (FederatedLinearRegression(alpha=-1.0), {}, r"alpha must be a number >= 0 \(got alpha=-1.0"),
-    (FederatedLinearRegression(rounds=0), {}, r"rounds must be an integer >= 1 \(got 0\)"),
+    (FederatedLinearRegression(max_iter=0), {}, r"max_iter must be an integer >= 1 \(got 0\)"),
     (FederatedLinearRegression(), {"clients": np.zeros(3)}, r"one client id per sample: shape"),
     (FederatedLinearRegression(n_clients=500), {}, "n_clients=500 but only 240 samples"),
     (FederatedLinearRegression(algorithm="nope"), {}, "algorithm must be a name of fedavg"),

@@ -44,6 +44,7 @@ from ._stopping import (
     STOPPED,
     RunView,
     StopMeasure,
+    adopt_states,
     budget_warning,
     check_callbacks,
     check_tol,
@@ -226,6 +227,7 @@ def simulate(
     callbacks: Any = None,
     on_divergence: str = "return",
     resume_from: Any = None,
+    initial_states: Any = None,
 ) -> RunResult:
     """Run a federated algorithm on a problem in one process, clients vectorised in blocks.
 
@@ -310,6 +312,11 @@ def simulate(
         A :class:`~fedcomp.runtime.Checkpoint` file of this algorithm on this problem: the
         run continues from its round, to the same iterates as an uninterrupted run (the
         same arguments otherwise).
+    initial_states : (server_state, client_states), optional
+        Start from these states (an earlier run's ``RunResult.server_state`` and
+        ``client_states`` of this algorithm, same clients) instead of ``init(x0)``: a warm
+        start that keeps what an algorithm carries besides its model (ZA1's pre-prox
+        server variable, control variates). The warm-up round, if any, still runs.
 
     Returns
     -------
@@ -360,6 +367,10 @@ def simulate(
     wall = 0.0
     sim_time = 0.0
     first = 0  # the first round to run (a resumed run's checkpoint round)
+    if initial_states is not None:
+        server_state, client_states = (
+            adopt_states(initial_states[0], server_state, "initial_states' server state"),
+            adopt_states(initial_states[1], client_states, "initial_states' client states"))
     if resume_from is not None:
         restored = load_checkpoint(resume_from, algorithm.name, server_state, client_states,
                                    problem.data.features)

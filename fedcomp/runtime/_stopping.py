@@ -264,6 +264,25 @@ def save_checkpoint(path: str | os.PathLike[str], view: RunView) -> Path:
     return path
 
 
+def adopt_states(given: Any, template: Any, what: str) -> Any:
+    """``given`` states (a previous run's) in the type, namespace and device of
+    ``template`` (this run's ``init``), their shapes checked: ``what`` names them."""
+    if type(given) is not type(template):
+        raise ValueError(f"{what} are {type(given).__name__}, this algorithm's "
+                         f"{type(template).__name__}: states of another algorithm")
+    values = []
+    for name, value, start in zip(template._fields, given, template, strict=True):
+        if hasattr(start, "shape"):
+            if tuple(np.shape(value)) != tuple(start.shape):
+                raise ValueError(f"{what}: field {name} has shape {tuple(np.shape(value))}, "
+                                 f"this run's {tuple(start.shape)}: another problem or client "
+                                 "count")
+            values.append(asarray_like(to_numpy(value), start))
+        else:  # a Python number
+            values.append(type(start)(value))
+    return type(template)(*values)
+
+
 class Restored(NamedTuple):
     """A checkpoint read back: the states on the data's device, the rest as saved."""
 
