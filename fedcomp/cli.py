@@ -71,10 +71,24 @@ def default_jobs(n_tasks: int) -> int:
     return max(1, min(n_tasks, os.cpu_count() or 1))
 
 
-def resume_command(argv: list[str]) -> str:
-    """The command line that resumes ``argv`` (a ``run``'s arguments)."""
+def resume_command(argv: list[str], out: Path) -> str:
+    """The command line that resumes ``argv`` (a ``run``'s arguments) in ``out``: with
+    ``--out`` named, or a new default directory would start every run again.
+
+    Examples
+    --------
+    >>> resume_command(["run", "--seeds", "0"], Path("runs/seed000-1"))
+    'fedcomp run --seeds 0 --out runs/seed000-1 --resume'
+    """
     args = [a for a in argv if a != "--resume"]
+    if not any(a == "--out" or a.startswith("--out=") for a in args):
+        args += ["--out", str(out)]
     return "fedcomp " + " ".join(shlex.quote(a) for a in [*args, "--resume"])
+
+
+#: The seeds of the default ``fedcomp run`` (no config named): one, about a minute on two
+#: cores; ``fedcomp report`` runs the five of the configuration for its verdicts.
+DEFAULT_RUN_SEEDS = [0]
 
 
 def default_out(config: dict[str, Any], kind: str = "") -> Path:
@@ -165,6 +179,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = _load_config(args.config, [*(args.set or []), *track_assignments(args.track)],
                           reading=args.reading)
     seeds = parse_seeds(args.seeds) if args.seeds else None
+    if args.config is None and seeds is None:
+        seeds = DEFAULT_RUN_SEEDS
+        print(f"the default run: {DEFAULT_EXPERIMENT} with seed 0 (about a minute on two "
+              f"cores); its five seeds: fedcomp run {DEFAULT_EXPERIMENT}, or fedcomp report "
+              f"--only {DEFAULT_EXPERIMENT} for the report's verdict", file=sys.stderr)
     sweep = [parse_sweep(s) for s in args.sweep or []]
     resolved = resolve_run(config, seeds, sweep)  # a bad config fails before anything is written
     for warning in idle_sweeps(config, sweep):
@@ -204,10 +223,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt as exc:
         argv = args.argv if args.argv is not None else sys.argv[1:]
         print(f"\ninterrupted: finished runs are kept in {out}/ (results.csv, runs.jsonl); "
-              f"resume with\n  {resume_command(argv)}", file=sys.stderr)
+              f"resume with\n  {resume_command(argv, out)}", file=sys.stderr)
         return exit_code(exc)
     print(f"results written to {out}/ (results.csv, config.json, models/, summary.md"
           f"{', plot.png' if (out / 'plot.png').exists() else ''})", file=sys.stderr)
+    print(f"next: fedcomp plot {out} (the curves); fedcomp.load_results({str(out)!r}) in "
+          "Python (a pandas DataFrame)", file=sys.stderr)
     failed = [r for r in summary if r.get("status", "ok") != "ok"]
     return 1 if failed else 0
 
@@ -496,10 +517,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     name, forwarded = "run", list(args.bench_args)
     if forwarded[:1] == ["scale"]:
         name, forwarded = "scale", forwarded[1:]
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
-    if not script.exists():
-        raise ValueError(f"fedcomp bench needs a source checkout ({script} is missing); "
-                         "clone the repository and install it with pip install -e .")
+    script = BENCHMARKS / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"fedcomp_bench_{name}", script)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -507,7 +525,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return int(module.main(forwarded))
 
 
+#: The benchmark scripts of a source checkout (``fedcomp bench`` runs them). A wheel has
+#: none: there the command is not offered (``--help`` does not list it).
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
 def _add_bench(sub: Any) -> None:
+    if not (BENCHMARKS / "run.py").exists():
+        return
     # prefix_chars="+": every "-..." argument goes through to benchmarks/run.py untouched
     bench = sub.add_parser("bench", add_help=False, prefix_chars="+",
                            help="ms per round on every engine (simulator NumPy/torch, "
@@ -563,7 +588,8 @@ errors:
                      help="override a config value, e.g. --set rounds=100 "
                           "--set algorithms.za1.client_lr=0.5 (an algorithm's label; "
                           "repeatable)")
-    run.add_argument("--seeds", metavar="START:STOP", help="seeds to run, e.g. 0:3 or 1,4")
+    run.add_argument("--seeds", metavar="START:STOP", help="seeds to run, e.g. 0:3 or 1,4 "
+                     "(default: the config's; seed 0 when no config is named)")
     run.add_argument("--out", metavar="DIR", help="output directory (default runs/NAME-TIME)")
     run.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: "
                      "min(seeds x settings, cores); 1 runs in this process)")

@@ -195,11 +195,34 @@ def test_plot_command(tmp_path):
     assert bad.returncode == 2 and "empty/results.csv not found" in bad.stderr
 
 
+def test_the_resume_hint_names_the_output_directory():
+    from fedcomp.cli import resume_command
+
+    assert resume_command(["run"], Path("runs/a b")) == "fedcomp run --out 'runs/a b' --resume"
+    given = ["run", "x.toml", "--out", "o", "--resume"]
+    assert resume_command(given, Path("o")) == "fedcomp run x.toml --out o --resume"
+
+
+def test_bench_is_offered_only_where_the_benchmarks_are(monkeypatch, capsys):
+    import fedcomp.cli as cli
+
+    assert "bench" in cli.build_parser().format_help()  # this source checkout
+    monkeypatch.setattr(cli, "BENCHMARKS", Path("/nonexistent/benchmarks"))  # as in a wheel
+    assert "bench" not in cli.build_parser().format_help()
+    with pytest.raises(SystemExit) as caught:
+        cli.main(["bench", "--help"])
+    assert caught.value.code == 2 and "invalid choice: 'bench'" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_default_run_reproduces_seed000(tmp_path):
-    """`fedcomp run` with no config: the full default experiment, as `make demo` runs it."""
+    """`fedcomp run` with no config, as `make demo` runs it: seed000 with one seed, one
+    median row per algorithm and gradient mode, the verdict, what to run next."""
     res = fedcomp("run", "--out", str(tmp_path / "default"), "--quiet")
     assert res.returncode == 0, res.stderr
+    table = [line for line in res.stdout.splitlines() if line.startswith("| ")]
+    assert len(table) == 1 + 6 * 2  # the header, six algorithms x two gradient modes
+    assert "fedcomp.load_results(" in res.stderr and "seed 0" in res.stderr
     rows = list(csv.DictReader((tmp_path / "default" / "results.csv").open()))
     final = {(r["method"], r["batch_size"]): {"optimality": float(r["optimality"])}
              for r in rows if r["round"] == "500"}

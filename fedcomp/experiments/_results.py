@@ -344,12 +344,16 @@ def write_outputs(experiment: Experiment, out: Path, summary: list[dict[str, Any
     table = summary_table(summary, cfg["metrics"], experiment.has_variants, sweep_keys)
     # a sweep changes the paper's hyperparameters: its claim is not judged on the grid
     verdict = "" if sweep_keys else claim_verdict(cfg, summary)
-    text = f"# {cfg['name']}\n\n{cfg['description']}\n\n{table}\n"
+    # a sweep's points are told apart by the per-run table only (the medians pool them)
+    medians = table if sweep_keys else median_table(summary, cfg["metrics"])
+    text = (f"# {cfg['name']}\n\n{cfg['description']}\n\n" + (
+        f"## Median over seeds\n\n{medians}\n\n## Every run\n\n" if not sweep_keys else "")
+        + f"{table}\n")
     if verdict:
         text += f"\nClaim: {cfg['claim']}\n\n{verdict}\n"
     (out / "summary.md").write_text(text)
     write_summary(out, summary)
-    print(table, file=stream)
+    print(medians, file=stream)
     if verdict:
         print(verdict, file=stream)
     shutil.rmtree(out / "parts", ignore_errors=True)
@@ -462,6 +466,26 @@ def summary_table(rows: list[dict[str, Any]], metrics: list[str], variants: bool
         row = {**row, "status": status if len(status) < 60 else status[:57] + "..."}
         lines.append("| " + " | ".join(_fmt(row.get(c, "")) for c in columns) + " |")
     return "\n".join(lines)
+
+
+def median_table(summary: list[dict[str, Any]], metrics: list[str]) -> str:
+    """A Markdown table of one row per algorithm and gradient mode (and variant): the
+    median over seeds of each final metric (:func:`final_metrics`), with the seeds run and
+    how many diverged — what the command line prints; ``summary.md`` also holds every
+    run's row (:func:`summary_table`)."""
+    finals = final_metrics(summary)
+    shown = [m for m in metrics if m != "support"]
+    variants = any(len(key) > 2 for key in finals)
+    columns = ["algorithm", "mode", *(["variant"] if variants else []), *shown,
+               "wall_s", "seeds", "diverged"]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for key, values in finals.items():
+        cells = [str(key[0]), str(key[1]), *([str(key[2])] if variants else []),
+                 *(_fmt(values.get(m, math.nan)) for m in [*shown, "wall_s"]),
+                 str(int(values[SEEDS])), str(int(values[DIVERGED]))]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
 
 def metric_mode(metric: str) -> str:
     """``"max"`` for accuracy-like metrics (``test_accuracy``, ``support_f1``), else ``"min"``."""
