@@ -22,6 +22,20 @@ from .losses import Loss
 from .regularizers import Regularizer
 
 
+def as_client_data(data: Any) -> ClientData:
+    """``data`` as a :class:`ClientData`: one already, or a list of per-client ``(X, y)``
+    pairs (stacked by :meth:`ClientData.from_lists`); anything else is refused by name."""
+    if isinstance(data, ClientData):
+        return data
+    if isinstance(data, list | tuple) and data and all(
+            isinstance(pair, list | tuple) and len(pair) == 2 for pair in data):
+        return ClientData.from_lists([np.asarray(x) for x, _ in data],
+                                     [np.asarray(y) for _, y in data])
+    raise TypeError(f"data must be a fedcomp.ClientData, or a list of per-client (X, y) "
+                    f"pairs (got {type(data).__name__}); build one with "
+                    "ClientData.from_lists([X_1, X_2, ...], [y_1, y_2, ...])")
+
+
 def client_weights(data: ClientData, weighting: Any = "uniform") -> np.ndarray:
     """Client weights ``π`` (summing to 1).
 
@@ -99,8 +113,14 @@ class Problem:
         The (possibly nonsmooth, possibly weakly convex) ``g``.
     data : ClientData
         Every client's samples, stacked on a leading client axis.
-    weighting : {"uniform", "samples"} or array, default "uniform"
-        Client weights ``π`` (see :func:`client_weights`).
+    weighting : {"samples", "uniform"} or array, default "samples"
+        Client weights ``π`` (see :func:`client_weights`). ``"samples"`` (``n_i/N``) makes
+        ``F`` the loss averaged over all samples, whatever the split — the objective of
+        a centralized fit and of the scikit-learn estimators (:mod:`fedcomp.sklearn`),
+        which use the same default. The papers mostly weight clients equally
+        (``"uniform"``), and so do the experiment configurations unless their
+        ``[problem] weighting`` says otherwise. Equal client sizes give the same weights
+        either way.
     n_classes : int, optional
         Number of classes, for losses whose model shape depends on it (softmax).
     ground_truth : array, optional
@@ -135,7 +155,7 @@ class Problem:
     loss: Loss
     regularizer: Regularizer
     data: ClientData
-    weighting: Any = "uniform"
+    weighting: Any = "samples"
     n_classes: int | None = None
     ground_truth: Any = None
     name: str = ""
@@ -144,6 +164,7 @@ class Problem:
     weights: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "data", as_client_data(self.data))
         if self.minibatch not in MINIBATCH:
             raise ValueError(f"minibatch must be one of {MINIBATCH} (got "
                              f"minibatch={self.minibatch!r})")
@@ -156,6 +177,14 @@ class Problem:
         check_targets = getattr(self.loss, "check_targets", None)
         if check_targets is not None:
             check_targets(_distinct_targets(self.data), self.n_classes)
+
+    def __repr__(self) -> str:
+        """One line: the parts and the data's shapes (not its arrays)."""
+        extra = "".join(f", {name}={value!r}" for name, value in (
+            ("n_classes", self.n_classes), ("name", self.name)) if value)
+        return (f"Problem({self.loss!r}, {self.regularizer!r}, {self.data!r}, "
+                f"weighting={self.weighting if isinstance(self.weighting, str) else 'array'!r}"
+                f"{extra})")
 
     # --- shapes ---------------------------------------------------------------------------
     @property

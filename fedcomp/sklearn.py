@@ -468,13 +468,13 @@ class FederatedEstimator(_FederatedModel):
     >>> rng = np.random.default_rng(1)
     >>> X = rng.normal(size=(300, 4))
     >>> y = X @ np.array([2.0, 0.0, 0.0, -1.0]) + 0.1 * rng.normal(size=300)
-    >>> model = FederatedEstimator("least_squares", "mcp", alpha=0.1, algorithm="fedcanon",
-    ...                            n_clients=3).fit(X, y)
+    >>> model = FederatedEstimator("least_squares", "mcp", alpha=0.1, n_clients=3).fit(X, y)
     >>> model
-    FederatedEstimator(algorithm='fedcanon', alpha=0.1, n_clients=3,
-                       regularizer='mcp')
+    FederatedEstimator(alpha=0.1, n_clients=3, regularizer='mcp')
     >>> np.round(model.coef_, 2) + 0.0  # MCP leaves large coefficients unshrunk
     array([ 2.,  0.,  0., -1.])
+    >>> model.converged_, model.n_iter_  # tol reached after 30 rounds
+    (True, 30)
     """
 
     def __init__(self, loss: Any = "least_squares", regularizer: Any = "l1",

@@ -129,7 +129,7 @@ def test_fingerprint_changes_with_everything_that_matters():
     assert Problem(LeastSquares(), L1(0.1), data).fingerprint() == base
     assert Problem(LeastSquares(), L1(0.2), data).fingerprint() != base
     assert Problem(LeastSquares(l2=0.1), L1(0.1), data).fingerprint() != base
-    assert Problem(LeastSquares(), L1(0.1), data, weighting="samples").fingerprint() != base
+    assert Problem(LeastSquares(), L1(0.1), data, weighting="uniform").fingerprint() != base
     other = heterogeneous_data(n_clients=3, d=4, labels="real", seed=9)
     assert Problem(LeastSquares(), L1(0.1), other).fingerprint() != base
 
@@ -192,3 +192,23 @@ def test_prox_grad_norm_keeps_one_over_l_for_convex_penalties():
     s = 1.0 / p.smoothness()
     assert stationarity_step(p) == s
     assert prox_grad_norm(p, x) == pytest.approx(np.linalg.norm(p.prox_grad_mapping(x, s)))
+
+
+def test_a_list_of_client_pairs_is_data_and_anything_else_names_from_lists():
+    rng = np.random.default_rng(0)
+    pairs = [(rng.normal(size=(n, 3)), rng.normal(size=n)) for n in (4, 6)]
+    p = Problem(LeastSquares(), L1(0.1), pairs)
+    want = ClientData.from_lists([x for x, _ in pairs], [y for _, y in pairs])
+    np.testing.assert_array_equal(p.data.features, want.features)
+    # the default weighting is by samples, as the estimators': 4/10 and 6/10
+    np.testing.assert_allclose(p.weights, [0.4, 0.6])
+    with pytest.raises(TypeError, match=r"got ndarray\); build one with ClientData.from_lists"):
+        Problem(LeastSquares(), L1(0.1), pairs[0][0])
+
+
+def test_reprs_fit_on_a_line():
+    data = heterogeneous_data(n_clients=3, d=4, labels="real")
+    text = repr(Problem(LeastSquares(), L1(0.1), data, weighting="uniform"))
+    assert text == ("Problem(LeastSquares(l2=0.0), L1(alpha=0.1, param_ndim=1), ClientData("
+                    f"n_clients=3, samples={int(data.counts.sum())}, feature_shape=(4,), "
+                    "dtype=float64), weighting='uniform')")

@@ -70,19 +70,33 @@ def test_data_on_disk_snippet_gives_the_simulators_iterates(sandbox):
 
 def test_every_python_block_is_covered():
     """A new snippet must get a test here (or be listed as needing outside context)."""
-    covered = ("fedcomp.za1(", "partition=\"writers\"", "TorchModel(\"cnn\"", "run_simulation(",
-               "FederatedLogisticRegression(", "ray_clients(shards=2)",
+    covered = (QUICKSTART, 'Checkpoint("za1.npz")', "partition=\"writers\"",
+               "TorchModel(\"cnn\"", "run_simulation(", "FederatedLogisticRegression(",
+               "ray_clients(shards=2)",
                "ClientData.load(directory)")
     for block in python_blocks():
         assert any(marker in block for marker in covered), f"untested README block:\n{block}"
 
 
+QUICKSTART = "reference = fedcomp.solve_reference(problem)"
+
+
 def test_quickstart_python_reaches_the_commented_accuracy(sandbox, capsys):
-    namespace = run_block(block_with("fedcomp.za1("))
+    namespace = run_block(block_with(QUICKSTART))
     printed = float(capsys.readouterr().out.split()[-1])
     # the comment says "≈ 4e-9"; measured 3.6e-9
     assert 1e-10 < printed < 1e-8
     assert namespace["run"].history[-1]["optimality"] == printed
+
+
+def test_stopping_snippet_converges_and_checkpoints(sandbox, capsys):
+    """docs/getting-started.md: the quickstart's problem, run to tol with a checkpoint."""
+    namespace = run_block(block_with(QUICKSTART))
+    exec(compile(block_with('Checkpoint("za1.npz")'), "getting-started", "exec"),  # noqa: S102
+         namespace)
+    status, rounds = capsys.readouterr().out.split()[-2:]
+    assert status == "converged" and 0 < int(rounds) < 2000
+    assert (sandbox / "za1.npz").exists()
 
 
 def test_sklearn_snippet_picks_the_commented_alpha(sandbox, capsys):

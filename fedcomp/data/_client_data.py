@@ -203,6 +203,13 @@ class ClientData:
         if self.holdout is not None:
             self._check_holdout(self.holdout)
 
+    def __repr__(self) -> str:
+        """One line: the shapes, not the arrays (a notebook prints it)."""
+        holdout = "" if self.holdout is None else f", holdout={int(self.holdout[0].shape[0])}"
+        return (f"ClientData(n_clients={self.n_clients}, samples={int(self.counts.sum())}, "
+                f"feature_shape={self.feature_shape}, dtype={self.features.dtype}"
+                f"{holdout})")
+
     def _check_finite(self) -> None:
         """NaN or inf in the data would surface far away ("Eigenvalues did not converge",
         "diverged ... try a smaller step"): name the client, sample and feature instead."""
