@@ -42,6 +42,8 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "alembic": ("alembic", "mlflow"),
     # fedcomp completion bash|zsh|tcsh
     "shtab": ("shtab", "completion"),
+    # solve_reference(solver="skglm"): coordinate descent with Anderson acceleration
+    "skglm": ("skglm", "skglm"),
     # client-level differential privacy's accountant (fedcomp.privacy)
     "dp_accounting": ("dp-accounting", "privacy"),
 }
