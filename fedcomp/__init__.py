@@ -22,6 +22,7 @@ except _metadata.PackageNotFoundError:  # a bare checkout on sys.path, never ins
     __version__ = "0+unknown"
 
 from ._extras import MissingExtraError  # noqa: E402
+from ._frames import compare, final_medians, load_results  # noqa: E402
 from .algorithms import (  # noqa: E402
     ALGORITHMS,
     ClientContext,
@@ -97,16 +98,7 @@ __all__ += ["MissingExtraError"]
 # every algorithm factory of the registry, the stopping rules and the results as data
 __all__ += ["compressed", "compressed_scaffnew", "fed_ht", "fedexprox", "fediter_ht", "locodl",
             "tamuna", "Checkpoint", "ConvergenceWarning", "EarlyStopping", "RunView",
-            "load_results"]
-
-
-def load_results(path: "str | _os.PathLike[str]") -> "object":
-    """The rows of an experiment's ``results.csv`` (a file, or the directory holding it)
-    as a :class:`pandas.DataFrame` (needs pandas: ``pip install 'fedcomp[data]'``);
-    :meth:`RunResult.to_frame` gives a run's rows in the same columns."""
-    from ._frames import load_results as _load
-
-    return _load(path)
+            "load_results", "compare", "final_medians"]
 
 
 def __getattr__(name: str) -> object:

@@ -134,8 +134,9 @@ def choose_metric(rows: list[dict[str, Any]], preferred: str = "optimality") -> 
 def _panel(row: dict[str, Any]) -> tuple[str, str]:
     """The panel a results row belongs to: (variant or "", gradient mode)."""
     variant = row.get("variant", "")
+    mode = row.get("batch_size", "full")
     return ("" if variant is None or variant != variant else str(variant),
-            str(row.get("batch_size", "full")))
+            "full" if mode is None or mode != mode else str(mode))
 
 
 #: Metrics drawn on a linear y axis (scores and counts); every other metric is log scale.
@@ -266,32 +267,78 @@ def run_labels(paths: list[Path]) -> list[str]:
             for name, path in zip(names, paths, strict=True)]
 
 
-def overlay_rows(results: Any) -> tuple[list[dict[str, Any]], list[str]]:
-    """The rows and swept keys of one ``results.csv``, or of several overlaid.
+def _rows_of(item: Any) -> list[dict[str, Any]] | None:
+    """The rows of an in-memory result — a :class:`~fedcomp.RunResult` (its ``history``), a
+    pandas DataFrame (:meth:`RunResult.to_frame`, :func:`fedcomp.load_results`,
+    :func:`fedcomp.compare`) or a list of row dicts — or ``None`` for a path."""
+    if isinstance(item, str | Path):
+        return None
+    if hasattr(item, "history") and isinstance(item.history, list):
+        return [dict(row) for row in item.history]
+    if hasattr(item, "to_dict") and hasattr(item, "columns"):
+        return [dict(row) for row in item.to_dict("records")]
+    if isinstance(item, list) and all(isinstance(row, dict) for row in item):
+        return [dict(row) for row in item]
+    raise TypeError(f"cannot plot a {type(item).__name__}: give a results.csv or its "
+                    "directory, a RunResult, a DataFrame or a list of rows (or a dict or "
+                    "list of them)")
 
-    Several runs keep their curves apart by prefixing each algorithm label with the run's
-    name (:func:`run_labels`): ``runA/za1`` and ``runB/za1``.
+
+def _path_of(item: str | Path) -> Path:
+    path = Path(item)
+    return path / "results.csv" if path.is_dir() else path
+
+
+def overlay_rows(results: Any) -> tuple[list[dict[str, Any]], list[str]]:
+    """The rows and swept keys of one result, or of several overlaid.
+
+    A result is a ``results.csv`` (or the directory holding it), a
+    :class:`~fedcomp.RunResult`, a DataFrame or a list of rows; several are a list of them
+    or a dict ``{name: result}``. Several keep their curves apart by prefixing each
+    algorithm label with the result's name (:func:`run_labels` for paths, the dict's keys,
+    else ``run1``, ``run2``, ...): ``runA/za1`` and ``runB/za1``. A row without an
+    ``algorithm`` column (a bare ``simulate`` run) is labelled by that name, or ``run``.
     """
-    paths = [Path(results)] if isinstance(results, str | Path) else [Path(p) for p in results]
-    if not paths:
-        raise ValueError("no results.csv to plot")
+    if isinstance(results, dict):
+        items, names = list(results.values()), [str(name) for name in results]
+    else:
+        single = isinstance(results, str | Path) or _is_one_result(results) or \
+            not isinstance(results, list | tuple)
+        items = [results] if single else list(results)
+        paths = [_path_of(i) for i in items if isinstance(i, str | Path)]
+        path_names = iter(run_labels(paths))
+        names = [next(path_names) if isinstance(i, str | Path) else f"run{k + 1}"
+                 for k, i in enumerate(items)]
+    if not items:
+        raise ValueError("no results to plot")
     rows: list[dict[str, Any]] = []
     keys: list[str] = []
-    for path, name in zip(paths, run_labels(paths), strict=True):
-        these = read_results(path)
-        if len(paths) > 1:
-            for row in these:
+    for item, name in zip(items, names, strict=True):
+        these = _rows_of(item)
+        if these is None:
+            these = read_results(_path_of(item))
+            keys += [k for k in sweep_keys(_path_of(item)) if k not in keys]
+        for row in these:
+            if "algorithm" not in row:
+                row["algorithm"] = name if len(items) > 1 else "run"
+            elif len(items) > 1:
                 row["algorithm"] = f"{name}/{row['algorithm']}"
         rows += these
-        keys += [k for k in sweep_keys(path) if k not in keys]
     return rows, keys
+
+
+def _is_one_result(item: Any) -> bool:
+    """A RunResult, a DataFrame or a list of rows (not a list of results)."""
+    return (hasattr(item, "history") or hasattr(item, "columns")
+            or (isinstance(item, list) and bool(item) and isinstance(item[0], dict)))
 
 
 def plot_results(results: Any, out: str | Path, metric: str = "optimality",
                  x_axis: str = "round", title: str = "", fallback: bool = True) -> Path:
     """Plot ``metric`` against ``x_axis``, one panel per (variant, gradient mode).
 
-    ``results`` is a ``results.csv`` path, or a list of them to overlay in one figure
+    ``results`` is a ``results.csv`` path or its directory, a :class:`~fedcomp.RunResult`,
+    a DataFrame or a list of rows, or a list or dict of them to overlay in one figure
     (each curve then named ``RUN/algorithm``, :func:`overlay_rows`).
 
     Curves are the median over seeds with the min–max spread shaded (:func:`seed_band`),
@@ -362,6 +409,26 @@ def _legend_name(row: dict[str, Any], modes_differ: bool) -> str:
     return label
 
 
+#: Line styles and markers that tell curves apart without colour (a grey-scale print, a
+#: reader who does not see the difference of two hues, two curves on top of each other).
+LINE_STYLES = ("-", "--", "-.", ":")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
+def line_style(index: int) -> dict[str, Any]:
+    """The line style, marker and drawing order of the ``index``-th curve of a figure: no
+    two of the first 8 curves share a marker, and the first is drawn on top, thicker.
+
+    Examples
+    --------
+    >>> line_style(0)["zorder"] > line_style(1)["zorder"], line_style(1)["linestyle"]
+    (True, '--')
+    """
+    return {"linestyle": LINE_STYLES[index % len(LINE_STYLES)],
+            "marker": MARKERS[index % len(MARKERS)], "markersize": 4,
+            "linewidth": 2.2 if index == 0 else 1.5, "zorder": 3 if index == 0 else 2}
+
+
 def results_figure(results: Any, metric: str = "optimality", x_axis: str = "round",
                    title: str = "", fallback: bool = True) -> Any:
     """The matplotlib ``Figure`` that :func:`plot_results` saves (same arguments).
@@ -421,11 +488,15 @@ def results_figure(results: Any, metric: str = "optimality", x_axis: str = "roun
         else:
             shared[group] = ax
         panel_rows = [r for rs in curves[panel].values() for r in rs]
-        for key, curve_rows in curves[panel].items():
+        # the first curve (the configuration's first algorithm: the paper's own method in
+        # the built-in experiments) is drawn last, on top and thicker
+        for key, curve_rows in reversed(curves[panel].items()):
             name, setting = key
             xs, mid, lo, hi, seeds = seed_band(curve_rows, metric, x_axis)
             label = f"{name} {_setting_text(setting)}" if setting else name
-            (line,) = ax.plot(xs, mid, color=colors[key], label=label)
+            style = line_style(list(names).index(key))
+            (line,) = ax.plot(xs, mid, color=colors[key], label=label,
+                              markevery=max(1, len(xs) // 8), **style)
             handles.setdefault(label, line)
             if seeds > 1:
                 ax.fill_between(xs, lo, hi, color=colors[key], alpha=0.2, linewidth=0)
@@ -443,6 +514,10 @@ def results_figure(results: Any, metric: str = "optimality", x_axis: str = "roun
     # below the panels, never over a curve; as many entries a line as fit the width (an
     # entry: a 0.8 in line and gap, 0.075 in a character at the default 10 pt)
     entry = 0.8 + 0.075 * max(map(len, handles))
+    # in the curves' order (they were drawn in reverse, the first on top)
+    order = [f"{name} {_setting_text(setting)}" if setting else name
+             for name, setting in names]
+    handles = {label: handles[label] for label in order if label in handles}
     fig.legend(handles.values(), handles.keys(), loc="outside lower center", frameon=False,
                ncols=max(1, min(len(handles), int(5.2 * ncols / entry))))
     if title:

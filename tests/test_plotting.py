@@ -100,7 +100,9 @@ def test_without_a_sweep_one_curve_per_algorithm_with_its_seed_band(results, tmp
     (results.parent / "config.json").write_text(json.dumps({"config": {}, "sweep": {}}))
     fig = results_figure(results)
     try:
-        assert [line.get_label() for line in fig.axes[0].get_lines()] == ["za1", "fedmid"]
+        # one curve each (the first algorithm drawn last, on top), listed in order
+        assert sorted(line.get_label() for line in fig.axes[0].get_lines()) == ["fedmid", "za1"]
+        assert [t.get_text() for t in fig.legends[0].get_texts()] == ["za1", "fedmid"]
     finally:
         plt.close(fig)
 
@@ -310,3 +312,55 @@ def test_several_runs_overlay_in_one_figure_named_by_run(tmp_path):
         assert labels == sorted([f"{tmp_path / 'fast'}/za1", f"{tmp_path / 'other' / 'fast'}/za1"])
     finally:
         plt.close(fig)
+
+
+# --- plots of runs and frames, told apart without colour --------------------------------------
+def _two_runs():
+    from conftest import make_problem
+
+    import fedcomp
+
+    problem = make_problem("least_squares")
+    return problem, {name: fedcomp.simulate(algorithm, problem, 10, eval_every=2,
+                                            metrics=["objective"])
+                     for name, algorithm in (("za1", fedcomp.za1(0.3, 2)),
+                                             ("fedmid", fedcomp.fedmid(0.3, 2)))}
+
+
+def _curves(fig):
+    return [line for ax in fig.axes for line in ax.get_lines()]
+
+
+def test_runs_frames_rows_and_directories_plot_alike(tmp_path):
+    pytest.importorskip("pandas")
+    import fedcomp
+
+    problem, runs = _two_runs()
+    one = results_figure(runs["za1"], metric="objective")
+    assert [line.get_label() for line in _curves(one)] == ["run"]
+    named = results_figure(runs, metric="objective")  # a dict: one curve per name
+    labels = [line.get_label() for line in _curves(named)]
+    assert sorted(labels) == ["fedmid", "za1"]
+    frame = fedcomp.compare(problem, {"za1": fedcomp.za1(0.3, 2),
+                                      "fedmid": fedcomp.fedmid(0.3, 2)},
+                            rounds=10, seeds=[0, 1], eval_every=2, metrics=["objective"])
+    from_frame = results_figure(frame, metric="objective")
+    assert sorted(line.get_label() for line in _curves(from_frame)) == ["fedmid", "za1"]
+    # the same rows in every form: the frame's medians are the two-seed medians of the runs
+    rows = [row for row in frame.to_dict("records")]
+    assert len(_curves(results_figure(rows, metric="objective"))) == 2
+    with pytest.raises(TypeError, match="cannot plot a int"):
+        results_figure(3, metric="objective")
+
+
+def test_curves_differ_in_style_and_marker_and_the_first_is_on_top(results):
+    fig = results_figure(results)
+    for ax in fig.axes:
+        lines = ax.get_lines()
+        if len(lines) < 2:
+            continue
+        looks = {(line.get_linestyle(), line.get_marker()) for line in lines}
+        assert len(looks) == len(lines)  # no two curves alike without their colours
+        top = max(lines, key=lambda line: line.get_zorder())
+        legend = [text.get_text() for text in fig.legends[0].get_texts()]
+        assert top.get_label() == legend[0]  # the first algorithm, drawn last and on top
