@@ -317,3 +317,38 @@ def test_masked_on_a_matrix_model_leaves_the_bias_row_alone():
     assert reg.value(x)[0] == 8.0 and reg.param_ndim == 2
     with pytest.raises(ValueError, match="2-D boolean array"):
         Masked(L1(1.0, param_ndim=2), np.ones(3, dtype=bool))
+
+
+# --- the regularization path -------------------------------------------------------------------
+def test_alpha_max_is_where_the_fit_becomes_zero_and_scikit_learns_grid_starts():
+    from sklearn.linear_model import LassoCV
+
+    from fedcomp.sklearn import alpha_max
+
+    X, y = _bundled("diabetes", True)
+    top = alpha_max(FederatedLinearRegression(), X, y)
+    assert top == pytest.approx(LassoCV(alphas=3, cv=2).fit(X, y).alphas_[0], rel=1e-12)
+    assert (FederatedLinearRegression(alpha=1.001 * top).fit(X, y).coef_ == 0).all()
+    assert (FederatedLinearRegression(alpha=0.95 * top).fit(X, y).coef_ != 0).any()
+    Xb, yb = _bundled("breast_cancer", True)
+    top = alpha_max(FederatedLogisticRegression(), Xb, yb)
+    assert (FederatedLogisticRegression(alpha=1.001 * top).fit(Xb, yb).coef_ == 0).all()
+    assert (FederatedLogisticRegression(alpha=0.95 * top).fit(Xb, yb).coef_ != 0).any()
+    with pytest.raises(ValueError, match="penalty must be 'l1' or 'elasticnet'"):
+        alpha_max(FederatedLinearRegression(penalty="mcp"), X, y)
+
+
+def test_federated_path_follows_lassos_solutions_with_warm_starts():
+    from fedcomp.sklearn import federated_path
+
+    X, y = _bundled("diabetes", True)
+    ids = np.arange(len(y)) % 4
+    alphas, coefs, n_iters = federated_path(FederatedLinearRegression(), X, y, clients=ids,
+                                            n_alphas=5, eps=1e-2)
+    assert np.all(np.diff(alphas) < 0) and coefs.shape == (5, X.shape[1])
+    assert (coefs[0] == 0).all() and (n_iters > 0).all()  # at alpha_max: every coefficient 0
+    nonzeros = (coefs != 0).sum(axis=1)
+    assert np.all(np.diff(nonzeros) >= 0) and nonzeros[-1] > nonzeros[1]
+    for alpha, coef in zip(alphas[1:], coefs[1:], strict=True):
+        theirs = _centralized("lasso", alpha, X, y)
+        assert np.linalg.norm(coef - theirs) <= 1e-4 * np.linalg.norm(theirs)
