@@ -3,7 +3,7 @@
 #
 # Builds the wheel, installs it WITHOUT extras into a fresh virtual environment outside the
 # checkout and, from an empty directory, checks that
-#   1. `fedcomp list experiments` lists the 13 experiments;
+#   1. `fedcomp list experiments` lists the 16 experiments;
 #   2. `fedcomp run seed000 --set rounds=5 --out out` runs and writes out/results.csv;
 #   3. an experiment needing a missing extra exits 2 with one `error:` line naming the
 #      extra's pip install and no traceback (fedcanon_stepsizes: fedcomp[data];
@@ -28,7 +28,8 @@ PYTHON="${PYTHON:-$ROOT/.venv/bin/python}"
 [ -x "$PYTHON" ] || PYTHON="$(command -v python3)"
 EXPERIMENTS=(seed000 bao2022_sparse_regression bao2022_lowrank bao2022_emnist
              fedcanon_stepsizes fedcanon_vs_composite fedcanon_nn feddr_synthetic feddr_async
-             feddr_mlp liang2024_linear liang2024_logistic prox_cost)
+             feddr_mlp liang2024_linear liang2024_logistic prox_cost condat_bits dp_utility
+             fedht_simulation)
 LIMIT=900  # seconds for any one command
 
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/fedcomp-wheel.XXXXXX")"
@@ -102,6 +103,16 @@ if [ "$rc" -eq 0 ] && [ "${#missing[@]}" -eq 0 ]; then
 else
     fail "fedcomp list experiments: exit $rc, missing: ${missing[*]:-none}"
     show list.err
+fi
+
+# --- 1b. no command is offered that the wheel cannot run (bench needs benchmarks/) -------------
+rc=0
+timeout "$LIMIT" "$FEDCOMP" --help >help.out 2>&1 || rc=$?
+if [ "$rc" -eq 0 ] && ! grep -qw bench help.out; then
+    pass "fedcomp --help does not offer bench (a source checkout's benchmarks/)"
+else
+    fail "fedcomp --help: exit $rc, or it lists bench, which a wheel cannot run"
+    show help.out
 fi
 
 # --- 2. the default experiment runs -----------------------------------------------------------
