@@ -46,8 +46,9 @@ def client_weights(data: ClientData, weighting: Any = "uniform") -> np.ndarray:
     if isinstance(weighting, str):
         if weighting == "uniform":
             return np.full(data.n_clients, 1.0 / data.n_clients)
-        if weighting == "samples":
-            return data.counts / data.counts.sum()
+        if weighting == "samples":  # the clients' sample counts, or their samples' weights
+            totals = data.sample_totals()
+            return totals / totals.sum()
         raise ValueError(f"unknown weighting {weighting!r}; use 'uniform', 'samples' or an array "
                          "of one positive weight per client")
     try:
@@ -274,5 +275,7 @@ class Problem:
             h.update(str((a.shape, a.dtype.str)).encode())
             h.update(a.tobytes())
         h.update(self.data.counts.tobytes())
+        if self.data.sample_weight is not None:
+            h.update(np.ascontiguousarray(self.data.sample_weight).tobytes())
         h.update(np.ascontiguousarray(self.weights).tobytes())
         return h.hexdigest()[:24]

@@ -67,7 +67,11 @@ from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 from sklearn.utils import ClassifierTags, RegressorTags  # noqa: E402
 from sklearn.utils.metaestimators import available_if  # noqa: E402
 from sklearn.utils.multiclass import check_classification_targets  # noqa: E402
-from sklearn.utils.validation import check_is_fitted, validate_data  # noqa: E402
+from sklearn.utils.validation import (  # noqa: E402
+    _check_sample_weight,
+    check_is_fitted,
+    validate_data,
+)
 
 from .algorithms import ALGORITHMS, FederatedAlgorithm, make_algorithm  # noqa: E402
 from .data import ClientData  # noqa: E402
@@ -113,8 +117,10 @@ CLASSIFICATION_LOSSES = ("logistic", "softmax")
 
 # --- the problem ------------------------------------------------------------------------
 def client_data(X: np.ndarray, y: np.ndarray, clients: Any, n_clients: int,
-                random_state: Any) -> tuple[ClientData, np.ndarray]:
-    """Split ``(X, y)`` among clients: by the ids ``clients``, else iid into ``n_clients``.
+                random_state: Any, sample_weight: np.ndarray | None = None
+                ) -> tuple[ClientData, np.ndarray]:
+    """Split ``(X, y)`` (and the samples' weights) among clients: by the ids ``clients``,
+    else iid into ``n_clients``.
 
     Returns the :class:`ClientData` and the distinct client ids (in client order).
     """
@@ -136,8 +142,11 @@ def client_data(X: np.ndarray, y: np.ndarray, clients: Any, n_clients: int,
             raise ValueError(f"clients must hold one client id per sample: shape ({n},), got "
                              f"{clients.shape}")
         ids, owner = np.unique(clients, return_inverse=True)
+    weights = None if sample_weight is None else [
+        sample_weight[owner == i] for i in range(len(ids))]
     data = ClientData.from_lists([X[owner == i] for i in range(len(ids))],
-                                 [y[owner == i] for i in range(len(ids))])
+                                 [y[owner == i] for i in range(len(ids))],
+                                 sample_weight=weights)
     return data, ids
 
 
@@ -280,7 +289,8 @@ class _FederatedModel(BaseEstimator):
     eval_every: Any
     random_state: Any
 
-    def fit(self, X: Any, y: Any = None, clients: Any = None) -> _FederatedModel:
+    def fit(self, X: Any, y: Any = None, clients: Any = None, sample_weight: Any = None
+            ) -> _FederatedModel:
         """Fit the model federatedly: each client id's samples form one client.
 
         Parameters
@@ -293,25 +303,35 @@ class _FederatedModel(BaseEstimator):
         clients : array of shape (n_samples,), optional
             The client id of every sample (any hashable values). Without it the samples are
             split iid into ``n_clients`` clients (default one: a centralized fit).
+        sample_weight : array of shape (n_samples,), optional
+            Each sample's weight, as scikit-learn's: the objective becomes the weighted
+            mean loss ``Σ_j s_j ℓ_j / Σ_j s_j`` plus the penalty (each client weighted by
+            its samples' total weight). Every client needs a positive total.
 
         Returns
         -------
         self
         """
         if isinstance(X, ClientData):
-            if y is not None or clients is not None:
-                raise ValueError("fit(ClientData) takes its targets and clients from the data: "
-                                 "pass y=None and clients=None")
+            if y is not None or clients is not None or sample_weight is not None:
+                raise ValueError("fit(ClientData) takes its targets, clients and sample weights "
+                                 "from the data: pass y=None, clients=None, "
+                                 "sample_weight=None")
+            if X.sample_weight is not None:
+                sample_weight = np.concatenate([X.sample_weight[i, :n]
+                                                for i, n in enumerate(X.counts)])
             X, y, clients = X.pooled()
         if not (isinstance(self.max_iter, int | np.integer) and self.max_iter >= 1):
             raise ValueError(f"max_iter must be an integer >= 1 (got {self.max_iter!r})")
         tol = check_tol(self.tol)
         X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=not self._is_classifier())
+        if sample_weight is not None:
+            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
         targets, n_classes = self._fit_targets(y)
         if self.fit_intercept:
             X = np.hstack([X, np.ones((X.shape[0], 1))])
         data, self.clients_ = client_data(X, targets, clients, self.n_clients,
-                                          self.random_state)
+                                          self.random_state, sample_weight)
         loss = self._loss(n_classes)
         regularizer = self._regularizer(loss.param_ndim)
         shape = tuple(loss.param_shape(data.feature_shape, n_classes))

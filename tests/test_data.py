@@ -376,3 +376,45 @@ def test_generators_refuse_fractional_counts(make, key, kwargs):
 
     with pytest.raises(ValueError, match=rf"{key} must be an integer"):
         getattr(data_module, make)(**kwargs)
+
+
+def test_sample_weights_weigh_the_loss_travel_with_the_data_and_match_on_jax(tmp_path):
+    import fedcomp
+    from fedcomp.losses import LeastSquares
+    from fedcomp.regularizers import L1
+
+    rng = np.random.default_rng(0)
+    sizes = (5, 8, 6)
+    X = [rng.normal(size=(n, 3)) for n in sizes]
+    y = [rng.normal(size=n) for n in sizes]
+    s = [rng.uniform(0.5, 2.0, size=n) for n in sizes]
+    data = ClientData.from_lists(X, y, sample_weight=s)
+    # a client's loss is its weighted mean; "samples" weighting uses the weights' totals
+    problem = fedcomp.Problem(LeastSquares(), L1(0.0), data)
+    pooled_x, pooled_y, pooled_s = np.concatenate(X), np.concatenate(y), np.concatenate(s)
+    x = rng.normal(size=3)
+    want = 0.5 * np.sum(pooled_s * (pooled_x @ x - pooled_y) ** 2) / pooled_s.sum()
+    assert problem.objective(x) == pytest.approx(want, rel=1e-12)
+    # minibatch weights are unbiased: their expectation is the full batch's
+    draws = np.stack([rng.integers(0, n, size=(4,)) for n in sizes])
+    batch = data.minibatch(np.arange(3), draws)
+    normalised = np.asarray(data.sample_weights())
+    expected = normalised[np.arange(3)[:, None], draws] * np.array(sizes)[:, None] / 4
+    np.testing.assert_array_equal(np.asarray(batch.weights), expected)
+    # saved, loaded and converted with the data
+    back = ClientData.load(data.save(tmp_path / "d"))
+    np.testing.assert_array_equal(back.sample_weight, data.sample_weight)
+    pytest.importorskip("jax")
+    from fedcomp.runtime import jax_like
+
+    on_jax = data.to(jax_like())
+    np.testing.assert_array_equal(on_jax.sample_weight, data.sample_weight)
+    # the compiled engine's minibatches weigh the samples as NumPy's: the same iterates
+    alg = fedcomp.za1(client_lr=0.2, local_steps=3)
+    want = fedcomp.simulate(alg, problem, 4, batch_size=3, metrics=[], seed=2)
+    got = fedcomp.simulate(alg, fedcomp.Problem(LeastSquares(), L1(0.0), on_jax), 4,
+                           batch_size=3, metrics=[], seed=2)
+    np.testing.assert_allclose(np.asarray(got.x), want.x, rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match="0 on the padding rows"):
+        ClientData(data.features, data.targets, data.counts,
+                   sample_weight=np.ones(data.features.shape[:2]))

@@ -352,3 +352,24 @@ def test_federated_path_follows_lassos_solutions_with_warm_starts():
     for alpha, coef in zip(alphas[1:], coefs[1:], strict=True):
         theirs = _centralized("lasso", alpha, X, y)
         assert np.linalg.norm(coef - theirs) <= 1e-4 * np.linalg.norm(theirs)
+
+
+# --- sample weights ----------------------------------------------------------------------------
+def test_sample_weight_gives_scikit_learns_weighted_lasso():
+    X, y = _bundled("diabetes", True)
+    weights = np.random.default_rng(0).uniform(0.2, 3.0, size=len(y))
+    ids = np.arange(len(y)) % 3
+    ours = FederatedLinearRegression(alpha=0.1).fit(X, y, clients=ids, sample_weight=weights)
+    assert ours.converged_
+    theirs = Lasso(alpha=0.1, tol=1e-14, max_iter=1_000_000).fit(X, y, sample_weight=weights)
+    error = np.linalg.norm(ours.coef_ - theirs.coef_) / np.linalg.norm(theirs.coef_)
+    assert error <= 1e-4, error
+    assert ours.intercept_ == pytest.approx(theirs.intercept_, rel=1e-4)
+    # an integer weight is that many copies of the sample, whatever the clients
+    counts = np.random.default_rng(1).integers(1, 4, size=len(y))
+    copies = FederatedLinearRegression(alpha=0.1).fit(np.repeat(X, counts, axis=0),
+                                                      np.repeat(y, counts))
+    weighted = FederatedLinearRegression(alpha=0.1).fit(X, y, sample_weight=counts)
+    np.testing.assert_allclose(weighted.coef_, copies.coef_, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="clients \\[0\\] all weigh 0"):
+        FederatedLinearRegression().fit(X, y, clients=ids, sample_weight=(ids != 0) * 1.0)

@@ -27,7 +27,8 @@ from .._array import Array, asarray_like, namespace, take_rows
 METADATA_FILE = "client_data.json"
 FORMAT, FORMAT_VERSION = "fedcomp.ClientData", 1
 #: The arrays a saved directory may hold (``<name>.npy``); the holdout's are optional.
-ARRAY_NAMES = ("features", "targets", "counts", "holdout_features", "holdout_targets")
+ARRAY_NAMES = ("features", "targets", "counts", "holdout_features", "holdout_targets",
+               "sample_weight")
 RESAVE = "write it again with ClientData.save(directory)"
 
 
@@ -165,6 +166,13 @@ class ClientData:
     targets : array, shape (n_clients, max_samples)
     counts : numpy int array, shape (n_clients,)
         Number of real samples of each client (``1 <= counts[i] <= max_samples``).
+    sample_weight : numpy array, shape (n_clients, max_samples), optional
+        Nonnegative weights of the samples (0 on padding; each client's sum positive): a
+        client's loss is then the weighted mean ``Σ_j s_ij ℓ_ij / Σ_j s_ij`` and, with
+        ``weighting="samples"``, the client weighs ``Σ_j s_ij`` (scikit-learn's
+        ``sample_weight``). ``None``: every sample the same. Minibatches stay uniform draws,
+        each drawn sample weighted ``n_i s_ij / (m Σ_j s_ij)`` (unbiased). In-process
+        simulation only (Ray actors and Flower nodes refuse it).
     holdout : (features, targets) or None, default None
         Pooled held-out samples of no client: features of shape
         ``(n_test, *feature_shape)`` and targets ``(n_test,)``, in the namespace and
@@ -185,6 +193,7 @@ class ClientData:
     targets: Array
     counts: np.ndarray
     holdout: tuple[Array, Array] | None = None
+    sample_weight: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         counts = np.asarray(self.counts, dtype=np.int64)
@@ -202,6 +211,31 @@ class ClientData:
         self._check_finite()
         if self.holdout is not None:
             self._check_holdout(self.holdout)
+        if self.sample_weight is not None:
+            object.__setattr__(self, "sample_weight", self._checked_weights(self.sample_weight))
+
+    def _checked_weights(self, weights: Any) -> np.ndarray:
+        w = np.asarray(weights, dtype=np.float64)
+        n, m = self.features.shape[:2]
+        if w.shape != (n, m):
+            raise ValueError(f"ClientData: sample_weight must have shape ({n}, {m}) (clients, "
+                             f"max_samples), got {w.shape}")
+        real = np.arange(m)[None, :] < self.counts[:, None]
+        if not np.all(np.isfinite(w)) or (w < 0).any() or (w[~real] != 0).any():
+            raise ValueError("ClientData: sample_weight must be finite and >= 0, and 0 on "
+                             "the padding rows")
+        empty = np.flatnonzero(w.sum(axis=1) <= 0)
+        if empty.size:
+            raise ValueError(f"ClientData: the samples of clients {empty.tolist()} all weigh "
+                             "0; drop those clients or give them a positive weight")
+        return w
+
+    def sample_totals(self) -> np.ndarray:
+        """What each client's samples weigh together: ``counts``, or the sums of the
+        ``sample_weight`` rows (the ``weighting="samples"`` client weights, normalised)."""
+        if self.sample_weight is None:
+            return self.counts.astype(np.float64)
+        return self.sample_weight.sum(axis=1)
 
     def __repr__(self) -> str:
         """One line: the shapes, not the arrays (a notebook prints it)."""
@@ -247,11 +281,12 @@ class ClientData:
                                                    self.features.dtype))
 
     @classmethod
-    def from_lists(cls, features: list[Any], targets: list[Any], dtype: Any = np.float64
-                   ) -> ClientData:
+    def from_lists(cls, features: list[Any], targets: list[Any], dtype: Any = np.float64,
+                   sample_weight: list[Any] | None = None) -> ClientData:
         """Stack per-client NumPy arrays (any lengths) into padded arrays.
 
-        ``features[i]`` has shape ``(n_i, *feature_shape)`` and ``targets[i]`` ``(n_i,)``.
+        ``features[i]`` has shape ``(n_i, *feature_shape)``, ``targets[i]`` and
+        ``sample_weight[i]`` (optional) ``(n_i,)``.
         """
         if len(features) != len(targets) or not features:
             raise ValueError("ClientData.from_lists: need the same, nonzero number of feature "
@@ -272,7 +307,12 @@ class ClientData:
             targs[i, : counts[i]] = t
         if np.issubdtype(targs.dtype, np.floating):
             targs = targs.astype(dtype)
-        return cls(feats, targs, counts)
+        weights = None
+        if sample_weight is not None:
+            weights = np.zeros((len(features), m))
+            for i, w in enumerate(sample_weight):
+                weights[i, : counts[i]] = np.asarray(w, dtype=np.float64).reshape(-1)
+        return cls(feats, targs, counts, sample_weight=weights)
 
     # --- on disk -------------------------------------------------------------------------
     def save(self, directory: str | os.PathLike[str]) -> Path:
@@ -302,6 +342,8 @@ class ClientData:
         root.mkdir(parents=True, exist_ok=True)
         (root / METADATA_FILE).unlink(missing_ok=True)  # incomplete until written again
         arrays = {"features": self.features, "targets": self.targets, "counts": self.counts}
+        if self.sample_weight is not None:
+            arrays["sample_weight"] = self.sample_weight
         if self.holdout is not None:
             arrays.update(holdout_features=self.holdout[0], holdout_targets=self.holdout[1])
         described = {}
@@ -335,12 +377,13 @@ class ClientData:
         root = Path(directory)
         described = _read_metadata(root)
         arrays = {name: _load_array(root / f"{name}.npy", spec,
-                                    mmap and name != "counts")
+                                    mmap and name not in ("counts", "sample_weight"))
                   for name, spec in described.items()}
         holdout = None
         if "holdout_features" in arrays:
             holdout = (arrays["holdout_features"], arrays["holdout_targets"])
-        return cls(arrays["features"], arrays["targets"], arrays["counts"], holdout)
+        return cls(arrays["features"], arrays["targets"], arrays["counts"], holdout,
+                   arrays.get("sample_weight"))
 
     # --- shape information -------------------------------------------------------------
     @property
@@ -369,7 +412,7 @@ class ClientData:
         or to ``like.dtype``); integer targets stay integer. The holdout is converted too."""
         feats, targs = self._convert(self.features, self.targets, like, dtype)
         holdout = None if self.holdout is None else self._convert(*self.holdout, like, dtype)
-        return ClientData(feats, targs, self.counts, holdout)
+        return ClientData(feats, targs, self.counts, holdout, self.sample_weight)
 
     @staticmethod
     def _convert(features: Array, targets: Array, like: Array, dtype: Any
@@ -384,7 +427,11 @@ class ClientData:
         return feats, targs
 
     def sample_weights(self, clients: slice | np.ndarray | None = None) -> Array:
-        """``(B, max_samples)`` weights: ``1/n_i`` on real rows of each client, 0 on padding."""
+        """``(B, max_samples)`` weights, each client's summing to 1: ``1/n_i`` on real rows
+        (or the client's ``sample_weight`` row, normalised), 0 on padding."""
+        if self.sample_weight is not None:
+            rows = self.sample_weight if clients is None else self.sample_weight[clients]
+            return asarray_like(rows / rows.sum(axis=1, keepdims=True), self.features)
         counts = self.counts if clients is None else self.counts[clients]
         w = (np.arange(self.max_samples)[None, :] < counts[:, None]) / counts[:, None]
         return asarray_like(w, self.features)
@@ -414,8 +461,15 @@ class ClientData:
         targs = xp.reshape(self.targets, (-1,))
         feats = xp.reshape(take_rows(feats, flat), (b, m, *self.feature_shape))
         targs = xp.reshape(take_rows(targs, flat), (b, m))
-        weights = asarray_like(np.full((b, m), 1.0 / m), self.features)
-        return Batch(feats, targs, weights)
+        if self.sample_weight is None:
+            weights = np.full((b, m), 1.0 / m)
+        else:  # importance weights: a uniform draw, its weighted mean unbiased
+            # in the order of the jax engine's traced minibatch: bit for bit the same
+            rows = self.sample_weight[clients]
+            normalised = rows / rows.sum(axis=1, keepdims=True)
+            picked = np.take_along_axis(normalised, np.asarray(sample_index), axis=1)
+            weights = picked * self.counts[clients][:, None].astype(np.float64) / m
+        return Batch(feats, targs, asarray_like(weights, self.features))
 
     def client_arrays(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """The real (unpadded) samples of client ``i`` as NumPy arrays."""

@@ -73,7 +73,8 @@ def subset(data: ClientData, rows: np.ndarray) -> ClientData:
     from .._array import take_rows
 
     return ClientData(take_rows(data.features, rows), take_rows(data.targets, rows),
-                      data.counts[rows])
+                      data.counts[rows], sample_weight=None if data.sample_weight is None
+                      else data.sample_weight[rows])
 
 
 def save_partition(problem: Problem, client_ids: Any, path: str | Path) -> Path:

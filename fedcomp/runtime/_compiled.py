@@ -329,7 +329,14 @@ class TracedOracle(Oracle):
         feature_shape = tuple(a.features.shape[2:])
         feats = jnp.take(jnp.reshape(a.features, (-1, *feature_shape)), flat, axis=0)
         targs = jnp.take(jnp.reshape(a.targets, (-1,)), flat, axis=0)
-        weights = jnp.full((b, m), 1.0 / m, dtype=a.features.dtype)
+        if self.problem.data.sample_weight is not None:
+            # the importance weights of ClientData.minibatch, taken from the normalised rows
+            # (sample_weights, s_ij / Σ_j s_ij): n_i s_ij / (m Σ_j s_ij)
+            normalised = jnp.take(jnp.reshape(a.sample_weights, (-1,)), flat, axis=0)
+            counts = jnp.asarray(self.counts, dtype=a.features.dtype)
+            weights = jnp.reshape(normalised, (b, m)) * counts[:, None] / m
+        else:
+            weights = jnp.full((b, m), 1.0 / m, dtype=a.features.dtype)
         return Batch(jnp.reshape(feats, (b, m, *feature_shape)), jnp.reshape(targs, (b, m)),
                      weights)
 

@@ -84,13 +84,15 @@ class ShardOnDisk:
     files: tuple[tuple[str, tuple[int, ...], str], ...]
     rows: tuple[int, int]
     counts: np.ndarray
+    sample_weight: np.ndarray | None = None
 
     def problem(self) -> Problem:
         """The shard's problem, its rows read from the files into memory (on the actor)."""
         from ..data import ClientData
 
         features, targets = (self._rows_of(*file) for file in self.files)
-        return Problem(**self.fields, data=ClientData(features, targets, self.counts))
+        return Problem(**self.fields, data=ClientData(features, targets, self.counts,
+                                                      sample_weight=self.sample_weight))
 
     def _rows_of(self, path: str, shape: tuple[int, ...], dtype: str) -> np.ndarray:
         import socket
@@ -133,7 +135,8 @@ def shard_problem(problem: Problem, rows: slice) -> Problem | ShardOnDisk:
               if f.init and f.name != "data"}
     files = tuple((path, tuple(values.shape), values.dtype.str) for path, values in
                   ((features, data.features), (targets, data.targets)))
-    return ShardOnDisk(fields, files, (rows.start, rows.stop), np.array(data.counts[rows]))
+    return ShardOnDisk(fields, files, (rows.start, rows.stop), np.array(data.counts[rows]),
+                       None if data.sample_weight is None else data.sample_weight[rows])
 
 
 class ClientShard:
@@ -267,7 +270,9 @@ def _subset(problem: Problem, rows: slice) -> Any:
     from ..data import ClientData
 
     data = problem.data
-    return ClientData(data.features[rows], data.targets[rows], data.counts[rows])
+    return ClientData(data.features[rows], data.targets[rows], data.counts[rows],
+                      sample_weight=None if data.sample_weight is None
+                      else data.sample_weight[rows])
 
 
 def ray_clients(shards: int = 2, address: str | None = None) -> Callable[..., RayClients]:
