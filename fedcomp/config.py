@@ -106,11 +106,12 @@ TOP_LEVEL_KEYS = {"name", "description", "rounds", "eval_every", "seeds", "batch
                   "clients_per_round", "client_block", "metrics", "data", "problem",
                   "regularizer", "algorithms", "reference", "claim", "variants", "topology",
                   "streaming", "compute_times", "backend", "client_state", "quick",
-                  "readings", "reading", "x0", "tracking", "target"}
+                  "readings", "reading", "x0", "tracking", "target", "stop"}
 
 #: The order :func:`to_toml` writes the top-level keys in (tables after the values).
 KEY_ORDER = ("name", "reading", "kind", "description", "claim", "rounds", "eval_every", "seeds",
              "batch_size", "clients_per_round", "client_block", "metrics", "reference", "target",
+             "stop",
              "x0", "backend", "client_state", "streaming", "compute_times", "data", "problem",
              "regularizer", "topology", "algorithms", "variants", "tracking", "quick",
              "readings")

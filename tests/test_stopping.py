@@ -163,3 +163,47 @@ def test_to_frame_round_trips_results_csv(tmp_path):
 
 def test_every_registered_algorithm_factory_is_at_the_top_level():
     assert [name for name in ALGORITHMS if not callable(getattr(fedcomp, name, None))] == []
+
+
+def test_the_asynchronous_and_gossip_runners_stop_and_return_as_simulate_does():
+    from fedcomp.algorithms import async_feddr, dfedda_gt
+    from fedcomp.runtime import simulate_async, simulate_decentralized
+    from fedcomp.topology import ring
+
+    p = make_problem("least_squares")
+    # asyncFedDR's steps shrink slowly here (5e-3 after 4000 steps): a loose tolerance
+    run = simulate_async(async_feddr(eta=1.0, alpha=1.0), p, 4000, tol=2e-2, eval_every=7,
+                         metrics=[])
+    assert run.status == "converged" and run.n_rounds < 4000
+    assert run.n_rounds == run.history[-1]["round"] == len(run.order) == len(run.delays)
+    assert run.history[-1]["relative_prox_step"] <= 2e-2
+    stopped = simulate_async(async_feddr(eta=1.0, alpha=1.0), p, 100, metrics=[],
+                             eval_every=5, callbacks=lambda view: view.round >= 20)
+    assert stopped.status == "stopped" and stopped.n_rounds == 20
+    # the node average of DFedDA-GT stops at its floor (4e-3 here): a tolerance above it
+    gossip = simulate_decentralized(dfedda_gt(0.2, 2), p, ring(p.n_clients), 3000,
+                                    tol=1e-2, eval_every=5, metrics=[])
+    assert gossip.status == "converged" and gossip.n_rounds < 3000
+    assert gossip.history[-1]["relative_prox_step"] <= 1e-2 < gossip.history[-2][
+        "relative_prox_step"]
+    with pytest.warns(RuntimeWarning, match="status 'diverged'"):
+        blown = simulate_decentralized(dfedda_gt(50.0, 2), p, ring(p.n_clients), 200,
+                                       metrics=[], max_norm=1e6)
+    assert blown.status == "diverged" and blown.history
+
+
+def test_a_config_stop_ends_every_run_at_its_tolerance(tmp_path):
+    from fedcomp.cli import main
+
+    out = tmp_path / "run"
+    code = main(["run", "seed000", "--set", "rounds=400", "--set", "eval_every=10",
+                 "--set", "data.n_clients=5", "--set", "data.samples_per_client=50",
+                 "--set", 'batch_size=["full"]', "--set", "stop.tol=1e-6", "--seeds", "0",
+                 "--out", str(out), "--quiet"])
+    assert code == 0
+    frame = load_results(out)
+    za1_rows = frame[frame["method"] == "za1"]
+    assert za1_rows["round"].max() < 400  # ZA1 converges: its run ended at tol
+    assert za1_rows["relative_prox_step"].iloc[-1] <= 1e-6
+    assert main(["run", "seed000", "--set", "stop.tol=-1", "--out", str(tmp_path / "x"),
+                 "--dry-run"]) == 2

@@ -62,6 +62,11 @@ def run_one(run: Run, built: Prepared, logger: Any, progress: Any, clients: Any 
     common = {"batch_size": run.batch_size, "metrics": list(setting.metrics),
               "reference": reference, "logger": logger, "seed": run.seed,
               "progress": progress, "tags": tags,
+              # a diverged run is a row of its own (status "diverged: ..."), below
+              "on_divergence": "raise",
+              **({} if setting.stop is None else {
+                  "tol": setting.stop["tol"],
+                  "stop": setting.stop.get("measure", "relative_prox_step")}),
               "x0": start_model(setting, problem, run.seed)}
     result: Any
     try:
@@ -86,8 +91,7 @@ def run_one(run: Run, built: Prepared, logger: Any, progress: Any, clients: Any 
                               clients_per_round=spec.clients_per_round,
                               client_block=setting.client_block, eval_every=setting.eval_every,
                               compute_times=setting.compute_times, clients=clients,
-                              client_state=setting.client_state, on_divergence="raise",
-                              **common)
+                              client_state=setting.client_state, **common)
     except NonFiniteError as exc:
         row["status"] = f"diverged: {exc}"
         print(f"warning: {exc}", file=sys.stderr)

@@ -114,6 +114,8 @@ def result_columns(experiment: Experiment) -> list[str]:
     columns = RESULT_COLUMNS + (["variant"] if experiment.has_variants else []) + list(
         experiment.sweep_values) + [m for m in experiment.config["metrics"]
                                     if m not in RESULT_COLUMNS] + decentralized_columns(settings)
+    measures = {s.stop.get("measure", "relative_prox_step") for s in settings if s.stop}
+    columns += [m for m in sorted(measures) if m not in columns]  # the stopping measure
     asynchronous = any(spec.execution == "async" for s in settings for spec in s.algorithms)
     if asynchronous or any(s.compute_times for s in settings):
         columns += ["sim_time"]  # simulated time (rounds wait for their slowest client)

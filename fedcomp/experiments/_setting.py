@@ -59,11 +59,15 @@ DEFAULTS: dict[str, Any] = {
     "x0": "default",
     "tracking": {},
     "target": None,
+    "stop": None,
 }
 
 #: Keys of a ``target = {...}`` table: the metric and one threshold, reached when the metric
 #: is at or below ``below`` (a loss, an optimality) or at or above ``above`` (an accuracy).
 TARGET_KEYS = {"metric", "below", "above"}
+
+#: Keys of a ``stop = {...}`` table: a run ends at the first row whose measure is <= tol.
+STOP_KEYS = {"tol", "measure"}
 
 #: What a run reports about its target (:func:`fedcomp.experiments._execute.to_target`): the
 #: counters at the first evaluation that reached it (``inf`` when none did).
@@ -197,6 +201,9 @@ class Setting:
     #: ``None``, or ``{"metric": m, "below": v}`` / ``{"metric": m, "above": v}``: the
     #: summary row gets the counters at the first evaluation reaching it (TARGET_COLUMNS).
     target: dict[str, Any] | None = None
+    #: ``None``, or ``{"tol": t, "measure": m}``: every run stops at the first evaluation
+    #: whose stopping measure is at most ``t`` (:func:`fedcomp.simulate`'s ``tol``, ``stop``)
+    stop: dict[str, Any] | None = None
 
     def data_seed(self, run_seed: int | None) -> int:
         """The seed that draws the data of a run with seed ``run_seed``.
@@ -350,7 +357,7 @@ def _setting(cfg: dict[str, Any], variant: str | None, swept: dict[str, Any]) ->
         client_state=cfg["client_state"], variant=variant, swept=dict(swept),
         x0=None if cfg["x0"] == "default" else {"distribution": "normal", "scale": 1.0,
                                                  "seed": "run", **cfg["x0"]},
-        target=copy.deepcopy(cfg["target"]))
+        target=copy.deepcopy(cfg["target"]), stop=copy.deepcopy(cfg["stop"]))
 
 
 def _check_keys(table: dict[str, Any], accepted: set[str], where: str) -> None:
@@ -707,6 +714,7 @@ def _check_setting(cfg: dict[str, Any]) -> None:
     _check_client_state(cfg)
     _check_x0(cfg["x0"])
     _check_target(cfg["target"], cfg["metrics"])
+    _check_stop(cfg["stop"])
 
 
 def _check_compressor(entry: dict[str, Any], name: str) -> None:
@@ -812,6 +820,25 @@ def _check_target(value: Any, metrics: list[str]) -> None:
     if len(given) != 1 or not _is_real(value[given[0]]) or not math.isfinite(value[given[0]]):
         raise ConfigError(f"target needs one finite threshold, below (a loss, an optimality) "
                           f"or above (an accuracy), e.g. {example} (got {value!r})")
+
+
+def _check_stop(value: Any) -> None:
+    """``stop = {tol = 1e-8}`` (and optionally ``measure``, one of
+    :data:`fedcomp.runtime.STOP_MEASURES`): a number ``tol >= 0``."""
+    from ..runtime import STOP_MEASURES
+
+    if value is None:
+        return
+    example = 'stop = { tol = 1e-8, measure = "relative_prox_step" }'
+    if not isinstance(value, dict):
+        raise ConfigError(f"stop must be a table such as {example} (got {value!r})")
+    _check_keys(value, STOP_KEYS, "stop")
+    if not (_is_real(value.get("tol")) and math.isfinite(value["tol"]) and value["tol"] >= 0):
+        raise ConfigError(f"stop.tol must be a number >= 0, e.g. {example} (got "
+                          f"{value.get('tol')!r})")
+    if value.get("measure", "relative_prox_step") not in STOP_MEASURES:
+        raise ConfigError(f"stop.measure must be one of {sorted(STOP_MEASURES)} (got "
+                          f"{value.get('measure')!r})")
 
 
 def _check_extras(cfg: dict[str, Any]) -> None:

@@ -32,7 +32,8 @@ from ._clients import ClientSettings, LocalClients
 from ._clock import ComputeTimes
 from ._recording import Recorder
 from ._round import count_downloads, counted_prox, server_step
-from ._simulate import _check_run_args, _norm_limit, check_divergence
+from ._simulate import NonFiniteError, _check_run_args, _norm_limit, check_divergence
+from ._stopping import RunView, StopRule
 
 
 class AsyncRunResult(NamedTuple):
@@ -53,6 +54,9 @@ class AsyncRunResult(NamedTuple):
     waited : float
         Simulated time clients spent idle at the ``max_delay`` barrier, summed over
         clients (0 without a bound).
+    status, n_rounds
+        As in :class:`~fedcomp.runtime.RunResult`, ``n_rounds`` counting server steps
+        (``order``, ``times`` and ``delays`` hold that many).
     """
 
     x: Array
@@ -64,6 +68,8 @@ class AsyncRunResult(NamedTuple):
     times: np.ndarray
     delays: np.ndarray
     waited: float = 0.0
+    status: str = "completed"
+    n_rounds: int = -1
 
 
 def simulate_async(
@@ -85,6 +91,10 @@ def simulate_async(
     stale: bool = True,
     clients: Any = None,
     max_delay: int | None = None,
+    tol: float | None = None,
+    stop: str = "relative_prox_step",
+    callbacks: Any = None,
+    on_divergence: str = "return",
 ) -> AsyncRunResult:
     """Run an algorithm asynchronously: one arrival per server step, in simulated time order.
 
@@ -120,6 +130,10 @@ def simulate_async(
         that makes room, waiting clients in first-come order (ties by client id). Every
         applied update satisfies ``d ≤ τ``, no computed work is dropped, and every
         client keeps being updated; the cost is idle time (``waited``).
+    tol, stop, callbacks, on_divergence
+        As in :func:`~fedcomp.runtime.simulate`, checked at each row (every
+        ``eval_every`` server steps); a callback's :class:`RunView` has the server step as
+        its ``round`` and no client states.
 
     Returns
     -------
@@ -195,6 +209,7 @@ def simulate_async(
     recorder = Recorder(problem, server_steps, eval_every=eval_every, metrics=metrics,
                         reference=reference, logger=logger, tags=tags, progress=progress,
                         label=algorithm.name)
+    rule = StopRule(problem, tol, stop, callbacks, on_divergence)
     wall, now, largest, waited = 0.0, 0.0, 0, 0.0
 
     client_prox, server_prox = counted_prox(problem.regularizer, counters)
@@ -242,9 +257,13 @@ def simulate_async(
         """Client idle time at the barrier so far, counting the clients still waiting."""
         return waited + sum(now - since for since, _ in ready)
 
-    def record(k: int) -> None:
-        recorder.record(k, algorithm.output(server_state), counters, wall, sim_time=now,
-                        max_delay=largest, waited=idle())
+    def record(k: int) -> bool:
+        """The row of server step ``k``; whether the run stops there."""
+        model = algorithm.output(server_state)
+        row = recorder.record(k, model, counters, wall, sim_time=now, max_delay=largest,
+                              waited=idle(), **rule.columns(model))
+        return rule.after_row(RunView(k, row, model, server_state, None, counters,
+                                      recorder.history, algorithm.name))
 
     jobs = np.zeros(n, dtype=np.int64)  # each client's job counter keys its compute times
     if algorithm.warmup:
@@ -255,7 +274,7 @@ def simulate_async(
         now = float(clock.draw(seed, 0, everyone, n).max(initial=0.0))
         jobs += 1
         wall += time.perf_counter() - tic
-    record(0)
+    stopped = record(0)
 
     message = algorithm.broadcast(server_state)
     first = clock.draw(seed, 1 if algorithm.warmup else 0, np.arange(n), n)
@@ -268,7 +287,7 @@ def simulate_async(
     order = np.zeros(server_steps, dtype=np.int64)
     times = np.zeros(server_steps)
     delays = np.zeros(server_steps, dtype=np.int64)
-    while k < server_steps:
+    while k < server_steps and not stopped:
         tic = time.perf_counter()
         now, i, read_at, read = heapq.heappop(queue)
         del reading[i]
@@ -282,14 +301,19 @@ def simulate_async(
         ready.append((now, i))
         admit()
         wall += time.perf_counter() - tic
-        check_divergence(algorithm.output(server_state), norm_limit, algorithm, recorder.tags,
-                         f"at server step {k}")
+        try:
+            check_divergence(algorithm.output(server_state), norm_limit, algorithm,
+                             recorder.tags, f"at server step {k}")
+        except NonFiniteError as exc:
+            rule.diverged(exc)
+            break
         if recorder.due(k):
-            record(k)
+            stopped = record(k)
         recorder.progress(k)
+    rule.finish(recorder.tags.get("algorithm", algorithm.name), k)
     return AsyncRunResult(algorithm.output(server_state), recorder.history, server_state,
-                          getattr(run_clients, "client_states", None), counters, order, times,
-                          delays, idle())
+                          getattr(run_clients, "client_states", None), counters, order[:k],
+                          times[:k], delays[:k], idle(), rule.status, k)
 
 
 def _delay_bound(max_delay: int | None, algorithm: FederatedAlgorithm) -> int | None:

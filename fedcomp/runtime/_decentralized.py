@@ -32,12 +32,14 @@ from ._clients import _blocks, _concat, _gather
 from ._recording import Recorder
 from ._round import counted_prox
 from ._simulate import (
+    NonFiniteError,
     RunResult,
     _check_run_args,
     _norm_limit,
     check_divergence,
     resolve_block_size,
 )
+from ._stopping import RunView, StopRule
 
 #: Oracle round key of the initialisation queries: -1, distinct from every real round and
 #: the key of the federated runners' warm-up round, so DFedDA-GT's c⁰ on the complete graph
@@ -104,6 +106,10 @@ def simulate_decentralized(
     tags: dict[str, Any] | None = None,
     max_norm: float | None = 1e12,
     sparse_mixing: Any = "auto",
+    tol: float | None = None,
+    stop: str = "relative_prox_step",
+    callbacks: Any = None,
+    on_divergence: str = "return",
 ) -> RunResult:
     """Run a decentralized algorithm over a graph, nodes vectorised in blocks.
 
@@ -140,6 +146,10 @@ def simulate_decentralized(
         As in :func:`fedcomp.runtime.simulate`.
     sparse_mixing : "auto" or bool
         Gossip by neighbour gathers (sparse graphs) or one dense product.
+    tol, stop, callbacks, on_divergence
+        As in :func:`~fedcomp.runtime.simulate`, the measure taken at the node average; a
+        callback's :class:`RunView` has the node models as ``model`` and the node states
+        as ``client_states``.
 
     Returns
     -------
@@ -233,10 +243,22 @@ def simulate_decentralized(
         logger=logger, tags=tags, progress=progress, label=algorithm.name,
         evaluation=lambda models: _node_rows(problem, models, metrics, reference, evaluate_on,
                                              node, sparsity))
+    rule = StopRule(problem, tol, stop, callbacks, on_divergence)
     wall = 0.0
-    recorder.record(0, algorithm.output(states), counters, wall)
+
+    def record(round_: int, models: Array) -> bool:
+        """The row of ``round_``; whether the run stops there."""
+        average = namespace(models).mean(models, axis=0)
+        row = recorder.record(round_, models, counters, wall, **rule.columns(average))
+        return rule.after_row(RunView(round_, row, models, None, states, counters,
+                                      recorder.history, algorithm.name))
+
+    stopped = record(0, algorithm.output(states))
     everyone = np.arange(n)
+    done = 0
     for r in range(rounds):
+        if stopped:
+            break
         tic = time.perf_counter()
         parts = [algorithm.local_update(_gather(states, block), context(block, r))
                  for block in _blocks(everyone, block_size)]
@@ -245,10 +267,16 @@ def simulate_decentralized(
             states = algorithm.after_gossip(states, prox)
         wall += time.perf_counter() - tic
         models = algorithm.output(states)
-        check_divergence(models, norm_limit * np.sqrt(n), algorithm, recorder.tags,
-                         f"in round {r + 1}", what="the node models")
+        done = r + 1
+        try:
+            check_divergence(models, norm_limit * np.sqrt(n), algorithm, recorder.tags,
+                             f"in round {r + 1}", what="the node models")
+        except NonFiniteError as exc:
+            rule.diverged(exc)
+            break
         if recorder.due(r + 1):
-            recorder.record(r + 1, models, counters, wall)
+            stopped = record(r + 1, models)
         recorder.progress(r + 1)
+    rule.finish(recorder.tags.get("algorithm", algorithm.name), done)
     final = namespace(x).mean(algorithm.output(states), axis=0)
-    return RunResult(final, recorder.history, None, states, counters)
+    return RunResult(final, recorder.history, None, states, counters, rule.status, done)

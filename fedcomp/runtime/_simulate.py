@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -37,20 +36,7 @@ from ._clock import ComputeTimes
 from ._compiled import check_compile
 from ._recording import Recorder
 from ._round import counted_prox, star_round
-from ._stopping import (
-    COMPLETED,
-    CONVERGED,
-    DIVERGED,
-    STOPPED,
-    RunView,
-    StopMeasure,
-    adopt_states,
-    budget_warning,
-    check_callbacks,
-    check_tol,
-    load_checkpoint,
-    run_callbacks,
-)
+from ._stopping import COMPLETED, RunView, StopRule, adopt_states, load_checkpoint
 
 
 class NonFiniteError(FloatingPointError):
@@ -345,11 +331,7 @@ def simulate(
     """
     _check_run_args(problem, rounds, clients_per_round, batch_size, eval_every, seed)
     check_compile(compile, problem.data.features)
-    tol = check_tol(tol)
-    callbacks = check_callbacks(callbacks)
-    if on_divergence not in ("return", "raise"):
-        raise ValueError(f"on_divergence must be 'return' or 'raise' (got {on_divergence!r})")
-    measure = StopMeasure(stop, problem) if tol is not None else None
+    rule = StopRule(problem, tol, stop, callbacks, on_divergence)
     if algorithm.execution != "rounds":
         raise ValueError(f"{algorithm.name} runs on an event clock, not in rounds; use "
                          "fedcomp.runtime.simulate_async")
@@ -383,25 +365,14 @@ def simulate(
         sim_time = float(restored.history[-1].get("sim_time", 0.0))
 
     client_prox, server_prox = counted_prox(problem.regularizer, counters)
-    status, last_value = COMPLETED, None
-
     def record(round_: int) -> bool:
         """The row of ``round_``; whether the run stops there (``tol`` or a callback)."""
-        nonlocal status, last_value
         clocked = {} if clock is None else {"sim_time": sim_time}
         model = algorithm.output(server_state)
-        if measure is not None:
-            value = measure.value(model)
-            clocked[stop] = last_value = value
-        row = recorder.record(round_, model, counters, wall, **clocked)
-        if measure is not None and tol is not None and value <= tol:
-            status = CONVERGED
-        view = RunView(round_, row, model, server_state,
-                       getattr(run_clients, "client_states", None), counters,
-                       recorder.history, algorithm.name)
-        if run_callbacks(callbacks, view) and status != CONVERGED:
-            status = STOPPED
-        return status != COMPLETED
+        row = recorder.record(round_, model, counters, wall, **clocked, **rule.columns(model))
+        return rule.after_row(RunView(round_, row, model, server_state,
+                                      getattr(run_clients, "client_states", None), counters,
+                                      recorder.history, algorithm.name))
 
     like = problem.data.features
     clock = None if compute_times is None else ComputeTimes.build(compute_times, problem.n_clients)
@@ -492,11 +463,8 @@ def simulate(
                                      else None, norm_limit, algorithm, recorder.tags,
                                      f"in round {r + k + 1}", sum_sq=sum_k)
             except NonFiniteError as exc:
-                if on_divergence == "raise":
-                    raise
-                warnings.warn(f"{exc}; the run returns its rows so far (status 'diverged')",
-                              RuntimeWarning, stacklevel=2)
-                status, done = DIVERGED, r + k + 1
+                rule.diverged(exc)
+                done = r + k + 1
                 break
             if recorder.due(done):
                 stopped = record(done)
@@ -508,11 +476,9 @@ def simulate(
             close()
     if scratch is not None:  # the returned maps stay readable (POSIX unlinks lazily)
         scratch.cleanup()
-    if status == COMPLETED and tol is not None and last_value is not None:
-        budget_warning(recorder.tags.get("algorithm", algorithm.name), done, stop, last_value,
-                       float(tol))
+    rule.finish(recorder.tags.get("algorithm", algorithm.name), done)
     return RunResult(algorithm.output(server_state), recorder.history, server_state,
-                     final_states, counters, status, done)
+                     final_states, counters, rule.status, done)
 
 
 def _is_int(v: Any) -> bool:

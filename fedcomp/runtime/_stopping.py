@@ -136,7 +136,62 @@ def budget_warning(label: str, rounds: int, measure: str, value: float, tol: flo
     warnings.warn(
         f"{label}: {measure} = {value:.3g} > tol = {tol:.3g} after {rounds} rounds; the "
         f"model has not converged: {hint or 'raise the rounds, or the step size'}",
-        convergence_warning(), stacklevel=3)
+        convergence_warning(), stacklevel=4)
+
+
+# --- the rule a runner applies at each row ------------------------------------------------
+class StopRule:
+    """``tol``, ``stop``, ``callbacks`` and ``on_divergence`` of one run: what every runner
+    (:func:`~fedcomp.runtime.simulate`, ``simulate_async``, ``simulate_decentralized``)
+    checks at an evaluation row, and the run's status.
+
+    A runner calls :meth:`columns` for the row's stopping-measure column, :meth:`after_row`
+    once the row is recorded (``True``: stop here), :meth:`diverged` when its divergence
+    check raised, and :meth:`finish` at the end (the budget's ``ConvergenceWarning``).
+    """
+
+    def __init__(self, problem: Problem, tol: Any, stop: str, callbacks: Any,
+                 on_divergence: str) -> None:
+        self.tol = check_tol(tol)
+        self.callbacks = check_callbacks(callbacks)
+        if on_divergence not in ("return", "raise"):
+            raise ValueError(f"on_divergence must be 'return' or 'raise' (got "
+                             f"{on_divergence!r})")
+        self.on_divergence, self.stop = on_divergence, stop
+        self.measure = StopMeasure(stop, problem) if self.tol is not None else None
+        self.status = COMPLETED
+        self.last_value: float | None = None
+
+    def columns(self, model: Array) -> dict[str, float]:
+        """The row's stopping-measure column (none without ``tol``)."""
+        if self.measure is None:
+            return {}
+        value = self.measure.value(model)
+        self.last_value = value
+        return {self.stop: value}
+
+    def after_row(self, view: RunView) -> bool:
+        """Apply ``tol`` and the callbacks to the row just recorded; whether to stop."""
+        if self.tol is not None and self.last_value is not None and \
+                self.last_value <= self.tol:
+            self.status = CONVERGED
+        if run_callbacks(self.callbacks, view) and self.status != CONVERGED:
+            self.status = STOPPED
+        return self.status != COMPLETED
+
+    def diverged(self, error: Exception) -> None:
+        """A divergence: raised again with ``on_divergence="raise"``, else a warning and
+        the status ``"diverged"``."""
+        if self.on_divergence == "raise":
+            raise error
+        warnings.warn(f"{error}; the run returns its rows so far (status 'diverged')",
+                      RuntimeWarning, stacklevel=3)
+        self.status = DIVERGED
+
+    def finish(self, label: str, rounds: int) -> None:
+        """The budget's :class:`ConvergenceWarning` when ``tol`` was not reached."""
+        if self.status == COMPLETED and self.tol is not None and self.last_value is not None:
+            budget_warning(label, rounds, self.stop, self.last_value, self.tol)
 
 
 # --- callbacks ----------------------------------------------------------------------------
