@@ -804,15 +804,20 @@ def _check_x0(value: Any) -> None:
                           f"(got {seed!r})")
 
 
+def _check_small_table(value: Any, keys: set[str], name: str, example: str) -> None:
+    """``value`` is a table of the keys ``keys`` (an inline table such as ``example``)."""
+    if not isinstance(value, dict):
+        raise ConfigError(f"{name} must be a table such as {example} (got {value!r})")
+    _check_keys(value, keys, name)
+
+
 def _check_target(value: Any, metrics: list[str]) -> None:
     """``target = {metric = "train_accuracy", above = 0.97}`` (or ``below = ...``): a metric
     the runs record and one finite threshold."""
     if value is None:
         return
     example = 'target = { metric = "train_accuracy", above = 0.97 }'
-    if not isinstance(value, dict):
-        raise ConfigError(f"target must be a table such as {example} (got {value!r})")
-    _check_keys(value, TARGET_KEYS, "target")
+    _check_small_table(value, TARGET_KEYS, "target", example)
     if value.get("metric") not in metrics:
         raise ConfigError(f"target.metric must be one of the recorded metrics {metrics} "
                           f"(got {value.get('metric')!r}); add it to metrics")
@@ -830,9 +835,7 @@ def _check_stop(value: Any) -> None:
     if value is None:
         return
     example = 'stop = { tol = 1e-8, measure = "relative_prox_step" }'
-    if not isinstance(value, dict):
-        raise ConfigError(f"stop must be a table such as {example} (got {value!r})")
-    _check_keys(value, STOP_KEYS, "stop")
+    _check_small_table(value, STOP_KEYS, "stop", example)
     if not (_is_real(value.get("tol")) and math.isfinite(value["tol"]) and value["tol"] >= 0):
         raise ConfigError(f"stop.tol must be a number >= 0, e.g. {example} (got "
                           f"{value.get('tol')!r})")
