@@ -49,9 +49,10 @@ def final_rows(out):
 
 
 def summary_columns(out, *columns):
-    """``{algorithm: (column values...)}`` from the Markdown table of ``summary.md``."""
-    lines = [line for line in (out / "summary.md").read_text().splitlines()
-             if line.startswith("|")]
+    """``{algorithm: (column values...)}`` from the per-run Markdown table of ``summary.md``
+    (after its median table)."""
+    text = (out / "summary.md").read_text().split("## Every run", 1)[-1]
+    lines = [line for line in text.splitlines() if line.startswith("|")]
     header = [c.strip() for c in lines[0].strip("|").split("|")]
     table = {}
     for line in lines[2:]:

@@ -155,7 +155,8 @@ def test_drift_correction_on_real_data_with_label_skew():
     from fedcomp.data import breast_cancer
 
     data = breast_cancer(10, {"name": "dirichlet", "concentration": 0.2}, unit_norm=True)
-    p = Problem(Logistic(l2=0.01), Zero(), data)
+    # clients weighted equally, as measured (by samples, FedAvg's drift floor is 9.9e-3)
+    p = Problem(Logistic(l2=0.01), Zero(), data, weighting="uniform")
     ref = solve_reference(p, use_cache=False)
     lr, k = 0.5 / p.smoothness(), 10
     finals = {}
