@@ -145,3 +145,14 @@ def test_the_readme_links_only_to_files_in_the_repository():
     missing = [t for t in local if not (ROOT / t).exists()]
     assert not missing, f"README links to files not in the repository: {missing}"
     assert not [t for t in local if t.startswith(("shared/", "../"))], local
+
+
+def test_the_shipped_report_was_made_with_this_version():
+    """The report is regenerated with each release: a version bump without a new
+    ``fedcomp report --out docs/report`` fails here."""
+    import tomllib
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    made = re.search(r"^\| fedcomp \| ([^ |]+) \|$",
+                     (ROOT / "docs" / "report" / "report.md").read_text(), re.M)
+    assert made is not None and made.group(1) == version, (made, version)
