@@ -270,3 +270,12 @@ def test_a_multiclass_file_numbered_from_one_needs_labels_classes(tmp_path):
         relabel(np.array([1.0, 2.0, 3.0]), "binary")
     with pytest.raises(ValueError, match="labels must be one of"):
         relabel(np.array([1.0]), "pm1")
+
+
+def test_load_libsvm_names_the_line_of_a_non_finite_value(tmp_path):
+    """scikit-learn's parser reads a "nan" without complaint: the reader then reads the
+    file line by line to say where it is."""
+    path = tmp_path / "nan.svm"
+    path.write_text("+1 1:0.5\n-1 2:nan\n")
+    with pytest.raises(ValueError, match=r"line 2: feature 2 = nan is not finite"):
+        load_libsvm(path)
