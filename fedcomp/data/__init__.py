@@ -59,6 +59,7 @@ from ._real import (
     relabel,
     sha256_of,
 )
+from ._sparse_text import SHAPES, SparseText, sparse_text_like
 from ._synthetic import synthetic_fedprox
 from ._tong import tong_sparse_regression
 
@@ -164,4 +165,5 @@ __all__ = [
     "partition_spec", "relabel", "sha256_of",
     "cifar10", "digit_forms", "digits", "fashion_mnist", "femnist", "load_cifar10_batch",
     "load_idx", "load_leaf", "mnist",
+    "SHAPES", "SparseText", "sparse_text_like",
 ]
