@@ -15,12 +15,6 @@ from typing import Any
 from ._extras import require
 
 
-def history_frame(history: list[dict[str, Any]]) -> Any:
-    """The rows of :attr:`RunResult.history` as a DataFrame (one row per evaluation)."""
-    pandas = require("pandas", "RunResult.to_frame")
-    return pandas.DataFrame.from_records(history)
-
-
 def load_results(path: str | os.PathLike[str]) -> Any:
     """``results.csv`` (or the directory holding it) as a DataFrame."""
     pandas = require("pandas", "fedcomp.load_results")

@@ -74,9 +74,9 @@ class RunResult(NamedTuple):
         """The rows as a :class:`pandas.DataFrame`, one per evaluation (needs pandas:
         ``pip install 'fedcomp[data]'``); :func:`fedcomp.load_results` reads the same
         columns back from a ``results.csv``."""
-        from .._frames import history_frame
+        from .._extras import require
 
-        return history_frame(self.history)
+        return require("pandas", "RunResult.to_frame").DataFrame.from_records(self.history)
 
 
 def auto_block_size(problem: Problem, batch_size: int | None = None) -> int:
