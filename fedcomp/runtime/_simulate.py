@@ -354,8 +354,7 @@ def simulate(
             adopt_states(initial_states[0], server_state, "initial_states' server state"),
             adopt_states(initial_states[1], client_states, "initial_states' client states"))
     if resume_from is not None:
-        restored = load_checkpoint(resume_from, algorithm.name, server_state, client_states,
-                                   problem.data.features)
+        restored = load_checkpoint(resume_from, algorithm.name, server_state, client_states)
         if restored.round > rounds:
             raise ValueError(f"the checkpoint {resume_from} is at round {restored.round}, past "
                              f"this run's rounds={rounds}")

@@ -348,26 +348,19 @@ class Restored(NamedTuple):
     history: list[dict[str, Any]]
 
 
-def _restore(npz: Any, prefix: str, template: Any, like: Array) -> Any:
-    values = []
-    for name, value in zip(template._fields, template, strict=True):
-        key = f"{prefix}/{name}"
-        if key not in npz:
-            raise ValueError(f"the checkpoint has no {key!r}: it was written by another "
-                             "algorithm or fedcomp version")
-        saved = npz[key]
-        if hasattr(value, "shape"):
-            if tuple(saved.shape) != tuple(value.shape):
-                raise ValueError(f"the checkpoint's {key} has shape {saved.shape}, this run's "
-                                 f"{tuple(value.shape)}: another problem or client count")
-            values.append(asarray_like(saved, value if hasattr(value, "dtype") else like))
-        else:  # a Python number
-            values.append(type(value)(saved))
-    return type(template)(*values)
+def _restore(npz: Any, prefix: str, template: Any) -> Any:
+    """The ``prefix`` state of a checkpoint, adopted into ``template``'s type, namespace and
+    device by :func:`adopt_states` (which checks the shapes)."""
+    missing = [f"{prefix}/{name}" for name in template._fields if f"{prefix}/{name}" not in npz]
+    if missing:
+        raise ValueError(f"the checkpoint has no {missing[0]!r}: it was written by another "
+                         "algorithm or fedcomp version")
+    saved = type(template)(*(npz[f"{prefix}/{name}"] for name in template._fields))
+    return adopt_states(saved, template, f"the checkpoint's {prefix} state")
 
 
 def load_checkpoint(path: str | os.PathLike[str], algorithm: str, server_template: Any,
-                    client_template: Any, like: Array) -> Restored:
+                    client_template: Any) -> Restored:
     """Read a checkpoint of ``algorithm`` into states shaped as the templates (``init``'s)."""
     path = Path(path)
     if not path.exists():
@@ -377,8 +370,8 @@ def load_checkpoint(path: str | os.PathLike[str], algorithm: str, server_templat
         if meta["algorithm"] != algorithm:
             raise ValueError(f"{path} is a checkpoint of {meta['algorithm']!r}, not of "
                              f"{algorithm!r}")
-        server = _restore(npz, "server", server_template, like)
-        clients = _restore(npz, "clients", client_template, like)
+        server = _restore(npz, "server", server_template)
+        clients = _restore(npz, "clients", client_template)
     counters = Counters()
     for name, value in meta["counters"].items():
         setattr(counters, name, value)
