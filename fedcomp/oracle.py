@@ -115,7 +115,7 @@ class Oracle:
             return self.full_batch()
         if self.problem.sampler is not None:  # streaming: fresh samples, counter-based
             return self.problem.sampler.batch(self.seed, self.round, self.client_ids, draw,
-                                              self.batch_size, self.problem.data.features)
+                                              self.batch_size, self.problem.data.like)
         counts = self.counts
         # keyed by the global ids: the same draws whichever rows hold these clients here
         index = minibatch_indices(self.seed, self.round, self.client_ids, counts, draw,

@@ -175,6 +175,10 @@ class Problem:
                 f"the loss has {self.loss.param_ndim}-D models but the regularizer was built with "
                 f"param_ndim={self.regularizer.param_ndim}; pass param_ndim={self.loss.param_ndim} "
                 "to the regularizer")
+        if self.data.sparse and not getattr(self.loss, "takes_sparse", False):
+            raise ValueError(f"{type(self.loss).__name__} computes on dense features; sparse "
+                             "data run with a linear-model loss (LeastSquares, Logistic, "
+                             "Softmax), or densify small data first")
         check_targets = getattr(self.loss, "check_targets", None)
         if check_targets is not None:
             check_targets(_distinct_targets(self.data), self.n_classes)
@@ -198,9 +202,9 @@ class Problem:
 
     def zeros(self) -> Array:
         """A zero model in the data's namespace and dtype."""
-        xp = namespace(self.data.features)
+        xp = namespace(self.data.like)
         return xp.zeros(self.param_shape, dtype=self.data.dtype,
-                        device=device_of(self.data.features))
+                        device=device_of(self.data.like))
 
     def initial_model(self) -> Array:
         """The default starting model: the loss's own (a network's seeded initial
@@ -219,7 +223,7 @@ class Problem:
             raise ValueError(f"{self.name or 'problem'}: a model (x0) of shape "
                              f"{tuple(np.shape(x))} was given; this problem's models have "
                              f"shape {tuple(self.param_shape)} (param_shape)")
-        return asarray_like(x, self.data.features)
+        return asarray_like(x, self.data.like)
 
     # --- global quantities ----------------------------------------------------------------
     def _replicate(self, x: Array) -> Array:
@@ -227,7 +231,7 @@ class Problem:
         return xp.broadcast_to(x[None, ...], (self.n_clients, *x.shape))
 
     def _pi(self) -> Array:
-        return asarray_like(self.weights, self.data.features)
+        return asarray_like(self.weights, self.data.like)
 
     def smooth_value(self, x: Array) -> float:
         """``f(x) = Σ_i π_i f_i(x)``."""
@@ -270,7 +274,9 @@ class Problem:
         h.update(json.dumps([type(self.loss).__name__, repr(self.loss),
                              type(self.regularizer).__name__, repr(self.regularizer),
                              self.n_classes]).encode())
-        for arr in (self.data.features, self.data.targets):
+        features = (self.data.features.fingerprint_arrays() if self.data.sparse
+                    else [self.data.features])
+        for arr in (*features, self.data.targets):
             a = np.ascontiguousarray(to_numpy(arr))
             h.update(str((a.shape, a.dtype.str)).encode())
             h.update(a.tobytes())

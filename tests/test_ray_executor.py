@@ -23,7 +23,7 @@ import pytest
 from fedcomp import simulate
 from fedcomp.cli import main
 from fedcomp.data import ClientData
-from fedcomp.data._client_data import whole_npy_file
+from fedcomp.data._checks import whole_npy_file
 from fedcomp.experiments._ray_executor import ADDRESS_VARIABLE, cluster_address
 from fedcomp.runtime import ray_clients
 from fedcomp.runtime._ray_clients import ShardOnDisk, shard_bounds, shard_problem
@@ -209,7 +209,7 @@ def test_loading_memory_maps_checks_the_data_without_holding_it(tmp_path):
     features[:] = 1.0
     ClientData(features, np.ones((n, 10)), np.full(n, 10)).save(tmp_path / "data")
     del features
-    import fedcomp.data._client_data as module
+    import fedcomp.data._checks as module
 
     before = resident_kb()
     with pytest.MonkeyPatch.context() as patch:
@@ -346,7 +346,7 @@ def test_an_actor_failing_to_read_its_rows_stops_the_run_with_its_reason(joined,
 def test_the_blocked_finiteness_check_finds_the_first_bad_value(tmp_path, monkeypatch, on_disk):
     """Blocks of 3 clients (in memory: slices; on disk: reads of the file): the first NaN or
     inf in C order is named, however the blocks cut the array."""
-    import fedcomp.data._client_data as module
+    import fedcomp.data._checks as module
 
     values = np.ones((10, 4, 2))
     values[7, 0, 1], values[5, 3, 0] = np.inf, np.nan

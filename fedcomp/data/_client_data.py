@@ -8,13 +8,18 @@ own data whatever the padding — and minibatches use the very same code path.
 
 An optional ``holdout`` carries pooled test samples that belong to no client (the test split
 of an image data set), converted along with the client data by :meth:`ClientData.to`.
+
+Sparse features (``scipy.sparse`` matrices given to :meth:`ClientData.from_lists`) are held
+as :class:`~fedcomp.data._sparse.SparseFeatures` — the same padded layout with memory
+proportional to the nonzeros — and a batch's ``features`` are then a
+:class:`~fedcomp.data._sparse.SparseBlock`, whose sparse products the linear-model losses
+use. Minibatches, client blocks, saving and moving between libraries work the same way.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -22,6 +27,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._array import Array, asarray_like, namespace, take_rows
+from ._checks import first_non_finite
+from ._sparse import SparseFeatures, is_sparse_matrix
 
 #: The file :meth:`ClientData.save` describes its arrays in, and its ``format`` tag.
 METADATA_FILE = "client_data.json"
@@ -30,113 +37,6 @@ FORMAT, FORMAT_VERSION = "fedcomp.ClientData", 1
 ARRAY_NAMES = ("features", "targets", "counts", "holdout_features", "holdout_targets",
                "sample_weight")
 RESAVE = "write it again with ClientData.save(directory)"
-
-
-def physical_memory() -> int | None:
-    """This machine's physical memory in bytes (None where the OS does not say)."""
-    import os
-
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
-    except (AttributeError, OSError, ValueError):
-        return None
-
-
-def check_memory(n_bytes: int, what: str, fix: str) -> None:
-    """Refuse, before allocating, an array of ``n_bytes`` larger than physical memory.
-
-    NumPy would raise a bare ``MemoryError`` (or the OS kill the process) after trying:
-    ``n_features = 1_000_000_000`` or one LIBSVM feature index 99999999999 asks for TiBs.
-    The ``ValueError`` says how many GiB ``what`` needs, how many the machine has, and
-    ``fix``.
-
-    Examples
-    --------
-    >>> check_memory(8 * 10**3, "a small array", "none needed")
-    >>> check_memory(8 * 10**18, "the features", "reduce n_features")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    ValueError: the features need 7450580596.9 GiB, more than this machine's ... GiB ...
-    """
-    memory = physical_memory()
-    if memory is not None and n_bytes > memory:
-        raise ValueError(f"{what} need {n_bytes / 2**30:.1f} GiB, more than this machine's "
-                         f"{memory / 2**30:.1f} GiB of memory; {fix}")
-
-
-#: Bytes of a NumPy array :func:`first_non_finite` reads at a time (its temporaries stay
-#: this small whatever the array, so a memory-mapped array streams through it).
-FINITE_CHECK_BYTES = 64 * 2**20
-
-
-def first_non_finite(values: Any) -> tuple[int, ...] | None:
-    """The index of the first NaN or ±inf entry of ``values`` (any namespace), else None.
-
-    A NumPy array (a memory-mapped one included) is read in blocks of leading-axis rows of
-    about :data:`FINITE_CHECK_BYTES` (:func:`row_blocks`): ``isfinite`` of the whole array
-    would allocate a boolean array an eighth of a float64 array's size.
-    """
-    xp = namespace(values)
-    if values.dtype == bool or not xp.isdtype(values.dtype, ("real floating",
-                                                            "complex floating")):
-        return None  # integer or boolean arrays hold no NaN or inf
-    if isinstance(values, np.ndarray) and values.ndim and len(values):
-        for start, block in row_blocks(values, FINITE_CHECK_BYTES):
-            if not np.isfinite(block).all():
-                first = np.argwhere(~np.isfinite(block))[0]
-                return (start + int(first[0]), *(int(i) for i in first[1:]))
-        return None
-    if bool(xp.all(xp.isfinite(values))):
-        return None
-    from .._array import to_numpy
-
-    return tuple(int(i) for i in np.argwhere(~np.isfinite(to_numpy(values)))[0])
-
-
-def whole_npy_file(values: Any) -> str | None:
-    """The ``.npy`` file ``values`` maps whole (``np.load(path, mmap_mode=...)``), else None.
-
-    A memory map of only part of a file — a slice, a transposed or re-typed view — has
-    another shape, dtype, layout or offset than the file and gives None: its rows are not
-    the file's rows.
-    """
-    path = getattr(values, "filename", None)
-    if not (isinstance(values, np.memmap) and path and str(path).endswith(".npy")
-            and values.flags.c_contiguous):
-        return None
-    try:  # mapping the file again reads its header only
-        file = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError):
-        return None
-    whole = (isinstance(file, np.memmap) and file.shape == values.shape
-             and file.dtype == values.dtype and file.flags.c_contiguous
-             and file.offset == values.offset)
-    return str(path) if whole else None
-
-
-def row_blocks(values: np.ndarray, block_bytes: int) -> Iterator[tuple[int, np.ndarray]]:
-    """``(start, values[start:start + k])`` for consecutive blocks of about ``block_bytes``.
-
-    The blocks of a whole memory-mapped ``.npy`` file are read from the file
-    (:func:`whole_npy_file`) rather than through the map: pages touched through a map stay
-    in this process's resident memory until the OS needs them back, so checking a file
-    through its map would make a process that never uses the data look as if it held
-    all of it.
-    """
-    step = max(1, block_bytes // max(1, values[:1].nbytes))
-    path = whole_npy_file(values)
-    if path is None:
-        for start in range(0, len(values), step):
-            yield start, values[start:start + step]
-        return
-    row_shape = values.shape[1:]
-    per_row = int(np.prod(row_shape, dtype=np.int64))
-    with open(path, "rb") as f:
-        f.seek(getattr(values, "offset", 0))
-        for start in range(0, len(values), step):
-            rows = min(step, len(values) - start)
-            block = np.fromfile(f, dtype=values.dtype, count=rows * per_row)
-            yield start, block.reshape(rows, *row_shape)
 
 
 class Batch(NamedTuple):
@@ -162,7 +62,10 @@ class ClientData:
 
     Parameters
     ----------
-    features : array, shape (n_clients, max_samples, *feature_shape)
+    features : array, shape (n_clients, max_samples, *feature_shape), or SparseFeatures
+        Dense arrays in any Array API namespace, or sparse features of shape
+        ``(n_clients, max_samples, n_features)`` (build them with :meth:`from_lists` from
+        ``scipy.sparse`` matrices).
     targets : array, shape (n_clients, max_samples)
     counts : numpy int array, shape (n_clients,)
         Number of real samples of each client (``1 <= counts[i] <= max_samples``).
@@ -247,12 +150,17 @@ class ClientData:
     def _check_finite(self) -> None:
         """NaN or inf in the data would surface far away ("Eigenvalues did not converge",
         "diverged ... try a smaller step"): name the client, sample and feature instead."""
-        where = first_non_finite(self.features)
+        value: Any = None
+        if self.sparse:
+            where, value = self.features.first_non_finite()
+        else:
+            where = first_non_finite(self.features)
+            value = None if where is None else float(self.features[where])
         if where is not None:
             client, sample, *feature = where
             index = feature[0] if len(feature) == 1 else tuple(feature)
             raise ValueError(f"ClientData: feature {index} of sample {sample} of client "
-                             f"{client} is {float(self.features[where])} (data must be "
+                             f"{client} is {value} (data must be "
                              "finite); fix or drop that sample in the data file")
         where = first_non_finite(self.targets)
         if where is not None:
@@ -265,7 +173,8 @@ class ClientData:
             raise ValueError("ClientData: holdout must be a (features, targets) tuple or None "
                              f"(got {type(holdout).__name__})")
         feats, targs = holdout
-        if tuple(feats.shape[1:]) != self.feature_shape or targs.shape != feats.shape[:1]:
+        if tuple(feats.shape[1:]) != self.feature_shape or \
+                tuple(targs.shape) != tuple(feats.shape[:1]):
             raise ValueError(f"ClientData: holdout features {tuple(feats.shape)} and targets "
                              f"{tuple(targs.shape)} must have shapes (n_test, "
                              f"*{self.feature_shape}) and (n_test,)")
@@ -275,10 +184,11 @@ class ClientData:
 
         ``features`` (shape ``(n_test, *feature_shape)``) take the dtype and namespace of
         the client features; float targets take the feature dtype, integer targets stay
-        integer.
+        integer. A ``scipy.sparse`` holdout stays a SciPy CSR matrix on the host (it is
+        evaluation data: the metrics read it there).
         """
-        return replace(self, holdout=self._convert(features, targets, self.features,
-                                                   self.features.dtype))
+        return replace(self, holdout=self._convert(features, targets, self.like,
+                                                   self.dtype))
 
     @classmethod
     def from_lists(cls, features: list[Any], targets: list[Any], dtype: Any = np.float64,
@@ -286,24 +196,47 @@ class ClientData:
         """Stack per-client NumPy arrays (any lengths) into padded arrays.
 
         ``features[i]`` has shape ``(n_i, *feature_shape)``, ``targets[i]`` and
-        ``sample_weight[i]`` (optional) ``(n_i,)``.
+        ``sample_weight[i]`` (optional) ``(n_i,)``. When every ``features[i]`` is a
+        ``scipy.sparse`` matrix ``(n_i, d)`` the data stay sparse
+        (:class:`~fedcomp.data._sparse.SparseFeatures`: memory proportional to the
+        nonzeros); sparse and dense clients cannot be mixed.
+
+        Examples
+        --------
+        >>> from scipy import sparse
+        >>> data = ClientData.from_lists([sparse.eye(2, 5, format="csr"),
+        ...                               sparse.eye(3, 5, format="csr")],
+        ...                              [np.ones(2), np.ones(3)])
+        >>> data.sparse, data.features.shape, data.features.nnz
+        (True, (2, 3, 5), 5)
         """
         if len(features) != len(targets) or not features:
             raise ValueError("ClientData.from_lists: need the same, nonzero number of feature "
                              f"and target arrays (got {len(features)} and {len(targets)})")
-        counts = np.array([len(f) for f in features], dtype=np.int64)
+        sparse = [is_sparse_matrix(f) for f in features]
+        if any(sparse) and not all(sparse):
+            dense = np.flatnonzero(~np.array(sparse)).tolist()
+            raise ValueError(f"ClientData.from_lists: clients {dense} are dense but others "
+                             "are scipy.sparse; give every client the same kind "
+                             "(scipy.sparse.csr_array(x) of a dense array)")
+        counts = np.array([f.shape[0] for f in features], dtype=np.int64)
         if (counts == 0).any():
             empty = np.flatnonzero(counts == 0).tolist()
             raise ValueError(f"ClientData.from_lists: clients {empty} have no samples; drop "
                              "them or repartition")
-        feature_shape = np.asarray(features[0]).shape[1:]
         m = int(counts.max())
-        feats = np.zeros((len(features), m, *feature_shape), dtype=dtype)
+        feats: Any
+        if all(sparse):
+            feats = SparseFeatures.from_matrices(features, m, dtype)
+        else:
+            feats = np.zeros((len(features), m, *np.asarray(features[0]).shape[1:]),
+                             dtype=dtype)
         # every client's dtype counts: client 0's int labels would truncate another's 0.7
         targs = np.zeros((len(features), m),
                          dtype=np.result_type(*(np.asarray(t).dtype for t in targets)))
         for i, (f, t) in enumerate(zip(features, targets, strict=True)):
-            feats[i, : counts[i]] = f
+            if not all(sparse):
+                feats[i, : counts[i]] = f
             targs[i, : counts[i]] = t
         if np.issubdtype(targs.dtype, np.floating):
             targs = targs.astype(dtype)
@@ -320,7 +253,10 @@ class ClientData:
 
         One file per array — ``features.npy``, ``targets.npy``, ``counts.npy`` and, with a
         holdout, ``holdout_features.npy`` and ``holdout_targets.npy`` — as NumPy arrays
-        (torch or jax data are copied to the host), plus ``client_data.json`` naming the
+        (torch or jax data are copied to the host); sparse features (and a sparse holdout)
+        as ``features.npz``, the ``(n_clients·max_samples, n_features)`` CSR matrix of
+        ``scipy.sparse.save_npz`` (row ``i·max_samples + j`` is sample ``j`` of client
+        ``i``). Then ``client_data.json`` naming the
         files with their shapes and dtypes. The JSON is written last, so an interrupted
         save is refused by :meth:`load` instead of read half-written. Files of an earlier
         save are replaced (each through a temporary name: a reader that has the old file
@@ -348,13 +284,18 @@ class ClientData:
             arrays.update(holdout_features=self.holdout[0], holdout_targets=self.holdout[1])
         described = {}
         for name, values in arrays.items():
+            if isinstance(values, SparseFeatures) or is_sparse_matrix(values):
+                described[name] = _save_sparse(root, name, values)
+                continue
             values = to_numpy(values)
             partial = root / f"{name}.partial.npy"
             np.save(partial, values, allow_pickle=False)
             os.replace(partial, root / f"{name}.npy")
             described[name] = {"shape": list(values.shape), "dtype": values.dtype.str}
-        for stale in set(ARRAY_NAMES) - set(arrays):  # a holdout of an earlier save
-            (root / f"{stale}.npy").unlink(missing_ok=True)
+        for stale in ARRAY_NAMES:  # what an earlier save wrote and this one did not
+            for suffix in (".npy", ".npz"):
+                if stale not in arrays or suffix != described[stale].get("file", ".npy"):
+                    (root / f"{stale}{suffix}").unlink(missing_ok=True)
         (root / METADATA_FILE).write_text(json.dumps(
             {"format": FORMAT, "version": FORMAT_VERSION, "arrays": described}, indent=1))
         return root
@@ -368,17 +309,21 @@ class ClientData:
         pages in what is read and may drop it again, so data larger than memory load
         instantly. The checks of the constructor stream through them (the finiteness check
         reads every value once, in blocks, without copying the arrays into memory).
-        ``counts`` is always read into memory. With ``mmap=False`` every array is read into
-        memory.
+        ``counts`` and sparse features are always read into memory. With ``mmap=False``
+        every array is read into memory.
 
         Raises ``FileNotFoundError`` for a missing directory or file and ``ValueError`` for
         a file that is not what ``client_data.json`` says, each naming the path.
         """
         root = Path(directory)
         described = _read_metadata(root)
-        arrays = {name: _load_array(root / f"{name}.npy", spec,
-                                    mmap and name not in ("counts", "sample_weight"))
+        arrays = {name: _load_sparse(root / f"{name}.npz", spec) if "sparse" in spec else
+                  _load_array(root / f"{name}.npy", spec,
+                              mmap and name not in ("counts", "sample_weight"))
                   for name, spec in described.items()}
+        if described["features"].get("sparse"):
+            n, m = described["features"]["sparse"]
+            arrays["features"] = SparseFeatures.from_scipy(arrays["features"], n, m)
         holdout = None
         if "holdout_features" in arrays:
             holdout = (arrays["holdout_features"], arrays["holdout_targets"])
@@ -406,6 +351,17 @@ class ClientData:
     def dtype(self) -> Any:
         return self.features.dtype
 
+    @property
+    def sparse(self) -> bool:
+        """Whether the features are sparse (:class:`~fedcomp.data._sparse.SparseFeatures`)."""
+        return isinstance(self.features, SparseFeatures)
+
+    @property
+    def like(self) -> Array:
+        """An array of the data's namespace, dtype and device: what models and every array
+        made for these data are created like (the features, or sparse features' values)."""
+        return self.features.values if self.sparse else self.features
+
     # --- conversion --------------------------------------------------------------------
     def to(self, like: Array, dtype: Any = None) -> ClientData:
         """The same data in the namespace/device of ``like`` (float features cast to ``dtype``
@@ -420,7 +376,16 @@ class ClientData:
         from .._array import to_numpy
 
         xp = namespace(like)
-        feats = asarray_like(to_numpy(features), like, dtype=dtype or like.dtype)
+        feats: Any
+        if isinstance(features, SparseFeatures):
+            feats = features.to(like, dtype)
+        elif is_sparse_matrix(features):  # a holdout: evaluation data, kept on the host
+            from scipy import sparse
+
+            host_dtype = to_numpy(asarray_like(np.zeros(1), like, dtype=dtype or like.dtype))
+            feats = sparse.csr_array(features, dtype=host_dtype.dtype)
+        else:
+            feats = asarray_like(to_numpy(features), like, dtype=dtype or like.dtype)
         t = to_numpy(targets)
         float_targets = np.issubdtype(t.dtype, np.floating)
         targs = asarray_like(t, like, dtype=(dtype or like.dtype) if float_targets else xp.int64)
@@ -431,14 +396,20 @@ class ClientData:
         (or the client's ``sample_weight`` row, normalised), 0 on padding."""
         if self.sample_weight is not None:
             rows = self.sample_weight if clients is None else self.sample_weight[clients]
-            return asarray_like(rows / rows.sum(axis=1, keepdims=True), self.features)
+            return asarray_like(rows / rows.sum(axis=1, keepdims=True), self.like)
         counts = self.counts if clients is None else self.counts[clients]
         w = (np.arange(self.max_samples)[None, :] < counts[:, None]) / counts[:, None]
-        return asarray_like(w, self.features)
+        return asarray_like(w, self.like)
 
     # --- batches -----------------------------------------------------------------------
     def full_batch(self, clients: slice | np.ndarray | None = None) -> Batch:
         """All samples of the given clients (a contiguous slice costs no copy on NumPy)."""
+        if self.sparse:
+            return Batch(self.features.block(clients),
+                         self.targets if clients is None else
+                         self.targets[clients, ...] if isinstance(clients, slice) else
+                         take_rows(self.targets, clients),
+                         self.sample_weights(clients))
         if clients is None:
             return Batch(self.features, self.targets, self.sample_weights())
         if isinstance(clients, slice):
@@ -453,13 +424,17 @@ class ClientData:
         Uses a flat ``take`` (portable across Array API backends), each sample weighted
         ``1/m`` (a uniform minibatch mean).
         """
-        xp = namespace(self.features)
+        xp = namespace(self.targets)
         clients = np.asarray(clients)
         b, m = sample_index.shape
         flat = (clients[:, None] * self.max_samples + sample_index).reshape(-1)
-        feats = xp.reshape(self.features, (-1, *self.feature_shape))
+        feats: Any
+        if self.sparse:
+            feats = self.features.minibatch(clients, np.asarray(sample_index))
+        else:
+            feats = xp.reshape(self.features, (-1, *self.feature_shape))
+            feats = xp.reshape(take_rows(feats, flat), (b, m, *self.feature_shape))
         targs = xp.reshape(self.targets, (-1,))
-        feats = xp.reshape(take_rows(feats, flat), (b, m, *self.feature_shape))
         targs = xp.reshape(take_rows(targs, flat), (b, m))
         if self.sample_weight is None:
             weights = np.full((b, m), 1.0 / m)
@@ -469,24 +444,46 @@ class ClientData:
             normalised = rows / rows.sum(axis=1, keepdims=True)
             picked = np.take_along_axis(normalised, np.asarray(sample_index), axis=1)
             weights = picked * self.counts[clients][:, None].astype(np.float64) / m
-        return Batch(feats, targs, asarray_like(weights, self.features))
+        return Batch(feats, targs, asarray_like(weights, self.like))
 
-    def client_arrays(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        """The real (unpadded) samples of client ``i`` as NumPy arrays."""
+    def subset(self, clients: slice | np.ndarray) -> ClientData:
+        """The data of ``clients`` only (padding kept: it is masked; no holdout), sparse
+        features staying sparse: what a Ray shard or a Flower node holds."""
+        if isinstance(clients, slice):
+            clients = np.arange(self.n_clients)[clients]
+        clients = np.asarray(clients)
+        features = self.features.subset(clients) if self.sparse else \
+            take_rows(self.features, clients)
+        return ClientData(features, take_rows(self.targets, clients), self.counts[clients],
+                          sample_weight=None if self.sample_weight is None
+                          else self.sample_weight[clients])
+
+    def client_arrays(self, i: int) -> tuple[Any, np.ndarray]:
+        """The real (unpadded) samples of client ``i`` as NumPy arrays (the features a SciPy
+        CSR matrix when they are sparse)."""
         from .._array import to_numpy
 
         n = int(self.counts[i])
+        if self.sparse:
+            return self.features.client_matrix(i, n), to_numpy(self.targets[i, ...])[:n]
         return to_numpy(self.features[i, ...])[:n], to_numpy(self.targets[i, ...])[:n]
 
-    def pooled(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """All real samples stacked, with the owning client id of each: NumPy arrays."""
+    def pooled(self) -> tuple[Any, np.ndarray, np.ndarray]:
+        """All real samples stacked, with the owning client id of each: NumPy arrays (the
+        features a SciPy CSR matrix when they are sparse)."""
         feats, targs, owner = [], [], []
         for i in range(self.n_clients):
             f, t = self.client_arrays(i)
             feats.append(f)
             targs.append(t)
             owner.append(np.full(len(t), i))
-        return np.concatenate(feats), np.concatenate(targs), np.concatenate(owner)
+        if self.sparse:
+            from scipy import sparse
+
+            stacked = sparse.vstack(feats, format="csr")
+        else:
+            stacked = np.concatenate(feats)
+        return stacked, np.concatenate(targs), np.concatenate(owner)
 
 
 def _read_metadata(root: Path) -> dict[str, dict[str, Any]]:
@@ -531,3 +528,38 @@ def _load_array(path: Path, spec: dict[str, Any], mmap: bool) -> np.ndarray:
                          f"{spec.get('dtype')} of shape {spec.get('shape')} (files from "
                          f"different saves?); {RESAVE}")
     return values
+
+
+def _save_sparse(root: Path, name: str, values: Any) -> dict[str, Any]:
+    """Write sparse features (or a sparse holdout) as ``<name>.npz`` (SciPy's CSR file)."""
+    from scipy import sparse
+
+    matrix = values.to_scipy() if isinstance(values, SparseFeatures) else \
+        sparse.csr_array(values)
+    partial = root / f"{name}.partial.npz"
+    sparse.save_npz(partial, matrix, compressed=False)
+    os.replace(partial, root / f"{name}.npz")
+    return {"shape": list(matrix.shape), "dtype": matrix.dtype.str, "file": ".npz",
+            "nnz": int(matrix.nnz),
+            "sparse": list(values.shape[:2]) if isinstance(values, SparseFeatures) else None}
+
+
+def _load_sparse(path: Path, spec: dict[str, Any]) -> Any:
+    """``path`` written by :func:`_save_sparse`, checked against ``spec``."""
+    from scipy import sparse
+
+    if not path.is_file():
+        raise FileNotFoundError(f"ClientData.load: {path} is missing (a partial copy of the "
+                                f"directory?); copy it again or {RESAVE}")
+    try:
+        matrix = sparse.csr_array(sparse.load_npz(path))
+    except (ValueError, OSError, EOFError, KeyError) as error:
+        raise ValueError(f"ClientData.load: {path} is not a readable sparse .npz file "
+                         f"({error}); {RESAVE}") from None
+    if list(matrix.shape) != list(spec.get("shape", [])) or matrix.dtype.str != spec.get(
+            "dtype") or matrix.nnz != spec.get("nnz"):
+        raise ValueError(f"ClientData.load: {path} holds {matrix.dtype.str} of shape "
+                         f"{list(matrix.shape)} with {matrix.nnz} nonzeros but "
+                         f"{path.parent / METADATA_FILE} says otherwise (files from different "
+                         f"saves?); {RESAVE}")
+    return matrix

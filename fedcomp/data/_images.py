@@ -47,7 +47,8 @@ from typing import Any
 import numpy as np
 
 from .._extras import require
-from ._client_data import ClientData, check_memory
+from ._checks import check_memory
+from ._client_data import ClientData
 from ._real import _resolve, federate, manual_download_hint
 
 # Random streams of ``np.random.default_rng([seed, stream])``, one per use.

@@ -43,7 +43,8 @@ from typing import Any
 import numpy as np
 
 from .._extras import require
-from ._client_data import ClientData, check_memory
+from ._checks import check_memory
+from ._client_data import ClientData
 from ._partition import PARTITIONERS, split_to_clients
 
 #: Environment variable naming the directory of downloaded / user-provided data files.

@@ -760,7 +760,7 @@ def _check_data_size(generator: str, data: dict[str, Any]) -> None:
     Data read from files are checked by their loaders.
     """
     from ..data import DATASETS
-    from ..data._client_data import check_memory
+    from ..data._checks import check_memory
 
     params = {name: p.default for name, p in
               inspect.signature(DATASETS[generator]).parameters.items()}

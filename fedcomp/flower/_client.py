@@ -172,7 +172,7 @@ def handle_train(msg: Message, context: Context) -> Message:
     spec: dict[str, Any] = dict(msg.content.config_records[CONFIG_KEY])
     node = _node_data(context, int(spec["seed"]))
     problem = node.problem
-    like = problem.data.features
+    like = problem.data.like
     algorithm = rebuild_algorithm(str(spec["algorithm"]),
                                   **json.loads(str(spec["hyperparameters"])))
     # as the simulator does: algorithms whose constants come from the problem (C-FedDA's

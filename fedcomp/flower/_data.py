@@ -70,17 +70,17 @@ def partition_clients(n_clients: int, partition_id: int, num_partitions: int) ->
 
 def subset(data: ClientData, rows: np.ndarray) -> ClientData:
     """The clients ``rows`` of ``data`` (padding kept: it is masked)."""
-    from .._array import take_rows
-
-    return ClientData(take_rows(data.features, rows), take_rows(data.targets, rows),
-                      data.counts[rows], sample_weight=None if data.sample_weight is None
-                      else data.sample_weight[rows])
+    return data.subset(rows)
 
 
 def save_partition(problem: Problem, client_ids: Any, path: str | Path) -> Path:
     """Write the data of ``client_ids`` to an ``.npz`` a node can load with ``data-path``."""
     from .._array import to_numpy
 
+    if problem.data.sparse:
+        raise ValueError("save_partition writes dense arrays; sparse data reach a node "
+                         "through its configuration (each node builds its own clients) or "
+                         "ClientData.save(directory) of data.subset(client_ids)")
     ids = np.asarray(client_ids, dtype=np.int64)
     part = subset(problem.data, ids)
     path = Path(path)

@@ -271,7 +271,7 @@ class FlowerClients:
                     "Restart it (with the same node_config) and rerun, or set rejoin-timeout "
                     "and a checkpoint-dir on the nodes to resume")
             pending = self._rejoin(missing, where, reasons) if missing else {}
-        like = self.problem.data.features
+        like = self.problem.data.like
         position = {c: i for i, c in enumerate(participants.tolist())}
         order = np.empty(len(participants), dtype=np.int64)
         parts, start = [], 0

@@ -14,6 +14,7 @@ import numpy as np
 
 from .._array import Array, namespace
 from ..data._client_data import Batch
+from ..data._sparse import SparseBlock
 from ._base import check_l2, check_signed_labels
 
 
@@ -22,18 +23,25 @@ def _margins(x: Array, features: Array) -> Array:
 
     The ``@`` operator is the Array API's ``matmul`` without a namespace lookup and the
     compat wrapper's call: at small sizes (30 clients × 60 features) a round is Python
-    dispatch, and these two run at every local step.
+    dispatch, and these two run at every local step. Sparse features
+    (:class:`~fedcomp.data._sparse.SparseBlock`) take one sparse product for the block.
     """
+    if isinstance(features, SparseBlock):
+        return features.margins(x)
     return (features @ x[..., None])[..., 0]
 
 
 def _back(features: Array, coef: Array) -> Array:
     """``Σ_j coef_bj a_bj``: (B, m, d) × (B, m) → (B, d)."""
+    if isinstance(features, SparseBlock):
+        return features.back(coef)
     return (coef[:, None, :] @ features)[:, 0, :]
 
 
 def _weighted_gram(features: Array, coef: Array) -> Array:
     """``Σ_j c_bj a_bj a_bjᵀ``: (B, m, d) with (B, m) → (B, d, d), one batched matmul."""
+    if isinstance(features, SparseBlock):
+        return features.weighted_gram(coef)
     xp = namespace(features)
     return xp.matmul(xp.matrix_transpose(features) * coef[:, None, :], features)
 
@@ -55,6 +63,8 @@ def _penalty_slope(x: Array) -> Array:
 
 def _gram_max_eig(batch: Batch) -> Array:
     """Largest eigenvalue of ``Σ_j w_j a_j a_jᵀ`` for each client, shape (B,)."""
+    if isinstance(batch.features, SparseBlock):
+        return batch.features.max_eigenvalues(batch.weights)
     xp = namespace(batch.features)
     a = batch.features
     gram = xp.matmul(xp.matrix_transpose(a) * batch.weights[:, None, :], a)
@@ -81,6 +91,9 @@ class LeastSquares:
     """
 
     l2: float = 0.0
+
+    #: Computes on sparse features (its products are :func:`_margins` and :func:`_back`).
+    takes_sparse = True
 
     def __post_init__(self) -> None:
         check_l2(self.l2, "LeastSquares")
@@ -146,6 +159,8 @@ class Logistic:
 
     l2: float = 0.0
     nonconvex: float = 0.0
+
+    takes_sparse = True
 
     def __post_init__(self) -> None:
         check_l2(self.l2, "Logistic")

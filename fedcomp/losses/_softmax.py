@@ -16,13 +16,24 @@ import numpy as np
 
 from .._array import Array, namespace
 from ..data._client_data import Batch
+from ..data._sparse import SparseBlock
 from ._base import check_class_ids, check_l2
 from ._linear import _gram_max_eig
 
 
 def _logits(x: Array, features: Array) -> Array:
     """``a_bjᵀ W_b`` for every sample: (B, m, d) × (B, d, k) → (B, m, k), one batched matmul."""
+    if isinstance(features, SparseBlock):
+        return features.logits(x)
     return namespace(x).matmul(features, x)
+
+
+def _back_matrix(features: Array, coef: Array) -> Array:
+    """``Σ_j a_bj coef_bjᵀ``: (B, m, d) × (B, m, k) → (B, d, k)."""
+    if isinstance(features, SparseBlock):
+        return features.back_matrix(coef)
+    xp = namespace(coef)
+    return xp.matmul(xp.matrix_transpose(features), coef)
 
 
 def _one_hot(targets: Array, n_classes: int, dtype: object) -> Array:
@@ -79,6 +90,8 @@ class Softmax:
 
     l2: float = 0.0
 
+    takes_sparse = True
+
     def __post_init__(self) -> None:
         check_l2(self.l2, "Softmax")
 
@@ -118,7 +131,7 @@ class Softmax:
         xp = namespace(x)
         z, lse, onehot = self._parts(x, batch)
         coef = batch.weights[..., None] * (xp.exp(z - lse[..., None]) - onehot)   # (B, m, k)
-        g = xp.matmul(xp.matrix_transpose(batch.features), coef)                   # (B, d, k)
+        g = _back_matrix(batch.features, coef)                                     # (B, d, k)
         return g + self.l2 * x if self.l2 else g
 
     def smoothness(self, batch: Batch) -> Array:

@@ -67,7 +67,7 @@ def machine_key() -> str:
 def shape_key(problem: Any, batch_size: int | None, library: str) -> str:
     """What the best block depends on besides the machine."""
     samples, per_client = working_set(problem, batch_size)
-    dtype = str(problem.data.features.dtype).rsplit(".", 1)[-1]
+    dtype = str(problem.data.like.dtype).rsplit(".", 1)[-1]
     return (f"{library}|{dtype}|{type(problem.loss).__name__}|{samples}x"
             f"{'x'.join(map(str, problem.data.feature_shape))}|{problem.param_shape}|"
             f"{per_client}")

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._array import namespace, replace_rows, take_rows, to_numpy
+from .._array import bit_width, namespace, replace_rows, take_rows, to_numpy
 from ..algorithms._base import (
     ClientContext,
     FederatedAlgorithm,
@@ -57,8 +57,10 @@ def working_set(problem: Problem, batch_size: int | None) -> tuple[int, int]:
     gradients, one minibatch otherwise."""
     samples = problem.data.max_samples if batch_size is None else min(
         batch_size, problem.data.max_samples)
-    itemsize = to_numpy(problem.data.features[:1, :1, ...]).dtype.itemsize
-    return samples, samples * math.prod(problem.data.feature_shape) * itemsize
+    data = problem.data
+    if data.sparse:  # the nonzeros of an average sample, with their column indices
+        return samples, samples * data.features.nbytes // max(1, data.n_samples)
+    return samples, samples * math.prod(data.feature_shape) * (bit_width(data.like) // 8)
 
 
 def cache_block_size(problem: Problem, batch_size: int | None = None) -> int:
@@ -152,7 +154,7 @@ class LocalClients:
         else:
             pi, n_clients = self.shard[1][block], self.shard[2]
         return client_context(oracle, self.settings.prox, round_, pi, n_clients,
-                              self.problem.data.features)
+                              self.problem.data.like)
 
     def run_round(self, round_: int, message: Any, participants: np.ndarray) -> Any:
         """``participants`` are rows of ``problem`` (the client ids unless on a shard)."""

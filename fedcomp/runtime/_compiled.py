@@ -146,8 +146,9 @@ def check_x64() -> None:
     use_compilation_cache()  # also for jax arrays made without jax_like
 
 
-def check_compile(compile_: Any, data: Any) -> None:
-    """Validate ``simulate``'s ``compile`` argument against the data's namespace."""
+def check_compile(compile_: Any, data: Any, sparse: bool = False) -> None:
+    """Validate ``simulate``'s ``compile`` argument against the data's namespace (and
+    sparsity: sparse jax data run eagerly, ``compile='auto'`` choosing so)."""
     if not any(compile_ is c or (compile_ == c and isinstance(c, str)) for c in
                COMPILE_CHOICES):
         raise ValueError(f"compile must be 'auto', True or False (got {compile_!r})")
@@ -155,6 +156,9 @@ def check_compile(compile_: Any, data: Any) -> None:
         raise ValueError("compile=True runs the rounds under jax.jit: it needs the data on "
                          "jax arrays (backend = 'jax', or problem.data.to(fedcomp.runtime."
                          "jax_like()))")
+    if compile_ is True and sparse:
+        raise ValueError("compile=True: the compiled engine runs dense features only; sparse "
+                         "jax data (BCOO) run eagerly with compile='auto' or compile=False")
 
 
 # --- counters --------------------------------------------------------------------------------
@@ -251,7 +255,7 @@ class DataArrays(NamedTuple):
 
     @classmethod
     def of(cls, problem: Problem) -> DataArrays:
-        data, like = problem.data, problem.data.features
+        data, like = problem.data, problem.data.like
         jnp = _jax().numpy
         return cls(data.features, data.targets, data.sample_weights(),
                    jnp.asarray(np.asarray(data.counts, dtype=np.int64)),
@@ -645,7 +649,7 @@ def sub_block_size(problem: Problem, batch_size: int | None) -> int:
     from ._blocks import compiled_local_steps, measured_block_size
     from ._clients import cache_block_size
 
-    devices = getattr(problem.data.features, "devices", None)
+    devices = getattr(problem.data.like, "devices", None)
     if devices is not None and any(d.platform != "cpu" for d in devices()):
         return problem.n_clients
     return measured_block_size(problem, batch_size, "jax-compiled", rule=cache_block_size,
@@ -859,7 +863,7 @@ class CompiledServer:
                      ) -> Any:
         return self.algorithm.server_update(
             state, uploads, server_context(self.problem, self.server_prox, round_, participants,
-                                           self.problem.data.features, self.seed))
+                                           self.problem.data.like, self.seed))
 
     def context(self, participants: np.ndarray) -> tuple[Any, Any, Any]:
         """``(ids, weights, pi)`` of the participants as device arrays (cached per set)."""
@@ -873,7 +877,7 @@ def participant_context(problem: Problem, ids: np.ndarray) -> tuple[Any, Any, An
     pi = problem.weights[ids]
     # row by row: each round's weights are summed as one round's alone would be
     weights = pi / pi.sum() if pi.ndim == 1 else np.stack([row / row.sum() for row in pi])
-    like = problem.data.features
+    like = problem.data.like
     return (_jax().numpy.asarray(ids, dtype="int64"), asarray_like(weights, like),
             asarray_like(pi, like))
 
@@ -965,7 +969,7 @@ class CompiledEngine:
         arguments: without this the second call compiles the round again (0.8–1 s).
         """
         jax = _jax()
-        device = next(iter(self.problem.data.features.devices()))
+        device = next(iter(self.problem.data.like.devices()))
         return jax.device_put(tree, device)
 
     def chunk_length(self, clients_per_round: int | None, batch_size: int | None,

@@ -202,7 +202,7 @@ def simulate_decentralized(
     block_size = resolve_block_size(node_block, problem, batch_size)
     n = problem.n_clients
     x = problem.initial_model() if x0 is None else problem.as_model(x0)
-    like = problem.data.features
+    like = problem.data.like
     counters = Counters()
     regularizer = problem.regularizer
     # node i minimises n·π_i·f_i, so that (1/n)Σ_i of the node objectives is Σ_i π_i f_i

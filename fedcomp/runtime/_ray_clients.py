@@ -34,7 +34,7 @@ import numpy as np
 from .._array import take_rows
 from .._extras import require
 from ..algorithms._base import FederatedAlgorithm
-from ..data._client_data import whole_npy_file
+from ..data._checks import whole_npy_file
 from ..oracle import Counters
 from ..problem import Problem
 from ._clients import ClientSettings, LocalClients, _concat
@@ -121,14 +121,15 @@ class ShardOnDisk:
 
 def shard_problem(problem: Problem, rows: slice) -> Problem | ShardOnDisk:
     """What an actor is sent for the clients ``rows``: the paths when the data are whole
-    ``.npy`` files (:func:`~fedcomp.data._client_data.whole_npy_file`), else the shard's
+    ``.npy`` files (:func:`~fedcomp.data._checks.whole_npy_file`), else the shard's
     problem with its rows.
 
     Either gives the actor the problem ``dataclasses.replace(problem, data=<its rows>)``
     (the holdout stays with the caller's metrics).
     """
     data = problem.data
-    features, targets = whole_npy_file(data.features), whole_npy_file(data.targets)
+    features = None if data.sparse else whole_npy_file(data.features)
+    targets = whole_npy_file(data.targets)
     if features is None or targets is None:
         return dataclasses.replace(problem, data=_subset(problem, rows))
     fields = {f.name: getattr(problem, f.name) for f in dataclasses.fields(problem)
@@ -267,12 +268,7 @@ class RayClients:
 
 
 def _subset(problem: Problem, rows: slice) -> Any:
-    from ..data import ClientData
-
-    data = problem.data
-    return ClientData(data.features[rows], data.targets[rows], data.counts[rows],
-                      sample_weight=None if data.sample_weight is None
-                      else data.sample_weight[rows])
+    return problem.data.subset(rows)
 
 
 def ray_clients(shards: int = 2, address: str | None = None) -> Callable[..., RayClients]:

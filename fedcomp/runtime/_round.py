@@ -124,7 +124,7 @@ def server_step(algorithm: FederatedAlgorithm, problem: Problem, server_state: A
     count_uploads(counters, stacked, len(participants))
     return algorithm.server_update(
         server_state, stacked,
-        server_context(problem, server_prox, round_, participants, problem.data.features,
+        server_context(problem, server_prox, round_, participants, problem.data.like,
                        seed))
 
 

@@ -96,7 +96,7 @@ def auto_block_size(problem: Problem, batch_size: int | None = None) -> int:
     former rule, :data:`~fedcomp.runtime._clients.BLOCK_BYTES` (4 MiB) or a quarter of
     the last-level cache. With minibatches the working set is one minibatch per client.
     """
-    entry = backend_of_data(problem.data.features)
+    entry = backend_of_data(problem.data.like)
     if entry.block_policy == "all":
         # one call per block whatever its size: on a GPU, and in the compiled (jax) engine,
         # which cuts measured sub-blocks inside its call on a CPU (sub_block_size)
@@ -330,7 +330,7 @@ def simulate(
     [0, 1, 2, 3]
     """
     _check_run_args(problem, rounds, clients_per_round, batch_size, eval_every, seed)
-    check_compile(compile, problem.data.features)
+    check_compile(compile, problem.data.like, problem.data.sparse)
     rule = StopRule(problem, tol, stop, callbacks, on_divergence)
     if algorithm.execution != "rounds":
         raise ValueError(f"{algorithm.name} runs on an event clock, not in rounds; use "
@@ -373,7 +373,7 @@ def simulate(
                                       getattr(run_clients, "client_states", None), counters,
                                       recorder.history, algorithm.name))
 
-    like = problem.data.features
+    like = problem.data.like
     clock = None if compute_times is None else ComputeTimes.build(compute_times, problem.n_clients)
     if client_state not in ("memory", "disk"):
         raise ValueError(f"client_state must be 'memory' or 'disk' (got {client_state!r})")
@@ -387,8 +387,9 @@ def simulate(
         scratch = tempfile.TemporaryDirectory(prefix="fedcomp-states-")
         state_dir = scratch.name
     # the compiled engine: the data on jax arrays, the clients in this process
+    # sparse jax data run eagerly: the compiled engine's traced gathers are dense
     compiled = clients is None and client_state == "memory" and compile is not False and \
-        backend_of_data(like).compiles
+        backend_of_data(like).compiles and not problem.data.sparse
     settings = ClientSettings(seed, batch_size, block_size, client_prox,
                               state_dir if client_state == "disk" else None, compile)
     engine: Any = None
