@@ -69,12 +69,14 @@ from sklearn.utils.metaestimators import available_if  # noqa: E402
 from sklearn.utils.multiclass import check_classification_targets  # noqa: E402
 from sklearn.utils.validation import (  # noqa: E402
     _check_sample_weight,
+    check_array,
     check_is_fitted,
     validate_data,
 )
 
 from .algorithms import ALGORITHMS, FederatedAlgorithm, make_algorithm  # noqa: E402
 from .data import ClientData  # noqa: E402
+from .data._sparse import is_sparse_matrix  # noqa: E402
 from .losses import LOSSES, Loss, make_loss  # noqa: E402
 from .problem import Problem  # noqa: E402
 from .regularizers import (  # noqa: E402
@@ -101,7 +103,8 @@ def _unconverged(model: Any, run: Any, tol: float, X: np.ndarray) -> str:
     value = run.history[-1].get("relative_prox_step", float("nan"))
     # the root-mean-square of each column, the intercept's constant 1 included: columns of
     # very different sizes make the problem ill-conditioned for every gradient method
-    scale = np.sqrt(np.mean(X * X, axis=0))
+    squares = X.multiply(X).mean(axis=0) if is_sparse_matrix(X) else np.mean(X * X, axis=0)
+    scale = np.sqrt(np.asarray(squares).ravel())
     scale = scale[scale > 0]
     ratio = float(scale.max() / scale.min()) if scale.size > 1 else 1.0
     fix = (f"the columns' sizes (the intercept's constant 1 included) differ by a factor of "
@@ -148,6 +151,15 @@ def client_data(X: np.ndarray, y: np.ndarray, clients: Any, n_clients: int,
                                  [y[owner == i] for i in range(len(ids))],
                                  sample_weight=weights)
     return data, ids
+
+
+def _append_ones(X: Any) -> Any:
+    """``[X, 1]``: the intercept's column (a sparse ``X`` stays sparse CSR)."""
+    if is_sparse_matrix(X):
+        from scipy import sparse
+
+        return sparse.hstack([X, np.ones((X.shape[0], 1))], format="csr")
+    return np.hstack([X, np.ones((X.shape[0], 1))])
 
 
 def _seed(random_state: Any) -> int:
@@ -249,6 +261,12 @@ class _FederatedModel(BaseEstimator):
     def _loss(self, n_classes: int | None) -> Loss:
         raise NotImplementedError
 
+    def __sklearn_tags__(self) -> Any:
+        # scipy.sparse X stays sparse: the clients' data are SparseFeatures
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
     def _regularizer(self, param_ndim: int) -> Regularizer:
         raise NotImplementedError
 
@@ -324,12 +342,13 @@ class _FederatedModel(BaseEstimator):
         if not (isinstance(self.max_iter, int | np.integer) and self.max_iter >= 1):
             raise ValueError(f"max_iter must be an integer >= 1 (got {self.max_iter!r})")
         tol = check_tol(self.tol)
-        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=not self._is_classifier())
+        X, y = validate_data(self, X, y, dtype=np.float64, accept_sparse="csr",
+                             y_numeric=not self._is_classifier())
         if sample_weight is not None:
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
         targets, n_classes = self._fit_targets(y)
         if self.fit_intercept:
-            X = np.hstack([X, np.ones((X.shape[0], 1))])
+            X = _append_ones(X)
         data, self.clients_ = client_data(X, targets, clients, self.n_clients,
                                           self.random_state, sample_weight)
         loss = self._loss(n_classes)
@@ -405,8 +424,8 @@ class _FederatedModel(BaseEstimator):
 
     def _decision(self, X: Any) -> np.ndarray:
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float64, reset=False)
-        return X @ self.coef_.T + self.intercept_
+        X = validate_data(self, X, dtype=np.float64, accept_sparse="csr", reset=False)
+        return np.asarray(X @ self.coef_.T) + self.intercept_
 
 
 class FederatedEstimator(_FederatedModel):
@@ -735,7 +754,7 @@ def alpha_max(estimator: Any, X: Any, y: Any) -> float:
     — which is the pooled gradient, whatever the split: no ``clients`` are needed. As
     scikit-learn's ``LassoCV`` grid starts (``alphas_[0]``).
     """
-    X = np.asarray(X, dtype=np.float64)
+    X = check_array(X, dtype=np.float64, accept_sparse="csr")
     penalty = getattr(estimator, "penalty", getattr(estimator, "regularizer", None))
     if penalty not in ("l1", "elasticnet"):
         raise ValueError(f"alpha_max is the ℓ1 path's start: penalty must be 'l1' or "
@@ -755,7 +774,7 @@ def alpha_max(estimator: Any, X: Any, y: Any) -> float:
     margin = np.full(len(targets), intercept)
     residual = (-targets / (1.0 + np.exp(targets * margin)) if logistic
                 else margin - targets)
-    gradient = X.T @ residual / len(targets)
+    gradient = np.asarray(X.T @ residual).ravel() / len(targets)
     ratio = float(model.l1_ratio) if penalty == "elasticnet" else 1.0
     return float(np.max(np.abs(gradient))) / ratio
 

@@ -34,6 +34,7 @@ from ._liang import (
 )
 from ._partition import (
     PARTITIONERS,
+    partition_contiguous,
     partition_dirichlet,
     partition_dirichlet_groups,
     partition_groups,
@@ -59,7 +60,7 @@ from ._real import (
     relabel,
     sha256_of,
 )
-from ._sparse_text import SHAPES, SparseText, sparse_text_like
+from ._sparse_text import SHAPES, SparseText, sparse_text_clients, sparse_text_like
 from ._synthetic import synthetic_fedprox
 from ._tong import tong_sparse_regression
 
@@ -100,6 +101,10 @@ DATASETS: Registry[DatasetEntry] = Registry("dataset", [
     DatasetEntry("tong_sparse_regression", tong_sparse_regression,
                  "Fed-HT Simulation I: per-client s-sparse models N(u_i, 1), features "
                  "N(v_i, diag(1/j^1.2)), y = <z, x_i> + noise (Tong et al.)"),
+    DatasetEntry("sparse_text", sparse_text_clients,
+                 "bag-of-words documents shaped like rcv1 or news20 (sparse, Zipf word "
+                 "frequencies, +-1 labels from a sparse w*), split by latent topic with "
+                 "Dir(concentration) shares (offline)"),
     DatasetEntry("breast_cancer", breast_cancer,
                  "scikit-learn's bundled breast-cancer set (569 x 30, +-1 labels), "
                  "standardized, split by a partition (bundled: no download)",
@@ -157,7 +162,7 @@ __all__ = [
     "tong_sparse_regression",
     "liang_linear_models", "liang_logistic_models", "liang_sparse_linear",
     "liang_sparse_logistic", "lowrank_truth",
-    "partition_dirichlet", "partition_dirichlet_groups", "partition_groups", "partition_iid",
+    "partition_contiguous", "partition_dirichlet", "partition_dirichlet_groups", "partition_groups", "partition_iid",
     "partition_quantity_skew", "partition_shards", "sparse_regression_truth",
     "split_to_clients", "synthetic_fedprox",
     "DATA_DIR_ENV", "SOURCES", "a9a", "breast_cancer", "data_dir", "download", "federate",
@@ -165,5 +170,5 @@ __all__ = [
     "partition_spec", "relabel", "sha256_of",
     "cifar10", "digit_forms", "digits", "fashion_mnist", "femnist", "load_cifar10_batch",
     "load_idx", "load_leaf", "mnist",
-    "SHAPES", "SparseText", "sparse_text_like",
+    "SHAPES", "SparseText", "sparse_text_clients", "sparse_text_like",
 ]

@@ -132,6 +132,24 @@ def partition_iid(n_samples: int, n_clients: int, seed: int = 0) -> list[np.ndar
     return [np.sort(p) for p in np.array_split(perm, n_clients)]
 
 
+def partition_contiguous(n_samples: int, n_clients: int, seed: int = 0) -> list[np.ndarray]:
+    """The samples in their own order, cut into ``n_clients`` consecutive near-equal parts.
+
+    The split "by rows" of a file whose rows are already grouped (by time, by source):
+    client i gets rows ``i·n/k`` to ``(i+1)·n/k``. ``seed`` is accepted for the common
+    signature and unused (nothing is random).
+
+    Examples
+    --------
+    >>> [p.tolist() for p in partition_contiguous(5, 2)]
+    [[0, 1, 2], [3, 4]]
+    """
+    n_samples = check_integer("contiguous", "n_samples", n_samples)
+    n_clients = check_integer("contiguous", "n_clients", n_clients)
+    _check_counts("contiguous", n_samples, n_clients)
+    return np.array_split(np.arange(n_samples), n_clients)
+
+
 def partition_dirichlet(labels: Any, n_clients: int, concentration: float, seed: int = 0,
                         min_size: int = 1) -> list[np.ndarray]:
     """Dirichlet label skew: each class is spread over clients in ``Dir(concentration)`` shares.
@@ -393,7 +411,8 @@ def split_to_clients(features: Any, targets: Any, parts: Sequence[Any], dtype: A
 
     Parameters
     ----------
-    features : array, shape (n_samples, *feature_shape)
+    features : array, shape (n_samples, *feature_shape), or a scipy.sparse matrix
+        A sparse matrix gives sparse client data (:meth:`ClientData.from_lists`).
     targets : array, shape (n_samples,)
     parts : sequence of int arrays
         Client i's sample indices (a partitioner's output).
@@ -412,10 +431,18 @@ def split_to_clients(features: Any, targets: Any, parts: Sequence[Any], dtype: A
     >>> data.features.shape, data.counts.tolist()
     ((2, 3, 2), [3, 3])
     """
-    features, targets = np.asarray(features), np.asarray(targets)
-    if len(features) != len(targets):
-        raise ValueError(f"split_to_clients: {len(features)} feature rows but {len(targets)} "
-                         "targets")
+    from ._sparse import is_sparse_matrix
+
+    if is_sparse_matrix(features):  # rows of a sparse matrix stay sparse (CSR, one per client)
+        from scipy import sparse
+
+        features = sparse.csr_array(features)
+    else:
+        features = np.asarray(features)
+    targets = np.asarray(targets)
+    if features.shape[0] != len(targets):
+        raise ValueError(f"split_to_clients: {features.shape[0]} feature rows but "
+                         f"{len(targets)} targets")
     parts = [np.asarray(p, dtype=np.int64) for p in parts]
     for i, p in enumerate(parts):
         if p.ndim != 1 or (len(p) and (p.min() < 0 or p.max() >= len(targets))):
@@ -431,6 +458,8 @@ def split_to_clients(features: Any, targets: Any, parts: Sequence[Any], dtype: A
 #: ids), the number of clients and the seed; a partition spec names the rest.
 PARTITIONERS: Registry[Entry] = Registry("partitioner", [
     Entry("iid", partition_iid, "uniform shuffle into near-equal clients"),
+    Entry("contiguous", partition_contiguous,
+          "by rows: the samples in their own order, in consecutive near-equal clients"),
     Entry("dirichlet", partition_dirichlet,
           "label skew: each class spread over clients by Dir(concentration) shares"),
     Entry("shards", partition_shards,
@@ -445,5 +474,6 @@ PARTITIONERS: Registry[Entry] = Registry("partitioner", [
           "client; femnist, digits"),
 ], supplied=("labels", "n_samples", "groups", "n_clients", "seed"))
 
-__all__ = ["PARTITIONERS", "partition_dirichlet", "partition_dirichlet_groups", "partition_groups",
-           "partition_iid", "partition_quantity_skew", "partition_shards", "split_to_clients"]
+__all__ = ["PARTITIONERS", "partition_contiguous", "partition_dirichlet",
+           "partition_dirichlet_groups", "partition_groups", "partition_iid",
+           "partition_quantity_skew", "partition_shards", "split_to_clients"]

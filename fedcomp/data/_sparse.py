@@ -222,7 +222,6 @@ class SparseBlock:
         The exact local solvers' Hessians: dense by nature, so only for moderate ``d``
         (refused before allocating past the machine's memory). Formed on the host.
         """
-
         b, _, d = self.shape
         check_memory(b * d * d * 8, "the clients' dense Hessians",
                      "use local_solver='sgd' (gradients only) on high-dimensional data")
@@ -322,7 +321,7 @@ class SparseFeatures:
     def __repr__(self) -> str:
         n, m, d = self.shape
         return (f"SparseFeatures(shape=({n}, {m}, {d}), nnz={self.nnz}, "
-                f"density={self.nnz / max(1, n * m * d):.3g}, dtype={self.dtype})")
+                f"{self.nbytes / 2**20:.1f} MiB, dtype={self.dtype})")
 
     # --- blocks and minibatches ----------------------------------------------------------
     def block(self, clients: slice | np.ndarray | None) -> SparseBlock:

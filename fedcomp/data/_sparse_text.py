@@ -119,3 +119,43 @@ def sparse_text_like(shape: str | tuple[int, int, float] = "rcv1", n_topics: int
     # the median as threshold: as many positive documents as negative ones
     labels = np.where(margins > np.median(margins), 1.0, -1.0)
     return SparseText(matrix.tocsr(), labels, topics, truth)
+
+
+def sparse_text_clients(shape: str | tuple[int, int, float] = "rcv1", n_clients: int = 100,
+                        concentration: float = 0.5, n_topics: int = 20, seed: int = 0,
+                        dtype: Any = np.float64) -> Any:
+    """:func:`sparse_text_like` documents split among clients by their latent topic.
+
+    Each topic's documents are spread over the clients in ``Dir(concentration)`` shares
+    (:func:`~fedcomp.data.partition_dirichlet` on the topics), so a client holds a few
+    topics mostly: its frequent words, and the part of ``w*`` they reveal, differ from
+    another's — heterogeneous clients, as a split of a real corpus by source would give.
+    The features stay sparse (:class:`~fedcomp.data._sparse.SparseFeatures`).
+
+    Parameters
+    ----------
+    shape : "rcv1", "news20" or (n_samples, n_features, density)
+    n_clients : int, default 100
+    concentration : float, default 0.5
+        Smaller is more heterogeneous.
+    n_topics : int, default 20
+    seed : int, default 0
+        Seeds the documents and the split.
+    dtype : numpy dtype, default float64
+
+    Returns
+    -------
+    ClientData
+        ±1 labels, for :class:`~fedcomp.losses.Logistic`.
+
+    Examples
+    --------
+    >>> data = sparse_text_clients((600, 3000, 0.01), n_clients=6, n_topics=4)
+    >>> data.sparse, data.n_clients, data.n_samples, data.feature_shape
+    (True, 6, 600, (3000,))
+    """
+    from ._partition import partition_dirichlet, split_to_clients
+
+    text = sparse_text_like(shape, n_topics=n_topics, seed=seed)
+    parts = partition_dirichlet(text.topics, n_clients, concentration, seed=seed)
+    return split_to_clients(text.features, text.labels, parts, dtype=dtype)
