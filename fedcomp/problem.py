@@ -166,6 +166,10 @@ class Problem:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "data", as_client_data(self.data))
+        if self.data.sparse and not getattr(self.loss, "takes_sparse", False):
+            raise ValueError(f"{type(self.loss).__name__} computes on dense features; sparse "
+                             "data run with a linear-model loss (LeastSquares, Logistic, "
+                             "Softmax), or densify small data first")
         if self.minibatch not in MINIBATCH:
             raise ValueError(f"minibatch must be one of {MINIBATCH} (got "
                              f"minibatch={self.minibatch!r})")
@@ -175,10 +179,6 @@ class Problem:
                 f"the loss has {self.loss.param_ndim}-D models but the regularizer was built with "
                 f"param_ndim={self.regularizer.param_ndim}; pass param_ndim={self.loss.param_ndim} "
                 "to the regularizer")
-        if self.data.sparse and not getattr(self.loss, "takes_sparse", False):
-            raise ValueError(f"{type(self.loss).__name__} computes on dense features; sparse "
-                             "data run with a linear-model loss (LeastSquares, Logistic, "
-                             "Softmax), or densify small data first")
         check_targets = getattr(self.loss, "check_targets", None)
         if check_targets is not None:
             check_targets(_distinct_targets(self.data), self.n_classes)

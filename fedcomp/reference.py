@@ -184,10 +184,9 @@ def skglm_start(problem: Problem, start: np.ndarray) -> np.ndarray:
     require("skglm", "solve_reference(solver='skglm')")
     from skglm import datafits, penalties, solvers
 
-    features = to_numpy(data.features)
-    targets = to_numpy(data.targets)
-    X = np.concatenate([features[i, :n] for i, n in enumerate(data.counts)])
-    y = np.concatenate([targets[i, :n] for i, n in enumerate(data.counts)])
+    X, y, _ = data.pooled()  # sparse data: a CSR matrix, which skglm takes as CSC
+    if data.sparse:
+        X = X.tocsc()
     datafit = datafits.Quadratic() if isinstance(loss, LeastSquares) else datafits.Logistic()
     penalty = (penalties.L1(reg.alpha) if isinstance(reg, L1) else
                penalties.MCPenalty(reg.alpha, reg.gamma) if isinstance(reg, MCP) else

@@ -98,7 +98,7 @@ from .runtime._stopping import check_tol  # noqa: E402
 EVAL_EVERY = 10
 
 
-def _unconverged(model: Any, run: Any, tol: float, X: np.ndarray) -> str:
+def _unconverged(model: Any, run: Any, tol: float, X: Any) -> str:
     """Why a fit stopped unconverged, and what to change: the data's scale first."""
     value = run.history[-1].get("relative_prox_step", float("nan"))
     # the root-mean-square of each column, the intercept's constant 1 included: columns of

@@ -18,6 +18,7 @@ import numpy as np
 
 from .._array import Array, asarray_like, to_numpy
 from .._registry import Entry, Registry
+from ..data._sparse import SparseFeatures, is_sparse_matrix
 from ..problem import Problem
 
 
@@ -245,8 +246,11 @@ def predicted_labels(problem: Problem, x: Array, features: Any) -> np.ndarray | 
                                          axis=1) for i in range(0, n, PREDICT_CHUNK)])
     if not isinstance(loss, Logistic | Softmax):
         return None
-    feats = to_numpy(features)
-    scores = feats.reshape(len(feats), -1) @ to_numpy(x).reshape(feats[0].size, -1)
+    if is_sparse_matrix(features):  # sparse pooled or held-out samples: a CSR product
+        scores = np.asarray(features @ to_numpy(x).reshape(features.shape[1], -1))
+    else:
+        feats = to_numpy(features)
+        scores = feats.reshape(len(feats), -1) @ to_numpy(x).reshape(feats[0].size, -1)
     if isinstance(loss, Logistic):
         return np.where(scores[:, 0] >= 0, 1.0, -1.0)
     return np.argmax(scores, axis=1)
@@ -292,8 +296,8 @@ def test_loss(problem: Problem, x: Array, **_: Any) -> float:
     for i in range(0, n, PREDICT_CHUNK):
         f, t = feats[i: i + PREDICT_CHUNK], targs[i: i + PREDICT_CHUNK]
         weights = asarray_like(np.full((1, len(t)), 1.0 / n), model)
-        total += float(to_numpy(problem.loss.value(model[None, ...], Batch(f[None], t[None],
-                                                                             weights)))[0])
+        total += float(to_numpy(problem.loss.value(model[None, ...], Batch(
+            _one_client(f, model), t[None], weights)))[0])
     return total - ((n - 1) // PREDICT_CHUNK) * _penalty(problem, model, feats[:1], targs[:1])
 
 
@@ -304,8 +308,18 @@ def _penalty(problem: Problem, model: Array, feature: Any, target: Any) -> float
     from ..data import Batch
 
     zero = asarray_like(np.zeros((1, 1)), model)
-    value = problem.loss.value(model[None, ...], Batch(feature[None], target[None], zero))
+    value = problem.loss.value(model[None, ...], Batch(_one_client(feature, model),
+                                                       target[None], zero))
     return float(to_numpy(value)[0])
+
+
+def _one_client(features: Any, model: Array) -> Any:
+    """Samples ``(k, *feature_shape)`` as the features of a block of one client: a leading
+    axis, or for a sparse holdout (a host CSR matrix) a sparse block on the model's device."""
+    if is_sparse_matrix(features):
+        return SparseFeatures.from_matrices([features], dtype=features.dtype).to(
+            model).block(None)
+    return features[None]
 
 
 def sparsity(problem: Problem, x: Array, **_: Any) -> float:
