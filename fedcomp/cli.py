@@ -511,12 +511,14 @@ def _add_flower(sub: Any) -> None:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """Run ``benchmarks/run.py`` of the source checkout with the remaining arguments
-    (``fedcomp bench scale ...``: ``benchmarks/scale.py``, 10^5 and 10^6 clients)."""
+    (``fedcomp bench scale ...``: ``benchmarks/scale.py``, 10^5 and 10^6 clients;
+    ``fedcomp bench sparse ...``: ``benchmarks/sparse_round.py``, rcv1-shaped rounds)."""
     import importlib.util
 
     name, forwarded = "run", list(args.bench_args)
-    if forwarded[:1] == ["scale"]:
-        name, forwarded = "scale", forwarded[1:]
+    scripts = {"scale": "scale", "sparse": "sparse_round"}
+    if forwarded[:1] and forwarded[0] in scripts:
+        name, forwarded = scripts[forwarded[0]], forwarded[1:]
     script = BENCHMARKS / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"fedcomp_bench_{name}", script)
     assert spec is not None and spec.loader is not None
@@ -538,7 +540,8 @@ def _add_bench(sub: Any) -> None:
                            help="ms per round on every engine (simulator NumPy/torch, "
                                 "per-client loop, JAX, Flower), scaling, peak memory; "
                                 "'bench scale': 10^5 and 10^6 clients, in one process and "
-                                "on Ray actors",
+                                "on Ray actors; 'bench sparse': rcv1-shaped sparse rounds "
+                                "against hand-written scipy.sparse ones",
                            description="Forwards its arguments to benchmarks/run.py "
                                        "(fedcomp bench --help lists them).")
     bench.add_argument("bench_args", nargs=argparse.REMAINDER)

@@ -182,6 +182,24 @@ def test_cli_bench_scale_runs_tiny_and_writes_its_section(capsys, tmp_path):
     assert doc.read_text().count("<!-- scale:start -->") == 1
 
 
+def test_cli_bench_sparse_runs_tiny_and_checks_every_round_against_the_hand_written_one(
+        capsys, tmp_path):
+    """``fedcomp bench sparse``: the hand-written scipy.sparse rounds, fedcomp's on NumPy,
+    torch and jax and the dense copy, each asserted to reach the same iterate."""
+    from fedcomp.cli import main
+
+    doc = tmp_path / "BENCH.md"
+    doc.write_text("# bench\n")
+    assert main(["bench", "sparse", "--shape", "300,2000,0.01", "--clients", "5",
+                 "--rounds", "2", "--repeats", "1", "--dense-samples", "200",
+                 "--dense-features", "500", "--write", str(doc)]) == 0
+    out = capsys.readouterr().out
+    for row in ("`scipy-hand`", "`scipy-hand-block`", "`numpy`", "`numpy-dense, fewer",
+                "`numpy-dense, smaller vocabulary`"):
+        assert row in out
+    assert doc.read_text().count("<!-- sparse:start -->") == 1
+
+
 def test_conv_batching_ways_run_tiny():
     pytest.importorskip("torch")
     spec = importlib.util.spec_from_file_location("conv_batching",

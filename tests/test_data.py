@@ -13,6 +13,7 @@ from fedcomp.data import (
     PARTITIONER_DESCRIPTIONS,
     PARTITIONERS,
     ClientData,
+    partition_contiguous,
     partition_dirichlet,
     partition_dirichlet_groups,
     partition_groups,
@@ -200,6 +201,7 @@ WRITERS = np.arange(len(LABELS)) % 40          # 40 writers of 15 samples, inter
 
 CALLS = {
     "iid": lambda seed: partition_iid(len(LABELS), 20, seed=seed),
+    "contiguous": lambda seed: partition_contiguous(len(LABELS), 20, seed=seed),
     "dirichlet": lambda seed: partition_dirichlet(LABELS, 20, 0.3, seed=seed),
     "shards": lambda seed: partition_shards(LABELS, 20, 2, seed=seed),
     "quantity_skew": lambda seed: partition_quantity_skew(len(LABELS), 20, 0.3, seed=seed),
@@ -225,6 +227,9 @@ def test_partition_is_a_disjoint_cover_of_nonempty_clients(name):
 def test_partition_seed_reproducibility(name):
     a, b, c = CALLS[name](1), CALLS[name](1), CALLS[name](2)
     assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    if name == "contiguous":  # the rows in their own order: nothing random
+        assert all(np.array_equal(x, y) for x, y in zip(a, c, strict=True))
+        return
     assert not all(len(x) == len(y) and np.array_equal(x, y) for x, y in zip(a, c, strict=True))
 
 

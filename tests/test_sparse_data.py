@@ -18,7 +18,15 @@ from test_contract import SYNCHRONOUS, contract_problem, supports_sampling
 
 from fedcomp import Problem, simulate
 from fedcomp._array import to_numpy
-from fedcomp.algorithms import fedmid, za1
+from fedcomp.algorithms import (
+    async_feddr,
+    dfedda,
+    dfedda_gt,
+    dfedmid,
+    drefedda_gt,
+    fedmid,
+    za1,
+)
 from fedcomp.data import (
     ClientData,
     libsvm_file,
@@ -30,6 +38,8 @@ from fedcomp.data import (
 from fedcomp.data._sparse import SparseFeatures
 from fedcomp.losses import LeastSquares, Logistic, Softmax, TraceRegression
 from fedcomp.regularizers import L1
+from fedcomp.runtime import simulate_async, simulate_decentralized
+from fedcomp.topology import chain
 
 KEEP = 0.4  # the share of entries the sparse copies keep
 
@@ -94,6 +104,25 @@ def test_jax_bcoo_gives_the_same_iterates_eagerly(alg):
                      weighting=kept.weighting)
     assert isinstance(on_jax.data.full_batch().features.matrix, jsparse.BCOO)
     assert_same_iterates(alg, dense, on_jax, 3)  # compile="auto": the host engine
+
+
+DECENTRALIZED = [dfedda(0.05, 3, p=6.0), dfedda_gt(0.05, 3, p=6.0),
+                 drefedda_gt(0.05, 3, p=6.0, radius_sq=1.0, sparsity=3), dfedmid(0.05, 3)]
+
+
+@pytest.mark.parametrize("alg", DECENTRALIZED, ids=lambda a: a.name)
+def test_decentralized_algorithms_give_the_same_iterates_on_sparse_data(alg):
+    dense, kept = sparse_and_dense(contract_problem(alg, n_clients=6))
+    runs = [simulate_decentralized(alg, p, chain(6), 3, batch_size=3, seed=1, metrics=[])
+            for p in (dense, kept)]
+    np.testing.assert_allclose(runs[1].x, runs[0].x, rtol=0, atol=1e-12)
+
+
+def test_the_asynchronous_engine_gives_the_same_iterates_on_sparse_data():
+    alg = async_feddr(eta=0.5)
+    dense, kept = sparse_and_dense(contract_problem(alg))
+    runs = [simulate_async(alg, p, 6, metrics=[]) for p in (dense, kept)]
+    np.testing.assert_allclose(runs[1].x, runs[0].x, rtol=0, atol=1e-12)
 
 
 def test_compile_true_refuses_sparse_jax_data_naming_the_eager_engine():

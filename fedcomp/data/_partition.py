@@ -137,7 +137,7 @@ def partition_contiguous(n_samples: int, n_clients: int, seed: int = 0) -> list[
 
     The split "by rows" of a file whose rows are already grouped (by time, by source):
     client i gets rows ``i·n/k`` to ``(i+1)·n/k``. ``seed`` is accepted for the common
-    signature and unused (nothing is random).
+    signature, checked like every partitioner's and unused (nothing is random).
 
     Examples
     --------
@@ -147,6 +147,7 @@ def partition_contiguous(n_samples: int, n_clients: int, seed: int = 0) -> list[
     n_samples = check_integer("contiguous", "n_samples", n_samples)
     n_clients = check_integer("contiguous", "n_clients", n_clients)
     _check_counts("contiguous", n_samples, n_clients)
+    _rng("contiguous", seed)  # a bad seed is refused here as everywhere
     return np.array_split(np.arange(n_samples), n_clients)
 
 

@@ -43,6 +43,7 @@ from .._array import (
     take_rows,
     to_numpy,
 )
+from .._extras import require
 from ._checks import check_memory, first_non_finite
 
 #: The largest ``min(samples, features)`` of a client whose Gram matrix
@@ -120,7 +121,7 @@ class SparseBlock:
         size = (b * m, b * d)
         xp = namespace(self.values)
         if is_jax(self.values):
-            from jax.experimental import sparse as jsparse  # jax data: jax is installed
+            jsparse = require("jax.experimental.sparse", "sparse features on jax")
 
             rows = np.repeat(np.arange(b * m, dtype=self.indptr.dtype), np.diff(self.indptr))
             index = xp.stack([asarray_like(rows, self.columns, dtype=self.columns.dtype),
@@ -128,7 +129,7 @@ class SparseBlock:
             return jsparse.BCOO((self.values, index), shape=size, indices_sorted=True,
                                 unique_indices=True)
         if is_torch(xp):
-            import torch  # torch data: torch is installed
+            torch = require("torch", "sparse features on torch")
 
             pointers = asarray_like(self.indptr, self.columns, dtype=self.columns.dtype)
             with warnings.catch_warnings():  # "in beta state": said once per process, to us
