@@ -191,7 +191,21 @@ def per_client(step: Any, like: Array, param_ndim: int) -> Array | float:
 
 
 def weighted_sum(values: Array, weights: Array) -> Array:
-    """``Σ_i w_i values_i`` over the leading client axis (weights shape ``(B,)``)."""
+    """``Σ_i w_i values_i`` over the leading client axis (weights shape ``(B,)``).
+
+    A C-contiguous NumPy array goes through ``einsum``, which accumulates client after
+    client as ``sum(w * values, axis=0)`` does — bit for bit the same result — without the
+    ``(B, ...)`` array of products: averaging 100 clients' uploads of rcv1's 47 236 features
+    would otherwise hold a second 36 MiB copy of them.
+
+    Examples
+    --------
+    >>> weighted_sum(np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([0.5, 0.5])).tolist()
+    [2.0, 3.0]
+    """
+    if isinstance(values, np.ndarray) and isinstance(weights, np.ndarray) and \
+            values.ndim >= 1 and values.flags.c_contiguous:
+        return np.einsum("i,i...->...", weights, values)
     xp = namespace(values)
     w = expand_to(weights, values.ndim)
     return xp.sum(w * values, axis=0)

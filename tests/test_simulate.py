@@ -223,3 +223,32 @@ def test_the_three_runners_share_the_row_head():
         assert [row["round"] for row in run.history] == [0, 2, 3]
         assert list(run.history[-1])[:len(head)] == head
         assert "nnz" in run.history[-1]
+
+
+@pytest.mark.parametrize("library", ["numpy", "torch", "array_api_strict"])
+def test_blocks_stacked_as_they_come_give_the_one_block_result(library):
+    """Block results are copied into one array per field as they arrive (``_Stacked``):
+    bit for bit what one block of every client gives, on every namespace that writes in
+    place, with partial participation too (the states scattered back)."""
+    from fedcomp import Problem
+    from fedcomp._array import to_numpy
+
+    problem = make_problem("logistic", n_clients=7)
+    if library == "torch":
+        torch = pytest.importorskip("torch")
+        like = torch.zeros(0, dtype=torch.float64)
+    elif library == "array_api_strict":
+        xps = pytest.importorskip("array_api_strict")
+        like = xps.zeros(0, dtype=xps.float64)
+    else:
+        like = np.zeros(0)
+    problem = Problem(problem.loss, problem.regularizer, problem.data.to(like),
+                      weighting=problem.weighting)
+    for cpr in (None, 5):
+        alg = za1(client_lr=0.5, local_steps=3) if cpr is None else fedmid(client_lr=0.5)
+        runs = [simulate(alg, problem, 3, client_block=block, clients_per_round=cpr, seed=3,
+                         metrics=[]) for block in ("all", 2, 3)]
+        for run in runs[1:]:
+            np.testing.assert_array_equal(to_numpy(run.x), to_numpy(runs[0].x))
+            for a, b in zip(run.client_states, runs[0].client_states, strict=True):
+                np.testing.assert_array_equal(to_numpy(a), to_numpy(b))

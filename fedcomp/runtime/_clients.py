@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._array import bit_width, namespace, replace_rows, take_rows, to_numpy
+from .._array import bit_width, device_of, is_jax, namespace, replace_rows, take_rows, to_numpy
 from ..algorithms._base import (
     ClientContext,
     FederatedAlgorithm,
@@ -102,6 +102,50 @@ def _concat(parts: list[Any]) -> Any:
     return type(first)(*(xp.concat([p[i] for p in parts], axis=0) for i in range(len(first))))
 
 
+class _Stacked:
+    """Blocks' results (NamedTuples of ``(B, ...)`` fields) stacked on the client axis as
+    they arrive, for ``total`` clients in all.
+
+    The first block is kept as it is (one block of every client is the result, no copy);
+    from the second on, NumPy and torch fields are copied into one array of ``total`` rows
+    per field and each block's own arrays are released: concatenating at the end would
+    hold every block's result and their concatenation at once — twice the clients'
+    uploads, 72 MiB instead of 36 for 100 clients of rcv1's 47 236 features. jax arrays
+    (immutable) are concatenated at the end. Bit for bit the same values either way.
+    """
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.parts: list[Any] = []
+        self.fields: list[Any] | None = None
+        self.filled = 0
+
+    def add(self, part: Any) -> None:
+        if len(part) == 0 or is_jax(part[0]) or (not self.parts and self.fields is None):
+            self.parts.append(part)
+            return
+        if self.fields is None:
+            first = self.parts.pop()
+            xp = namespace(first[0])
+            self.kind = type(first)
+            self.fields = [xp.empty((self.total, *f.shape[1:]), dtype=f.dtype,
+                                    device=device_of(f)) for f in first]
+            self._write(first)
+        self._write(part)
+
+    def _write(self, part: Any) -> None:
+        assert self.fields is not None
+        rows = int(part[0].shape[0])
+        for out, values in zip(self.fields, part, strict=True):
+            out[self.filled:self.filled + rows, ...] = values
+        self.filled += rows
+
+    def result(self) -> Any:
+        if self.fields is None:
+            return _concat(self.parts)
+        return self.kind(*self.fields)
+
+
 def _scatter(full: Any, participants: np.ndarray, rows: Any) -> Any:
     if len(full) == 0:
         return full
@@ -159,7 +203,7 @@ class LocalClients:
     def run_round(self, round_: int, message: Any, participants: np.ndarray) -> Any:
         """``participants`` are rows of ``problem`` (the client ids unless on a shard)."""
         problem, s = self.problem, self.settings
-        uploads, new_states = [], []
+        uploads, new_states = _Stacked(len(participants)), _Stacked(len(participants))
         for block in _blocks(participants, s.block_size):
             ids = None if self.shard is None else self.shard[0][block]
             oracle = Oracle(problem, block, round_, s.seed, s.batch_size, self.counters,
@@ -169,17 +213,18 @@ class LocalClients:
             if self.on_disk:  # one block in memory at a time; nothing aliases the files
                 gathered = type(gathered)(*(np.array(f) for f in gathered))
             upload, states = self.algorithm.client_update(message, gathered, ctx)
-            uploads.append(upload)
+            uploads.add(upload)
             if self.on_disk:
                 # each client's state is read only by its own block, so writing a block back
                 # before the next one runs gives the same result as scattering at the end
                 _write_rows(self.client_states, block, states)
                 _release(self.maps)
             else:
-                new_states.append(states)
+                new_states.add(states)
         if not self.on_disk:
-            self.client_states = _scatter(self.client_states, participants, _concat(new_states))
-        return _concat(uploads)
+            self.client_states = _scatter(self.client_states, participants,
+                                          new_states.result())
+        return uploads.result()
 
 
 def states_to_disk(states: Any, state_dir: Any) -> tuple[Any, list[Any]]:
