@@ -22,8 +22,10 @@ process, each checked to compute the same iterate as the first:
 * ``numpy-dense``: :func:`fedcomp.simulate` on a dense copy. rcv1's dense array (100 clients
   x 408 padded rows x 47 236 features) would take 15 GB, so the dense comparison runs where
   a dense copy fits, sparse against dense on the same data: on the first
-  ``--dense-samples`` documents (same vocabulary and density), and on every document over
-  a vocabulary of ``--dense-features`` words (the same words per document).
+  ``--dense-clients`` clients of the same data (their documents and vocabulary as they
+  are: a round's time is a sum over clients), on the first ``--dense-samples`` documents
+  split among all clients (same vocabulary and density), and on every document over a
+  vocabulary of ``--dense-features`` words (the same words per document).
 
 Prints the table and the machine's load; ``--write`` puts it in ``docs/BENCHMARKS.md``
 between the ``sparse`` markers.
@@ -160,7 +162,7 @@ def client_parts(data: Any) -> tuple[list[Any], list[np.ndarray]]:
 
 
 def rows(shape: Any, clients: int, rounds: int, repeats: int, dense_samples: int,
-         dense_features: int) -> list[dict[str, Any]]:
+         dense_features: int, dense_clients: int) -> list[dict[str, Any]]:
     from fedcomp.data import sparse_text_clients
 
     data = sparse_text_clients(shape, n_clients=clients)
@@ -203,19 +205,20 @@ def rows(shape: Any, clients: int, rounds: int, repeats: int, dense_samples: int
     # sparse against dense where the dense array fits: the first documents only, or all
     # of them over a smaller vocabulary (the same words per document)
     n, d, density = _shape(shape)
+    few = min(dense_clients, data.n_clients)
+    out.extend(sparse_against_dense(f"first {few} clients", data.subset(np.arange(few)),
+                                    rounds, repeats))
     for label, reduced in (("fewer documents", (min(n, dense_samples), d, density)),
                            ("smaller vocabulary", (n, min(d, dense_features),
                                                    min(1.0, density * d / dense_features)))):
-        out.extend(sparse_against_dense(label, reduced, clients, rounds, repeats))
+        out.extend(sparse_against_dense(label, sparse_text_clients(reduced, n_clients=clients),
+                                        rounds, repeats))
     return out
 
 
-def sparse_against_dense(label: str, shape: tuple[int, int, float], clients: int,
-                         rounds: int, repeats: int) -> list[dict[str, Any]]:
+def sparse_against_dense(label: str, small: Any, rounds: int, repeats: int
+                         ) -> list[dict[str, Any]]:
     """fedcomp's NumPy round on sparse data and on a dense copy of the same data."""
-    from fedcomp.data import sparse_text_clients
-
-    small = sparse_text_clients(shape, n_clients=clients)
     dense_data = type(small).from_lists(
         [small.client_arrays(i)[0].toarray() for i in range(small.n_clients)],
         [small.client_arrays(i)[1] for i in range(small.n_clients)])
@@ -223,7 +226,7 @@ def sparse_against_dense(label: str, shape: tuple[int, int, float], clients: int
     seconds_dense, x_dense = best_of(simulated(problem_of(dense_data), rounds), repeats)
     error = float(np.max(np.abs(x_sparse - x_dense)))
     assert error < 1e-9, f"the dense round computes another iterate ({error:.2e})"
-    note = f"{small.n_samples} x {small.feature_shape[0]}"
+    note = f"{small.n_samples} x {small.feature_shape[0]}, {small.n_clients} clients"
     print(f"  {label}: sparse {1e3 * seconds_sparse / rounds:.1f} ms/round, dense "
           f"{1e3 * seconds_dense / rounds:.1f} ms/round on {note}", flush=True)
     return [{"engine": f"numpy, {label}", "ms": 1e3 * seconds_sparse / rounds,
@@ -280,6 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dense-samples", type=int, default=2000)
     parser.add_argument("--dense-features", type=int, default=5000)
+    parser.add_argument("--dense-clients", type=int, default=8)
     parser.add_argument("--write", default=None, help="a Markdown file to update")
     args = parser.parse_args(argv)
     shape: Any = args.shape
@@ -288,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         shape = (int(n), int(d), float(density))
     load_before = os.getloadavg()[0]
     out = rows(shape, args.clients, args.rounds, args.repeats, args.dense_samples,
-               args.dense_features)
+               args.dense_features, args.dense_clients)
     body = table(out)
     command = " ".join(["python benchmarks/sparse_round.py", *(argv or sys.argv[1:])])
     footer = (f"`{command}` on {machine()}, load average {load_before:.2f} before and "

@@ -192,10 +192,11 @@ def test_cli_bench_sparse_runs_tiny_and_checks_every_round_against_the_hand_writ
     doc.write_text("# bench\n")
     assert main(["bench", "sparse", "--shape", "300,2000,0.01", "--clients", "5",
                  "--rounds", "2", "--repeats", "1", "--dense-samples", "200",
-                 "--dense-features", "500", "--write", str(doc)]) == 0
+                 "--dense-features", "500", "--dense-clients", "2",
+                 "--write", str(doc)]) == 0
     out = capsys.readouterr().out
     for row in ("`scipy-hand`", "`scipy-hand-block`", "`numpy`", "`numpy-dense, fewer",
-                "`numpy-dense, smaller vocabulary`"):
+                "`numpy-dense, smaller vocabulary`", "`numpy-dense, first 2 clients`"):
         assert row in out
     assert doc.read_text().count("<!-- sparse:start -->") == 1
 

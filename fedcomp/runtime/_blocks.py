@@ -21,6 +21,12 @@ Results never depend on the block size (every draw is keyed by the client), so a
 measurement that differs from run to run changes only the speed. A problem whose whole
 population is small (under :data:`SMALL_BYTES`) runs as one block without measuring, and
 ``FEDCOMP_BLOCKS=rule`` switches the measurement off for the cache-size rule.
+
+A block also holds its clients' models, a few arrays of ``B`` models each (iterates,
+gradients, corrections, their temporaries). On high-dimensional data these, not the data,
+are the round's memory — news20's 1 355 191 features make a model 10.8 MB, and a block of
+100 clients' handful of arrays several GB — so no block holds more than
+:data:`BLOCK_MODEL_BYTES` of models, measured or not.
 """
 
 from __future__ import annotations
@@ -46,6 +52,25 @@ CALL_LIMIT_S = 0.05
 
 #: The smallest block whose time per client is within this factor of the best wins.
 TOLERANCE = 1.05
+
+#: The most bytes of models (``B`` clients' parameters, one array of them) a CPU block
+#: holds: six clients of news20's width, every client of rcv1's.
+BLOCK_MODEL_BYTES = 64 * 2**20
+
+
+def model_cap(problem: Any) -> int:
+    """The most clients whose models fit :data:`BLOCK_MODEL_BYTES` (at least one).
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> model_cap(SimpleNamespace(param_shape=(1_355_191,), data=SimpleNamespace(
+    ...     dtype=np.dtype(np.float64))))
+    6
+    """
+    itemsize = np.dtype(str(problem.data.dtype).rsplit(".", 1)[-1]).itemsize
+    per_model = max(1, math.prod(problem.param_shape) * itemsize)
+    return max(1, BLOCK_MODEL_BYTES // per_model)
 
 _MEMO: dict[str, int] = {}
 
@@ -183,7 +208,7 @@ def measure_block_size(problem: Any, batch_size: int | None, work: Any = None,
     """
     times: dict[int, float] = {}
     for _ in range(passes):
-        for block in candidates(problem.n_clients):
+        for block in candidates(min(problem.n_clients, model_cap(problem))):
             seconds = per_client_seconds(problem, block, batch_size, work=work)
             times[block] = min(times.get(block, math.inf), seconds)
             if seconds * block > CALL_LIMIT_S:
@@ -202,10 +227,11 @@ def measured_block_size(problem: Any, batch_size: int | None, library: str,
     batch_size)`` is the cache-size rule, used instead when ``FEDCOMP_BLOCKS=rule``.
     """
     _, per_client = working_set(problem, batch_size)
+    cap = model_cap(problem)
     if per_client * problem.n_clients <= SMALL_BYTES:
-        return problem.n_clients
+        return min(problem.n_clients, cap)
     if os.environ.get("FEDCOMP_BLOCKS", "measure") == "rule" and rule is not None:
-        return int(rule(problem, batch_size))
+        return max(1, min(int(rule(problem, batch_size)), cap))
     key = f"{machine_key()}|{shape_key(problem, batch_size, library)}"
     if key not in _MEMO:
         cached = _read_cache().get(key)
@@ -213,4 +239,4 @@ def measured_block_size(problem: Any, batch_size: int | None, library: str,
             cached = measure_block_size(problem, batch_size, work)
             _write_cache(key, cached)
         _MEMO[key] = cached
-    return max(1, min(problem.n_clients, _MEMO[key]))
+    return max(1, min(problem.n_clients, cap, _MEMO[key]))
