@@ -267,9 +267,11 @@ def states_to_disk(states: Any, state_dir: Any) -> tuple[Any, list[Any]]:
             mapped = mmap.mmap(fh.fileno(), 0)
         view = np.ndarray(field.shape, dtype=field.dtype, buffer=mapped, offset=offset)
         view[...] = field
+        # one field's pages at a time: releasing them all at the end would hold every
+        # state array in resident memory at once, the peak the disk states are to avoid
+        _release([mapped])
         fields.append(view)
         maps.append(mapped)
-    _release(maps)
     return type(states)(*fields), maps
 
 
