@@ -93,13 +93,9 @@ def gather_positions(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, 
 
 
 @dataclass(frozen=True, eq=False)
-class SparseBlock:
-    """The sparse features of a block of B clients: a ``Batch``'s ``features``.
-
-    ``values``, ``columns`` and ``indptr`` are the CSR parts of the block-diagonal
-    ``(B·m, B·d)`` matrix of the module docstring (``columns`` already shifted to the
-    block's own positions). :attr:`shape` is the dense block's ``(B, m, d)``.
-    """
+class _BlockDiagonalCSR:
+    """The CSR parts of a block-diagonal matrix of clients' rows (module docstring): what
+    :class:`SparseBlock` and :class:`SparseFeatures` share."""
 
     values: Array
     columns: Array
@@ -113,6 +109,28 @@ class SparseBlock:
     @property
     def ndim(self) -> int:
         return 3
+
+    def client_matrix(self, i: int, n_rows: int | None = None) -> Any:
+        """Client ``i``'s first ``n_rows`` rows (all ``m`` by default) as a SciPy CSR
+        matrix ``(n_rows, d)``, its columns shifted back to ``0 … d−1`` (a host copy)."""
+        from scipy import sparse
+
+        _, m, d = self.shape
+        n_rows = m if n_rows is None else n_rows
+        lo, hi = int(self.indptr[i * m]), int(self.indptr[i * m + n_rows])
+        return sparse.csr_array(
+            (to_numpy(self.values[lo:hi]), to_numpy(self.columns[lo:hi]) - i * d,
+             self.indptr[i * m:i * m + n_rows + 1] - lo), shape=(n_rows, d))
+
+
+@dataclass(frozen=True, eq=False)
+class SparseBlock(_BlockDiagonalCSR):
+    """The sparse features of a block of B clients: a ``Batch``'s ``features``.
+
+    ``values``, ``columns`` and ``indptr`` are the CSR parts of the block-diagonal
+    ``(B·m, B·d)`` matrix of the module docstring (``columns`` already shifted to the
+    block's own positions). :attr:`shape` is the dense block's ``(B, m, d)``.
+    """
 
     @cached_property
     def matrix(self) -> Any:
@@ -177,17 +195,7 @@ class SparseBlock:
     # --- Gram matrices (set-up and exact local solvers), on the host ----------------------
     def client_matrices(self) -> list[Any]:
         """Each client's ``(m, d)`` rows as a SciPy CSR matrix (host copies)."""
-        from scipy import sparse
-
-        b, m, d = self.shape
-        values, columns = to_numpy(self.values), to_numpy(self.columns)
-        out = []
-        for i in range(b):
-            lo, hi = self.indptr[i * m], self.indptr[(i + 1) * m]
-            out.append(sparse.csr_array(
-                (values[lo:hi], columns[lo:hi] - i * d, self.indptr[i * m:(i + 1) * m + 1] - lo),
-                shape=(m, d)))
-        return out
+        return [self.client_matrix(i) for i in range(self.shape[0])]
 
     def max_eigenvalues(self, weights: Array) -> Array:
         """``λ_max(Σ_j w_bj a_bj a_bjᵀ)`` of each client, shape (B,), in the weights' namespace.
@@ -234,7 +242,7 @@ class SparseBlock:
 
 
 @dataclass(frozen=True, eq=False)
-class SparseFeatures:
+class SparseFeatures(_BlockDiagonalCSR):
     """The features of every client as one block-diagonal CSR matrix (module docstring).
 
     Parameters
@@ -250,10 +258,6 @@ class SparseFeatures:
         The shape of the dense features these stand for.
     """
 
-    values: Array
-    columns: Array
-    indptr: np.ndarray
-    shape: tuple[int, int, int]
     _blocks: dict[tuple[int, int], SparseBlock] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -300,14 +304,6 @@ class SparseFeatures:
         return cls(values.astype(dtype, copy=False), columns, indptr, (n, m, d))
 
     # --- shape information -------------------------------------------------------------
-    @property
-    def dtype(self) -> Any:
-        return self.values.dtype
-
-    @property
-    def ndim(self) -> int:
-        return 3
-
     @property
     def nnz(self) -> int:
         return int(self.values.shape[0])
@@ -377,16 +373,6 @@ class SparseFeatures:
         return self._gathered(rows, clients, sample_index.shape[1])
 
     # --- host views ------------------------------------------------------------------------
-    def client_matrix(self, i: int, n_rows: int) -> Any:
-        """Client ``i``'s first ``n_rows`` rows as a SciPy CSR matrix ``(n_rows, d)``."""
-        from scipy import sparse
-
-        _, m, d = self.shape
-        lo, hi = int(self.indptr[i * m]), int(self.indptr[i * m + n_rows])
-        return sparse.csr_array(
-            (to_numpy(self.values[lo:hi]), to_numpy(self.columns[lo:hi]) - i * d,
-             self.indptr[i * m:i * m + n_rows + 1] - lo), shape=(n_rows, d))
-
     def to_scipy(self) -> Any:
         """All ``n·m`` rows (padding included) as a SciPy CSR ``(n·m, d)`` (host copy)."""
         from scipy import sparse
