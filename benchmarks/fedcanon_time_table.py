@@ -17,6 +17,7 @@ Usage::
 
     python benchmarks/fedcanon_time_table.py [--rounds 200] [--repeats 3]
     python benchmarks/fedcanon_time_table.py --config configs/fedcanon_nn.toml --rounds 10
+    python benchmarks/fedcanon_time_table.py --device cuda   # on a GPU (timings synchronised)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import copy
 
+from fedcomp.config import ConfigError, load
 from fedcomp.experiments import fedcanon_vs_composite as exp
 
 
@@ -33,28 +35,32 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--config", help="a FedCanon configuration file (default: the linear "
                         "fedcanon_vs_composite setting, with a second SCAD table)")
+    parser.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
     args = parser.parse_args()
+    try:
+        exp.on_device({}, args.device)  # an unavailable device: one line, before any run
+    except ConfigError as exc:
+        parser.exit(2, f"error: {exc}\n")
+    where = f", on {args.device}"
     if args.config:
-        from fedcomp.config import load
-
         config = load(args.config)
         methods = tuple(entry["name"] for entry in config["algorithms"])
         variant = config["variants"][0]["label"] if config.get("variants") else None
         rows = exp.time_table(config, rounds=args.rounds, repeats=args.repeats,
-                              methods=methods, variant=variant)
+                              methods=methods, variant=variant, device=args.device)
         print(f"{config['name']} ({variant or 'base'}, T={args.rounds}, best of "
-              f"{args.repeats}):\n")
+              f"{args.repeats}{where}):\n")
         print(exp.time_table_markdown(rows))
         return
-    rows = exp.time_table(rounds=args.rounds, repeats=args.repeats)
-    print(f"l1 (iid, T={args.rounds}, best of {args.repeats}):\n")
+    rows = exp.time_table(rounds=args.rounds, repeats=args.repeats, device=args.device)
+    print(f"l1 (iid, T={args.rounds}, best of {args.repeats}{where}):\n")
     print(exp.time_table_markdown(rows))
     scad = copy.deepcopy(load("fedcanon_vs_composite"))
     scad["regularizer"] = {"name": "scad", "alpha": 0.01, "a": 3.7}
     scad["algorithms"] = [e for e in scad["algorithms"] if e["name"] != "fedda"]
     rows = exp.time_table(scad, rounds=args.rounds, repeats=args.repeats,
-                          methods=("fedcanon", "fedmid", "za1"))
-    print(f"\nSCAD (iid, T={args.rounds}, best of {args.repeats}):\n")
+                          methods=("fedcanon", "fedmid", "za1"), device=args.device)
+    print(f"\nSCAD (iid, T={args.rounds}, best of {args.repeats}{where}):\n")
     print(exp.time_table_markdown(rows))
 
 

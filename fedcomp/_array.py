@@ -10,6 +10,7 @@ client sampling) is plain NumPy and is converted with :func:`asarray_like`.
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 import array_api_compat
@@ -294,3 +295,32 @@ def bit_width(x: Array) -> int:
     xp = namespace(x)  # any Array API namespace (array-api-strict): finfo / iinfo know it
     info = xp.finfo(x.dtype) if xp.isdtype(x.dtype, "real floating") else xp.iinfo(x.dtype)
     return int(info.bits)
+
+
+def wait_for(like: Array, result: Any = None) -> None:
+    """Return once the work queued on ``like``'s device (and producing ``result``) is done.
+
+    A GPU runs what Python queues asynchronously: a clock read right after the call that
+    queued it times the queueing, not the work. Every timer reads the clock after this:
+    the runtime's ``wall_s`` and the timing experiments. torch tensors on a GPU wait for
+    their device (``torch.cuda.synchronize``; ``torch.mps.synchronize`` on Apple's);
+    jax arrays for ``result`` (any pytree of them, ``like`` without one:
+    ``block_until_ready``); NumPy arrays and tensors on the CPU are computed when the call
+    that made them returns, so nothing waits.
+
+    Examples
+    --------
+    >>> wait_for(np.zeros(3)) is None
+    True
+    """
+    if isinstance(like, np.ndarray):
+        return
+    # ``like`` is a torch tensor or a jax array: its library is imported already
+    if array_api_compat.is_torch_array(like):
+        torch = sys.modules["torch"]
+        if like.device.type == "cuda":
+            torch.cuda.synchronize(like.device)
+        elif like.device.type == "mps":
+            torch.mps.synchronize()
+    elif is_jax(like):
+        sys.modules["jax"].block_until_ready(like if result is None else result)

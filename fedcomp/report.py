@@ -331,7 +331,7 @@ def judge(result: ExperimentResult) -> tuple[str, str]:
     if module is None or not hasattr(module, "verdict"):
         return "not assessed (no verdict rule)", ""
     if result.config.get("name") in TIMINGS:
-        return module.verdict(result.rows)
+        return module.verdict(result.rows, result.config)
     judged = judge_claim(result.checked(), result.rows)
     assert judged is not None  # the module has a rule
     return judged
@@ -347,14 +347,15 @@ def verdict_class(verdict: str) -> str:
 
 def _run_key(row: dict[str, Any]) -> tuple[str, str]:
     algorithm = str(row.get("algorithm", row.get("network", "?")))
-    variant = row.get("variant")
+    variant = row.get("variant", row.get("implementation"))  # a timing's prox implementation
     return algorithm, "" if variant is None or variant != variant else str(variant)
 
 
 def table_columns(result: ExperimentResult) -> list[str]:
     """The numeric columns of the final-metrics table."""
     if result.config.get("kind") == "timing":
-        return [k for k in result.rows[0] if k not in ("network", "status")]
+        return [k for k in result.rows[0]
+                if k not in ("network", "implementation", "device", "status")]
     metrics = [m for m in result.checked()["metrics"] if m != "support"]
     # a gossip run evaluated at single nodes ([topology] evaluate_on) has node{n}_METRIC
     # columns beside (or instead of) the node average's
@@ -897,7 +898,10 @@ READING = ("Figures: median over seeds, min–max spread shaded; one color per a
            "experiment's rule applied to the final metrics' median over the seeds that "
            "converged and to every seed alone; a level (reproduced, partly) stands only when "
            "the median and at least two thirds of the seeds reach it; a method that diverged "
-           "on any seed cannot win. Readings: \"as written\" follows the paper's equations, "
+           "on any seed cannot win; a win over another run is sized seed by seed — the "
+           "median paired relative difference must exceed its standard deviation over the "
+           "seeds, else it is a tie, and every margin is printed with its rule. Readings: "
+           "\"as written\" follows the paper's equations, "
            "\"as run\" the conventions of the authors' official code where it exists, each "
            "judged by the same rule; a diagnosis changes one thing to show what moves a "
            "verdict.")

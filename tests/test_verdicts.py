@@ -491,3 +491,97 @@ def test_the_rule_is_applied_to_the_medians_and_to_every_seed():
     verdict, _ = judge_over_seeds(seed000.verdict, rows([1e-9, 1e-9, 1e-9, 1e-3, 1e-3]),
                                   final_metrics, config)
     assert verdict == "not reproduced (reproduced on the median but in 3 of 5 seeds)"
+
+
+# --- the margin of a win (issue 33): paired over seeds, a lead within its spread is a tie ---
+def _seeds(values):
+    """SeedFinals of ``objective`` with one value per seed (the median as final_metrics)."""
+    import numpy as np
+
+    from fedcomp.experiments._verdict import SeedFinals
+
+    return SeedFinals({"objective": float(np.median(values)), "diverged": 0.0,
+                       "seeds": float(len(values))},
+                      {seed: {"objective": v} for seed, v in enumerate(values)})
+
+
+# proposed, baseline (objective per seed, lower is better), outcome, median lead, spread
+MARGINS = [
+    # a 0.3 % win within a 1 % spread: a tie, although the median is lower
+    ([0.997, 1.007, 0.997, 0.984, 0.997], [1.0] * 5, "tie", 0.003, 0.0086),
+    # the same 0.3 % win with a 0.05 % spread: a win
+    ([0.997, 0.9975, 0.997, 0.9965, 0.997], [1.0] * 5, "win", 0.003, 0.00035),
+    # a 30 % win is a win at a spread of a few percent
+    ([0.70, 0.72, 0.68], [1.0, 1.0, 1.0], "win", 0.30, 0.02),
+    # the seeds' levels may move far more than the gap: pairing removes them
+    ([0.4985, 0.997, 1.994], [0.5, 1.0, 2.0], "win", 0.003, 0.0),
+    # behind by more than the spread: a loss
+    ([1.10, 1.12, 1.08], [1.0, 1.0, 1.0], "loss", -0.091, 0.016),
+    # one seed: the plain comparison (no spread)
+    ([0.999], [1.0], "win", 0.001, 0.0),
+    ([1.0], [1.0], "tie", 0.0, 0.0),
+]
+
+
+@pytest.mark.parametrize(("mine", "theirs", "expected", "lead", "spread"), MARGINS)
+def test_a_win_smaller_than_the_seeds_spread_is_a_tie(mine, theirs, expected, lead, spread):
+    from fedcomp.experiments._verdict import Comparisons, paired_margin
+
+    median, found = paired_margin(mine, theirs)
+    assert median == pytest.approx(lead, abs=1e-3)
+    assert found == pytest.approx(spread, rel=0.1, abs=1e-4)
+    compared = Comparisons()
+    margin = compared.margin(_seeds(mine), _seeds(theirs), "objective", "new", "old")
+    assert margin.outcome == expected
+    assert compared.beats(_seeds(mine), _seeds(theirs), "objective", "a", "b") == (
+        expected == "win")
+    shown = compared.rule("rule")
+    assert shown.startswith("rule; margins: new vs old: ") and f"({expected}" in shown
+
+
+def test_a_margin_where_higher_is_better_and_where_the_rival_diverged():
+    from fedcomp.experiments._verdict import Comparisons
+
+    compared = Comparisons()
+    better = compared.margin(_seeds([0.91, 0.92, 0.90]), _seeds([0.80, 0.81, 0.80]),
+                             "objective", "a", "b", higher_is_better=True)
+    assert better.outcome == "win" and better.median > 0.1
+    gone = compared.margin(_seeds([1.0]), {"diverged": 1.0, "seeds": 1.0}, "objective",
+                           "a", "b")
+    assert gone.outcome == "win" and "b diverged or missing" in str(gone)
+    assert compared.margin(_seeds([1.0]), None, "objective", "a", "b").outcome == "win"
+
+
+def test_final_metrics_keeps_every_seed_for_the_pairing():
+    rows = [{"label": "za1", "batch_size": "full", "seed": s, "status": "ok",
+             "objective": v} for s, v in ((0, 1.0), (1, 3.0), (2, 2.0))]
+    rows.append({"label": "za1", "batch_size": "full", "seed": 3, "status": "diverged",
+                 "objective": NAN})
+    (entry,) = final_metrics(rows).values()
+    assert entry["objective"] == 2.0 and entry["diverged"] == 1.0
+    assert {seed: m["objective"] for seed, m in entry.by_seed.items()} == {
+        0: 1.0, 1: 3.0, 2: 2.0}  # the converged seeds only
+
+
+def test_a_rule_sizes_its_wins_seed_by_seed():
+    # bao2022_sparse_regression as run, shape of the issue's finding: C-FedDA ahead of
+    # FedDA by 0.3 % in the median, the seeds' paired differences spread by 1 %
+    def summary(lead_per_seed):
+        rows = []
+        for seed, lead in enumerate(lead_per_seed):
+            level = 1.0 + seed  # the seeds' data differ: their errors do too
+            for label, error in (("fedda", level), ("fedmid", 2 * level),
+                                 ("fast_fedda", 0.5 * level), ("mc_fedda", 0.5 * level),
+                                 ("c_fedda", level * (1 - lead))):
+                rows.append({"label": label, "batch_size": "full", "seed": seed,
+                             "status": "ok", "l2_error": error, "support_f1": 1.0})
+        return rows
+
+    from fedcomp.experiments._results import judge
+
+    cfg = load("bao2022_sparse_regression")
+    noisy = judge(cfg, summary([0.003, -0.007, 0.003, 0.016, 0.003]))
+    steady = judge(cfg, summary([0.003, 0.0035, 0.003, 0.0025, 0.003]))
+    assert noisy[0].startswith("partly") and "c_fedda vs fedda: +0.30 %" in noisy[1]
+    assert "(tie, 5 seeds)" in noisy[1]
+    assert steady[0].startswith("reproduced") and "(win, 5 seeds)" in steady[1]

@@ -8,7 +8,7 @@ show faster numerical convergence", and every method but FedMiD recovers the sup
 
 from __future__ import annotations
 
-from ._verdict import baseline, cannot_judge, entry, noted, problem, value
+from ._verdict import Comparisons, cannot_judge, entry, noted, problem, value
 
 PROPOSED = ("fast_fedda", "c_fedda", "mc_fedda")
 BASELINES = ("fedda", "fedmid")
@@ -21,7 +21,9 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], error: str,
     ``finals`` maps ``(label, mode)`` to final metrics. *Faster*: each proposed method ends
     with a lower ``error`` than both baselines at the same number of rounds. *Recovery*:
     ``recovered`` reaches ``target`` (F1 ≥ 0.9, or the true rank) for FedDA and the
-    proposed methods. Reproduced when both hold, partly when one does. A proposed method
+    proposed methods. *Lower* is a win by more than the seeds' spread
+    (:class:`~fedcomp.experiments._verdict.Comparisons`). Reproduced when both hold, partly
+    when one does. A proposed method
     that diverged or is missing makes it "not reproduced"; a diverged or missing baseline
     counts as infinitely bad (:mod:`fedcomp.experiments._verdict`): every proposed method
     is faster than it, and a FedDA that diverged recovers nothing.
@@ -43,8 +45,9 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], error: str,
     failed = cannot_judge(proposed, baselines, (error, recovered))
     if failed:
         return failed, rule
-    best_baseline = min(baseline(m, error) for m in baselines.values())
-    faster = all(value(m, error) < best_baseline for m in proposed.values())
+    runs = Comparisons()
+    faster = all([runs.beats(proposed[p], baselines[b], error, p, b)
+                  for p in PROPOSED for b in BASELINES])
     fedda = baselines["fedda"]
     recovers = not problem(fedda, recovered) and all(
         reaches(value(m, recovered)) for m in (fedda, *proposed.values()))
@@ -52,4 +55,4 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], error: str,
         result = "reproduced"
     else:
         result = "partly" if faster or recovers else "not reproduced"
-    return noted(result, baselines, error), rule
+    return noted(result, baselines, error), runs.rule(rule)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._verdict import baseline, cannot_judge, entry, noted, value
+from ._verdict import Comparisons, baseline, cannot_judge, entry, noted, value
 
 #: The setting of Fig. 7 the synthetic rule judges: synthetic-(1,1), every client every round.
 FIG7 = "synthetic_1_1_full"
@@ -23,10 +23,11 @@ def synthetic_verdict(finals: dict[tuple[str, ...], dict[str, float]], config: A
 
     ``finals`` maps ``(label, mode, variant)`` to final metrics. The setting is Fig. 7's:
     every client in every round (variant ``synthetic_1_1_full``). Reproduced when FedDR's
-    final objective there is below FedAvg's, FedProx's and FedPD's; partly when it is below
-    FedAvg's and FedProx's only ("FedPD ends lower", or "ties"). A diverged or missing
-    FedDR run makes it "not reproduced"; a diverged or missing baseline counts as
-    infinitely bad (:mod:`fedcomp.experiments._verdict`).
+    final objective there is below FedAvg's, FedProx's and FedPD's, each by more than the
+    seeds' spread (:class:`~fedcomp.experiments._verdict.Comparisons`); partly when it is
+    below FedAvg's and FedProx's only ("FedPD ends lower", or "ties" within the spread). A
+    diverged or missing FedDR run makes it "not reproduced"; a diverged or missing baseline
+    counts as infinitely bad (:mod:`fedcomp.experiments._verdict`).
     """
     rule = "synthetic_1_1_full: final objective of feddr < fedavg, fedprox and fedpd"
     dr = entry(finals, "feddr", variant=FIG7)
@@ -34,22 +35,23 @@ def synthetic_verdict(finals: dict[tuple[str, ...], dict[str, float]], config: A
     failed = cannot_judge({"feddr": dr}, others, "objective")
     if failed:
         return failed, rule
-    objective = value(dr, "objective")
-    beats = {name: objective < baseline(m, "objective") for name, m in others.items()}
-    if all(beats.values()):
+    compared = Comparisons()
+    margins = {name: compared.margin(dr, m, "objective", "feddr", name)
+               for name, m in others.items()}
+    if all(m.outcome == "win" for m in margins.values()):
         result = "reproduced"
-    elif beats["fedavg"] and beats["fedprox"]:
+    elif margins["fedavg"].outcome == "win" and margins["fedprox"].outcome == "win":
         # FedPD has a finite objective here (an infinitely bad one is beaten)
-        ties = value(others["fedpd"], "objective") == objective
-        result = f"partly (FedPD {'ties' if ties else 'ends lower'})"
+        result = f"partly (FedPD {'ties' if margins['fedpd'].outcome == 'tie' else 'ends lower'})"
     else:
         result = "not reproduced"
-    return noted(result, others, "objective"), rule
+    return noted(result, others, "objective"), compared.rule(rule)
 
 
 def async_verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
                   ) -> tuple[str, str]:
-    """asyncFedDR reaches a lower objective than FedDR in no more simulated time.
+    """asyncFedDR reaches a lower objective than FedDR (by more than the seeds' spread)
+    in no more simulated time.
 
     A diverged or missing asyncFedDR run makes it "not reproduced"; a diverged FedDR run
     counts as infinitely bad (:mod:`fedcomp.experiments._verdict`).
@@ -61,10 +63,11 @@ def async_verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any =
     failed = cannot_judge({"async_feddr": asyn}, sync, metrics)
     if failed:
         return failed, rule
-    lower = value(asyn, "objective") < baseline(sync["feddr"], "objective")
+    compared = Comparisons()
+    lower = compared.beats(asyn, sync["feddr"], "objective", "async_feddr", "feddr")
     sooner = value(asyn, "sim_time") <= baseline(sync["feddr"], "sim_time")
     if lower and sooner:
         result = "reproduced"
     else:
         result = "partly (lower loss, but later)" if lower else "not reproduced"
-    return noted(result, sync, metrics), rule
+    return noted(result, sync, metrics), compared.rule(rule)

@@ -50,7 +50,7 @@ from ..config import ConfigError, to_jsonable
 from ._catalog import rule_module
 from ._plan import Run, cell
 from ._setting import Experiment
-from ._verdict import DIVERGED, SEEDS, judge_over_seeds
+from ._verdict import DIVERGED, SEEDS, SeedFinals, judge_over_seeds
 
 #: Metrics where larger is better (``fedcomp best`` maximises them unless ``--mode`` says).
 MAXIMIZED = ("accuracy", "f1", "auc", "precision", "recall")
@@ -407,14 +407,19 @@ def final_metrics(summary: list[dict[str, Any]]) -> dict[tuple[str, ...], dict[s
         key = (row["label"], row["batch_size"]) + (
             (row["variant"],) if "variant" in row else ())
         groups.setdefault(key, []).append(row)
-    finals = {}
+    finals: dict[tuple[str, ...], dict[str, float]] = {}
     for key, rows in groups.items():
         ok = [r for r in rows if r.get("status") == "ok"]
         first: dict[str, Any] = ok[0] if ok else {}
         numeric = {m for m, v in first.items()
                    if isinstance(v, int | float) and not isinstance(v, bool)}
-        finals[key] = {m: float(np.median([float(r[m]) for r in ok])) for m in numeric}
-        finals[key] |= {DIVERGED: float(len(rows) - len(ok)), SEEDS: float(len(rows))}
+        medians = {m: float(np.median([float(r[m]) for r in ok])) for m in numeric}
+        medians |= {DIVERGED: float(len(rows) - len(ok)), SEEDS: float(len(rows))}
+        # each seed's own finals, for the paired margins of the rules' comparisons
+        seeds = [r.get("seed") for r in ok]
+        by_seed = ({r.get("seed"): {m: float(r[m]) for m in numeric} for r in ok}
+                   if len(set(seeds)) == len(seeds) else None)
+        finals[key] = SeedFinals(medians, by_seed)
     return finals
 
 

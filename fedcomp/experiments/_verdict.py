@@ -21,13 +21,22 @@ A verdict is a statistic over seeds (:func:`over_seeds`): the rule is applied to
 over seeds *and* to every seed alone, and a level — reproduced, partly — stands only when
 the median reaches it and at least two thirds of the seeds do; a margin that holds in the
 median but not seed by seed is not a result.
+
+A win has a size (:func:`paired_margin`, :data:`MARGIN_RULE`): when a rule says one run
+ends better than another (:meth:`Comparisons.beats`), the two are paired seed by seed, and
+the median over seeds of their relative difference must exceed its spread over the seeds
+(the standard deviation); a smaller lead is a tie, however consistent its sign. Every
+comparison's margin is shown with the verdict.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 #: Keys :func:`~fedcomp.experiments.final_metrics` adds to every run label's final metrics:
 #: the number of its seeds that diverged, and of its seeds in all.
@@ -35,6 +44,22 @@ DIVERGED, SEEDS = "diverged", "seeds"
 
 Finals = Mapping[tuple[str, ...], Mapping[str, float]]
 Entry = Mapping[str, float] | None
+
+
+class SeedFinals(dict):  # type: ignore[type-arg]
+    """One run label's final metrics, the median over its converged seeds (a ``dict``), with
+    each seed's own final metrics kept in :attr:`by_seed` for paired comparisons.
+
+    ``by_seed`` maps a seed to that seed's final metrics (the seeds that converged); it is
+    ``None`` when the seeds cannot be paired (two runs of one label share a seed).
+    """
+
+    by_seed: dict[Any, dict[str, float]] | None
+
+    def __init__(self, medians: Mapping[str, float],
+                 by_seed: dict[Any, dict[str, float]] | None = None) -> None:
+        super().__init__(medians)
+        self.by_seed = by_seed
 
 
 def entry(finals: Finals, label: str, *, mode: str | None = None,
@@ -271,4 +296,166 @@ def judge_over_seeds(rule: Callable[..., tuple[str, str]], summary: list[dict[st
         return verdict, text
     per_seed = [rule(finals_of([r for r in summary if r.get("seed") == seed]), *args,
                      **kwargs)[0] for seed in seeds]
-    return over_seeds(verdict, per_seed), f"{text}; over seeds: {SEED_RULE}"
+    return over_seeds(verdict, per_seed), f"{text}; over seeds: {SEED_RULE}; {MARGIN_RULE}"
+
+
+#: How a win is sized, as the report states it.
+MARGIN_RULE = ("a comparison is won when the median over seeds of the paired relative "
+               "difference (rival - run) / max(|rival|, |run|) (the other sign where higher "
+               "is better) exceeds its spread, the standard deviation over seeds; a smaller "
+               "lead is a tie")
+
+
+def relative_difference(run: float, rival: float, *, higher_is_better: bool = False
+                        ) -> float:
+    """How much better ``run`` is than ``rival``, relative to the larger magnitude: in
+    ``[-1, 1]`` for values of one sign, positive when ``run`` is better, 0 when both are 0.
+
+    Examples
+    --------
+    >>> relative_difference(0.997, 1.0), relative_difference(0.9, 0.8, higher_is_better=True)
+    (0.0030000000000000027, 0.11111111111111108)
+    >>> relative_difference(2e6, math.inf), relative_difference(math.inf, math.inf)
+    (1.0, 0.0)
+    """
+    scale = max(abs(run), abs(rival))
+    if scale == 0 or run == rival:
+        return 0.0
+    if math.isinf(scale):  # a target never reached: anything finite is wholly better
+        better = run > rival if higher_is_better else run < rival
+        return 1.0 if better else -1.0
+    gain = (run - rival) if higher_is_better else (rival - run)
+    return gain / scale
+
+
+def paired_margin(runs: Sequence[float], rivals: Sequence[float], *,
+                  higher_is_better: bool = False) -> tuple[float, float]:
+    """``(median, spread)`` of the paired relative differences, one pair per seed.
+
+    ``spread`` is their standard deviation over the seeds (``ddof = 1``; 0 for one seed).
+
+    Examples
+    --------
+    >>> median, spread = paired_margin([0.994, 0.994, 0.994], [1.0, 1.0, 1.0])
+    >>> round(median, 6), spread
+    (0.006, 0.0)
+    """
+    if len(runs) != len(rivals) or not runs:
+        raise ValueError(f"paired_margin: one value per seed on each side (got {len(runs)} "
+                         f"and {len(rivals)})")
+    gains = np.array([relative_difference(r, q, higher_is_better=higher_is_better)
+                      for r, q in zip(runs, rivals, strict=True)])
+    spread = float(gains.std(ddof=1)) if gains.size > 1 else 0.0
+    return float(np.median(gains)), spread
+
+
+def outcome(median: float, spread: float) -> str:
+    """``"win"`` when the median lead exceeds its spread, ``"loss"`` when the median deficit
+    does, ``"tie"`` otherwise (:data:`MARGIN_RULE`).
+
+    Examples
+    --------
+    >>> outcome(0.003, 0.01), outcome(0.003, 0.0005), outcome(-0.2, 0.01), outcome(0.0, 0.0)
+    ('tie', 'win', 'loss', 'tie')
+    """
+    if median > spread:
+        return "win"
+    if -median > spread:
+        return "loss"
+    return "tie"
+
+
+@dataclass(frozen=True)
+class Margin:
+    """One comparison: ``run`` against ``rival`` on ``metric``, its median paired relative
+    difference over ``seeds`` seeds (positive: ``run`` better), its spread, the outcome."""
+
+    run: str
+    rival: str
+    metric: str
+    median: float
+    spread: float
+    seeds: int
+
+    @property
+    def outcome(self) -> str:
+        return outcome(self.median, self.spread)
+
+    def __str__(self) -> str:
+        if math.isinf(self.median):
+            return f"{self.run} vs {self.rival}: {self.outcome} ({self.rival} diverged or missing)"
+        seeds = f", {self.seeds} seeds" if self.seeds > 1 else ""
+        return (f"{self.run} vs {self.rival}: {100 * self.median:+.2f} % ± "
+                f"{100 * self.spread:.2f} % {self.metric} ({self.outcome}{seeds})")
+
+
+@dataclass
+class Comparisons:
+    """The comparisons one application of a rule makes, each sized by its seeds.
+
+    A rule asks :meth:`beats` instead of comparing two medians with ``<``, and returns
+    :meth:`rule` (its rule text with every margin) beside its verdict.
+
+    Examples
+    --------
+    >>> runs = Comparisons()
+    >>> a = SeedFinals({"loss": 0.5}, {0: {"loss": 0.50}, 1: {"loss": 0.60}, 2: {"loss": 0.40}})
+    >>> b = SeedFinals({"loss": 0.6}, {0: {"loss": 0.49}, 1: {"loss": 0.62}, 2: {"loss": 0.45}})
+    >>> runs.beats(a, b, "loss", "a", "b")
+    False
+    >>> str(runs.margins[0])
+    'a vs b: +3.23 % ± 6.60 % loss (tie, 3 seeds)'
+    """
+
+    margins: list[Margin] = field(default_factory=list)
+
+    def margin(self, run: Entry, rival: Entry, metric: str, run_name: str, rival_name: str,
+               *, higher_is_better: bool = False) -> Margin:
+        """The :class:`Margin` of ``run`` over ``rival``, recorded.
+
+        A rival that diverged, did not run or has no value is beaten by any run (median
+        ``+inf``, :func:`baseline`); a run without a value loses (``-inf``). Paired by seed
+        where both keep their seeds (:class:`SeedFinals`, the seeds both converged in);
+        otherwise the medians alone, with no spread.
+        """
+        if problem(rival, metric):
+            found = Margin(run_name, rival_name, metric, math.inf, 0.0, 0)
+        elif problem(run, metric):
+            found = Margin(run_name, rival_name, metric, -math.inf, 0.0, 0)
+        else:
+            assert run is not None and rival is not None  # problem() says "missing"
+            pairs = _pairs(run, rival, metric)
+            if pairs:
+                median, spread = paired_margin([p[0] for p in pairs], [p[1] for p in pairs],
+                                               higher_is_better=higher_is_better)
+            else:
+                median = relative_difference(float(run[metric]), float(rival[metric]),
+                                             higher_is_better=higher_is_better)
+                spread = 0.0
+            found = Margin(run_name, rival_name, metric, median, spread, max(1, len(pairs)))
+        self.margins.append(found)
+        return found
+
+    def beats(self, run: Entry, rival: Entry, metric: str, run_name: str, rival_name: str,
+              *, higher_is_better: bool = False) -> bool:
+        """Whether ``run`` ends better than ``rival`` on ``metric`` by more than the spread."""
+        return self.margin(run, rival, metric, run_name, rival_name,
+                           higher_is_better=higher_is_better).outcome == "win"
+
+    def rule(self, text: str) -> str:
+        """``text`` with the margins of every comparison made, in order."""
+        if not self.margins:
+            return text
+        return f"{text}; margins: {'; '.join(str(m) for m in self.margins)}"
+
+
+def _pairs(run: Mapping[str, float], rival: Mapping[str, float], metric: str
+           ) -> list[tuple[float, float]]:
+    """``(run's, rival's)`` ``metric`` per seed both have, or ``[]`` when not pairable."""
+    mine = getattr(run, "by_seed", None)
+    theirs = getattr(rival, "by_seed", None)
+    if not mine or not theirs:
+        return []
+    common = [seed for seed in mine if seed in theirs]
+    values = [(mine[s].get(metric, math.nan), theirs[s].get(metric, math.nan)) for s in common]
+    return [(float(a), float(b)) for a, b in values if not (math.isnan(a) or math.isnan(b))]

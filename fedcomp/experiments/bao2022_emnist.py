@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._bao2022 import BASELINES, PROPOSED
-from ._verdict import baseline, cannot_judge, entry, noted, problem, value
+from ._verdict import Comparisons, cannot_judge, entry, noted, problem
 
 NAME = "bao2022_emnist"
 
@@ -38,7 +38,8 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
     higher test accuracy than both baselines.
 
     A proposed method *wins* when its final training loss is below both baselines' and its
-    test accuracy strictly above both (the captions say "higher", and a tie is not higher).
+    test accuracy above both, each by more than the seeds' spread (the captions say
+    "higher", and a tie is not higher; :class:`~fedcomp.experiments._verdict.Comparisons`).
     Reproduced when every method the caption names wins (Fig. 4's Fast-FedDA and C-FedDA;
     Fig. 3's Fast-FedDA and MC-FedDA for a 62-class run); partly when some proposed method
     wins; not reproduced otherwise. A named method that diverged or is missing makes it
@@ -55,19 +56,21 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
     failed = cannot_judge({p: runs[p] for p in claimed}, baselines, metrics)
     if failed:
         return failed, rule
-    best_loss = min(baseline(m, "training_loss") for m in baselines.values())
-    best_accuracy = max(baseline(m, "test_accuracy", higher_is_better=True)
-                        for m in baselines.values())
-    winners = [p for p in PROPOSED if not problem(runs[p], metrics)
-               and value(runs[p], "training_loss") < best_loss
-               and value(runs[p], "test_accuracy") > best_accuracy]
+    compared = Comparisons()
+
+    def wins(p: str) -> bool:  # every comparison made, so that each margin is shown
+        return all([compared.beats(runs[p], baselines[b], metric, p, b,
+                                   higher_is_better=metric == "test_accuracy")
+                    for metric in metrics for b in BASELINES])
+
+    winners = [p for p in PROPOSED if not problem(runs[p], metrics) and wins(p)]
     if all(p in winners for p in claimed):
         result = "reproduced"
     elif winners:
         result = f"partly ({', '.join(winners)} {'wins' if len(winners) == 1 else 'win'})"
     else:
         result = "not reproduced"
-    return noted(result, baselines, metrics), rule
+    return noted(result, baselines, metrics), compared.rule(rule)
 
 
 

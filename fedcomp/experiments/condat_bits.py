@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ._verdict import baseline, cannot_judge, entry, noted, value
+from ._verdict import Comparisons, baseline, cannot_judge, entry, noted, value
 
 COMPRESSED = ("compressed_scaffnew", "tamuna", "locodl")
 BASELINES = ("scaffnew", "fedavg")
@@ -46,11 +46,14 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
     if failed:
         return failed, rule
     best_baseline = min(baseline(b, METRIC) for b in baselines.values())
+    compared = Comparisons()
     winners = [name for name, run in proposed.items()
-               if value(run, METRIC) < best_baseline and math.isfinite(value(run, METRIC))]
+               if all([compared.beats(run, rival, METRIC, name, rival_name)
+                       for rival_name, rival in baselines.items()])
+               and math.isfinite(value(run, METRIC))]
     ratios = ", ".join(f"{name} {value(run, METRIC) / best_baseline:.2f}x"
                        for name, run in proposed.items()) if math.isfinite(best_baseline) else ""
     level = ("reproduced" if len(winners) == len(COMPRESSED) else "partly" if winners
              else "not reproduced")
     detail = f" ({ratios} of the best baseline's bits)" if ratios else ""
-    return noted(level + detail, baselines, METRIC), rule
+    return noted(level + detail, baselines, METRIC), compared.rule(rule)

@@ -29,6 +29,7 @@ import math
 from typing import Any
 
 from ..config import load
+from ._timing import check_device
 from ._verdict import baseline, cannot_judge, noted, problem, value
 
 CLAIM = ("Fig. 3 / TABLE V: at equal rounds FedCanon reaches at least the accuracy of FedMiD, "
@@ -193,10 +194,50 @@ def _best_times(problem: Any, specs: tuple[Any, ...], methods: tuple[str, ...],
     return times, prox
 
 
+def on_device(config: dict[str, Any], device: str) -> dict[str, Any]:
+    """``config`` run on ``device``: ``"cpu"`` leaves its backend; ``"cuda"`` /
+    ``"cuda:N"`` moves it to torch on that GPU in the backend's precision (float32 →
+    ``cuda``, float64 → ``cuda-float64``).
+
+    Raises
+    ------
+    fedcomp.config.ConfigError
+        In one line, when this machine has no such device
+        (:func:`~fedcomp.experiments._timing.check_device`), or for a device the runtime has
+        no backend on (``mps``).
+    """
+    from ..config import ConfigError
+
+    where = check_device(device)
+    if where.type == "cpu":
+        return config
+    if where.type != "cuda":
+        raise ConfigError(f"device = {device!r}: training runs take 'cpu' or 'cuda[:N]'")
+    return {**config, "backend": gpu_backend(config, where.index)}
+
+
+def gpu_backend(config: dict[str, Any], index: int | None = None) -> str:
+    """The GPU backend of ``config``'s precision: ``cuda`` for float32 (networks' default),
+    ``cuda-float64`` for float64 (linear models' NumPy default), ``:index`` appended.
+
+    Examples
+    --------
+    >>> gpu_backend({"problem": {"loss": "logistic"}}), gpu_backend({"backend": "torch"}, 1)
+    ('cuda-float64', 'cuda:1')
+    """
+    from ..runtime._backends import resolve_backend
+
+    network = config.get("problem", {}).get("loss") == "torch_model"
+    chosen = resolve_backend(str(config.get("backend", "auto")), network=network,
+                             gpu_visible=lambda: False)
+    backend = "cuda" if chosen.entry.dtype == "float32" else "cuda-float64"
+    return backend if index is None else f"{backend}:{index}"
+
+
 def time_table(config: dict[str, Any] | None = None,
                local_steps: tuple[int, ...] = (10, 20, 40, 80), rounds: int | None = None,
                variant: str | None = "iid", methods: tuple[str, ...] = METHODS,
-               repeats: int = 1) -> list[dict[str, Any]]:
+               repeats: int = 1, device: str = "cpu") -> list[dict[str, Any]]:
     """Total training time per method and K at a fixed number of rounds (TABLE V).
 
     Parameters
@@ -212,6 +253,9 @@ def time_table(config: dict[str, Any] | None = None,
         Algorithm names of the config to time.
     repeats : int, default 1
         The fastest of this many runs is reported (timing noise on a shared machine).
+    device : str, default "cpu"
+        Where the runs compute (:func:`on_device`); the runner's ``wall_s`` waits for the
+        device before it reads the clock.
 
     Returns
     -------
@@ -222,7 +266,8 @@ def time_table(config: dict[str, Any] | None = None,
     from ._build import build_problem
     from ._setting import resolve
 
-    experiment = resolve(copy.deepcopy(config or load("fedcanon_vs_composite")))
+    experiment = resolve(on_device(copy.deepcopy(config or load("fedcanon_vs_composite")),
+                                   device))
     settings = {s.variant: s for s in experiment.settings}
     setting = settings.get(variant, settings.get(None)) if variant is not None else (
         settings.get(None) or next(iter(settings.values())))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._verdict import baseline, cannot_judge, entry, noted, value
+from ._verdict import Comparisons, cannot_judge, entry, noted
 
 NAME = "feddr_mlp"
 BASELINES = ("fedavg", "fedprox", "fedpd")
@@ -19,7 +19,8 @@ BASELINES = ("fedavg", "fedprox", "fedpd")
 
 def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
             ) -> tuple[str, str]:
-    """FedDR's final objective is the lowest in every variant (reproduced), in some (partly).
+    """FedDR's final objective is the lowest in every variant (reproduced), in some (partly);
+    lowest by more than the seeds' spread (:class:`~fedcomp.experiments._verdict.Comparisons`).
 
     A diverged or missing FedDR run makes it "not reproduced"; a diverged or missing
     baseline counts as infinitely bad (:mod:`fedcomp.experiments._verdict`), but a variant
@@ -40,11 +41,13 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
     if failed:
         return failed, rule
 
+    compared = Comparisons()
+
     def lowest_in(v: str) -> bool:
-        others = [baselines[name(b, v)] for b in BASELINES]
-        return any(m is not None for m in others) and all(
-            value(proposed[name("feddr", v)], "objective") < baseline(m, "objective")
-            for m in others)
+        others = [name(b, v) for b in BASELINES]
+        return any(baselines[b] is not None for b in others) and all([
+            compared.beats(proposed[name("feddr", v)], baselines[b], "objective",
+                           name("feddr", v), b) for b in others])
 
     lowest = [v for v in variants if lowest_in(v)]
     if len(lowest) == len(variants):
@@ -53,7 +56,7 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
         result = f"partly (lowest in {', '.join(lowest)} only)"
     else:
         result = "not reproduced"
-    return noted(result, baselines, "objective"), rule
+    return noted(result, baselines, "objective"), compared.rule(rule)
 
 
 

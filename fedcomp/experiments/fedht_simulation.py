@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._verdict import baseline, cannot_judge, entry, noted, value
+from ._verdict import Comparisons, baseline, cannot_judge, entry, noted, value
 
 PROPOSED = ("fed_ht", "fediter_ht")
 BASELINE = "distributed_iht"
@@ -34,9 +34,11 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
     if failed:
         return failed, rule
     target = baseline(baselines[BASELINE], "objective")
-    below = [name for name, run in proposed.items() if value(run, "objective") < target]
+    compared = Comparisons()
+    below = [name for name, run in proposed.items()
+             if compared.beats(run, baselines[BASELINE], "objective", name, BASELINE)]
     detail = ", ".join(f"{name} {value(run, 'objective'):.3g}" for name, run in proposed.items())
     level = ("reproduced" if len(below) == len(PROPOSED) else "partly" if below
              else "not reproduced")
     return noted(f"{level} ({detail} vs distributed_iht {target:.3g})", baselines,
-                 "objective"), rule
+                 "objective"), compared.rule(rule)

@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ._verdict import baseline, cannot_judge, entry, noted, value
+from ._verdict import Comparisons, SeedFinals, baseline, cannot_judge, entry, noted, value
 
 CLAIM = "the GT methods (DFedDA-GT, DReFedDA-GT, MReFedDA-GT) lead in l1 error"
 
@@ -50,7 +50,11 @@ def evaluated(metrics: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     if metrics is None or "l1_error" in metrics:
         return metrics
     node = [key for key in metrics if NODE_L1.fullmatch(key)]
-    return {**metrics, "l1_error": metrics[node[0]]} if len(node) == 1 else metrics
+    if len(node) != 1:
+        return metrics
+    by_seed = getattr(metrics, "by_seed", None)  # each seed's, for the paired margins
+    return SeedFinals({**metrics, "l1_error": metrics[node[0]]}, None if by_seed is None else
+                      {seed: {**m, "l1_error": m[node[0]]} for seed, m in by_seed.items()})
 
 
 def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
@@ -58,11 +62,13 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
     """Reproduced / partly / not reproduced, from the final ℓ1 error per run label.
 
     Reproduced when every GT method ends with an ``l1_error`` at least :data:`MARGIN` (2 %)
-    below every baseline's; partly when the best GT method is that far below the best
-    baseline. A GT method that diverged or is missing makes it "not reproduced"; a
-    diverged or missing baseline counts as infinitely bad, and with no baseline at all
-    there is nothing to compare (:mod:`fedcomp.experiments._verdict`). A gossip run
-    evaluated at one node counts that node's error (:func:`evaluated`).
+    below every baseline's, a win by more than the seeds' spread too (the median paired
+    difference, :class:`~fedcomp.experiments._verdict.Comparisons`); partly when the best
+    GT method (lowest median) wins so over the best baseline. A GT method that diverged or
+    is missing makes it "not reproduced"; a diverged or missing baseline counts as infinitely
+    bad, and with no baseline at all there is nothing to compare
+    (:mod:`fedcomp.experiments._verdict`). A gossip run evaluated at one node counts that
+    node's error (:func:`evaluated`).
     """
     rule = (f"l1 error: every GT method at least {MARGIN:.0%} below every baseline (partly: "
             "the best GT that far below the best)")
@@ -71,10 +77,19 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
     failed = cannot_judge(proposed, baselines, "l1_error")
     if failed:
         return failed, rule
-    gt = [value(m, "l1_error") for m in proposed.values()]
-    best_baseline = min(baseline(m, "l1_error") for m in baselines.values())
-    if max(gt) < (1 - MARGIN) * best_baseline:
+    compared = Comparisons()
+
+    def far_below(gt: str, rival: str) -> bool:  # a win, and by at least MARGIN
+        margin = compared.margin(proposed[gt], baselines[rival], "l1_error", gt, rival)
+        # exactly MARGIN below is not below it (the ratio's last bit aside)
+        return margin.outcome == "win" and margin.median > MARGIN + 1e-12
+
+    every = all([far_below(gt, b) for gt in proposed for b in baselines])
+    if every:
         result = "reproduced"
     else:
-        result = "partly" if min(gt) < (1 - MARGIN) * best_baseline else "not reproduced"
-    return noted(result, baselines, "l1_error"), rule
+        best_gt = min(proposed, key=lambda label: value(proposed[label], "l1_error"))
+        best_baseline = min(baselines,  # a diverged or missing baseline: the worst
+                            key=lambda label: baseline(baselines[label], "l1_error"))
+        result = "partly" if far_below(best_gt, best_baseline) else "not reproduced"
+    return noted(result, baselines, "l1_error"), compared.rule(rule)

@@ -49,7 +49,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import batch_modes, load, mode_name
-from ._verdict import baseline, cannot_judge, entry, noted, value
+from ._verdict import Comparisons, baseline, cannot_judge, entry, noted, value
 
 CLAIM = ("Fig. 1 (left): with full gradients ZA1 converges exactly while FedMiD and FedDA stall "
          "at a client-drift floor; (right) with b = 20 ZA1 still ends lowest.")
@@ -62,7 +62,8 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
     :func:`fedcomp.experiments.final_metrics` builds it; ``config`` (default the shipped
     ``seed000.toml``) names the minibatch modes that ran. Rule: reproduced when, with full
     gradients, ZA1 ends ≤ 1e-6 while FedMiD and FedDA both end ≥ 1e-3, and in every
-    configured minibatch mode ZA1 ends below both; partly when only the full-gradient part
+    configured minibatch mode ZA1 ends below both by more than the seeds' spread
+    (:class:`~fedcomp.experiments._verdict.Comparisons`); partly when only the full-gradient part
     holds (or no minibatch mode is configured). A ZA1 run that diverged or is missing makes
     it "not reproduced"; a diverged FedMiD or FedDA counts as infinitely far from x*
     (:mod:`fedcomp.experiments._verdict`).
@@ -87,13 +88,16 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
     def floor(mode: str) -> float:  # the lower of FedMiD's and FedDA's final optimality
         return min(baseline(baselines[name(b, mode)], "optimality") for b in ("fedmid", "fedda"))
 
+    compared = Comparisons()
     full = value(proposed[name("za1", "full")], "optimality") <= 1e-6 and floor("full") >= 1e-3
-    stoch = bool(minibatch) and all(
-        value(proposed[name("za1", m)], "optimality") < floor(m) for m in minibatch)
+    stoch = bool(minibatch) and all([
+        compared.beats(proposed[name("za1", m)], baselines[name(b, m)], "optimality",
+                       name("za1", m), name(b, m))
+        for m in minibatch for b in ("fedmid", "fedda")])
     if full and stoch:
         result = "reproduced"
     elif full:
         result = "partly" if minibatch else "partly (no minibatch mode configured)"
     else:
         result = "not reproduced"
-    return noted(result, baselines, "optimality"), rule
+    return noted(result, baselines, "optimality"), compared.rule(rule)

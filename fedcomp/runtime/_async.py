@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._array import Array
+from .._array import Array, wait_for
 from ..algorithms._base import FederatedAlgorithm, check_max_delay, setup_context
 from ..metrics import DEFAULT_METRICS
 from ..oracle import Counters
@@ -273,6 +273,7 @@ def simulate_async(
         run_step(-1, algorithm.broadcast(server_state), everyone)
         now = float(clock.draw(seed, 0, everyone, n).max(initial=0.0))
         jobs += 1
+        wait_for(problem.data.like, server_state)
         wall += time.perf_counter() - tic
     stopped = record(0)
 
@@ -300,6 +301,7 @@ def simulate_async(
         # it waits behind the clients held before it)
         ready.append((now, i))
         admit()
+        wait_for(problem.data.like, server_state)  # the GPU's queued step, not its dispatch
         wall += time.perf_counter() - tic
         try:
             check_divergence(algorithm.output(server_state), norm_limit, algorithm,

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .._array import Array, asarray_like, bit_width, namespace, to_numpy
+from .._array import Array, asarray_like, bit_width, namespace, to_numpy, wait_for
 from ..algorithms._base import setup_context
 from ..algorithms._decentralized import DecentralizedAlgorithm, NodeContext
 from ..algorithms._mirror import check_sparsity, top_s
@@ -265,6 +265,7 @@ def simulate_decentralized(
         states = algorithm.gossip(_concat(parts), mix, r)
         if algorithm.after_gossip is not None:
             states = algorithm.after_gossip(states, prox)
+        wait_for(like, states)  # the GPU's queued round, not its dispatch
         wall += time.perf_counter() - tic
         models = algorithm.output(states)
         done = r + 1

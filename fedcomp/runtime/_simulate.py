@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._array import Array, namespace
+from .._array import Array, namespace, wait_for
 from .._random import sample_clients
 from ..algorithms._base import (
     FederatedAlgorithm,
@@ -427,6 +427,7 @@ def simulate(
             if algorithm.warmup:  # round −1: every client (e.g. FedDR's x_i⁰ = prox_{ηf_i}(x⁰))
                 tic = time.perf_counter()
                 step(-1, np.arange(problem.n_clients))
+                wait_for(like, server_state)
                 wall += time.perf_counter() - tic
             stopped = record(0)
         for r in range(first, rounds):
@@ -454,6 +455,8 @@ def simulate(
                     sim_time += sum(float(clock.draw(seed, r + k, who, problem.n_clients)
                                           .max(initial=0.0)) for k, who in enumerate(group))
             done = r + count
+            if engine is None:  # a GPU computes the queued round after step() returns
+                wait_for(like, server_state)
             wall += time.perf_counter() - tic
             try:
                 for k, sum_k in enumerate(sums):
