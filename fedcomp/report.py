@@ -234,6 +234,24 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
+def gpu_models() -> str:
+    """The GPUs this machine has, by ``nvidia-smi`` (``"none"`` without one or the tool):
+    the report's header names them, since a timing's verdict depends on the device."""
+    import shutil
+    import subprocess
+
+    tool = shutil.which("nvidia-smi")
+    if tool is None:
+        return "none"
+    try:
+        listed = subprocess.run([tool, "--query-gpu=name", "--format=csv,noheader"],
+                                capture_output=True, text=True, timeout=20, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return "none (nvidia-smi failed)"
+    names = [line.strip() for line in listed.stdout.splitlines() if line.strip()]
+    return ", ".join(names) or "none"
+
+
 def environment(command: str | None = None) -> dict[str, str]:
     """The report's header: when, with what and on what it was made, and the command.
 
@@ -261,6 +279,7 @@ def environment(command: str | None = None) -> dict[str, str]:
         "PyTorch": torch,
         "CPU": f"{cpu_model()}, {cores} cores" + (f" ({usable} usable)" if usable != cores
                                                    else ""),
+        "GPU": gpu_models(),
         "command": command or "not recorded (run_report called from Python)",
     }
 
@@ -679,6 +698,13 @@ def run_report(out_dir: str | Path, *, quick: bool = False, only: list[str] | No
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     selected = configs if configs is not None else experiment_configs(config_dir, only)
+    every = configs if configs is not None else experiment_configs(config_dir)
+    stale = stale_folders(out, {name: set(readings(raw)) for name, raw in every})
+    if stale:
+        listed = ", ".join(str(path.relative_to(out)) for path in stale)
+        raise ValueError(f"{out} holds run folders no configuration names: {listed}. A report "
+                         "would mix them with what the configs run: delete them (rm -r) or "
+                         "name them as a reading in their experiment's config")
     if only_readings:
         known = {reading for _, raw in selected for reading in readings(raw)}
         unknown = sorted(set(only_readings) - known)
@@ -724,6 +750,33 @@ def run_report(out_dir: str | Path, *, quick: bool = False, only: list[str] | No
         write_report(out, results, quick, time.perf_counter() - started,
                      header=header)  # after each one
     return results
+
+
+def stale_folders(out: Path, named: dict[str, set[str]]) -> list[Path]:
+    """The folders of report directory ``out`` that no configuration names.
+
+    ``named`` maps every experiment the report knows to its readings. A folder of ``out``
+    is an experiment's run as written (its name is an experiment's), and a folder inside
+    it one of its other readings; anything else — a reading or an experiment dropped from
+    the configs, a typo — is stale: it would be linked and judged beside current runs.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> out = Path(tempfile.mkdtemp())
+    >>> for folder in ("seed000/as_run", "seed000/old", "gone"):
+    ...     (out / folder).mkdir(parents=True)
+    >>> [str(p.relative_to(out)) for p in stale_folders(out, {"seed000": {"as_run"}})]
+    ['gone', 'seed000/old']
+    """
+    stale: list[Path] = []
+    for folder in sorted(p for p in out.iterdir() if p.is_dir()) if out.is_dir() else []:
+        if folder.name not in named:
+            stale.append(folder)
+            continue
+        stale.extend(sorted(p for p in folder.iterdir()
+                            if p.is_dir() and p.name not in named[folder.name]))
+    return stale
 
 
 def reading_names(config: dict[str, Any], only: list[str] | None = None) -> list[str]:

@@ -157,7 +157,8 @@ def test_paper_names_replace_seed_ids():
     assert "| seed001 |" not in summary and "## seed001" not in summary
 
 
-HEADER_FIELDS = ("date", "fedcomp", "git commit", "Python", "NumPy", "PyTorch", "CPU", "command")
+HEADER_FIELDS = ("date", "fedcomp", "git commit", "Python", "NumPy", "PyTorch", "CPU", "GPU",
+                 "command")
 
 
 def test_header_says_what_made_the_report(report_dir):
@@ -178,7 +179,7 @@ def test_header_says_what_made_the_report(report_dir):
     assert header["Python"] == platform.python_version()
     assert re.fullmatch(r"[0-9a-f]{7,40}( \+ uncommitted changes)?|not a git checkout",
                         header["git commit"])
-    assert re.search(r", \d+ cores", header["CPU"]) and header["PyTorch"]
+    assert re.search(r", \d+ cores", header["CPU"]) and header["PyTorch"] and header["GPU"]
     assert "not recorded" in rep.environment()["command"]
 
 
@@ -645,3 +646,24 @@ def test_tables_show_the_per_node_columns_of_a_gossip_run_evaluated_at_a_node():
         {"label": "fast_fedda", "l1_error": 0.7}])
     result.checked = lambda: {"metrics": ["l1_error"]}  # type: ignore[method-assign]
     assert rep.table_columns(result)[:2] == ["l1_error", "node0_l1_error"]
+
+
+def test_the_report_refuses_run_folders_no_config_names(tmp_path):
+    # a dropped diagnosis's partial run (docs/report/bao2022_lowrank/code_start once)
+    (tmp_path / "seed000" / "code_start").mkdir(parents=True)
+    (tmp_path / "seed000" / "code_start" / "results.csv").write_text("round\n")
+    with pytest.raises(ValueError, match="no configuration names: seed000/code_start. A report"):
+        rep.run_report(tmp_path, configs=[("seed000", tiny_seed000())], stream=io.StringIO())
+    assert not (tmp_path / "index.html").exists()  # refused before anything ran
+    shutil.rmtree(tmp_path / "seed000" / "code_start")
+    (tmp_path / "renamed_experiment").mkdir()
+    with pytest.raises(ValueError, match="names: renamed_experiment"):
+        rep.run_report(tmp_path, configs=[("seed000", tiny_seed000())], stream=io.StringIO())
+
+
+def test_the_shipped_report_has_no_stale_folders():
+    from fedcomp.config import readings
+
+    shipped = Path(__file__).parents[1] / "docs" / "report"
+    named = {name: set(readings(raw)) for name, raw in rep.experiment_configs()}
+    assert rep.stale_folders(shipped, named) == []

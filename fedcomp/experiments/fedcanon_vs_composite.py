@@ -111,11 +111,11 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None,
         return failed, rule
     if times is None and config is not None:
         times = variant_times(config)
-    accurate, ratios, seconds = True, {}, {}
+    accurate, ratios, seconds, gaps = True, {}, {}, {}
     for variant in variants:
-        accurate &= value(proposed[name("fedcanon", variant)], accuracy) >= max(
-            baseline(m, accuracy, higher_is_better=True)
-            for m in others[variant].values()) - accuracy_tol
+        gaps[variant] = value(proposed[name("fedcanon", variant)], accuracy) - max(
+            baseline(m, accuracy, higher_is_better=True) for m in others[variant].values())
+        accurate &= gaps[variant] >= -accuracy_tol
         spent = dict((times or {}).get(variant) or {n: m.get("wall_s", math.nan)
                                                      for n, m in rows[variant].items()})
         for n, m in others[variant].items():  # a diverged method has no training time
@@ -127,7 +127,10 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None,
     faster = all(r < 1.0 / (1.0 + TIME_TOL) for r in ratios.values())
     slower = any(r > 1.0 + TIME_TOL for r in ratios.values())
     timing = "faster" if faster else ("slower" if slower else "tie")
-    detail = (f"accuracy part {'holds' if accurate else 'fails'}, time part {timing}: "
+    detail = (f"accuracy part {'holds' if accurate else 'fails'} (FedCanon's {accuracy} minus "
+              f"the best other's: " + ", ".join(f"{v or 'base'} {g:+.4f}"
+                                               for v, g in gaps.items())
+              + f"), time part {timing}: "
               + ", ".join(f"{v or 'base'} {r:.2f}x ({seconds[v]})" for v, r in ratios.items()))
     if accurate and faster:
         result = "reproduced"
