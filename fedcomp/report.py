@@ -54,6 +54,7 @@ from .config import (
     to_jsonable,
 )
 from .experiments import ConfigMismatchError, validate
+from .experiments._results import RUN_FOLDERS
 from .experiments._results import main_metric as metric_of
 from .experiments._setting import TARGET_COLUMNS
 
@@ -764,7 +765,7 @@ def stale_folders(out: Path, named: dict[str, set[str]]) -> list[Path]:
     --------
     >>> import tempfile
     >>> out = Path(tempfile.mkdtemp())
-    >>> for folder in ("seed000/as_run", "seed000/old", "gone"):
+    >>> for folder in ("seed000/as_run", "seed000/models", "seed000/old", "gone"):
     ...     (out / folder).mkdir(parents=True)
     >>> [str(p.relative_to(out)) for p in stale_folders(out, {"seed000": {"as_run"}})]
     ['gone', 'seed000/old']
@@ -774,8 +775,9 @@ def stale_folders(out: Path, named: dict[str, set[str]]) -> list[Path]:
         if folder.name not in named:
             stale.append(folder)
             continue
-        stale.extend(sorted(p for p in folder.iterdir()
-                            if p.is_dir() and p.name not in named[folder.name]))
+        # the runner's own folders (models, partial rows) sit beside the readings
+        kept = named[folder.name] | set(RUN_FOLDERS)
+        stale.extend(sorted(p for p in folder.iterdir() if p.is_dir() and p.name not in kept))
     return stale
 
 

@@ -224,3 +224,89 @@ def test_the_counts_the_pages_give_are_the_registries():
     said = [(page.name, int(n), what) for page in pages for n, what in re.findall(
         r"\b(\d+) (?:built-in )?(experiments|algorithms)\b", page.read_text(encoding="utf-8"))]
     assert said and all(n == counts[what] for _, n, what in said), (said, counts)
+
+
+# --- the README's verdict table follows the shipped report -----------------------------------
+REPORT = README.parent / "docs" / "report"
+LEVELS = ("not reproduced", "partly", "reproduced")  # "not reproduced" before "reproduced"
+
+
+def _level(text: str) -> str | None:
+    text = text.strip()
+    return next((level for level in LEVELS if text.startswith(level)), None)
+
+
+def report_verdicts() -> dict[tuple[str, str], str]:
+    """``(experiment, reading) → verdict`` as docs/report/report.md prints them."""
+    page = (REPORT / "report.md").read_text(encoding="utf-8")
+    found = {}
+    for match in re.finditer(r'<a id="([\w.]+)--([\w.]+)"></a>(.*?)\*\*Verdict: (.*?)\.\*\*',
+                             page, re.S):
+        found.setdefault((match[1], match[2]), match[4])
+    return found
+
+
+def verdict_table() -> list[dict[str, str]]:
+    """The rows of the README's verdict table, by column name."""
+    text = README.read_text(encoding="utf-8")
+    header = "| experiment | paper | as written | as run (official code) | what moves it |"
+    lines = text[text.index(header):].splitlines()
+    columns = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = []
+    for line in lines[2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        rows.append(dict(zip(columns, cells, strict=True)))
+    return rows
+
+
+def _seeds_said(cell: str) -> str | None:
+    """``"3/5"`` of a cell's ``(3/5)`` or ``3/5 seeds``, if it says one."""
+    match = re.search(r"(\d+)/(\d+)", cell)
+    return None if match is None else f"{match[1]} of {match[2]} seeds"
+
+
+def test_the_readme_table_names_every_experiment_of_the_report():
+    experiments = {row["experiment"] for row in verdict_table()}
+    assert experiments == {p.name for p in REPORT.iterdir() if p.is_dir()}
+
+
+@pytest.mark.parametrize("row", verdict_table(), ids=lambda row: row["experiment"])
+def test_the_readme_verdicts_are_the_reports(row):
+    verdicts = report_verdicts()
+    name = row["experiment"]
+    written = verdicts[(name, "as_written")]
+    assert _level(row["as written"]) == _level(written), (row["as written"], written)
+    said = _seeds_said(row["as written"])
+    assert said is None or said in written, (row["as written"], written)
+    if (name, "as_run") in verdicts:
+        run = verdicts[(name, "as_run")]
+        assert _level(row["as run (official code)"]) == _level(run), (row, run)
+        said = _seeds_said(row["as run (official code)"])
+        assert said is None or said in run, (row["as run (official code)"], run)
+    else:
+        assert _level(row["as run (official code)"]) is None, row
+
+
+@pytest.mark.parametrize("row", verdict_table(), ids=lambda row: row["experiment"])
+def test_what_moves_a_verdict_names_a_run_of_the_report(row):
+    """Every "what moves it" cell names a diagnosis or reading that ran, with its verdict as
+    the report prints it; only a claim reproduced in every reading may say nothing."""
+    verdicts = report_verdicts()
+    name, cell = row["experiment"], row["what moves it"]
+    named = re.findall(r"`([\w.]+)`", cell)
+    if cell == "—":
+        levels = [v for (e, _), v in verdicts.items() if e == name and _ in ("as_written",
+                                                                               "as_run")]
+        assert all(_level(v) == "reproduced" for v in levels), (name, levels)
+        return
+    assert named, f"{name}: 'what moves it' names no run: {cell!r}"
+    for reading in named:
+        assert (name, reading) in verdicts, f"{name}: no run '{reading}' in the report"
+        # the level said right after the name (`code_gamma`: partly) is the report's
+        after = cell[cell.index(f"`{reading}`") + len(reading) + 2:].split("`")[0]
+        said = re.search(r"(not reproduced|partly|reproduced)", after)
+        if said:
+            assert said[1] == _level(verdicts[(name, reading)]), (reading, cell,
+                                                                   verdicts[(name, reading)])

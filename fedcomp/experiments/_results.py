@@ -146,6 +146,11 @@ def output_lock(out: Path) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
+#: The folders an experiment's run writes beside its files: every run's final model, and
+#: the rows of runs in worker processes until they are merged.
+RUN_FOLDERS = ("models", "parts")
+
+
 def start_directory(out: Path, meta: dict[str, Any], resume: bool
                     ) -> dict[str, dict[str, Any]]:
     """Create ``out`` (or check it matches for a resume); the finished runs by key."""
