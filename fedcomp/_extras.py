@@ -30,6 +30,9 @@ EXTRAS: dict[str, tuple[str, str]] = {
     # results as data frames (RunResult.to_frame, fedcomp.load_results)
     "pandas": ("pandas", "data"),
     "flwr": ("flwr", "flower"),
+    # Flower Datasets' partitioners over fedcomp's data (partition = {name = "flwr", ...})
+    "flwr_datasets": ("flwr-datasets", "flower"),
+    "datasets": ("datasets", "flower"),
     # the extra is flwr[simulation]: Ray runs Flower's simulation engine
     "ray": ("ray", "flower"),
     # fedcomp flower local's throwaway CA, TLS certificate and SuperNode keys

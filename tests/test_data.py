@@ -207,6 +207,10 @@ CALLS = {
     "quantity_skew": lambda seed: partition_quantity_skew(len(LABELS), 20, 0.3, seed=seed),
     "writers": lambda seed: partition_groups(WRITERS, 20, seed=seed),
     "dirichlet_writers": lambda seed: partition_dirichlet_groups(WRITERS, 20, 0.3, seed=seed),
+    "classes": lambda seed: PARTITIONERS["classes"](LABELS, 20, 2, seed=seed),
+    "mixed": lambda seed: PARTITIONERS["mixed"](LABELS, 20, 0.3, 0.5, seed=seed),
+    "flwr": lambda seed: PARTITIONERS["flwr"](LABELS, 20, "DirichletPartitioner", seed=seed,
+                                              alpha=1.0, min_partition_size=1),
 }
 
 

@@ -12,6 +12,7 @@ from ._bao import (
     sparse_regression_truth,
 )
 from ._client_data import Batch, ClientData
+from ._flwr import flwr_partition
 from ._images import (
     cifar10,
     digit_forms,
@@ -34,11 +35,14 @@ from ._liang import (
 )
 from ._partition import (
     PARTITIONERS,
+    add_feature_noise,
+    partition_classes,
     partition_contiguous,
     partition_dirichlet,
     partition_dirichlet_groups,
     partition_groups,
     partition_iid,
+    partition_mixed,
     partition_quantity_skew,
     partition_shards,
     split_to_clients,
@@ -56,6 +60,7 @@ from ._real import (
     libsvm_file,
     load_libsvm,
     manual_download_hint,
+    partition_noise,
     partition_spec,
     relabel,
     sha256_of,
@@ -162,13 +167,14 @@ __all__ = [
     "tong_sparse_regression",
     "liang_linear_models", "liang_logistic_models", "liang_sparse_linear",
     "liang_sparse_logistic", "lowrank_truth",
-    "partition_contiguous", "partition_dirichlet", "partition_dirichlet_groups",
-    "partition_groups", "partition_iid",
+    "add_feature_noise", "flwr_partition", "partition_classes", "partition_contiguous",
+    "partition_dirichlet",
+    "partition_dirichlet_groups", "partition_groups", "partition_iid", "partition_mixed",
     "partition_quantity_skew", "partition_shards", "sparse_regression_truth",
     "split_to_clients", "synthetic_fedprox",
     "DATA_DIR_ENV", "SOURCES", "a9a", "breast_cancer", "data_dir", "download", "federate",
     "fetch", "is_fetched", "libsvm_file", "load_libsvm", "manual_download_hint",
-    "partition_spec", "relabel", "sha256_of",
+    "partition_noise", "partition_spec", "relabel", "sha256_of",
     "cifar10", "digit_forms", "digits", "fashion_mnist", "femnist", "load_cifar10_batch",
     "load_idx", "load_leaf", "mnist",
     "SHAPES", "SparseText", "sparse_text_clients", "sparse_text_like",

@@ -24,6 +24,7 @@ import math
 import numbers
 import operator
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -406,6 +407,175 @@ def partition_dirichlet_groups(groups: Any, n_clients: int, concentration: float
     return _parts_of_groups(dense, client_of_group, n_clients)
 
 
+def partition_classes(labels: Any, n_clients: int, classes_per_client: int, seed: int = 0
+                      ) -> list[np.ndarray]:
+    """Label skew by count: every client holds exactly ``classes_per_client`` classes.
+
+    Parameters
+    ----------
+    labels : array, shape (n_samples,)
+    n_clients : int
+    classes_per_client : int
+        ``k``: the number of distinct classes each client sees (1 ≤ k ≤ the classes).
+    seed : int, default 0
+
+    Returns
+    -------
+    list of numpy int arrays
+
+    Raises
+    ------
+    ValueError
+        When ``n_clients · k`` slots cannot hold every class (some samples would belong to
+        no client), or a class has fewer samples than clients holding it.
+
+    Notes
+    -----
+    NIID-Bench's ``#C=k`` (Li, Diao, Chen, He, ICDE 2022; Flower's ``PathologicalPartitioner``
+    asks the same), with every sample kept: the classes are shuffled and dealt round-robin
+    to the clients first, so that each class has a holder, then each client's remaining
+    ``k`` − dealt classes are drawn at random among those it does not hold. Each class's
+    samples are shuffled and split into near-equal parts, one per holder. (NIID-Bench starts
+    client i at class ``i mod C`` and drops the samples of classes nobody drew.)
+
+    Examples
+    --------
+    >>> labels = np.repeat(np.arange(5), 20)
+    >>> parts = partition_classes(labels, 4, classes_per_client=2, seed=0)
+    >>> [len(np.unique(labels[p])) for p in parts], sum(len(p) for p in parts)
+    ([2, 2, 2, 2], 100)
+    """
+    name = "partition_classes"
+    labels = _class_ids(name, labels)
+    n_clients = check_integer(name, "n_clients", n_clients)
+    k = check_integer(name, "classes_per_client", classes_per_client)
+    classes = np.unique(labels)
+    if n_clients < 1 or not 1 <= k <= len(classes):
+        raise ValueError(f"{name}: classes_per_client must be in [1, {len(classes)}] (the "
+                         f"classes) and n_clients >= 1 (got {k}, {n_clients})")
+    if n_clients * k < len(classes):
+        raise ValueError(f"{name}: {n_clients} clients x {k} classes cannot hold all "
+                         f"{len(classes)} classes; raise classes_per_client to "
+                         f"{math.ceil(len(classes) / n_clients)} or use more clients")
+    rng = _rng(name, seed)
+    held: list[list[int]] = [[] for _ in range(n_clients)]
+    for slot, c in enumerate(rng.permutation(len(classes))):  # every class gets a holder
+        held[slot % n_clients].append(int(c))
+    for mine in held:
+        others = np.setdiff1d(np.arange(len(classes)), mine)
+        mine.extend(int(c) for c in rng.choice(others, size=k - len(mine), replace=False))
+    holders = [[i for i in range(n_clients) if c in held[i]] for c in range(len(classes))]
+    parts: list[list[np.ndarray]] = [[] for _ in range(n_clients)]
+    for c, who in enumerate(holders):
+        index = rng.permutation(np.flatnonzero(labels == classes[c]))
+        if len(index) < len(who):
+            raise ValueError(f"{name}: class {classes[c]!r} has {len(index)} sample(s) for "
+                             f"{len(who)} clients holding it; use fewer clients or "
+                             "classes_per_client")
+        for i, piece in zip(who, np.array_split(index, len(who)), strict=True):
+            parts[i].append(piece)
+    return [np.sort(np.concatenate(p)) for p in parts]
+
+
+def partition_mixed(labels: Any, n_clients: int, concentration: float,
+                    quantity_concentration: float, seed: int = 0, min_size: int = 1
+                    ) -> list[np.ndarray]:
+    """Label and quantity skew together: Dirichlet label shares weighted by client sizes.
+
+    Parameters
+    ----------
+    labels : array, shape (n_samples,)
+    n_clients : int
+    concentration : float
+        The label skew's Dirichlet parameter (as ``"dirichlet"``'s).
+    quantity_concentration : float
+        The quantity skew's (as ``"quantity_skew"``'s): small values give a few large
+        clients and many small ones.
+    seed : int, default 0
+    min_size : int, default 1
+        Every client gets at least this many samples (whole draws are repeated, up to
+        :data:`MAX_RETRIES`).
+
+    Returns
+    -------
+    list of numpy int arrays
+
+    Notes
+    -----
+    Client weights ``w ~ Dir(quantity_concentration·1)`` are drawn once; each class c is
+    spread over the clients in shares ``∝ w_i · u_{c,i}`` with ``u_c ~ Dir(concentration·1)``.
+    A client's expected size is then ∝ its weight (quantity skew) and its class mix is
+    skewed by ``u`` (label skew); ``quantity_concentration → ∞`` gives ``"dirichlet"``'s
+    scheme back. The mixed skews of Li, Diao, Chen, He (ICDE 2022) combine two schemes
+    the same way, one drawn over the other.
+
+    Examples
+    --------
+    >>> labels = np.repeat(np.arange(4), 50)
+    >>> parts = partition_mixed(labels, 5, concentration=0.5, quantity_concentration=0.5)
+    >>> sum(len(p) for p in parts), all(len(p) > 0 for p in parts)
+    (200, True)
+    """
+    name = "partition_mixed"
+    labels = _class_ids(name, labels)
+    _check_counts(name, len(labels), n_clients, min_size)
+    _check_concentration(name, concentration)
+    _check_concentration(name, quantity_concentration)
+    rng = _rng(name, seed)
+    classes = [np.flatnonzero(labels == c) for c in np.unique(labels)]
+    for _ in range(MAX_RETRIES):
+        weights = _dirichlet_shares(name, rng, n_clients, quantity_concentration)
+        parts: list[list[np.ndarray]] = [[] for _ in range(n_clients)]
+        for index in classes:
+            shares = weights * _dirichlet_shares(name, rng, n_clients, concentration)
+            total = shares.sum()
+            shares = shares / total if total > 0 else np.full(n_clients, 1.0 / n_clients)
+            for i, piece in enumerate(_split_by_proportions(rng.permutation(index), shares)):
+                parts[i].append(piece)
+        out = [np.sort(np.concatenate(p)) for p in parts]
+        if min(len(p) for p in out) >= min_size:
+            return out
+    raise ValueError(f"{name}: no draw in {MAX_RETRIES} gave all {n_clients} clients >= "
+                     f"{min_size} sample(s) (concentration={concentration}, "
+                     f"quantity_concentration={quantity_concentration}); raise either "
+                     "concentration or use fewer clients")
+
+
+def add_feature_noise(data: ClientData, sigma: float, seed: int = 0) -> ClientData:
+    """Feature skew by noise: client i's features plus Gaussian noise of standard deviation
+    ``sigma · i / (N − 1)`` (client 0 keeps its data, client N − 1 gets ``sigma``).
+
+    NIID-Bench's noise-based feature imbalance (Li, Diao, Chen, He, ICDE 2022, Section
+    IV-C: ``x̂ ~ Gau(σ · i/N)`` on an even split; its code divides by ``N − 1`` so that the
+    last client gets ``σ``, as here). The noise is drawn once, from ``seed``, for the real
+    samples only (the padding stays zero). Dense features only: noise would fill every
+    zero of sparse ones.
+
+    Examples
+    --------
+    >>> from fedcomp.data import ClientData
+    >>> data = ClientData.from_lists([np.zeros((400, 2))] * 3, [np.zeros(400)] * 3)
+    >>> noisy = add_feature_noise(data, 1.0, seed=0)
+    >>> [round(float(noisy.features[i, :400].std()), 1) for i in range(3)]
+    [0.0, 0.5, 1.0]
+    """
+    if not (isinstance(sigma, numbers.Real) and not isinstance(sigma, bool)
+            and math.isfinite(sigma) and sigma >= 0):
+        raise ValueError(f"feature_noise must be a finite number >= 0, the last client's noise "
+                         f"standard deviation (got {sigma!r})")
+    if data.sparse:
+        raise ValueError("feature_noise adds dense noise to every feature: it needs dense "
+                         "features (these are sparse); drop feature_noise or densify first")
+    features = np.asarray(data.features)
+    n = data.n_clients
+    rng = np.random.default_rng([_rng("feature_noise", seed).integers(2**63), 0x6E6F697365])
+    scale = sigma * np.arange(n) / max(n - 1, 1)
+    noise = rng.standard_normal(features.shape) * scale.reshape(-1, *[1] * (features.ndim - 1))
+    real = np.arange(features.shape[1])[None, :] < np.asarray(data.counts)[:, None]
+    noise *= real.reshape(*real.shape, *[1] * (features.ndim - 2))
+    return replace(data, features=(features + noise).astype(features.dtype))
+
+
 def split_to_clients(features: Any, targets: Any, parts: Sequence[Any], dtype: Any = np.float64
                      ) -> ClientData:
     """Stack the samples of each part into a padded :class:`ClientData`.
@@ -454,6 +624,15 @@ def split_to_clients(features: Any, targets: Any, parts: Sequence[Any], dtype: A
 
 
 
+def _partition_flwr(labels: Any, n_clients: int, partitioner: str, seed: int = 0,
+                    **options: Any) -> list[np.ndarray]:
+    """:func:`fedcomp.data._flwr.partition_flwr`, imported when a partition names it."""
+    from ._flwr import partition_flwr
+
+    _rng("partition_flwr", seed)  # a bad seed is refused here as everywhere
+    return partition_flwr(labels, n_clients, partitioner, seed=int(seed), **options)
+
+
 #: Partitioners by name: pure functions returning one index array per client, with one line
 #: each for ``fedcomp list``. The data set supplies the samples (labels, a count or writer
 #: ids), the number of clients and the seed; a partition spec names the rest.
@@ -467,14 +646,24 @@ PARTITIONERS: Registry[Entry] = Registry("partitioner", [
           "label-sorted shards, shards_per_client per client (McMahan et al.)"),
     Entry("quantity_skew", partition_quantity_skew,
           "IID samples, client sizes from Dir(concentration) shares"),
+    Entry("classes", partition_classes,
+          "label skew by count: exactly classes_per_client classes per client (NIID-Bench's "
+          "#C=k)"),
+    Entry("mixed", partition_mixed,
+          "label and quantity skew: Dir(concentration) class shares weighted by "
+          "Dir(quantity_concentration) client sizes"),
     Entry("writers", partition_groups,
           "natural partition: whole writers dealt to clients (one each when n_clients = "
           "writers); femnist, digits"),
     Entry("dirichlet_writers", partition_dirichlet_groups,
           "Dirichlet over writer ids: whole writers, Dir(concentration) shares of them per "
           "client; femnist, digits"),
+    Entry("flwr", _partition_flwr,
+          "a Flower Datasets partitioner by class name (partitioner = "
+          "'DirichletPartitioner', alpha = 0.5, ...); the flower extra"),
 ], supplied=("labels", "n_samples", "groups", "n_clients", "seed"))
 
-__all__ = ["PARTITIONERS", "partition_contiguous", "partition_dirichlet",
+__all__ = ["PARTITIONERS", "add_feature_noise", "partition_classes", "partition_contiguous",
+           "partition_dirichlet", "partition_mixed",
            "partition_dirichlet_groups", "partition_groups", "partition_iid",
            "partition_quantity_skew", "partition_shards", "split_to_clients"]

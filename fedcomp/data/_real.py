@@ -45,7 +45,7 @@ import numpy as np
 from .._extras import require
 from ._checks import check_memory
 from ._client_data import ClientData
-from ._partition import PARTITIONERS, split_to_clients
+from ._partition import PARTITIONERS, add_feature_noise, split_to_clients
 
 #: Environment variable naming the directory of downloaded / user-provided data files.
 DATA_DIR_ENV = "FEDCOMP_DATA_DIR"
@@ -268,13 +268,37 @@ def partition_spec(partition: Any) -> tuple[str, dict[str, Any]]:
     if isinstance(partition, str):
         name, params = partition, {}
     elif isinstance(partition, dict) and isinstance(partition.get("name"), str):
-        params = {k: v for k, v in partition.items() if k != "name"}
+        # feature_noise applies to any scheme's split (partition_noise), not to the scheme
+        params = {k: v for k, v in partition.items() if k not in ("name", FEATURE_NOISE)}
         name = partition["name"]
     else:
         raise ValueError(f"partition must be a name or a table with a 'name' key, e.g. "
                          f"{{name = \"dirichlet\", concentration = 0.2}} (got {partition!r})")
     PARTITIONERS.check_keys(name, params, f"partition {name!r}")
     return name, params
+
+
+#: The partition key that adds feature skew to any scheme (:func:`add_feature_noise`).
+FEATURE_NOISE = "feature_noise"
+
+
+def partition_noise(partition: Any) -> float:
+    """The ``feature_noise`` of a partition spec (0 without one): the last client's noise
+    standard deviation, :func:`~fedcomp.data.add_feature_noise`.
+
+    Examples
+    --------
+    >>> partition_noise({"name": "iid", "feature_noise": 0.1}), partition_noise("iid")
+    (0.1, 0.0)
+    """
+    if not isinstance(partition, dict):
+        return 0.0
+    sigma = partition.get(FEATURE_NOISE, 0.0)
+    if not (isinstance(sigma, int | float) and not isinstance(sigma, bool)
+            and math.isfinite(sigma) and sigma >= 0):
+        raise ValueError(f"partition: feature_noise must be a finite number >= 0, the last "
+                         f"client's noise standard deviation (got {sigma!r})")
+    return float(sigma)
 
 
 def federate(features: Any, labels: Any, n_clients: int, partition: Any = "iid", seed: int = 0,
@@ -288,9 +312,12 @@ def federate(features: Any, labels: Any, n_clients: int, partition: Any = "iid",
     n_clients : int
     partition : str or dict, default "iid"
         A partitioner of :data:`fedcomp.data.PARTITIONERS` and its parameters
-        (:func:`partition_spec`), e.g. ``{"name": "dirichlet", "concentration": 0.2}``.
+        (:func:`partition_spec`), e.g. ``{"name": "dirichlet", "concentration": 0.2}``;
+        ``feature_noise = σ`` adds feature skew to any of them
+        (:func:`~fedcomp.data.add_feature_noise`: client i's features get noise of standard
+        deviation ``σ·i/(N − 1)``).
     seed : int, default 0
-        Seeds the partition.
+        Seeds the partition (and the noise).
     dtype : numpy dtype, default float64
     groups : array, shape (n_samples,), optional
         The writer (group) of each sample, for the partitioners by writer (``"writers"``,
@@ -315,8 +342,10 @@ def federate(features: Any, labels: Any, n_clients: int, partition: Any = "iid",
         raise ValueError(f"partition {name!r} splits by writer, but this data set has no writer "
                          "ids; use it with digits or femnist, or choose another partition")
     data_arg = {"labels": labels, "groups": groups}.get(first, len(labels))
+    sigma = partition_noise(partition)
     parts = fn(data_arg, n_clients, seed=seed, **params)
-    return split_to_clients(features, labels, parts, dtype=dtype)
+    data = split_to_clients(features, labels, parts, dtype=dtype)
+    return add_feature_noise(data, sigma, seed) if sigma else data
 
 
 def _standardize(features: Any) -> Any:

@@ -613,7 +613,7 @@ def _check_finite(table: dict[str, Any], where: str, unbounded: tuple[str, ...] 
 def _check_setting(cfg: dict[str, Any]) -> None:
     """Validate one setting (the base config, or a variant merged over it)."""
     from ..algorithms import REGISTRY
-    from ..data import DATASETS, PARTITIONERS, partition_spec
+    from ..data import DATASETS, PARTITIONERS, partition_noise, partition_spec
     from ..losses import LOSSES
     from ..metrics import METRICS
     from ..regularizers import REGULARIZERS
@@ -647,6 +647,7 @@ def _check_setting(cfg: dict[str, Any]) -> None:
     if "partition" in data:
         try:
             name, params = partition_spec(data["partition"])
+            partition_noise(data["partition"])
         except ValueError as exc:
             raise ConfigError(f"data.partition: {exc}") from exc
         _check_types(params, PARTITIONERS[name], "data.partition")
