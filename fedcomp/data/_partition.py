@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import numbers
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -192,23 +192,42 @@ def partition_dirichlet(labels: Any, n_clients: int, concentration: float, seed:
     >>> sum(len(p) for p in parts), all(len(p) > 0 for p in parts)
     (100, True)
     """
-    labels = _class_ids("partition_dirichlet", labels)
-    _check_counts("partition_dirichlet", len(labels), n_clients, min_size)
-    _check_concentration("partition_dirichlet", concentration)
-    rng = _rng("partition_dirichlet", seed)
+    name = "partition_dirichlet"
+    labels = _class_ids(name, labels)
+    _check_counts(name, len(labels), n_clients, min_size)
+    _check_concentration(name, concentration)
+    rng = _rng(name, seed)
+
+    def draw() -> Callable[[], np.ndarray]:
+        return lambda: _dirichlet_shares(name, rng, n_clients, concentration)
+
+    return _spread_classes(name, rng, labels, n_clients, min_size, draw,
+                           f"concentration={concentration}, {len(labels)} samples; raise "
+                           "concentration, lower min_size or use fewer clients")
+
+
+def _spread_classes(name: str, rng: np.random.Generator, labels: np.ndarray, n_clients: int,
+                    min_size: int, draw: Callable[[], Callable[[], np.ndarray]], hint: str
+                    ) -> list[np.ndarray]:
+    """Each class's samples, shuffled, split over the clients by shares; whole draws are
+    repeated (up to :data:`MAX_RETRIES`) until every client has ``min_size`` samples.
+
+    ``draw()`` starts a draw and returns the function giving the next class's shares
+    (called once per class, in sorted class order, before that class is shuffled).
+    """
     classes = [np.flatnonzero(labels == c) for c in np.unique(labels)]
     for _ in range(MAX_RETRIES):
+        shares_of_next_class = draw()
         parts: list[list[np.ndarray]] = [[] for _ in range(n_clients)]
         for index in classes:
-            shares = _dirichlet_shares("partition_dirichlet", rng, n_clients, concentration)
+            shares = shares_of_next_class()
             for i, piece in enumerate(_split_by_proportions(rng.permutation(index), shares)):
                 parts[i].append(piece)
         out = [np.sort(np.concatenate(p)) for p in parts]
         if min(len(p) for p in out) >= min_size:
             return out
-    raise ValueError(f"partition_dirichlet: no draw in {MAX_RETRIES} gave all {n_clients} clients "
-                     f">= {min_size} sample(s) (concentration={concentration}, {len(labels)} "
-                     "samples); raise concentration, lower min_size or use fewer clients")
+    raise ValueError(f"{name}: no draw in {MAX_RETRIES} gave all {n_clients} clients >= "
+                     f"{min_size} sample(s) ({hint})")
 
 
 def partition_shards(labels: Any, n_clients: int, shards_per_client: int, seed: int = 0
@@ -522,23 +541,20 @@ def partition_mixed(labels: Any, n_clients: int, concentration: float,
     _check_concentration(name, concentration)
     _check_concentration(name, quantity_concentration)
     rng = _rng(name, seed)
-    classes = [np.flatnonzero(labels == c) for c in np.unique(labels)]
-    for _ in range(MAX_RETRIES):
+
+    def draw() -> Callable[[], np.ndarray]:
         weights = _dirichlet_shares(name, rng, n_clients, quantity_concentration)
-        parts: list[list[np.ndarray]] = [[] for _ in range(n_clients)]
-        for index in classes:
-            shares = weights * _dirichlet_shares(name, rng, n_clients, concentration)
-            total = shares.sum()
-            shares = shares / total if total > 0 else np.full(n_clients, 1.0 / n_clients)
-            for i, piece in enumerate(_split_by_proportions(rng.permutation(index), shares)):
-                parts[i].append(piece)
-        out = [np.sort(np.concatenate(p)) for p in parts]
-        if min(len(p) for p in out) >= min_size:
-            return out
-    raise ValueError(f"{name}: no draw in {MAX_RETRIES} gave all {n_clients} clients >= "
-                     f"{min_size} sample(s) (concentration={concentration}, "
-                     f"quantity_concentration={quantity_concentration}); raise either "
-                     "concentration or use fewer clients")
+
+        def shares() -> np.ndarray:
+            weighted = weights * _dirichlet_shares(name, rng, n_clients, concentration)
+            total = weighted.sum()
+            return weighted / total if total > 0 else np.full(n_clients, 1.0 / n_clients)
+        return shares
+
+    return _spread_classes(name, rng, labels, n_clients, min_size, draw,
+                           f"concentration={concentration}, quantity_concentration="
+                           f"{quantity_concentration}; raise either concentration or use "
+                           "fewer clients")
 
 
 def add_feature_noise(data: ClientData, sigma: float, seed: int = 0) -> ClientData:
