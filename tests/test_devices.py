@@ -31,7 +31,7 @@ from test_decentralized import DECENTRALIZED
 
 from fedcomp import ComputeTimes, Problem, simulate, simulate_async
 from fedcomp._array import device_of, to_numpy
-from fedcomp.algorithms import async_feddr, compressed, fedavg, fedmid, za1
+from fedcomp.algorithms import async_feddr, compressed, ditto, fedavg, fedmid, za1
 from fedcomp.compressors import RandK, TopK
 from fedcomp.privacy import private
 from fedcomp.runtime import simulate_decentralized
@@ -79,12 +79,13 @@ def assert_same_run(run, ref) -> None:
 
 
 #: The wrappers: compressed uploads (with and without EF21), client-level DP (server noise
-#: and local noise), each around an algorithm with client state.
+#: and local noise), Ditto's personal models, each around an algorithm with client state.
 WRAPPED = [compressed(fedavg(client_lr=0.3, local_steps=2), TopK(k=2), ef21=True),
            compressed(za1(client_lr=0.3, local_steps=2), RandK(k=3)),
            private(za1(client_lr=0.3, local_steps=2), clip=0.5, noise_multiplier=0.7),
            private(fedmid(client_lr=0.3, local_steps=2), clip=0.5, noise_multiplier=0.7,
-                   local=True)]
+                   local=True),
+           ditto(za1(client_lr=0.3, local_steps=2), lam=0.5)]  # personal steps per client
 
 
 def sync_cases():

@@ -15,6 +15,7 @@ from ._decentralized import DecentralizedAlgorithm, NodeContext
 from .c_fedda import c_fedda
 from .compressed_scaffnew import compressed_scaffnew
 from .dfedda import dfedda, dfedda_gt, dfedmid, drefedda_gt
+from .ditto import ditto
 from .fast_fedda import fast_fedda
 from .fedadmm import fedadmm
 from .fedavg import fedavg
@@ -195,8 +196,9 @@ def host_values(algorithm: FederatedAlgorithm, batch_size: int | None = None,
     hp = algorithm.hyperparameters
     name = algorithm.name
     traits = list(REGISTRY.entry(name).host_values) if name in REGISTRY else []
-    if name not in REGISTRY and name.startswith("dp_") and name[3:] in REGISTRY:
-        traits += REGISTRY.entry(name[3:]).host_values
+    for prefix in ("dp_", "ditto_"):  # a wrapper's name around a registered algorithm
+        if name not in REGISTRY and name.startswith(prefix) and name[len(prefix):] in REGISTRY:
+            traits += REGISTRY.entry(name[len(prefix):]).host_values
     if "compressor" in hp:  # fedcomp.algorithms.compressed
         traits.append(HostValue(BOTH if hp.get("ef21") else CLIENT,
                                 "the compressor's draws are hashes of the round and the "
@@ -270,6 +272,11 @@ def rebuild_algorithm(name: str, **hyperparameters: Any) -> Any:
         local = hyperparameters.pop("local")
         return private(rebuild_algorithm(name.removeprefix("dp_"), **hyperparameters),
                        clip=float(clip), noise_multiplier=float(sigma), local=local)
+    if name.startswith("ditto_") and "ditto" in hyperparameters:
+        # ditto(...) named it ditto_NAME and added its table to the rest
+        table = hyperparameters.pop("ditto")
+        return ditto(rebuild_algorithm(name.removeprefix("ditto_"), **hyperparameters),
+                     **table)
     table = hyperparameters.pop("compressor", None)
     ef21 = hyperparameters.pop("ef21", False)
     algorithm = make_algorithm(name, **hyperparameters)
@@ -287,5 +294,6 @@ __all__ = ["ALGORITHMS", "DECENTRALIZED", "DESCRIPTIONS", "REGISTRY", "ClientCon
            "fedcanon", "fedcanon2", "fedcanon_controls", "scaffnew", "scaffold"]
 __all__ += ["fed_ht", "fedexprox", "fediter_ht", "host_values"]
 __all__ += ["compressed_scaffnew", "locodl", "tamuna"]
+__all__ += ["ditto"]
 __all__ += ["compressed", "rebuild_algorithm", "execution_of", "async_feddr", "fedadmm", "feddr",
             "fedpd", "fedprox", "fedsplit"]

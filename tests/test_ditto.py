@@ -1,0 +1,113 @@
+"""Ditto with a composite personal objective: its exact limits (λ = 0 is local training on
+each client, λ → ∞ the global model), the global model untouched by the wrapper, and the
+per-client metrics of personal models."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedcomp import simulate, toy
+from fedcomp.algorithms import ditto, fedavg, fedmid, make_algorithm, rebuild_algorithm, za1
+from fedcomp.metrics import personal_metrics, support_overlap
+
+
+@pytest.mark.parametrize("batch_size", [None, 4])
+@pytest.mark.parametrize("inner", [lambda: fedmid(client_lr=0.05, local_steps=3),
+                                   lambda: za1(client_lr=0.05, local_steps=3)],
+                         ids=["fedmid", "za1"])
+def test_the_global_model_is_the_wrapped_algorithms(inner, batch_size):
+    problem = toy.tiny_problem()
+    plain = simulate(inner(), problem, 8, batch_size=batch_size, progress=False)
+    wrapped = simulate(ditto(inner(), lam=0.3, personal_steps=2), problem, 8,
+                       batch_size=batch_size, progress=False)
+    np.testing.assert_array_equal(wrapped.x, plain.x)  # bit for bit: draws and all
+    assert [r["objective"] for r in wrapped.history] == [r["objective"] for r in plain.history]
+    # the personal steps are counted on top: 2 gradients and 2 proxes per client a round
+    assert wrapped.counters.grad_evals == plain.counters.grad_evals + 8 * 3 * 2
+    assert wrapped.counters.prox_evals_client == plain.counters.prox_evals_client + 8 * 3 * 2
+
+
+def test_lambda_zero_is_local_training_on_each_client():
+    problem = toy.tiny_problem()
+    eta, steps, rounds = 0.04, 3, 5
+    run = simulate(ditto(fedavg(client_lr=0.05, local_steps=2), lam=0.0, personal_steps=steps,
+                         personal_lr=eta), problem, rounds, progress=False)
+    # proximal gradient on f_i + g alone, client by client, rounds x steps times from x0
+    v = np.zeros((problem.n_clients, *problem.param_shape))
+    batch = problem.data.full_batch()
+    for _ in range(rounds * steps):
+        v = problem.regularizer.prox(v - eta * problem.loss.grad(v, batch), eta)
+    np.testing.assert_allclose(run.client_states.personal, v, rtol=0, atol=1e-12)
+    assert np.abs(v - run.x[None]).max() > 0.1  # and far from the global model
+
+
+def test_a_large_lambda_gives_the_global_model():
+    problem = toy.tiny_problem()
+    rounds = 6
+    run = simulate(ditto(fedmid(client_lr=0.05, local_steps=3), lam=1e12), problem, rounds,
+                   progress=False)
+    # each round pulls v_i toward the global model that round started from: w after
+    # rounds - 1 rounds
+    before_last = simulate(fedmid(client_lr=0.05, local_steps=3), problem, rounds - 1,
+                           progress=False).x
+    gap = np.abs(run.client_states.personal - before_last[None]).max()
+    assert gap <= 1e-10
+    # a moderate pull lands in between: neither the global model nor local training
+    middle = simulate(ditto(fedmid(client_lr=0.05, local_steps=3), lam=1.0), problem, rounds,
+                      progress=False).client_states.personal
+    assert 1e-4 < np.abs(middle - before_last[None]).max() < 1.0
+
+
+def test_only_participants_move_their_personal_model():
+    problem = toy.tiny_problem()
+    run = simulate(ditto(fedmid(client_lr=0.05, local_steps=2), lam=0.5, personal_lr=0.05),
+                   problem, 1, clients_per_round=1, progress=False)
+    moved = [bool(np.any(row != 0)) for row in run.client_states.personal]
+    assert sum(moved) == 1
+
+
+def test_ditto_rebuilds_from_its_hyperparameters_and_checks_its_arguments():
+    algorithm = ditto(make_algorithm("fedmid", client_lr=0.1), lam=0.2, personal_lr=0.01)
+    again = rebuild_algorithm(algorithm.name, **dict(algorithm.hyperparameters))
+    assert again.name == "ditto_fedmid" and again.hyperparameters == algorithm.hyperparameters
+    with pytest.raises(ValueError, match="lam must be a finite number >= 0"):
+        ditto(fedmid(), lam=-1.0)
+    with pytest.raises(ValueError, match="personal_lr must be a positive number"):
+        ditto(fedmid(), lam=1.0, personal_lr=0.0)
+    with pytest.raises(ValueError, match="personal_lr has 2 steps for 3 clients"):
+        simulate(ditto(fedmid(), lam=1.0, personal_lr=[0.1, 0.1]), toy.tiny_problem(), 1,
+                 progress=False)
+    with pytest.raises(TypeError, match="wraps a star-topology algorithm run in rounds"):
+        ditto(make_algorithm("async_feddr"), lam=1.0)
+
+
+def test_auto_personal_steps_are_each_clients_own():
+    problem = toy.tiny_problem()
+    algorithm = ditto(fedmid(client_lr=0.05), lam=2.0)
+    from fedcomp.algorithms._base import setup_context
+
+    prepared = algorithm.prepare(setup_context(problem))
+    smooth = np.asarray(problem.loss.smoothness(problem.data.full_batch()))
+    np.testing.assert_allclose(prepared.hyperparameters["ditto"]["personal_lr"],
+                               1.0 / (smooth + 2.0))
+
+
+def test_personal_models_fit_their_own_clients_better():
+    problem = toy.tiny_problem(lam=0.02)
+    run = simulate(ditto(fedmid(client_lr=0.05, local_steps=3), lam=0.05, personal_steps=5),
+                   problem, 60, progress=False)
+    rows = personal_metrics(problem, run.client_states.personal, run.x)
+    assert [r["client"] for r in rows] == [0.0, 1.0, 2.0]
+    # each client's own model beats the global one on that client's objective
+    assert all(r["personal_objective"] < r["global_objective"] for r in rows)
+    assert all(0.0 <= r["support_overlap"] <= 1.0 for r in rows)
+    assert all(np.isnan(r["personal_accuracy"]) for r in rows)  # least squares: no classes
+    truths = np.stack([run.client_states.personal[i] for i in range(3)])
+    scored = personal_metrics(problem, run.client_states.personal, run.x, truths=truths)
+    assert all(r["personal_support_f1"] == 1.0 for r in scored)
+
+
+def test_support_overlap_is_jaccard():
+    assert support_overlap(np.zeros(3), np.zeros(3)) == 1.0
+    assert support_overlap(np.array([1.0, 2.0, 0.0]), np.array([1.0, 0.0, 0.0])) == 0.5
