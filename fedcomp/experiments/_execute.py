@@ -20,8 +20,10 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .._array import to_numpy
-from ..metrics import CSVLogger, MultiLogger
+from ..metrics import CSVLogger, MultiLogger, personal_metrics
 from ..runtime import NonFiniteError, simulate, simulate_async, simulate_decentralized
 from ._build import Prepared, build_topology, prepare, start_model
 from ._plan import Run
@@ -99,8 +101,33 @@ def run_one(run: Run, built: Prepared, logger: Any, progress: Any, clients: Any 
     row.update(result.history[-1])
     if setting.target is not None:
         row.update(to_target(result.history, setting.target))
+    if spec.personalization is not None:
+        row.update(personal_summary(problem, result))
     row["_x"] = to_numpy(result.x)
     return row
+
+
+#: The per-client metrics summarised in a personalised run's row (medians over clients).
+PERSONAL_COLUMNS = ("personal_objective", "global_objective", "personal_accuracy",
+                    "global_accuracy", "personal_nnz", "support_overlap")
+
+
+def personal_summary(problem: Any, result: Any) -> dict[str, Any]:
+    """A personalised run's personal models, client by client and summarised.
+
+    The row gets each of :data:`PERSONAL_COLUMNS`' median over clients (``_median``) and
+    ``personal_wins``, the share of clients whose own model fits their own data better
+    than the global one; ``_personal`` keeps the per-client rows for ``personal.csv``
+    (:func:`fedcomp.metrics.personal_metrics`).
+    """
+    rows = personal_metrics(problem, result.client_states.personal, result.x)
+    out: dict[str, Any] = {f"{c}_median": float(np.nanmedian([r[c] for r in rows]))
+                           if not all(math.isnan(r[c]) for r in rows) else math.nan
+                           for c in PERSONAL_COLUMNS}
+    out["personal_wins"] = float(np.mean([r["personal_objective"] < r["global_objective"]
+                                          for r in rows]))
+    out["_personal"] = rows
+    return out
 
 
 def to_target(history: list[dict[str, Any]], target: dict[str, Any]) -> dict[str, float]:

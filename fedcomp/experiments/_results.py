@@ -313,6 +313,8 @@ def record_run(out: Path, index: int, run: Run, key: str, row: dict[str, Any],
     x = row.get("_x")
     if row["status"] == "ok" and x is not None:
         np.save(out / "models" / f"{run.model}_seed{run.seed}.npy", x)
+    if row.get("_personal"):  # a personalised run: its clients' rows, tagged with the run
+        write_personal_rows(out / "personal.csv", run.tags, row["_personal"])
     if run.setting_name not in meta["settings"]:
         meta["settings"][run.setting_name] = row.get("_setting_meta")
         (out / "config.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
@@ -321,6 +323,19 @@ def record_run(out: Path, index: int, run: Run, key: str, row: dict[str, Any],
         f.write(json.dumps({"id": key, "key": {c: cell(v) for c, v in run.tags.items()},
                             "row": summary}, default=_json_default) + "\n")
     part.unlink(missing_ok=True)
+
+
+def write_personal_rows(path: Path, tags: dict[str, Any], rows: list[dict[str, Any]]
+                        ) -> None:
+    """Append a personalised run's per-client rows (its tags first) to ``personal.csv``."""
+    columns = [*tags, *rows[0]]
+    new = not (path.exists() and path.stat().st_size > 0)
+    with path.open("a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
+        if new:
+            writer.writeheader()
+        for row in rows:
+            writer.writerow({**{k: cell(v) for k, v in tags.items()}, **row})
 
 
 def _json_default(value: Any) -> Any:

@@ -99,7 +99,11 @@ def backend_library(name: str) -> str:
 
 
 #: Keys of an ``[[algorithms]]`` entry that are not the factory's hyperparameters.
-ENTRY_KEYS = ("name", "label", "clients_per_round", "compressor", "privacy")
+ENTRY_KEYS = ("name", "label", "clients_per_round", "compressor", "privacy", "personalization")
+
+#: The keys of an entry's ``personalization = {name = "ditto", ...}`` table: the wrapper's
+#: name and its parameters (:func:`fedcomp.algorithms.ditto`).
+PERSONALIZATION_KEYS = ("name", "lam", "personal_steps", "personal_lr")
 
 #: Keys of an entry's ``compressor = {...}`` table besides the compressor's own parameters.
 COMPRESSOR_KEYS = ("name", "ef21")
@@ -136,6 +140,9 @@ class AlgorithmSpec(NamedTuple):
     privacy : dict or None
         The entry's checked ``privacy`` table (:func:`fedcomp.privacy.privacy_plan`), or
         None for a non-private run.
+    personalization : dict or None
+        The entry's ``personalization`` table: every client also trains a personal model
+        (``name = "ditto"``, :func:`fedcomp.algorithms.ditto`); None: global model only.
     """
 
     label: str
@@ -145,25 +152,31 @@ class AlgorithmSpec(NamedTuple):
     execution: str
     compressor: dict[str, Any] | None = None
     privacy: dict[str, Any] | None = None
+    personalization: dict[str, Any] | None = None
 
     def build(self) -> Any:
         """The algorithm object (a fresh one per call: factories are pure)."""
-        from ..algorithms import compressed, make_algorithm
+        from ..algorithms import compressed, ditto, make_algorithm
 
         algorithm = make_algorithm(self.name, **self.params)
-        if self.compressor is None:
-            return algorithm
-        from ..compressors import make_compressor
+        if self.compressor is not None:
+            from ..compressors import make_compressor
 
-        table = {k: v for k, v in self.compressor.items() if k not in COMPRESSOR_KEYS}
-        return compressed(algorithm, make_compressor(self.compressor["name"], **table),
-                          ef21=self.compressor.get("ef21", False))
+            table = {k: v for k, v in self.compressor.items() if k not in COMPRESSOR_KEYS}
+            algorithm = compressed(algorithm, make_compressor(self.compressor["name"], **table),
+                                   ef21=self.compressor.get("ef21", False))
+        if self.personalization is not None:
+            algorithm = ditto(algorithm, **{k: v for k, v in self.personalization.items()
+                                            if k != "name"})
+        return algorithm
 
     def entry(self) -> dict[str, Any]:
         """The ``[[algorithms]]`` table this spec was resolved from (for ``config.json``)."""
         return {"name": self.name, **({"label": self.label} if self.label != self.name else {}),
                 **({} if self.compressor is None else {"compressor": self.compressor}),
                 **({"privacy": self.privacy} if self.privacy is not None else {}),
+                **({"personalization": self.personalization}
+                   if self.personalization is not None else {}),
                 **self.params}
 
 
@@ -343,7 +356,8 @@ def _setting(cfg: dict[str, Any], variant: str | None, swept: dict[str, Any]) ->
             clients_per_round=entry.get("clients_per_round", cfg["clients_per_round"]),
             execution=execution_of(entry["name"]),
             compressor=copy.deepcopy(entry.get("compressor")),
-            privacy=copy.deepcopy(entry.get("privacy"))))
+            privacy=copy.deepcopy(entry.get("privacy")),
+            personalization=copy.deepcopy(entry.get("personalization"))))
     reference = cfg["reference"]
     return Setting(
         name=cfg["name"], rounds=cfg["rounds"], eval_every=cfg["eval_every"],
@@ -689,9 +703,11 @@ def _check_setting(cfg: dict[str, Any]) -> None:
         # the privacy table is checked by its own rules (clip = inf is allowed there)
         name = _check_component(REGISTRY, {k: v for k, v in entry.items() if k != "privacy"},
                                 "name", "algorithms",
-                                extra=("label", "clients_per_round", "compressor"),
+                                extra=("label", "clients_per_round", "compressor",
+                                       "personalization"),
                                 types_where=f"algorithms.{entry.get('label', entry.get('name'))}")
         _check_compressor(entry, name)
+        _check_personalization(entry, name)
         if "privacy" in entry:
             _check_privacy(entry["privacy"], name, entry.get("label", name))
             if "compressor" in entry and entry["privacy"].get("local", False) is True:
@@ -736,6 +752,37 @@ def _check_compressor(entry: dict[str, Any], name: str) -> None:
     _check_component(COMPRESSORS, table, "name", where, extra=("ef21",))
     if not isinstance(table.get("ef21", False), bool):
         raise ConfigError(f"{where}.ef21 must be true or false (got {table['ef21']!r})")
+
+
+def _check_personalization(entry: dict[str, Any], name: str) -> None:
+    """An ``[[algorithms]]`` entry's ``personalization = {name = "ditto", lam = ...}``."""
+    from ..algorithms import REGISTRY
+
+    if "personalization" not in entry:
+        return
+    where = f"algorithms.{entry.get('label', name)}.personalization"
+    table = entry["personalization"]
+    if not (isinstance(table, dict) and table.get("name") == "ditto"):
+        raise ConfigError(f"{where} must be a table {{name = \"ditto\", lam = 0.1}} (Ditto is "
+                          f"the personalisation fedcomp has; got {table!r})")
+    _check_keys(table, set(PERSONALIZATION_KEYS), where)
+    if "lam" not in table:
+        raise ConfigError(f"{where}: missing lam, the pull toward the global model (0: local "
+                          "training; large: the global model), e.g. lam = 0.1")
+    if REGISTRY.entry(name).execution != "rounds":
+        raise ConfigError(f"{where}: {name} does not run in synchronous rounds; Ditto wraps "
+                          "a star-topology algorithm run in rounds")
+    if "privacy" in entry:
+        raise ConfigError(f"{where}: a private algorithm with personal models is not "
+                          "supported (the personal steps would see unclipped data); drop "
+                          "one of privacy and personalization")
+    from ..algorithms import ditto, make_algorithm
+
+    try:  # the values, checked by the wrapper itself
+        ditto(make_algorithm(name, **{k: v for k, v in entry.items() if k not in ENTRY_KEYS}),
+              **{k: v for k, v in table.items() if k != "name"})
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{where}: {exc}") from None
 
 
 def _check_privacy(table: Any, name: str, label: str) -> None:
