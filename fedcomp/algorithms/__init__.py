@@ -29,6 +29,7 @@ from .fedpd import fedpd
 from .fedprox import fedprox
 from .locodl import locodl
 from .mc_fedda import mc_fedda
+from .pfedme import pfedme
 from .refedda_gt import fedda_gt, multistep_refedda_gt, refedda_gt
 from .scaffnew import scaffnew
 from .scaffold import scaffold
@@ -90,6 +91,9 @@ REGISTRY: Registry[AlgorithmEntry] = Registry("algorithm", [
                    "(Wang, Marella, Anderson 2022)"),
     AlgorithmEntry("fedpd", fedpd,
                    "Federated primal-dual, communicate with probability p (Zhang et al. 2021)"),
+    AlgorithmEntry("pfedme", pfedme,
+                   "pFedMe: Moreau-envelope personal models with g in each personal problem "
+                   "(Dinh, Tran, Nguyen 2020)"),
     AlgorithmEntry("fedprox", fedprox,
                    "Local proximal term mu/2||x - xbar||^2, optional server prox (Li et al. 2020)",
                    host_values=(EPOCHS,)),
@@ -294,6 +298,6 @@ __all__ = ["ALGORITHMS", "DECENTRALIZED", "DESCRIPTIONS", "REGISTRY", "ClientCon
            "fedcanon", "fedcanon2", "fedcanon_controls", "scaffnew", "scaffold"]
 __all__ += ["fed_ht", "fedexprox", "fediter_ht", "host_values"]
 __all__ += ["compressed_scaffnew", "locodl", "tamuna"]
-__all__ += ["ditto"]
+__all__ += ["ditto", "pfedme"]
 __all__ += ["compressed", "rebuild_algorithm", "execution_of", "async_feddr", "fedadmm", "feddr",
             "fedpd", "fedprox", "fedsplit"]

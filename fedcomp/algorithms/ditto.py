@@ -16,7 +16,7 @@ the prox of ``g``,
 ``personal_steps`` times per round in which client i takes part (the paper's ``s`` local
 iterations; ``w^t`` is the global model the round starts from). That is proximal gradient
 on the personal objective: with ``η ≤ 1/(L_i + λ)`` it decreases it every step
-(``personal_lr = "auto"`` is ``1/(L_i + λ)``, each client's own).
+(``personal_lr = "auto"`` is ``1/(max_i L_i + λ)``, one step that suits every client).
 
 The limits are exact: ``λ = 0`` makes every personal model local training (proximal
 gradient on ``f_i + g`` alone); as ``λ → ∞`` the personal models are the global one
@@ -33,15 +33,15 @@ from typing import Any
 
 import numpy as np
 
-from .._array import Array, asarray_like, expand_to, stacked_zeros
+from .._array import Array, stacked_zeros
 from ._base import (
     ClientContext,
     FederatedAlgorithm,
     ServerContext,
     SetupContext,
     check_local_steps,
-    check_positive,
 )
+from ._personal import check_personal_lr, ready_step, resolve_personal_lr
 
 #: The client-state field holding the personal models, and the broadcast field with ``w^t``.
 PERSONAL, GLOBAL = "personal", "global_model"
@@ -66,10 +66,9 @@ def ditto(algorithm: FederatedAlgorithm, lam: float, personal_steps: int = 5,
         give the global model.
     personal_steps : int, default 5
         Personal proximal gradient steps per round a client takes part in.
-    personal_lr : float, list of float or "auto", default "auto"
-        The personal step ``η``: one for every client, one per client, or ``1/(L_i + λ)``
-        from each client's smoothness constant (resolved before round 1, recorded in the
-        hyperparameters).
+    personal_lr : float or "auto", default "auto"
+        The personal step ``η``; ``"auto"`` is ``1/(max_i L_i + λ)`` from the clients'
+        smoothness constants (resolved before round 1, recorded in the hyperparameters).
 
     Returns
     -------
@@ -100,7 +99,7 @@ def ditto(algorithm: FederatedAlgorithm, lam: float, personal_steps: int = 5,
         raise ValueError(f"ditto: lam must be a finite number >= 0 (got lam={lam!r}); 0 is "
                          "local training, large values the global model")
     check_local_steps("ditto", personal_steps)
-    steps = _check_personal_lr(personal_lr)
+    steps = check_personal_lr("ditto", personal_lr)
     owner = algorithm.name
     inner_types: dict[str, Any] = {}
 
@@ -124,9 +123,9 @@ def ditto(algorithm: FederatedAlgorithm, lam: float, personal_steps: int = 5,
         inner_states = inner_types["clients"](*states[:-1])
         upload, inner_states = algorithm.client_update(inner_message, inner_states, ctx)
         v = getattr(states, PERSONAL)
-        eta, eta_rows = _rows(steps, ctx.client_ids, v)
+        eta = ready_step("ditto", steps)
         for _ in range(personal_steps):
-            v = ctx.prox(v - eta_rows * (ctx.oracle.grad(v) + lam * (v - w[None, ...])), eta)
+            v = ctx.prox(v - eta * (ctx.oracle.grad(v) + lam * (v - w[None, ...])), eta)
         return upload, type(states)(*inner_states, v)
 
     def server_update(state: Any, uploads: Any, ctx: ServerContext) -> Any:
@@ -134,19 +133,7 @@ def ditto(algorithm: FederatedAlgorithm, lam: float, personal_steps: int = 5,
 
     def prepare(setup: SetupContext) -> FederatedAlgorithm | None:
         inner = algorithm.prepare(setup) or algorithm
-        resolved = steps
-        if resolved == "auto":
-            smooth = np.asarray(setup.client_smoothness(), dtype=np.float64)
-            resolved = [float(1.0 / (s + lam)) if s + lam > 0 else 1.0 for s in smooth]
-        if isinstance(resolved, list) and len(resolved) != setup.n_clients:
-            raise ValueError(f"ditto({owner}): personal_lr has {len(resolved)} steps for "
-                             f"{setup.n_clients} clients; give one per client or one for all")
-        largest = max(resolved) if isinstance(resolved, list) else float(resolved)
-        rho = setup.regularizer.weak_convexity
-        if 0 < rho < np.inf and largest * rho >= 1:
-            raise ValueError(f"ditto({owner}): the personal prox step {largest:g} must be < "
-                             f"1/rho = {1 / rho:g} for this weakly convex regularizer; lower "
-                             "personal_lr")
+        resolved = resolve_personal_lr(f"ditto({owner})", steps, lam, setup)
         if inner is algorithm and resolved == steps:
             return None
         return ditto(inner, lam, personal_steps, resolved)
@@ -157,31 +144,6 @@ def ditto(algorithm: FederatedAlgorithm, lam: float, personal_steps: int = 5,
         hyperparameters={**algorithm.hyperparameters,
                          "ditto": {"lam": lam, "personal_steps": personal_steps,
                                    "personal_lr": personal_lr}})
-
-
-def _check_personal_lr(personal_lr: Any) -> Any:
-    """``"auto"``, a positive number, or a list of them (one per client)."""
-    if personal_lr == "auto":
-        return "auto"
-    if isinstance(personal_lr, list | tuple):
-        for value in personal_lr:
-            check_positive("ditto", personal_lr=value)
-        return [float(v) for v in personal_lr]
-    check_positive("ditto", personal_lr=personal_lr)
-    return float(personal_lr)
-
-
-def _rows(steps: Any, client_ids: np.ndarray, like: Array) -> tuple[Any, Any]:
-    """The personal steps of a block of clients, for the prox and for the gradient step:
-    one Python float twice, or the host rows ``(B,)`` and the same on ``like``'s device,
-    shaped ``(B, 1, ...)`` to broadcast over the models."""
-    if isinstance(steps, float):
-        return steps, steps
-    if steps == "auto":
-        raise ValueError("ditto: personal_lr='auto' is resolved by prepare() before round 1; "
-                         "run the algorithm through fedcomp.simulate (or call prepare)")
-    rows = np.asarray(steps, dtype=np.float64)[client_ids]
-    return rows, expand_to(asarray_like(rows, like, dtype=like.dtype), like.ndim)
 
 
 __all__ = ["GLOBAL", "PERSONAL", "ditto"]
