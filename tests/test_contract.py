@@ -233,6 +233,9 @@ SMOOTH_ONLY = ("compressed_scaffnew", "tamuna", "locodl")
 # give alpha = 25 (GraDS) and 1000 (StoPS), which multiply float32's rounding of the
 # averaged prox by as much; test_fedexprox.py checks them on backends in float64
 CONTRACT_PARAMS["fedexprox"] = dict(step=0.5, server_lr=1.5)
+# the personal (pFedMe) and local (S-DANE) problems: a contraction at these steps
+CONTRACT_PARAMS["pfedme"] = dict(lam=1.0, client_lr=0.5, local_steps=3, inner_steps=2)
+CONTRACT_PARAMS["sdane"] = dict(lam=2.0, local_lr=0.2, local_steps=3)
 SYNCHRONOUS = [make_algorithm(name, **CONTRACT_PARAMS.get(name, dict(client_lr=0.5,
                                                                       local_steps=3)))
                for name in sorted(REGISTRY) if REGISTRY.entry(name).execution == "rounds"]

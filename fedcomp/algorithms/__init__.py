@@ -33,6 +33,7 @@ from .pfedme import pfedme
 from .refedda_gt import fedda_gt, multistep_refedda_gt, refedda_gt
 from .scaffnew import scaffnew
 from .scaffold import scaffold
+from .sdane import sdane
 from .tamuna import tamuna
 from .za1 import za1, za1_correction
 
@@ -94,6 +95,11 @@ REGISTRY: Registry[AlgorithmEntry] = Registry("algorithm", [
     AlgorithmEntry("pfedme", pfedme,
                    "pFedMe: Moreau-envelope personal models with g in each personal problem "
                    "(Dinh, Tran, Nguyen 2020)"),
+    AlgorithmEntry("sdane", sdane,
+                   "S-DANE / Acc-S-DANE: doubly regularised local problems, control variates, "
+                   "a dual point; the prox of g in both (Jiang, Rodomanov, Stich 2024)",
+                   host_values=(HostValue(BOTH, "a round's phase (gradient exchange or local "
+                                          "solve) is read on the host"),)),
     AlgorithmEntry("fedprox", fedprox,
                    "Local proximal term mu/2||x - xbar||^2, optional server prox (Li et al. 2020)",
                    host_values=(EPOCHS,)),
@@ -298,6 +304,6 @@ __all__ = ["ALGORITHMS", "DECENTRALIZED", "DESCRIPTIONS", "REGISTRY", "ClientCon
            "fedcanon", "fedcanon2", "fedcanon_controls", "scaffnew", "scaffold"]
 __all__ += ["fed_ht", "fedexprox", "fediter_ht", "host_values"]
 __all__ += ["compressed_scaffnew", "locodl", "tamuna"]
-__all__ += ["ditto", "pfedme"]
+__all__ += ["ditto", "pfedme", "sdane"]
 __all__ += ["compressed", "rebuild_algorithm", "execution_of", "async_feddr", "fedadmm", "feddr",
             "fedpd", "fedprox", "fedsplit"]
