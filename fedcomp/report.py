@@ -75,6 +75,8 @@ PAPERS = {
                   "(arXiv:2210.13277), TAMUNA (arXiv:2302.09832), LoCoDL (ICLR 2025)",
     "mcmahan2018": "McMahan, Ramage, Talwar, Zhang — Learning Differentially Private Recurrent "
                    "Language Models (ICLR 2018)",
+    "li2021": "Li, Hu, Beirami, Smith — Ditto: Fair and Robust Federated Learning Through "
+              "Personalization (ICML 2021)",
 }
 
 #: The papers as the page names them: authors — venue and year.
@@ -87,12 +89,14 @@ PAPER_NAMES = {
     "tong2021": "Tong, Liang, Zhu, Bi — arXiv 2021",
     "condat2023": "Condat et al. — compressed local training (2022–2025)",
     "mcmahan2018": "McMahan, Ramage, Talwar, Zhang — ICLR 2018",
+    "li2021": "Li, Hu, Beirami, Smith — ICML 2021",
 }
 
 #: Experiment name prefix → paper.
 _PAPER_OF_PREFIX = {"seed000": "seed000", "bao2022": "seed001", "fedcanon": "seed002",
                     "prox_cost": "seed002", "feddr": "seed003", "liang2024": "seed004",
-                    "fedht": "tong2021", "condat": "condat2023", "dp_": "mcmahan2018"}
+                    "fedht": "tong2021", "condat": "condat2023", "dp_": "mcmahan2018",
+                    "personal_": "li2021"}
 
 #: Figures per experiment: (file stem, x axis).
 X_AXES = (("rounds", "round"), ("floats", "floats"), ("time", "wall_s"))

@@ -157,3 +157,38 @@ def test_a_config_refuses_a_bad_personalization():
     bad["algorithms"][0]["personalization"]["name"] = "pfedme"
     with pytest.raises(ConfigError, match="Ditto is the personalisation fedcomp has"):
         validate(bad)
+
+
+def _finals(personal, global_, f1_personal, f1_global):
+    """personal_sparse's finals: one entry per lam, its columns per seed (3 seeds)."""
+    from fedcomp.experiments._verdict import SeedFinals
+
+    out = {}
+    for label, p, g, fp, fg in zip(("ditto_lam0.01", "ditto_lam0.1", "ditto_lam1",
+                                    "ditto_lam10"), personal, global_, f1_personal, f1_global,
+                                   strict=True):
+        seeds = {s: {"personal_objective_median": p * (1 + 0.01 * s),
+                     "global_objective_median": g * (1 + 0.01 * s),
+                     "personal_support_f1_median": fp, "global_support_f1_median": fg}
+                 for s in range(3)}
+        medians = {k: seeds[1][k] for k in seeds[1]} | {"diverged": 0.0, "seeds": 3.0}
+        out[(label, "full")] = SeedFinals(medians, seeds)
+    return out
+
+
+@pytest.mark.parametrize(("finals", "expected"), [
+    (_finals([0.7, 0.8, 1.4, 3.9], [5.0] * 4, [0.74, 0.35, 0.23, 0.19], [0.24] * 4),
+     "reproduced"),
+    # the gain does not shrink from lam = 1 to 10
+    (_finals([0.7, 0.8, 1.4, 1.3], [5.0] * 4, [0.74, 0.35, 0.23, 0.19], [0.24] * 4),
+     "partly"),
+    # the personal models do not find their own supports better
+    (_finals([0.7, 0.8, 1.4, 3.9], [5.0] * 4, [0.2, 0.2, 0.2, 0.2], [0.24] * 4),
+     "not reproduced"),
+], ids=["reproduced", "gain-does-not-shrink", "no-support-gain"])
+def test_the_personal_sparse_rule(finals, expected):
+    from fedcomp.experiments import personal_sparse
+
+    verdict, rule = personal_sparse.verdict(finals)
+    assert verdict == expected, (verdict, rule)
+    assert "margins: ditto_lam0.01 personal vs global" in rule

@@ -85,6 +85,16 @@ def ditto(algorithm: FederatedAlgorithm, lam: float, personal_steps: int = 5,
     ``g`` is applied by its prox after each step, so the personal models solve the
     composite personal objective.
 
+    The official code (``litian96/ditto``, ``flearn/trainers_MTL/ditto.py``, read for
+    this) interleaves the two: each of its ``local_iters`` iterations takes one personal
+    step ``v ← v − η(∇f_i(v; B) + λ(v − w^t))`` and then one global step, on the same
+    minibatch ``B`` and with the global model's learning rate ``η``. Here the wrapped
+    algorithm's whole client update runs first (so the global model is exactly the
+    unwrapped one's), the personal steps draw their own minibatches, and they have their
+    own count and step (``personal_steps``, ``personal_lr``). With full gradients the
+    personal iterates are the code's when ``personal_steps`` equals its ``local_iters``
+    and ``personal_lr`` its ``η`` (and ``g = 0``).
+
     Examples
     --------
     >>> from fedcomp.algorithms import fedmid

@@ -47,6 +47,7 @@ from ._partition import (
     partition_shards,
     split_to_clients,
 )
+from ._personal_sparse import personal_sparse_regression, personal_sparse_truths
 from ._real import (
     DATA_DIR_ENV,
     SOURCES,
@@ -106,6 +107,9 @@ DATASETS: Registry[DatasetEntry] = Registry("dataset", [
     DatasetEntry("tong_sparse_regression", tong_sparse_regression,
                  "Fed-HT Simulation I: per-client s-sparse models N(u_i, 1), features "
                  "N(v_i, diag(1/j^1.2)), y = <z, x_i> + noise (Tong et al.)"),
+    DatasetEntry("personal_sparse_regression", personal_sparse_regression,
+                 "least squares whose clients share a sparse support and add private ones "
+                 "of their own (personalised composite FL)"),
     DatasetEntry("sparse_text", sparse_text_clients,
                  "bag-of-words documents shaped like rcv1 or news20 (sparse, Zipf word "
                  "frequencies, +-1 labels from a sparse w*), split by latent topic with "
@@ -157,14 +161,21 @@ SAMPLERS: Mapping[str, Callable[..., Any]] = MappingProxyType(
     {e.name: e.sampler for e in DATASETS.entries() if e.sampler is not None})
 
 
+#: Generators whose clients each have a true model of their own: name → a function of the
+#: generator's parameters giving them, ``(n_clients, *param_shape)`` (personalised runs
+#: score each client's personal model against its own).
+CLIENT_TRUTHS: Mapping[str, Callable[..., Any]] = MappingProxyType(
+    {"personal_sparse_regression": personal_sparse_truths})
+
 #: One line per partitioner, for ``fedcomp list``.
 PARTITIONER_DESCRIPTIONS = PARTITIONERS.describe()
 
 __all__ = [
-    "DATASETS", "DATASET_DESCRIPTIONS", "DATASET_NEEDS", "GROUND_TRUTHS", "PARTITIONERS",
+    "CLIENT_TRUTHS", "DATASETS", "DATASET_DESCRIPTIONS", "DATASET_NEEDS", "GROUND_TRUTHS",
+    "PARTITIONERS",
     "PARTITIONER_DESCRIPTIONS", "SAMPLERS", "Batch",
     "ClientData", "LiangSampler", "bao_lowrank_matrix", "bao_sparse_regression",
-    "tong_sparse_regression",
+    "tong_sparse_regression", "personal_sparse_regression", "personal_sparse_truths",
     "liang_linear_models", "liang_logistic_models", "liang_sparse_linear",
     "liang_sparse_logistic", "lowrank_truth",
     "add_feature_noise", "flwr_partition", "partition_classes", "partition_contiguous",

@@ -25,7 +25,7 @@ import numpy as np
 from .._array import to_numpy
 from ..metrics import CSVLogger, MultiLogger, personal_metrics
 from ..runtime import NonFiniteError, simulate, simulate_async, simulate_decentralized
-from ._build import Prepared, build_topology, prepare, start_model
+from ._build import Prepared, _data_table, build_topology, prepare, start_model
 from ._plan import Run
 from ._setting import TARGET_COLUMNS
 
@@ -102,7 +102,7 @@ def run_one(run: Run, built: Prepared, logger: Any, progress: Any, clients: Any 
     if setting.target is not None:
         row.update(to_target(result.history, setting.target))
     if spec.personalization is not None:
-        row.update(personal_summary(problem, result))
+        row.update(personal_summary(problem, result, client_truths(setting, run.seed)))
     row["_x"] = to_numpy(result.x)
     return row
 
@@ -110,9 +110,20 @@ def run_one(run: Run, built: Prepared, logger: Any, progress: Any, clients: Any 
 #: The per-client metrics summarised in a personalised run's row (medians over clients).
 PERSONAL_COLUMNS = ("personal_objective", "global_objective", "personal_accuracy",
                     "global_accuracy", "personal_nnz", "support_overlap")
+#: ... and where every client has a true model of its own (:data:`fedcomp.data.CLIENT_TRUTHS`).
+TRUTH_COLUMNS = ("personal_support_f1", "global_support_f1")
 
 
-def personal_summary(problem: Any, result: Any) -> dict[str, Any]:
+def client_truths(setting: Any, seed: int) -> Any:
+    """Every client's true model, where the setting's generator has them (else None)."""
+    from ..data import CLIENT_TRUTHS
+
+    table = _data_table(setting, seed)
+    name = table.pop("generator")
+    return CLIENT_TRUTHS[name](**table) if name in CLIENT_TRUTHS else None
+
+
+def personal_summary(problem: Any, result: Any, truths: Any = None) -> dict[str, Any]:
     """A personalised run's personal models, client by client and summarised.
 
     The row gets each of :data:`PERSONAL_COLUMNS`' median over clients (``_median``) and
@@ -120,10 +131,11 @@ def personal_summary(problem: Any, result: Any) -> dict[str, Any]:
     than the global one; ``_personal`` keeps the per-client rows for ``personal.csv``
     (:func:`fedcomp.metrics.personal_metrics`).
     """
-    rows = personal_metrics(problem, result.client_states.personal, result.x)
+    rows = personal_metrics(problem, result.client_states.personal, result.x, truths)
+    columns = PERSONAL_COLUMNS + (TRUTH_COLUMNS if truths is not None else ())
     out: dict[str, Any] = {f"{c}_median": float(np.nanmedian([r[c] for r in rows]))
                            if not all(math.isnan(r[c]) for r in rows) else math.nan
-                           for c in PERSONAL_COLUMNS}
+                           for c in columns}
     out["personal_wins"] = float(np.mean([r["personal_objective"] < r["global_objective"]
                                           for r in rows]))
     out["_personal"] = rows
