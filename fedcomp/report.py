@@ -183,7 +183,8 @@ class ExperimentResult:
 #: An experiment's files the page links to, those its directory holds: the configuration
 #: that ran (resolved: defaults filled in, ``--quick`` and ``--seeds`` applied), the
 #: metrics of every evaluation, the final rows, the log and a failure's traceback.
-LINKED_FILES = ("config.toml", "results.csv", "summary.json", "log.txt", "error.txt")
+LINKED_FILES = ("config.toml", "results.csv", "summary.json", "personal.csv", "log.txt",
+                "error.txt")
 
 
 def write_config(config: dict[str, Any], path: Path) -> None:
@@ -513,7 +514,54 @@ def draw_figures(result: ExperimentResult, out: Path) -> list[str]:
     for extra in ("test_accuracy", "l2_error", "support_f1", "prox_grad_norm"):
         if extra != metric and extra in metrics and has_values(rows, extra):
             names.append(_figure(out, extra, "round", "rounds", title_of(result)))
+    if (out / "personal.csv").is_file():  # personalised runs: every client's models
+        names.append(draw_personal_figure(result, out))
     return names
+
+
+def draw_personal_figure(result: ExperimentResult, out: Path) -> str:
+    """Every client of every seed, per run label: the relative gain of its personal model
+    on its own objective over the global model's, and the two models' support F1 where
+    the clients have true models (``personal.csv``); ``fig_personal.svg`` / ``.png``."""
+    import csv
+
+    plt = require("matplotlib.pyplot", "fedcomp.report")
+    from .plotting import color_of, save_figure
+
+    with (out / "personal.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    labels = list(dict.fromkeys(r["algorithm"] for r in rows))
+    f1 = "personal_support_f1" in rows[0]
+    fig, axes = plt.subplots(1, 2 if f1 else 1, figsize=(9.5 if f1 else 5.5, 3.6),
+                             layout="constrained", squeeze=False)
+
+    def values(label: str, key: str) -> list[float]:
+        return [float(r[key]) for r in rows if r["algorithm"] == label]
+
+    gains = [[(g - p) / abs(g) for p, g in zip(values(label, "personal_objective"),
+                                               values(label, "global_objective"),
+                                               strict=True)] for label in labels]
+    axes[0, 0].boxplot(gains, tick_labels=labels)
+    axes[0, 0].axhline(0.0, color="black", linewidth=0.8)
+    axes[0, 0].set_ylabel("(global − personal) / global objective")
+    axes[0, 0].set_title("each client's own objective")
+    if f1:
+        at = np.arange(len(labels))
+        for offset, key, name in ((-0.18, "personal_support_f1", "personal"),
+                                  (0.18, "global_support_f1", "global")):
+            axes[0, 1].boxplot([values(label, key) for label in labels], positions=at + offset,
+                               widths=0.3, tick_labels=[""] * len(labels),
+                               patch_artist=True, boxprops={"facecolor": color_of(name)})
+        axes[0, 1].set_xticks(at, labels)
+        axes[0, 1].set_ylabel("support F1 against the client's own model")
+        axes[0, 1].set_title("personal (left) and global (right) models")
+    for ax in axes.ravel():
+        ax.tick_params(axis="x", labelrotation=20)
+    fig.suptitle(f"{title_of(result)}: every client of every seed")
+    for suffix in (".svg", ".png"):
+        save_figure(fig, out / f"fig_personal{suffix}")
+    plt.close(fig)
+    return "fig_personal.png"
 
 
 def final_by_label(rows: list[dict[str, Any]], key: str) -> dict[str, dict[float, float]]:
