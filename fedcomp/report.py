@@ -388,7 +388,11 @@ def table_columns(result: ExperimentResult) -> list[str]:
     per_node = {m: [k for k in keys if re.fullmatch(rf"node\d+_{re.escape(m)}", k)]
                 for m in metrics}
     reached = list(TARGET_COLUMNS) if result.checked().get("target") else []
-    return [*(c for m in metrics for c in (m, *per_node[m])), *reached, *COST_COLUMNS]
+    # a personalised run's per-client medians (fedcomp.experiments._execute.personal_summary)
+    personal = [k for k in keys if k == "personal_wins" or (
+        k.endswith("_median") and k.startswith(("personal_", "global_", "support_")))]
+    return [*(c for m in metrics for c in (m, *per_node[m])), *reached, *personal,
+            *COST_COLUMNS]
 
 
 def seeds_best(rows: list[dict[str, Any]], metric: str) -> dict[tuple[str, str], int]:
