@@ -34,7 +34,7 @@ COLORS = {"za1": "#d62728", "fedmid": "#1f77b4", "fedda": "#2ca02c", "fedavg": "
           "multistep_refedda_gt": "#000000", "dfedmid": "#08306b", "dfedda": "#006d2c",
           "dfedda_gt": "#e7298a", "drefedda_gt": "#800000", "fed_ht": "#4d7c0f",
           "fediter_ht": "#c2185b", "fedexprox": "#00838f", "compressed_scaffnew": "#8338ec",
-          "tamuna": "#4361ee", "locodl": "#b5179e"}
+          "tamuna": "#4361ee", "locodl": "#b5179e", "pfedme": "#ff006e", "sdane": "#3a5a40"}
 
 #: Colors for curves that share a method (the points of a sweep, one method under several
 #: labels) and for methods without a color of their own, tried in this order: strong,
