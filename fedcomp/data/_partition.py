@@ -642,7 +642,27 @@ def split_to_clients(features: Any, targets: Any, parts: Sequence[Any], dtype: A
 
 def _partition_flwr(labels: Any, n_clients: int, partitioner: str, seed: int = 0,
                     **options: Any) -> list[np.ndarray]:
-    """:func:`fedcomp.data._flwr.partition_flwr`, imported when a partition names it."""
+    """A Flower Datasets partitioner by class name over the samples' labels.
+
+    :func:`fedcomp.data._flwr.partition_flwr`, imported only when a partition names it
+    (``flwr-datasets`` comes with the ``flower`` extra).
+
+    Parameters
+    ----------
+    labels : array, shape (n_samples,)
+    n_clients : int
+        The partitioner's ``num_partitions``.
+    partitioner : str
+        A class of ``flwr_datasets.partitioner``, e.g. ``"DirichletPartitioner"``; every
+        other key of the partition spec is its argument (``alpha = 0.5``), and
+        ``partition_by`` defaults to the label column.
+    seed : int, default 0
+        The partitioner's ``seed``, where it takes one.
+
+    Returns
+    -------
+    list of numpy int arrays
+    """
     from ._flwr import partition_flwr
 
     _rng("partition_flwr", seed)  # a bad seed is refused here as everywhere
