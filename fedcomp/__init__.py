@@ -36,6 +36,7 @@ from .algorithms import (  # noqa: E402
     dfedda,
     dfedda_gt,
     dfedmid,
+    ditto,
     drefedda_gt,
     fast_fedda,
     fed_ht,
@@ -56,9 +57,11 @@ from .algorithms import (  # noqa: E402
     make_algorithm,
     mc_fedda,
     multistep_refedda_gt,
+    pfedme,
     refedda_gt,
     scaffnew,
     scaffold,
+    sdane,
     tamuna,
     za1,
 )
@@ -96,9 +99,9 @@ __all__ += ["AsyncRunResult", "ComputeTimes", "async_feddr", "fedadmm", "feddr",
             "fedprox", "fedsplit", "simulate_async"]
 __all__ += ["MissingExtraError"]
 # every algorithm factory of the registry, the stopping rules and the results as data
-__all__ += ["compressed", "compressed_scaffnew", "fed_ht", "fedexprox", "fediter_ht", "locodl",
-            "tamuna", "Checkpoint", "ConvergenceWarning", "EarlyStopping", "RunView",
-            "load_results", "compare", "final_medians"]
+__all__ += ["compressed", "compressed_scaffnew", "ditto", "fed_ht", "fedexprox", "fediter_ht",
+            "locodl", "pfedme", "sdane", "tamuna", "Checkpoint", "ConvergenceWarning",
+            "EarlyStopping", "RunView", "load_results", "compare", "final_medians"]
 
 
 def __getattr__(name: str) -> object:
