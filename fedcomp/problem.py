@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,21 +44,29 @@ def client_weights(data: ClientData, weighting: Any = "uniform") -> np.ndarray:
     most official code does), an array of finite nonnegative weights with a positive sum is
     normalised.
     """
+    return normalised_weights(weighting, data.n_clients, data.sample_totals)
+
+
+def normalised_weights(weighting: Any, n_clients: int,
+                       sample_totals: Callable[[], np.ndarray]) -> np.ndarray:
+    """:func:`client_weights` of ``n_clients`` clients whose sample counts (or their
+    samples' summed weights) ``sample_totals()`` gives: what a server holding no data
+    (:class:`fedcomp.flower.Strategy`) computes from what its clients report."""
     if isinstance(weighting, str):
         if weighting == "uniform":
-            return np.full(data.n_clients, 1.0 / data.n_clients)
+            return np.full(n_clients, 1.0 / n_clients)
         if weighting == "samples":  # the clients' sample counts, or their samples' weights
-            totals = data.sample_totals()
+            totals = np.asarray(sample_totals(), dtype=np.float64)
             return totals / totals.sum()
         raise ValueError(f"unknown weighting {weighting!r}; use 'uniform', 'samples' or an array "
                          "of one positive weight per client")
     try:
         w = np.asarray(weighting, dtype=np.float64)
     except (TypeError, ValueError):  # a table, a list of strings, a ragged list
-        raise ValueError(f"weighting must be 'uniform', 'samples' or {data.n_clients} "
+        raise ValueError(f"weighting must be 'uniform', 'samples' or {n_clients} "
                          f"nonnegative numbers (got {weighting!r})") from None
-    if w.shape != (data.n_clients,):
-        raise ValueError(f"weighting must be {data.n_clients} nonnegative numbers with a positive "
+    if w.shape != (n_clients,):
+        raise ValueError(f"weighting must be {n_clients} nonnegative numbers with a positive "
                          f"sum (got shape {w.shape}); pass one weight per client")
     bad = np.flatnonzero(~np.isfinite(w) | (w < 0))
     if bad.size:

@@ -19,6 +19,7 @@ from collections import namedtuple
 
 import numpy as np
 import pytest
+from _flower_cases import REGISTRY_OVERRIDES, SMOOTH_ONLY, sampled_or_all
 
 flwr = pytest.importorskip("flwr")
 
@@ -52,8 +53,6 @@ def _flower_env(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("FLWR_TELEMETRY_ENABLED", "0")
 
 
-#: Condat et al.'s methods solve smooth problems: their runs get no l1
-SMOOTH_ONLY = ("compressed_scaffnew", "tamuna", "locodl")
 
 
 def small_config(algorithm, n_clients=4, rounds=3, clients_per_round=None, batch_size=10,
@@ -106,9 +105,6 @@ EQUIVALENCE = [
 #: shortened so that 3 rounds cross stages), 2 of 4 clients per round unless it is defined
 #: for full participation only; async_feddr's event clock stays on the server and each
 #: arrival's update runs on the node hosting the client
-REGISTRY_OVERRIDES = {"mc_fedda": {"stage_rounds": 1}, "multistep_refedda_gt": {"stage_rounds": 1},
-                      "tamuna": {"cohort_size": 2},  # its own cohort: 2 of 4 clients
-                      "locodl": {"codec": {"name": "rand_k", "k": 2}}}
 REGISTRY = [(name, REGISTRY_OVERRIDES.get(name, {}), "sampled") for name in sorted(ALGORITHMS)]
 #: options that add a phase: FedDA-GT's gradient-initialised trackers (a warm-up round)
 REGISTRY += [("fedda_gt", {"tracker_init": "gradient"}, None)]
@@ -116,14 +112,8 @@ REGISTRY += [("fedda_gt", {"tracker_init": "gradient"}, None)]
 
 def participation(cfg, algorithm, params):
     """2 clients per round, or all for an algorithm defined for full participation only."""
-    problem = build_problem(resolve(cfg).base)
-    alg = make_algorithm(algorithm, **params)
-    try:
-        alg.prepare(setup_context(problem, 2))
-    except ValueError as exc:
-        assert "full participation" in str(exc)
-        return None
-    return 2
+    return sampled_or_all(make_algorithm(algorithm, **params),
+                          build_problem(resolve(cfg).base))
 
 
 @pytest.fixture

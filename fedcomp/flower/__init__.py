@@ -38,6 +38,10 @@ What runs where:
   stages travel in the broadcast (stage centre, stage index); FedPD's and Scaffnew's
   communication coins are counter-based draws of ``(seed, round)`` that server and nodes
   compute alike. No custom message type is needed.
+* **Your own apps.** :class:`Strategy` drops any star-topology algorithm into a ServerApp
+  you write yourself (``Strategy(...).start(grid, initial_arrays, num_rounds)``, as Flower's
+  own strategies), with ClientApps that load their own data and return
+  :func:`client_train` (and :func:`client_evaluate`) of it: one SuperNode per client.
 * **Per-client messages.** The broadcast is one message shared by a round's participants
   (a node receives it once for all its clients). No registered algorithm sends a client
   its own data: what is client-specific (control variates, FedDR's ``y_i``, trackers)
@@ -64,11 +68,14 @@ from ._server import (  # noqa: E402
     run_server,
 )
 from ._simulation import run_simulation  # noqa: E402
+from ._strategy import Strategy  # noqa: E402
+from ._user_client import client_evaluate, client_train  # noqa: E402
 
 #: the apps ``fedcomp flower app`` points Flower to (configuration from the run config)
 server_app = make_server_app()
 client_app = make_client_app()
 
-__all__ = ["RUN_CONFIG_DEFAULTS", "STATUS_FILE", "FlowerClients", "FlowerRunError",
-           "client_app", "connect_nodes", "make_client_app", "make_server_app",
-           "partition_clients", "run_server", "run_simulation", "save_partition", "server_app"]
+__all__ = ["RUN_CONFIG_DEFAULTS", "STATUS_FILE", "FlowerClients", "FlowerRunError", "Strategy",
+           "client_app", "client_evaluate", "client_train", "connect_nodes", "make_client_app",
+           "make_server_app", "partition_clients", "run_server", "run_simulation",
+           "save_partition", "server_app"]

@@ -74,7 +74,7 @@ def handle_query(msg: Message, context: Context) -> Message:
     return Message(RecordDict({CONFIG_KEY: reply}), reply_to=msg)
 
 
-def _checkpoint_path(context: Context, run: str) -> Path | None:
+def _checkpoint_path(context: Context, run: str, ids: np.ndarray) -> Path | None:
     directory = context.node_config.get("checkpoint-dir")
     if not directory:
         return None
@@ -82,8 +82,7 @@ def _checkpoint_path(context: Context, run: str) -> Path | None:
 
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in run)
     # keyed by the Flower run (a new run never starts from an old run's states) and by
-    # the node's clients (nodes may share a directory)
-    ids = _node_data(context).client_ids
+    # the node's clients ``ids`` (nodes may share a directory)
     clients = hashlib.sha1(ids.tobytes()).hexdigest()[:10]
     return Path(str(directory)) / f"fedcomp-run{context.run_id}-{safe}-clients{clients}.npz"
 
@@ -93,7 +92,7 @@ class StateLostError(RuntimeError):
 
 
 def _load_states(context: Context, run: str, template: Any, like: Any, round_: int,
-                 resume: bool) -> Any:
+                 resume: bool, ids: np.ndarray) -> Any:
     """The node's client states for ``run`` before round ``round_``.
 
     From ``context.state`` while the node lives; after a restart (``resume``: the server
@@ -111,7 +110,7 @@ def _load_states(context: Context, run: str, template: Any, like: Any, round_: i
         return decode(context.state.array_records[key], like, type(template))
     if not resume:
         return template
-    path = _checkpoint_path(context, run)
+    path = _checkpoint_path(context, run, ids)
     if path is None or not path.exists():
         raise StateLostError(
             f"this SuperNode lost the client states of {run} (restarted without a checkpoint) "
@@ -129,11 +128,12 @@ def _load_states(context: Context, run: str, template: Any, like: Any, round_: i
         return type(template)(*(asarray_like(npz[prefix + f], like) for f in template._fields))
 
 
-def _store_states(context: Context, run: str, round_: int, before: Any, after: Any) -> None:
+def _store_states(context: Context, run: str, round_: int, before: Any, after: Any,
+                  ids: np.ndarray) -> None:
     if len(after) == 0:
         return
     context.state[f"{CONFIG_KEY}.state.{run}"] = encode(after)
-    path = _checkpoint_path(context, run)
+    path = _checkpoint_path(context, run, ids)
     if path is not None:
         from .._array import to_numpy
 
@@ -170,7 +170,18 @@ def _initial_states(msg: Message, template: Any, like: Any, run: str) -> Any:
 def handle_train(msg: Message, context: Context) -> Message:
     """One round of ``client_update`` for the node's participating clients."""
     spec: dict[str, Any] = dict(msg.content.config_records[CONFIG_KEY])
-    node = _node_data(context, int(spec["seed"]))
+    return train_clients(msg, context, _node_data(context, int(spec["seed"])))
+
+
+def train_clients(msg: Message, context: Context, node: NodeData) -> Message:
+    """The reply to a ``train`` message: ``client_update`` of the participants it names
+    among ``node``'s clients, their new states kept in ``context.state``.
+
+    Shared by fedcomp's own ClientApp (:func:`handle_train`, the node's clients built
+    from the configuration) and by a user's ClientApp (:func:`fedcomp.flower.client_train`,
+    one client on the user's own arrays).
+    """
+    spec: dict[str, Any] = dict(msg.content.config_records[CONFIG_KEY])
     problem = node.problem
     like = problem.data.like
     algorithm = rebuild_algorithm(str(spec["algorithm"]),
@@ -198,7 +209,7 @@ def handle_train(msg: Message, context: Context) -> Message:
     resume = bool(spec.get("resume", False))
     if not resume:
         template = _initial_states(msg, template, like, run)
-    states = _load_states(context, run, template, like, round_, resume)
+    states = _load_states(context, run, template, like, round_, resume, node.client_ids)
     counters = Counters()
     prox, _ = counted_prox(problem.regularizer, counters)
 
@@ -208,7 +219,8 @@ def handle_train(msg: Message, context: Context) -> Message:
                          int(spec["n-clients"]), like)
     message = decode(msg.content.array_records[MESSAGE_KEY], like, name="Message")
     upload, new_states = algorithm.client_update(message, _gather(states, rows), ctx)
-    _store_states(context, run, round_, states, _scatter(states, rows, new_states))
+    _store_states(context, run, round_, states, _scatter(states, rows, new_states),
+                  node.client_ids)
     counts = MetricRecord({k: int(v) for k, v in counters.as_dict().items()})
     # compact: a compressed upload crosses the network in its sparse or codebook form
     return Message(RecordDict({UPLOAD_KEY: encode(upload, compact=True), COUNTS_KEY: counts}),

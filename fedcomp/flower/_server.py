@@ -173,6 +173,32 @@ def connect_nodes(grid: Grid, config_json: str, n_clients: int, num_nodes: int,
         time.sleep(poll)
 
 
+def portable_hyperparameters(algorithm: Any, setup: Any) -> str:
+    """The prepared ``algorithm``'s hyperparameters as JSON, checked to rebuild it on a node.
+
+    Nodes rebuild the algorithm from its name and these hyperparameters and prepare it on
+    their own clients (``setup``, the server's set-up context, stands in for theirs): the
+    rebuilt algorithm must carry the very same hyperparameters, or a node would run another
+    algorithm than the server's.
+    """
+    from ..algorithms import rebuild_algorithm
+
+    hyperparameters = json.dumps(to_jsonable(algorithm.hyperparameters))
+    try:  # nodes rebuild the (prepared) algorithm from its name and hyperparameters
+        rebuilt = rebuild_algorithm(algorithm.name, **json.loads(hyperparameters))
+        rebuilt = rebuilt.prepare(setup) or rebuilt
+    except (TypeError, ValueError) as exc:
+        raise FlowerRunError(f"{algorithm.name}: its hyperparameters "
+                             f"{algorithm.hyperparameters} do not rebuild it on a node "
+                             f"({exc})") from exc
+    again = json.dumps(to_jsonable(rebuilt.hyperparameters))
+    if again != hyperparameters:  # prepare must record what it resolved
+        raise FlowerRunError(f"{algorithm.name}: rebuilt from its hyperparameters "
+                             f"{hyperparameters} and prepared, it has {again}; its "
+                             "prepare must record every value it resolves")
+    return hyperparameters
+
+
 class FlowerClients:
     """Client executor for :func:`fedcomp.runtime.simulate` that runs rounds on SuperNodes.
 
@@ -187,7 +213,6 @@ class FlowerClients:
                  settings: Any, *, grid: Grid, nodes: dict[int, dict[str, Any]], run: str,
                  rounds: int, round_timeout: float, config_json: str = "",
                  rejoin_timeout: float = 0.0, log: Any = None) -> None:
-        from ..algorithms import rebuild_algorithm
         from ..algorithms._base import setup_context
 
         self.algorithm, self.problem, self.counters = algorithm, problem, counters
@@ -199,19 +224,7 @@ class FlowerClients:
         self.trained: set[tuple[int, ...]] = set()  # partitions that ran a round of this run
         self.dead: set[int] = set()
         self.owner = {c: n for n, info in nodes.items() for c in info["client-ids"]}
-        self.hyperparameters = json.dumps(to_jsonable(algorithm.hyperparameters))
-        try:  # nodes rebuild the (prepared) algorithm from its name and hyperparameters
-            rebuilt = rebuild_algorithm(algorithm.name, **json.loads(self.hyperparameters))
-            rebuilt = rebuilt.prepare(setup_context(problem)) or rebuilt
-        except (TypeError, ValueError) as exc:
-            raise FlowerRunError(f"{algorithm.name}: its hyperparameters "
-                                 f"{algorithm.hyperparameters} do not rebuild it on a node "
-                                 f"({exc})") from exc
-        again = json.dumps(to_jsonable(rebuilt.hyperparameters))
-        if again != self.hyperparameters:  # prepare must record what it resolved
-            raise FlowerRunError(f"{algorithm.name}: rebuilt from its hyperparameters "
-                                 f"{self.hyperparameters} and prepared, it has {again}; its "
-                                 "prepare must record every value it resolves")
+        self.hyperparameters = portable_hyperparameters(algorithm, setup_context(problem))
 
     def _train_message(self, node_id: int, ids: list[int], record: Any, round_: int
                        ) -> Message:

@@ -112,9 +112,18 @@ def client_context(oracle: Oracle, client_prox: Prox, round_: int, pi: np.ndarra
 def server_context(problem: Problem, server_prox: Prox, round_: int, participants: np.ndarray,
                    like: Array, seed: int = 0) -> ServerContext:
     """The :class:`ServerContext` of a step with these participants (run seed ``seed``)."""
-    pi = problem.weights[participants]
+    return weighted_server_context(problem.weights, server_prox, round_, participants, like,
+                                   seed)
+
+
+def weighted_server_context(weights: np.ndarray, server_prox: Prox, round_: int,
+                            participants: np.ndarray, like: Array, seed: int = 0
+                            ) -> ServerContext:
+    """The :class:`ServerContext` of a step with these participants, given every client's
+    weight ``π`` (a server that holds no data: :class:`fedcomp.flower.Strategy`)."""
+    pi = weights[participants]
     return ServerContext(server_prox, round_, participants, asarray_like(pi / pi.sum(), like),
-                         asarray_like(pi, like), problem.n_clients, int(seed))
+                         asarray_like(pi, like), len(weights), int(seed))
 
 
 def server_step(algorithm: FederatedAlgorithm, problem: Problem, server_state: Any,

@@ -1,0 +1,424 @@
+"""A Flower ``Strategy`` running any fedcomp algorithm in a user's own ServerApp.
+
+:class:`Strategy` is for Flower users who keep their own apps: their ServerApp calls
+``Strategy(...).start(grid, initial_arrays, num_rounds)`` as it would Flower's ``FedAvg``,
+and their ClientApp's ``train`` handler (and, for client-side evaluation, its ``evaluate``
+handler) hands the message and the node's own arrays to :func:`client_train`
+(:func:`client_evaluate`). One SuperNode is one client; its id is its ``partition-id``
+(or the ``client_id`` its handler passes).
+
+What happens in a run:
+
+1. **Discovery** (in the first ``configure_train``): the strategy waits for ``num_clients``
+   SuperNodes, sends each a ``train`` message of phase ``discover`` and gets back the
+   node's client id, its sample total and its smoothness constant ``L_i``. From these it
+   computes the weights ``π`` and prepares the algorithm (an ``"auto"`` step size resolves
+   on every client's ``L_i``, as in the simulator).
+2. **Rounds**: Flower round ``t`` is fedcomp round ``t − 1``. ``configure_train`` samples the
+   participants (:func:`fedcomp._random.sample_clients`, keyed by the seed and the round,
+   as the simulator) and sends each the algorithm's broadcast; the node runs
+   ``client_update`` on its arrays and keeps its client state in ``context.state``;
+   ``aggregate_train`` stacks the uploads in the participants' order and applies the
+   algorithm's own ``server_update``. A warm-up phase (FedDR's ``x_i⁰ = prox_{ηf_i}(x⁰)``)
+   runs before round 1.
+3. **Evaluation** (``evaluate_every = k``): every ``k`` rounds each node reports ``f_i`` and
+   its accuracy at the model, and ``aggregate_evaluate`` gives ``F = Σ π_i f_i + g``.
+
+The server state never leaves the strategy: the ``arrays`` Flower passes back in are the
+model the strategy returned (``algorithm.output``), kept for Flower's ``Result``. Every
+random draw is keyed by (seed, round, client id), so the run gives the simulator's iterates
+on the same data, client by client.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import numpy as np
+from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Strategy as FlowerStrategy
+
+from .._random import sample_clients
+from ..algorithms import make_algorithm
+from ..algorithms._base import SetupContext
+from ..config import to_jsonable
+from ..losses import LOSSES, make_loss
+from ..oracle import Counters
+from ..problem import normalised_weights
+from ..regularizers import REGULARIZERS, make_regularizer
+from ..runtime._clients import _concat, _gather
+from ..runtime._round import (
+    count_downloads,
+    count_uploads,
+    counted_prox,
+    weighted_server_context,
+)
+from ..runtime._simulate import NonFiniteError, _norm_limit, check_divergence
+from ._client import CONFIG_KEY, COUNTS_KEY, INITIAL_KEY, MESSAGE_KEY, UPLOAD_KEY
+from ._codec import decode, encode
+from ._server import FlowerRunError, exchange, portable_hyperparameters
+
+#: the ``phase`` of a strategy's ``train`` message: discovery, or a round
+DISCOVER, TRAIN = "discover", "train"
+#: the record of the model in a strategy's ``evaluate`` message (Flower's convention)
+ARRAYS_KEY = "arrays"
+
+
+def component_spec(component: Any, registry: Any, what: str) -> dict[str, Any]:
+    """``{"name": ..., **parameters}`` of a loss or regularizer, as the nodes rebuild it.
+
+    ``component`` is a registered name, such a table, or an instance of a registered class
+    (its dataclass fields are its parameters). Raises :class:`ValueError` for what cannot
+    travel as JSON (a loss holding a PyTorch module).
+
+    Examples
+    --------
+    >>> from fedcomp.regularizers import L1, REGULARIZERS
+    >>> component_spec(L1(0.01), REGULARIZERS, "regularizer")
+    {'name': 'l1', 'alpha': 0.01, 'param_ndim': 1}
+    >>> component_spec("logistic", LOSSES, "loss")
+    {'name': 'logistic'}
+    """
+    if isinstance(component, str):
+        spec: dict[str, Any] = {"name": component}
+    elif isinstance(component, Mapping):
+        spec = dict(component)
+    elif dataclasses.is_dataclass(component) and not isinstance(component, type):
+        names = [e.name for e in registry.entries() if e.factory is type(component)]
+        if not names:
+            raise ValueError(f"the {what} {component!r} is not of a registered class "
+                             f"({', '.join(registry)}); the nodes rebuild it by name")
+        spec = {"name": names[0], **{f.name: getattr(component, f.name)
+                                     for f in dataclasses.fields(component) if f.init}}
+    else:
+        raise ValueError(f"{what} must be a registered name, a table with 'name', or an "
+                         f"instance of a registered class (got {component!r})")
+    try:
+        json.dumps(to_jsonable(spec))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"the {what} {spec.get('name')!r} has parameters that cannot travel to "
+                         f"the nodes as JSON ({exc}); give it by name with plain values") from exc
+    return spec
+
+
+def build_component(spec: Mapping[str, Any], make: Callable[..., Any]) -> Any:
+    """The loss or regularizer a :func:`component_spec` describes."""
+    params = {k: v for k, v in spec.items() if k != "name"}
+    return make(str(spec["name"]), **params)
+
+
+class Strategy(FlowerStrategy):
+    """Any registered fedcomp algorithm as a Flower ``Strategy`` (see the module docstring).
+
+    Parameters
+    ----------
+    algorithm : FederatedAlgorithm or str
+        A star-topology algorithm (``fedcomp.fedmid(client_lr=0.1)``) or a registered name
+        with its defaults. Asynchronous and decentralized algorithms are refused.
+    loss : Loss, str or dict
+        The smooth loss of every client, by name (``"logistic"``), as a table
+        (``{"name": "logistic", "l2": 0.01}``) or as an instance (``Logistic(l2=0.01)``);
+        the nodes rebuild it.
+    regularizer : Regularizer, str or dict, default "zero"
+        ``g``, given the same ways (``L1(0.01)``, ``{"name": "l1", "alpha": 0.01}``).
+    num_clients : int
+        The clients of the federation: SuperNodes whose client ids are ``0..num_clients-1``.
+        The strategy waits for them before round 1 and never starts with fewer.
+    clients_per_round : int, optional
+        Participants per round, sampled uniformly without replacement (all by default).
+    batch_size : int, optional
+        Minibatch size of every gradient call (full local gradients by default).
+    seed : int, default 0
+        Keys the sampling and the minibatches, as ``simulate(seed=...)``.
+    weighting : {"samples", "uniform"} or sequence, default "samples"
+        Client weights ``π``, as :class:`fedcomp.Problem`'s ``weighting``.
+    minibatch : {"with_replacement", "without_replacement"}, default "with_replacement"
+        How a minibatch draws a client's samples (:class:`fedcomp.Problem`).
+    n_classes : int, optional
+        The classes, for a loss whose model shape depends on them (``softmax``).
+    evaluate_every : int, default 0
+        Ask every node for ``f_i`` and its accuracy at the model every this many rounds
+        (``0``: never; the nodes then need no ``evaluate`` handler).
+    node_timeout : float, default 120
+        Seconds to wait for the SuperNodes (and their discovery replies).
+    max_norm : float or None, default 1e12
+        A model whose norm exceeds this counts as diverged (the run stops with an error
+        naming the round), as in :func:`fedcomp.simulate`.
+
+    Examples
+    --------
+    >>> from fedcomp import fedmid
+    >>> from fedcomp.regularizers import L1
+    >>> strategy = Strategy(fedmid(client_lr=0.1), loss="logistic", regularizer=L1(0.01),
+    ...                     num_clients=4)
+    >>> strategy.algorithm.name
+    'fedmid'
+    """
+
+    def __init__(self, algorithm: Any, *, loss: Any, regularizer: Any = "zero",
+                 num_clients: int, clients_per_round: int | None = None,
+                 batch_size: int | None = None, seed: int = 0, weighting: Any = "samples",
+                 minibatch: str = "with_replacement", n_classes: int | None = None,
+                 evaluate_every: int = 0, node_timeout: float = 120.0,
+                 max_norm: float | None = 1e12) -> None:
+        self.algorithm = make_algorithm(algorithm) if isinstance(algorithm, str) else algorithm
+        execution = getattr(self.algorithm, "execution", None)
+        if execution != "rounds":
+            raise ValueError(
+                f"{getattr(self.algorithm, 'name', algorithm)} runs "
+                f"{'on an event clock' if execution == 'async' else 'by gossip between nodes'}"
+                "; fedcomp.flower.Strategy runs the star-topology algorithms in rounds. Run it "
+                "with fedcomp's own Flower app ('fedcomp flower app') or 'fedcomp run'")
+        if not (isinstance(num_clients, int) and num_clients >= 1):
+            raise ValueError(f"num_clients must be a positive integer (got {num_clients!r})")
+        if clients_per_round is not None and not (
+                isinstance(clients_per_round, int) and 1 <= clients_per_round <= num_clients):
+            raise ValueError(f"clients_per_round must be an integer in 1..{num_clients} "
+                             f"(got {clients_per_round!r}); None takes every client")
+        if batch_size is not None and not (isinstance(batch_size, int) and batch_size >= 1):
+            raise ValueError(f"batch_size must be a positive integer or None (got "
+                             f"{batch_size!r})")
+        if not (isinstance(evaluate_every, int) and evaluate_every >= 0):
+            raise ValueError(f"evaluate_every must be an integer >= 0 (got {evaluate_every!r})")
+        self.loss_spec = component_spec(loss, LOSSES, "loss")
+        self.regularizer_spec = component_spec(regularizer, REGULARIZERS, "regularizer")
+        # built here too: a bad name or parameter fails in the ServerApp, before any node
+        build_component(self.loss_spec, make_loss)
+        self.regularizer = build_component(self.regularizer_spec, make_regularizer)
+        self.problem_json = json.dumps(to_jsonable({
+            "loss": self.loss_spec, "regularizer": self.regularizer_spec,
+            "minibatch": minibatch, "n_classes": n_classes}), sort_keys=True)
+        self.num_clients, self.clients_per_round = num_clients, clients_per_round
+        self.batch_size, self.seed, self.weighting = batch_size, int(seed), weighting
+        self.evaluate_every, self.node_timeout = evaluate_every, float(node_timeout)
+        self.norm_limit = _norm_limit(max_norm)
+        self.counters = Counters()
+        self.client_prox, self.server_prox = counted_prox(self.regularizer, self.counters)
+        self.run = f"strategy-{uuid.uuid4().hex[:12]}"  # keys the nodes' client states
+        self.nodes: dict[int, int] = {}      # client id -> SuperNode id
+        self.weights = np.empty(0)
+        self.server_state: Any = None
+        self.initial_states: Any = None      # init(x⁰)'s client states (rows alike)
+        self.hyperparameters = ""
+        self.trained: set[int] = set()       # clients that have their state on their node
+        self.participants = np.empty(0, dtype=np.int64)
+
+    # --- Flower's Strategy interface -------------------------------------------------------
+    def summary(self) -> None:
+        """Log the strategy's set-up (Flower calls it before round 1)."""
+        from logging import INFO
+
+        from flwr.common.logger import log
+
+        log(INFO, "\t├── fedcomp %s on %d clients (%s per round), g = %s, seed %d",
+            self.algorithm, self.num_clients, self.clients_per_round or "all",
+            self.regularizer, self.seed)
+
+    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                        grid: Grid) -> Iterable[Message]:
+        """Round ``server_round``'s messages: the broadcast to each sampled participant."""
+        if self.server_state is None:
+            self._start(grid, arrays)
+        round_ = server_round - 1
+        self.participants = sample_clients(self.seed, round_, self.num_clients,
+                                           self.clients_per_round)
+        message = self.algorithm.broadcast(self.server_state)
+        count_downloads(self.counters, message, len(self.participants))
+        record = encode(message)
+        return [self._train_message(int(c), record, round_, config)
+                for c in self.participants]
+
+    def aggregate_train(self, server_round: int, replies: Iterable[Message]
+                        ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """The algorithm's ``server_update`` on the participants' uploads; the new model."""
+        round_ = server_round - 1
+        stacked = self._uploads(list(replies), self.participants, f"in round {server_round}")
+        self._server_step(stacked, round_, self.participants)
+        model = np.asarray(self.algorithm.output(self.server_state))
+        try:
+            check_divergence(model, self.norm_limit, self.algorithm, {},
+                             f"in round {server_round}")
+        except NonFiniteError as exc:
+            raise FlowerRunError(str(exc)) from exc
+        metrics = MetricRecord({"round": server_round, **self.counters.as_dict()})
+        return ArrayRecord([model]), metrics
+
+    def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                           grid: Grid) -> Iterable[Message]:
+        """Every ``evaluate_every`` rounds, the model to every node (none otherwise)."""
+        if not self._evaluates(server_round):
+            return []
+        model = ArrayRecord([np.asarray(self.algorithm.output(self.server_state))])
+        spec = ConfigRecord({"problem": self.problem_json})
+        return [Message(RecordDict({ARRAYS_KEY: model, CONFIG_KEY: spec, "config": config}),
+                        dst_node_id=node, message_type=MessageType.EVALUATE,
+                        group_id=f"{self.run}/evaluate{server_round}")
+                for node in self.nodes.values()]
+
+    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]
+                           ) -> MetricRecord | None:
+        """``F = Σ π_i f_i + g`` at the model, and the π-weighted accuracy."""
+        if not self._evaluates(server_round):  # Flower asks every round
+            return None
+        by_client = self._replies_by_client(list(replies), np.arange(self.num_clients),
+                                            f"evaluating round {server_round}")
+        reported = [dict(by_client[c].content.metric_records["metrics"])
+                    for c in range(self.num_clients)]
+        losses = np.array([r["loss"] for r in reported], dtype=np.float64)
+        accuracy = np.array([r["accuracy"] for r in reported], dtype=np.float64)
+        model = self.algorithm.output(self.server_state)
+        smooth = float(self.weights @ losses)
+        values: dict[str, Any] = {"round": server_round, "loss": smooth,
+                  "objective": smooth + float(self.regularizer.value(model[None])[0])}
+        if np.isfinite(accuracy).all():
+            values["accuracy"] = float(self.weights @ accuracy)
+        return MetricRecord(values)
+
+    # --- the fedcomp side ------------------------------------------------------------------
+    def _evaluates(self, server_round: int) -> bool:
+        return bool(self.evaluate_every) and server_round % self.evaluate_every == 0
+
+    def _start(self, grid: Grid, arrays: ArrayRecord) -> None:
+        """Discovery, the weights, ``prepare``, ``init(x⁰)`` and the warm-up phase."""
+        x0 = _initial_model(arrays)
+        reports = self._discover(grid)
+        totals = np.array([reports[c]["samples"] for c in range(self.num_clients)])
+        smoothness = np.array([reports[c]["smoothness"] for c in range(self.num_clients)])
+        self.weights = normalised_weights(self.weighting, self.num_clients, lambda: totals)
+        setup = SetupContext(self.num_clients, self.clients_per_round, tuple(x0.shape),
+                             x0.dtype, self.regularizer, lambda: smoothness)
+        self.algorithm = self.algorithm.prepare(setup) or self.algorithm
+        self.hyperparameters = portable_hyperparameters(self.algorithm, setup)
+        self.server_state, self.initial_states = self.algorithm.init(x0, self.num_clients)
+        if self.algorithm.warmup:  # round −1, every client (FedDR's x_i⁰ = prox_{ηf_i}(x⁰))
+            everyone = np.arange(self.num_clients)
+            message = self.algorithm.broadcast(self.server_state)
+            count_downloads(self.counters, message, self.num_clients)
+            record = encode(message)
+            out = [self._train_message(int(c), record, -1, ConfigRecord()) for c in everyone]
+            got = exchange(grid, out, self.node_timeout)
+            stacked = self._uploads(list(got.values()), everyone, "in the warm-up round")
+            self._server_step(stacked, -1, everyone)
+
+    def _discover(self, grid: Grid) -> dict[int, dict[str, float]]:
+        """Wait for the nodes; each one's client id, sample total and ``L_i``."""
+        deadline = time.monotonic() + self.node_timeout
+        while True:
+            node_ids = sorted(grid.get_node_ids())
+            if len(node_ids) >= self.num_clients or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        if len(node_ids) < self.num_clients:
+            raise FlowerRunError(
+                f"waited {self.node_timeout:g} s for {self.num_clients} SuperNodes (one per "
+                f"client) but {len(node_ids)} connected; start the missing ones or raise "
+                "node_timeout")
+        spec = ConfigRecord({"phase": DISCOVER, "problem": self.problem_json,
+                             "n-clients": self.num_clients})
+        messages = [Message(RecordDict({CONFIG_KEY: spec}), dst_node_id=n,
+                            message_type=MessageType.TRAIN, group_id=f"{self.run}/discover")
+                    for n in node_ids]
+        replies = exchange(grid, messages, max(1.0, deadline - time.monotonic()))
+        reports: dict[int, dict[str, float]] = {}
+        for node_id in node_ids:
+            reply = replies.get(node_id)
+            if reply is None:
+                raise FlowerRunError(f"SuperNode {node_id} did not answer fedcomp's discovery "
+                                     f"within node_timeout={self.node_timeout:g} s")
+            if reply.has_error():
+                raise FlowerRunError(
+                    f"SuperNode {node_id} failed fedcomp's discovery: {reply.error.reason}. "
+                    "Its ClientApp's train handler must return "
+                    "fedcomp.flower.client_train(msg, context, features, targets)")
+            info = reply.content.config_records[CONFIG_KEY]
+            client = int(info["client-id"])  # type: ignore[arg-type]
+            if not 0 <= client < self.num_clients:
+                raise FlowerRunError(f"SuperNode {node_id} is client {client}, outside "
+                                     f"0..{self.num_clients - 1} (num_clients="
+                                     f"{self.num_clients}); give each node a partition-id in "
+                                     "that range")
+            if client in self.nodes:
+                raise FlowerRunError(f"SuperNodes {self.nodes[client]} and {node_id} are both "
+                                     f"client {client}; give every SuperNode its own "
+                                     "partition-id")
+            self.nodes[client] = node_id
+            reports[client] = {key: float(info[key])  # type: ignore[arg-type]
+                               for key in ("samples", "smoothness")}
+        return reports
+
+    def _train_message(self, client: int, record: ArrayRecord, round_: int,
+                       config: ConfigRecord) -> Message:
+        spec = ConfigRecord({
+            "phase": TRAIN, "run": self.run, "problem": self.problem_json,
+            "algorithm": self.algorithm.name, "hyperparameters": self.hyperparameters,
+            "round": round_, "seed": self.seed, "batch-size": self.batch_size or 0,
+            "client-ids": [client], "pi": [float(self.weights[client])],
+            "n-clients": self.num_clients,
+            # a client that trained before finds its state on its node (or fails clearly)
+            "resume": client in self.trained})
+        content = RecordDict({MESSAGE_KEY: record, CONFIG_KEY: spec, "config": config})
+        if client not in self.trained and len(self.initial_states):
+            # the client starts from init(x⁰), whose rows are all alike: send one
+            content[INITIAL_KEY] = encode(_gather(self.initial_states,
+                                                  np.array([client], dtype=np.int64)))
+        return Message(content, dst_node_id=self.nodes[client],
+                       message_type=MessageType.TRAIN, group_id=f"{self.run}/round{round_}")
+
+    def _replies_by_client(self, replies: list[Message], clients: np.ndarray, where: str
+                           ) -> dict[int, Message]:
+        """The replies of ``clients`` by client id; a missing or failed one raises."""
+        client_of = {node: client for client, node in self.nodes.items()}
+        by_client = {client_of.get(r.metadata.src_node_id, -1): r for r in replies}
+        for c in clients.tolist():
+            reply = by_client.get(c)
+            if reply is None:
+                raise FlowerRunError(f"client {c} (SuperNode {self.nodes[c]}) did not reply "
+                                     f"{where} within Flower's timeout (strategy.start's "
+                                     "timeout=); the node is down or too slow")
+            if reply.has_error():
+                raise FlowerRunError(f"client {c} (SuperNode {self.nodes[c]}) failed {where}: "
+                                     f"{reply.error.reason}")
+        return by_client
+
+    def _uploads(self, replies: list[Message], participants: np.ndarray, where: str) -> Any:
+        """The participants' uploads stacked in their order; their counts added."""
+        by_client = self._replies_by_client(replies, participants, where)
+        like = np.asarray(self.algorithm.output(self.server_state))
+        parts = []
+        for c in participants.tolist():
+            reply = by_client[c]
+            parts.append(decode(reply.content.array_records[UPLOAD_KEY], like, name="Upload"))
+            for key, value in reply.content.metric_records[COUNTS_KEY].items():
+                setattr(self.counters, key, getattr(self.counters, key) + int(value))  # type: ignore[arg-type]
+            self.trained.add(c)
+        return _concat(parts)
+
+    def _server_step(self, stacked: Any, round_: int, participants: np.ndarray) -> None:
+        count_uploads(self.counters, stacked, len(participants))
+        like = np.asarray(self.algorithm.output(self.server_state))
+        ctx = weighted_server_context(self.weights, self.server_prox, round_, participants,
+                                      like, self.seed)
+        self.server_state = self.algorithm.server_update(self.server_state, stacked, ctx)
+
+
+def _initial_model(arrays: ArrayRecord) -> np.ndarray:
+    """``x⁰``: the one array of ``initial_arrays`` (fedcomp models are one array)."""
+    values = arrays.to_numpy_ndarrays()
+    if len(values) != 1:
+        raise ValueError(f"initial_arrays holds {len(values)} arrays; a fedcomp model is one "
+                         "array: pass ArrayRecord([x0]) with x0 of the model's shape (a "
+                         "network's flat parameter vector)")
+    x0 = np.asarray(values[0])
+    if not np.issubdtype(x0.dtype, np.floating):
+        raise ValueError(f"initial_arrays' array has dtype {x0.dtype}; give a floating model "
+                         "(np.zeros(d) is float64)")
+    return x0
+
+
+__all__ = ["Strategy", "build_component", "component_spec"]

@@ -1,0 +1,143 @@
+"""The client side of :class:`fedcomp.flower.Strategy`, for a user's own ClientApp.
+
+A SuperNode of a user's app is one client holding its own arrays. Its ``train`` handler
+returns :func:`client_train` of the message, the context and those arrays; its
+``evaluate`` handler (needed only with the strategy's ``evaluate_every``) returns
+:func:`client_evaluate`. The loss and the regularizer come from the strategy, so that
+every node computes the same ``f_i`` and ``g``; the client's id is its node's
+``partition-id`` unless the handler passes ``client_id``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
+
+from ..data import ClientData
+from ..losses import make_loss
+from ..problem import Problem
+from ..regularizers import make_regularizer
+from ._client import CONFIG_KEY, train_clients
+from ._data import NodeData
+from ._strategy import ARRAYS_KEY, DISCOVER, build_component
+
+#: the last problems built, by (problem spec, client id, the arrays' identities): the
+#: arrays are kept with them, so an identity is never that of a freed array
+_PROBLEMS: OrderedDict[tuple[Any, ...], tuple[Problem, tuple[Any, ...]]] = OrderedDict()
+_CACHED = 4
+
+
+def client_train(msg: Message, context: Context, features: Any, targets: Any, *,
+                 client_id: int | None = None, sample_weight: Any = None) -> Message:
+    """The reply of a user's ClientApp to a :class:`fedcomp.flower.Strategy` train message.
+
+    Parameters
+    ----------
+    msg : Message
+        The ``train`` message the handler received.
+    context : Context
+        The handler's context: the client's state lives in ``context.state`` between rounds.
+    features : array, shape (n_samples, ...)
+        This client's samples (NumPy; a ``scipy.sparse`` matrix for sparse data).
+    targets : array, shape (n_samples,)
+        Their targets (``±1`` labels for ``logistic``, class ids for ``softmax``).
+    client_id : int, optional
+        This client's id in ``0..num_clients-1``; by default the node's ``partition-id``
+        (``flower-supernode --node-config 'partition-id=K'``).
+    sample_weight : array, shape (n_samples,), optional
+        Per-sample weights.
+
+    Returns
+    -------
+    Message
+        The reply: discovery (the client's id, sample total and smoothness ``L_i``), or
+        its ``client_update``'s upload and gradient/prox counts.
+
+    Examples
+    --------
+    In a ClientApp::
+
+        @app.train()
+        def train(msg, context):
+            features, targets = load_my_data(context.node_config["partition-id"])
+            return client_train(msg, context, features, targets)
+    """
+    spec: dict[str, Any] = dict(msg.content.config_records[CONFIG_KEY])
+    client = _client_id(context, client_id)
+    problem = _problem(str(spec["problem"]), client, features, targets, sample_weight)
+    if spec.get("phase") == DISCOVER:
+        smoothness = float(np.asarray(problem.loss.smoothness(problem.data.full_batch()))[0])
+        reply = ConfigRecord({"client-id": client,
+                              "samples": float(problem.data.sample_totals()[0]),
+                              "smoothness": smoothness})
+        return Message(RecordDict({CONFIG_KEY: reply}), reply_to=msg)
+    asked = [int(c) for c in spec["client-ids"]]  # type: ignore[union-attr]
+    if asked != [client]:
+        raise ValueError(f"this node is client {client}, the server asked for clients {asked}; "
+                         "restart it with its partition-id (or pass client_id)")
+    node = NodeData(problem, np.array([client], dtype=np.int64), int(spec["n-clients"]))
+    return train_clients(msg, context, node)
+
+
+def client_evaluate(msg: Message, context: Context, features: Any, targets: Any, *,
+                    client_id: int | None = None, sample_weight: Any = None) -> Message:
+    """The reply of a user's ClientApp to a :class:`fedcomp.flower.Strategy` evaluate
+    message: ``f_i`` and the accuracy (NaN for losses that do not classify) at the model.
+
+    Parameters are those of :func:`client_train`.
+
+    Returns
+    -------
+    Message
+        ``metrics``: ``loss``, ``accuracy`` and ``num-examples``.
+    """
+    from ..metrics import train_accuracy
+
+    spec: dict[str, Any] = dict(msg.content.config_records[CONFIG_KEY])
+    client = _client_id(context, client_id)
+    problem = _problem(str(spec["problem"]), client, features, targets, sample_weight)
+    model = problem.as_model(msg.content.array_records[ARRAYS_KEY].to_numpy_ndarrays()[0])
+    metrics = MetricRecord({"loss": problem.smooth_value(model),
+                            "accuracy": train_accuracy(problem, model),
+                            "num-examples": int(problem.data.counts[0])})
+    return Message(RecordDict({"metrics": metrics}), reply_to=msg)
+
+
+def _client_id(context: Context, client_id: int | None) -> int:
+    if client_id is not None:
+        return int(client_id)
+    if "partition-id" not in context.node_config:
+        raise ValueError("this SuperNode has no partition-id in its node config; start it with "
+                         "--node-config 'partition-id=K' or pass client_id= to client_train")
+    return int(context.node_config["partition-id"])  # type: ignore[arg-type]
+
+
+def _problem(problem_json: str, client: int, features: Any, targets: Any,
+             sample_weight: Any) -> Problem:
+    """The one-client problem of these arrays (cached across rounds)."""
+    key = (problem_json, client, id(features), id(targets), id(sample_weight))
+    if key in _PROBLEMS:
+        _PROBLEMS.move_to_end(key)
+        return _PROBLEMS[key][0]
+    spec = json.loads(problem_json)
+    weights = None if sample_weight is None else [np.asarray(sample_weight)]
+    features_ = features if hasattr(features, "tocsr") else np.asarray(features)
+    dtype = getattr(features_, "dtype", np.float64)
+    data = ClientData.from_lists([features_], [np.asarray(targets)],
+                                 dtype=dtype if np.issubdtype(dtype, np.floating) else np.float64,
+                                 sample_weight=weights)
+    problem = Problem(build_component(spec["loss"], make_loss),
+                      build_component(spec["regularizer"], make_regularizer), data,
+                      n_classes=spec.get("n_classes"),
+                      minibatch=spec.get("minibatch", "with_replacement"))
+    _PROBLEMS[key] = (problem, (features, targets, sample_weight))
+    while len(_PROBLEMS) > _CACHED:
+        _PROBLEMS.popitem(last=False)
+    return problem
+
+
+__all__ = ["client_evaluate", "client_train"]

@@ -1,0 +1,291 @@
+"""``fedcomp.flower.Strategy`` in a user's own Flower apps: the simulator's iterates.
+
+The fast tests run Flower's own ``Strategy.start`` loop on an in-process grid whose nodes
+are a user's ``train``/``evaluate`` handlers (:func:`client_train`, :func:`client_evaluate`
+on each node's own arrays); the slow one runs a user's app directory on a SuperLink and
+SuperNodes started as separate processes, submitted with ``flwr run``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _flower_cases import REGISTRY_OVERRIDES, SMOOTH_ONLY, sampled_or_all
+
+flwr = pytest.importorskip("flwr")
+
+from flwr.app import ArrayRecord, Context, Error, Message, MessageType, RecordDict  # noqa: E402
+
+from fedcomp import Problem, simulate  # noqa: E402
+from fedcomp.algorithms import ALGORITHMS, ditto, make_algorithm, rebuild_algorithm  # noqa: E402
+from fedcomp.data import ClientData  # noqa: E402
+from fedcomp.flower import FlowerRunError, Strategy, client_evaluate, client_train  # noqa: E402
+from fedcomp.losses import Logistic  # noqa: E402
+from fedcomp.privacy import private  # noqa: E402
+from fedcomp.regularizers import L1, Zero  # noqa: E402
+from fedcomp.runtime import setup_context  # noqa: E402
+
+pytestmark = pytest.mark.flower
+
+N_CLIENTS, DIM, ROUNDS, SEED, BATCH = 4, 6, 3, 3, 10
+
+
+@pytest.fixture(autouse=True)
+def _flower_env(tmp_path_factory, monkeypatch):
+    """A throwaway FLWR_HOME; no update check, no telemetry; what Flower's runtime sets
+    before a ServerApp creates messages."""
+    from flwr.supercore.task_identity import TaskIdentity
+
+    monkeypatch.setenv("FLWR_HOME", str(tmp_path_factory.mktemp("flwr-home")))
+    monkeypatch.setenv("FLWR_DISABLE_UPDATE_CHECK", "1")
+    monkeypatch.setenv("FLWR_TELEMETRY_ENABLED", "0")
+    for key, value in {"_run_id": 1, "_task_id": 1, "_node_id": 0}.items():
+        monkeypatch.setattr(TaskIdentity, key, value)
+
+
+def client_arrays(seed=0, n=N_CLIENTS, d=DIM):
+    """Each client's own (features, labels ±1), of different sizes."""
+    rng = np.random.default_rng(seed)
+    truth = rng.normal(size=d)
+    features = [rng.normal(size=(20 + 5 * k, d)) + 0.3 * k for k in range(n)]
+    labels = [np.where(f @ truth + rng.normal(size=len(f)) > 0, 1.0, -1.0) for f in features]
+    return features, labels
+
+
+class UserGrid:
+    """A grid whose nodes are a user's ClientApp handlers, each on its own arrays.
+
+    Node ``1000 + k`` has ``partition-id = k`` (``ids`` may renumber them); what a handler
+    raises becomes an error reply, as Flower's runtime does.
+    """
+
+    def __init__(self, features, labels, ids=None, train=client_train,
+                 evaluate=client_evaluate):
+        ids = list(range(len(features))) if ids is None else ids
+        self.contexts = {
+            1000 + k: Context(run_id=1, node_id=1000 + k, state=RecordDict(), run_config={},
+                              node_config={"partition-id": ids[k]})
+            for k in range(len(features))}
+        self.data = {1000 + k: (features[k], labels[k]) for k in range(len(features))}
+        self.train, self.evaluate = train, evaluate
+        self.replies: dict[str, Message] = {}
+        self.sent: list[Message] = []
+
+    def get_node_ids(self):
+        return list(self.contexts)
+
+    def push_messages(self, messages):
+        ids = []
+        for msg in messages:
+            msg.metadata.__dict__["_message_id"] = f"m{len(self.sent)}"
+            self.sent.append(msg)
+            ids.append(msg.metadata.message_id)
+            node = msg.metadata.dst_node_id
+            handler = (self.train if msg.metadata.message_type == MessageType.TRAIN
+                       else self.evaluate)
+            try:
+                reply = handler(msg, self.contexts[node], *self.data[node])
+            except Exception as exc:  # what Flower does with a ClientApp's exception
+                reply = Message(Error(code=2, reason=f"{type(exc).__name__}: {exc}"),
+                                reply_to=msg)
+            self.replies[msg.metadata.message_id] = reply
+        return ids
+
+    def pull_messages(self, message_ids):
+        return [self.replies.pop(i) for i in message_ids if i in self.replies]
+
+    def send_and_receive(self, messages, *, timeout=None):
+        return self.pull_messages(self.push_messages(list(messages)))
+
+
+def simulator_run(algorithm, features, labels, regularizer, clients_per_round, rounds=ROUNDS,
+                  weighting="samples"):
+    problem = Problem(Logistic(l2=0.05), regularizer, ClientData.from_lists(features, labels),
+                      weighting=weighting)
+    return simulate(algorithm, problem, rounds=rounds, clients_per_round=clients_per_round,
+                    batch_size=BATCH, seed=SEED, progress=False)
+
+
+def strategy_run(algorithm, features, labels, regularizer, clients_per_round,
+                 rounds=ROUNDS, **options):
+    strategy = Strategy(algorithm, loss={"name": "logistic", "l2": 0.05},
+                        regularizer=regularizer, num_clients=len(features),
+                        clients_per_round=clients_per_round, batch_size=BATCH, seed=SEED,
+                        **options)
+    grid = UserGrid(features, labels)
+    result = strategy.start(grid, ArrayRecord([np.zeros(DIM)]), num_rounds=rounds)
+    return strategy, result, grid
+
+
+ROUND_BASED = sorted(name for name in ALGORITHMS if ALGORITHMS.entry(name).execution == "rounds")
+
+
+def participation(algorithm, features, labels, regularizer, weighting):
+    """2 of 4 clients per round, or all for an algorithm defined for full participation."""
+    return sampled_or_all(algorithm, Problem(Logistic(l2=0.05), regularizer,
+                                             ClientData.from_lists(features, labels),
+                                             weighting=weighting))
+
+
+def assert_same_iterates(strategy, result, run):
+    model = result.arrays.to_numpy_ndarrays()[0]
+    np.testing.assert_allclose(model, np.asarray(run.x), rtol=0, atol=1e-12)
+    counted = result.train_metrics_clientapp[max(result.train_metrics_clientapp)]
+    for key, value in run.counters.as_dict().items():
+        assert counted[key] == value, key
+
+
+@pytest.mark.parametrize("name", ROUND_BASED)
+def test_every_round_based_algorithm_gives_the_simulators_iterates(name):
+    """Each registered round-based algorithm, defaults, through a user's handlers.
+
+    Condat et al.'s methods solve (1/n) Σ f_i: they run with uniform weights, on both sides.
+    """
+    features, labels = client_arrays()
+    regularizer = Zero() if name in SMOOTH_ONLY else L1(1e-3)
+    weighting = "uniform" if name in SMOOTH_ONLY else "samples"
+    algorithm = make_algorithm(name, **REGISTRY_OVERRIDES.get(name, {}))
+    cpr = participation(algorithm, features, labels, regularizer, weighting)
+    strategy, result, _ = strategy_run(algorithm, features, labels, regularizer, cpr,
+                                       weighting=weighting)
+    assert_same_iterates(strategy, result, simulator_run(algorithm, features, labels,
+                                                         regularizer, cpr, weighting=weighting))
+
+
+WRAPPED = {
+    # FedDR's warm-up round (every client) runs before Flower's round 1
+    "feddr-warmup": (lambda: make_algorithm("feddr", eta=2.0, alpha=1.5, client_lr=0.3,
+                                            local_steps=3), 1),
+    "ditto-fedmid": (lambda: ditto(make_algorithm("fedmid", client_lr=0.3, local_steps=3),
+                                   lam=0.1), 2),
+    "top_k-ef21": (lambda: rebuild_algorithm("fedmid", client_lr=0.3, local_steps=3,
+                                             compressor={"name": "top_k", "k": 2}, ef21=True),
+                   None),
+    "private-local": (lambda: private(make_algorithm("fedavg", client_lr=0.3, local_steps=3),
+                                      clip=0.5, noise_multiplier=0.8, local=True), 2),
+    "private-central": (lambda: private(make_algorithm("fedavg", client_lr=0.3,
+                                                       local_steps=3),
+                                        clip=0.5, noise_multiplier=0.8), 2),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WRAPPED))
+def test_wrapped_algorithms_give_the_simulators_iterates(case):
+    """Warm-up phases, personal models, compressed and private uploads."""
+    build, cpr = WRAPPED[case]
+    features, labels = client_arrays(1)
+    strategy, result, _ = strategy_run(build(), features, labels, L1(1e-3), cpr)
+    assert_same_iterates(strategy, result,
+                         simulator_run(build(), features, labels, L1(1e-3), cpr))
+
+
+def test_auto_step_resolves_on_every_clients_smoothness():
+    """The server prepares 'auto' from the L_i the nodes report: as the simulator does."""
+    features, labels = client_arrays(2)
+    algorithm = make_algorithm("fast_fedda", smoothness="auto", strong_convexity=0.05,
+                               local_steps=3)
+    strategy, result, _ = strategy_run(algorithm, features, labels, L1(1e-3), None)
+    problem = Problem(Logistic(l2=0.05), L1(1e-3), ClientData.from_lists(features, labels))
+    resolved = algorithm.prepare(setup_context(problem)).hyperparameters["smoothness"]
+    assert strategy.algorithm.hyperparameters["smoothness"] == resolved != "auto"
+    assert_same_iterates(strategy, result,
+                         simulator_run(algorithm, features, labels, L1(1e-3), None))
+
+
+def test_client_evaluation_gives_the_federated_objective():
+    features, labels = client_arrays(3)
+    algorithm = make_algorithm("fedmid", client_lr=0.3, local_steps=3)
+    _, result, _ = strategy_run(algorithm, features, labels, L1(1e-2), 2, evaluate_every=1)
+    run = simulator_run(algorithm, features, labels, L1(1e-2), 2)
+    assert sorted(result.evaluate_metrics_clientapp) == [1, 2, 3]
+    for row in run.history[1:]:
+        metrics = result.evaluate_metrics_clientapp[row["round"]]
+        assert metrics["objective"] == pytest.approx(row["objective"], rel=1e-12)
+        assert 0.0 <= metrics["accuracy"] <= 1.0
+
+
+def test_without_evaluate_every_no_evaluate_message_is_sent():
+    features, labels = client_arrays()
+    _, _, grid = strategy_run(make_algorithm("fedavg", client_lr=0.3), features, labels,
+                              L1(1e-3), None)
+    assert {m.metadata.message_type for m in grid.sent} == {MessageType.TRAIN}
+
+
+def test_a_user_handler_without_client_train_fails_discovery_naming_the_fix():
+    features, labels = client_arrays()
+
+    def fedavg_style_train(msg, context, x, y):  # reads Flower's "arrays" record
+        return Message(RecordDict({"arrays": msg.content["arrays"]}), reply_to=msg)
+
+    strategy = Strategy("fedavg", loss="logistic", num_clients=N_CLIENTS)
+    grid = UserGrid(features, labels, train=fedavg_style_train)
+    with pytest.raises(FlowerRunError, match=r"discovery.*client_train\(msg, context"):
+        strategy.start(grid, ArrayRecord([np.zeros(DIM)]), num_rounds=1)
+
+
+def test_two_nodes_with_one_partition_id_are_refused():
+    features, labels = client_arrays()
+    grid = UserGrid(features, labels, ids=[0, 1, 1, 2])
+    strategy = Strategy("fedavg", loss="logistic", num_clients=N_CLIENTS)
+    with pytest.raises(FlowerRunError, match="both client 1.*own partition-id"):
+        strategy.start(grid, ArrayRecord([np.zeros(DIM)]), num_rounds=1)
+
+
+def test_too_few_nodes_time_out_naming_the_count():
+    features, labels = client_arrays(n=3)
+    strategy = Strategy("fedavg", loss="logistic", num_clients=4, node_timeout=0.5)
+    with pytest.raises(FlowerRunError, match="for 4 SuperNodes .* but 3 connected"):
+        strategy.start(UserGrid(features, labels), ArrayRecord([np.zeros(DIM)]), num_rounds=1)
+
+
+def test_a_failing_node_names_its_client_and_round():
+    features, labels = client_arrays()
+    calls = {"n": 0}
+
+    def flaky(msg, context, x, y):
+        if msg.content.config_records["fedcomp"]["phase"] == "train":
+            calls["n"] += 1
+            if calls["n"] == 6:  # round 2, the second client
+                raise RuntimeError("disk full")
+        return client_train(msg, context, x, y)
+
+    strategy = Strategy("fedavg", loss="logistic", num_clients=N_CLIENTS)
+    grid = UserGrid(features, labels, train=flaky)
+    with pytest.raises(FlowerRunError, match=r"client 1 \(SuperNode 1001\) failed in round 2"
+                                             r".*disk full"):
+        strategy.start(grid, ArrayRecord([np.zeros(DIM)]), num_rounds=3)
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ({"algorithm": "async_feddr"}, "event clock"),
+    ({"algorithm": "dfedda"}, "gossip"),
+    ({"num_clients": 0}, "num_clients must be a positive integer"),
+    ({"clients_per_round": 5}, r"clients_per_round must be an integer in 1\.\.4"),
+    ({"batch_size": 0}, "batch_size must be a positive integer"),
+    ({"evaluate_every": -1}, "evaluate_every must be an integer >= 0"),
+    ({"loss": "hinge"}, "unknown loss 'hinge'"),
+    ({"regularizer": {"name": "l1", "strength": 1}}, "strength"),
+    ({"regularizer": object()}, "regularizer must be a registered name"),
+])
+def test_bad_arguments_are_refused_before_any_node_is_asked(arguments, message):
+    kwargs = {"algorithm": "fedavg", "loss": "logistic", "num_clients": N_CLIENTS, **arguments}
+    with pytest.raises(ValueError, match=message):
+        Strategy(kwargs.pop("algorithm"), **kwargs)
+
+
+def test_initial_arrays_must_be_one_floating_model():
+    features, labels = client_arrays()
+    strategy = Strategy("fedavg", loss="logistic", num_clients=N_CLIENTS)
+    with pytest.raises(ValueError, match="holds 2 arrays; a fedcomp model is one array"):
+        strategy.start(UserGrid(features, labels),
+                       ArrayRecord([np.zeros(DIM), np.zeros(1)]), num_rounds=1)
+
+
+def test_a_node_without_partition_id_names_the_node_config():
+    features, labels = client_arrays()
+    grid = UserGrid(features, labels)
+    for context in grid.contexts.values():
+        context.node_config.clear()
+    strategy = Strategy("fedavg", loss="logistic", num_clients=N_CLIENTS)
+    with pytest.raises(FlowerRunError, match="no partition-id in its node config"):
+        strategy.start(grid, ArrayRecord([np.zeros(DIM)]), num_rounds=1)
