@@ -168,6 +168,8 @@ GUARDED = {
     "flower/_codec.py": "fedcomp/flower/__init__.py requires flwr",
     "flower/_server.py": "fedcomp/flower/__init__.py requires flwr",
     "flower/_simulation.py": "fedcomp/flower/__init__.py requires flwr; ray checked first",
+    "flower/_strategy.py": "fedcomp/flower/__init__.py requires flwr",
+    "flower/_user_client.py": "fedcomp/flower/__init__.py requires flwr",
     "losses/_networks.py": "imported after TorchModel.__post_init__ / NETWORKS require torch",
     "losses/_block_forward.py": "runs on the network of a TorchModel",
     "losses/_torch.py": "methods of a TorchModel, whose __post_init__ requires torch",

@@ -8,6 +8,11 @@ SuperNodes started as separate processes, submitted with ``flwr run``.
 
 from __future__ import annotations
 
+import json
+import re
+import textwrap
+from pathlib import Path
+
 import numpy as np
 import pytest
 from _flower_cases import REGISTRY_OVERRIDES, SMOOTH_ONLY, sampled_or_all
@@ -289,3 +294,80 @@ def test_a_node_without_partition_id_names_the_node_config():
     strategy = Strategy("fedavg", loss="logistic", num_clients=N_CLIENTS)
     with pytest.raises(FlowerRunError, match="no partition-id in its node config"):
         strategy.start(grid, ArrayRecord([np.zeros(DIM)]), num_rounds=1)
+
+
+# --- a real deployment of a user's own app: SuperLink + SuperNodes as processes -----------------
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "flower.md"
+
+
+def docs_block(marker):
+    """The one ```python block of docs/flower.md containing ``marker``."""
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", DOCS.read_text(), re.S)
+              if marker in b]
+    assert len(blocks) == 1, marker
+    return blocks[0]
+
+
+def write_user_app(directory, model_path):
+    """The documentation's two apps, verbatim, as a Flower app directory."""
+    package = directory / "yourapp"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text('"""A Flower app of its own using fedcomp."""\n')
+    (package / "server_app.py").write_text(docs_block("Strategy(feddr("))
+    (package / "client_app.py").write_text(docs_block("client_train(msg, context"))
+    (directory / "pyproject.toml").write_text(textwrap.dedent(f"""\
+        [build-system]
+        requires = ["hatchling"]
+        build-backend = "hatchling.build"
+
+        [project]
+        name = "yourapp"
+        version = "1.0.0"
+        license = "MIT"
+        dependencies = ["fedcomp[flower]"]
+
+        [tool.hatch.build.targets.wheel]
+        packages = ["."]
+
+        [tool.flwr.app]
+        publisher = "someone"
+
+        [tool.flwr.app.components]
+        serverapp = "yourapp.server_app:app"
+        clientapp = "yourapp.client_app:app"
+
+        [tool.flwr.app.config]
+        model-path = {json.dumps(str(model_path))}
+        """))
+    return directory
+
+
+@pytest.mark.slow
+def test_the_documented_app_on_a_localhost_deployment_gives_the_simulators_iterates(tmp_path):
+    """docs/flower.md's ServerApp and ClientApp (each node's own data file) on a SuperLink
+    and three SuperNodes started as processes (TLS, SuperNode authentication), submitted
+    with ``flwr run``: FedDR's warm-up, 2 of 3 clients per round, minibatches, evaluation."""
+    from fedcomp._lifetime import alive
+    from fedcomp.flower._local import run_local_app
+
+    features, labels = client_arrays(4, n=3)
+    files = []
+    for k in range(3):
+        files.append(tmp_path / f"client{k}.npz")
+        np.savez(files[-1], x=features[k], y=labels[k])
+    app = write_user_app(tmp_path / "app", tmp_path / "model.npy")
+    lines = []
+    status = run_local_app(app, tmp_path / "out", nodes=3, timeout=500, echo=lines.append,
+                           node_config=lambda k: f'partition-id={k} data-file="{files[k]}"')
+    assert status["status"] == "ok", (status, lines[-40:])
+    assert [pid for pid in status["pids"] if alive(pid)] == []
+    assert any("objective" in line for line in lines)  # the evaluation rounds were logged
+
+    # the same run in the simulator: the documented algorithm, problem and settings
+    problem = Problem(Logistic(), L1(1e-3), ClientData.from_lists(features, labels))
+    algorithm = make_algorithm("feddr", eta=2.0, alpha=1.5, client_lr=0.3, local_steps=3)
+    run = simulate(algorithm, problem, rounds=3, clients_per_round=2, batch_size=10, seed=0,
+                   progress=False)
+    model = np.load(tmp_path / "model.npy")
+    assert np.abs(model).max() > 1e-3  # it trained
+    np.testing.assert_allclose(model, np.asarray(run.x), rtol=0, atol=1e-12)

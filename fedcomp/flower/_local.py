@@ -185,7 +185,7 @@ class ProcessGroup:
 
         A SuperNode with an authentication key keeps its node id, and the SuperLink refuses
         to activate it while it still counts the previous process as connected — until two
-        heartbeats are missed, about 60 s after a crash (Flower 1.41); the new process then
+        heartbeats are missed, about 60 s after a crash (Flower 1.41, 1.42); the new process then
         exits ("Failed to activate SuperNode"), at once or, on a loaded machine, seconds
         later. With ``retry_for > 0`` this watches it for ``retry_for`` s and starts it again
         whenever it has exited (until the group stops); the last process started is returned.
@@ -374,14 +374,71 @@ def run_local(config: dict[str, Any], out_dir: str | Path, *, nodes: int,
     """
     from ..experiments import validate
 
-    if not (isinstance(nodes, int) and nodes >= 1):
-        raise ValueError(f"--nodes must be a positive integer (got {nodes!r})")
-    echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
+    _check_nodes(nodes)
     cfg = validate(config)
+    out = Path(out_dir).resolve()
+
+    def node_config(k: int) -> str:
+        text = f"partition-id={k} num-partitions={nodes}"
+        if checkpoint_dir is not None:
+            text += f' checkpoint-dir="{Path(checkpoint_dir).resolve() / f"node{k}"}"'
+        return text
+
+    def app(work: Path) -> Path:
+        return write_app(cfg, work / "app", results_dir=out, num_nodes=nodes,
+                         node_timeout=node_timeout, round_timeout=round_timeout,
+                         rejoin_timeout=rejoin_timeout)
+
+    return run_local_app(app, out, nodes=nodes, node_config=node_config, timeout=timeout,
+                         insecure=insecure, echo=echo, on_start=on_start,
+                         status_file=out / STATUS_FILE)
+
+
+def run_local_app(app: str | Path | Callable[[Path], Path], out_dir: str | Path, *,
+                  nodes: int, node_config: Callable[[int], str] | None = None,
+                  timeout: float = 3600.0, insecure: bool = False,
+                  echo: Callable[[str], Any] | None = None,
+                  on_start: Callable[[ProcessGroup], Any] | None = None,
+                  status_file: Path | None = None) -> dict[str, Any]:
+    """Run any Flower app directory on a SuperLink and ``nodes`` SuperNodes on 127.0.0.1.
+
+    What :func:`run_local` does for fedcomp's own app, for a user's app (a directory with a
+    ``pyproject.toml`` naming its ServerApp and ClientApp): TLS, SuperNode authentication,
+    a private ``FLWR_HOME`` whose Flower configuration names the local SuperLink, every
+    process stopped at the end.
+
+    Parameters
+    ----------
+    app : path or callable
+        The app directory, or ``app(work)`` writing one into the run's temporary directory.
+    out_dir : path
+        The processes' logs go to ``out_dir/flower-logs``.
+    nodes : int
+        SuperNodes to start.
+    node_config : callable, optional
+        ``node_config(k)``: SuperNode ``k``'s ``--node-config`` (default
+        ``partition-id=k num-partitions=nodes``).
+    timeout : float
+        Seconds for the whole run before it is stopped.
+    insecure, echo, on_start
+        As :func:`run_local`.
+    status_file : path, optional
+        A file the ServerApp writes when it is done (fedcomp's app: ``flower_status.json``);
+        without one the run ends when ``flwr run`` does, ``"ok"`` when it exits with 0.
+
+    Returns
+    -------
+    dict
+        ``{"status": "ok" | "failed", ...}`` plus ``pids``.
+    """
+    _check_nodes(nodes)
+    echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
+    node_config = node_config or (lambda k: f"partition-id={k} num-partitions={nodes}")
     out = Path(out_dir).resolve()
     logs = out / "flower-logs"
     logs.mkdir(parents=True, exist_ok=True)
-    (out / STATUS_FILE).unlink(missing_ok=True)
+    if status_file is not None:
+        status_file.unlink(missing_ok=True)
     work = Path(tempfile.mkdtemp(prefix="fedcomp-flower-"))
     # should this process be killed outright (SIGKILL), the watchdog stops the deployment
     # and removes the temporary home; SIGTERM/SIGHUP are interrupts (fedcomp._lifetime)
@@ -392,9 +449,7 @@ def run_local(config: dict[str, Any], out_dir: str | Path, *, nodes: int,
         home = work / "flwr-home"
         home.mkdir()
         env = flower_env(home)
-        app = write_app(cfg, work / "app", results_dir=out, num_nodes=nodes,
-                        node_timeout=node_timeout, round_timeout=round_timeout,
-                        rejoin_timeout=rejoin_timeout)
+        app_dir = app(work) if callable(app) else Path(app).resolve()
         link_args, node_args, cli_config = ["--insecure"], [["--insecure"]] * nodes, \
             "insecure = true\n"
         if not insecure:
@@ -411,6 +466,7 @@ def run_local(config: dict[str, Any], out_dir: str | Path, *, nodes: int,
             _executable("flower-superlink"), *link_args, "--host", LOOPBACK,
             "--port", str(p), "--isolation", "subprocess",
             "--disable-runtime-dependency-installation"], env, link_log, "the SuperLink")
+        # Flower's central configuration ($FLWR_HOME/config.toml) names the connection
         (home / "config.toml").write_text(
             f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
             f'address = "{LOOPBACK}:{port}"\n{cli_config}')
@@ -419,12 +475,7 @@ def run_local(config: dict[str, Any], out_dir: str | Path, *, nodes: int,
         if not insecure:
             _register_nodes(creds, env, logs / "register.log")
         for k in range(nodes):
-            node_config = f"partition-id={k} num-partitions={nodes}"
-            if checkpoint_dir is not None:
-                node_dir = Path(checkpoint_dir).resolve() / f"node{k}"
-                node_config += f' checkpoint-dir="{node_dir}"'
-
-            def node_command(p: int, c: str = node_config, a: list[str] = node_args[k]
+            def node_command(p: int, c: str = node_config(k), a: list[str] = node_args[k]
                              ) -> list[str]:
                 return [_executable("flower-supernode"), *a, "--superlink",
                         f"{LOOPBACK}:{port}", "--host", LOOPBACK, "--port", str(p),
@@ -432,20 +483,24 @@ def run_local(config: dict[str, Any], out_dir: str | Path, *, nodes: int,
 
             proc, _ = _start_listening(group, f"supernode {k}", node_command, env,
                                        logs / f"supernode{k}.log", f"SuperNode {k}")
-            echo(f"fedcomp: SuperNode {k} ({node_config}, pid {proc.pid})")
+            echo(f"fedcomp: SuperNode {k} ({node_config(k)}, pid {proc.pid})")
         if on_start is not None:
             on_start(group)
         runner = group.start("flwr run", [
-            _executable("flwr"), "run", str(app), CONNECTION, "--stream"], env,
+            _executable("flwr"), "run", str(app_dir), CONNECTION, "--stream"], env,
             logs / "flwr-run.log")
-        status = _follow(runner, logs / "flwr-run.log", out / STATUS_FILE, group, timeout,
-                         echo)
+        status = _follow(runner, logs / "flwr-run.log", status_file, group, timeout, echo)
     finally:
         group.stop()
         shutil.rmtree(work, ignore_errors=True)
         watchdog.close()
     status["pids"] = group.pids
     return status
+
+
+def _check_nodes(nodes: Any) -> None:
+    if not (isinstance(nodes, int) and nodes >= 1):
+        raise ValueError(f"--nodes must be a positive integer (got {nodes!r})")
 
 
 def _register_nodes(creds: Credentials, env: dict[str, str], log: Path,
@@ -470,15 +525,23 @@ def _register_nodes(creds: Credentials, env: dict[str, str], log: Path,
                            f"its log ({log}):\n{_tail(log)}")
 
 
-def _follow(runner: subprocess.Popen[bytes], log: Path, status_file: Path,
+def _follow(runner: subprocess.Popen[bytes], log: Path, status_file: Path | None,
             group: ProcessGroup, timeout: float, echo: Callable[[str], Any]) -> dict[str, Any]:
-    """Stream ``log`` until the run's status file appears or the runner ends (bounded)."""
+    """Stream ``log`` until the run's status file appears or the runner ends (bounded);
+    without a status file, until the runner ends."""
     deadline = time.monotonic() + timeout
     position = 0
     ended_at: float | None = None
     while True:
         position = _echo_new(log, position, echo)
-        if status_file.exists():
+        if status_file is None and runner.poll() is not None:
+            _echo_new(log, position, echo)
+            if runner.returncode == 0:
+                return {"status": "ok"}
+            return {"status": "failed",
+                    "error": f"`flwr run` exited with code {runner.returncode}; see the logs "
+                             f"in {log.parent}"}
+        if status_file is not None and status_file.exists():
             try:
                 status = json.loads(status_file.read_text())
                 _echo_new(log, position, echo)

@@ -6,7 +6,7 @@ directory, mode 0700; private keys 0600) and removed with it. The CA signs one s
 certificate (``127.0.0.1`` / ``localhost``) that the SuperLink serves on its one HTTP
 port (Fleet, Control and Runtime APIs) and each SuperNode on its Runtime API; the
 ``flwr`` CLI and the SuperNodes trust that CA only. SuperNode keys are EC keys on a NIST
-curve in OpenSSH format, what Flower 1.41's ``--auth-supernode-private-key`` and
+curve in OpenSSH format, what Flower's (1.41, 1.42) ``--auth-supernode-private-key`` and
 ``flwr supernode register`` read; the SuperLink runs with ``--enable-supernode-auth``, so
 only the registered keys may join.
 """

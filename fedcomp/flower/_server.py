@@ -76,7 +76,7 @@ def exchange(grid: Grid, messages: list[Message], timeout: float,
 
     Replies are matched to their messages by id, not by sender: an error the SuperLink
     returns for a node (``Node Unavailable`` once its heartbeat lapsed) comes from the
-    SuperLink's own node id. ``Grid.send_and_receive`` of Flower 1.41's deployment grid
+    SuperLink's own node id. ``Grid.send_and_receive`` of Flower's deployment grid (1.41, 1.42)
     sleeps 3 s between pulls, which would add up to 3 s to every round; this polls every
     20 ms at first, backing off to 0.5 s, so a round costs what the nodes take.
     """
