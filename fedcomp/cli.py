@@ -47,13 +47,18 @@ def _load_config(spec: str | None, assignments: list[str] | None = None,
     return config
 
 
-def track_assignments(track: list[str] | None) -> list[str]:
-    """``--track tensorboard,mlflow`` as the ``--set`` assignments it stands for.
+def with_trackers(config: dict[str, Any], track: list[str] | None) -> dict[str, Any]:
+    """``config`` with the trackers of ``--track tensorboard,mlflow`` turned on; a tracker
+    the configuration's ``[tracking]`` table configures keeps its table (its MLflow store,
+    its TensorBoard directory).
 
     Examples
     --------
-    >>> track_assignments(["tensorboard,mlflow"])
-    ['tracking.tensorboard=true', 'tracking.mlflow=true']
+    >>> with_trackers({"name": "x"}, ["tensorboard,mlflow"])["tracking"]
+    {'tensorboard': True, 'mlflow': True}
+    >>> store = {"tracking": {"mlflow": {"uri": "sqlite:///runs.db"}}}
+    >>> with_trackers(store, ["mlflow"])["tracking"]
+    {'mlflow': {'uri': 'sqlite:///runs.db'}}
     """
     from .config import ConfigError
     from .metrics._tracking import TRACKERS
@@ -63,7 +68,13 @@ def track_assignments(track: list[str] | None) -> list[str]:
         if name not in TRACKERS:
             raise ConfigError(f"--track {name}: unknown tracker; valid: {sorted(TRACKERS)} "
                               "(comma-separated, e.g. --track tensorboard,mlflow)")
-    return [f"tracking.{name}=true" for name in names]
+    if not names:
+        return config
+    tracking = dict(config.get("tracking") or {})
+    for name in names:
+        if not tracking.get(name):  # absent or off: on; a table stays as written
+            tracking[name] = True
+    return {**config, "tracking": tracking}
 
 
 def default_jobs(n_tasks: int) -> int:
@@ -176,8 +187,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .config import parse_seeds, parse_sweep
     from .experiments import Experiment, run_experiment
 
-    config = _load_config(args.config, [*(args.set or []), *track_assignments(args.track)],
-                          reading=args.reading)
+    config = with_trackers(_load_config(args.config, args.set, reading=args.reading),
+                           args.track)
     seeds = parse_seeds(args.seeds) if args.seeds else None
     if args.config is None and seeds is None:
         seeds = DEFAULT_RUN_SEEDS
@@ -758,7 +769,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}{hint}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
-        print("\ninterrupted: rows evaluated so far are in results.csv", file=sys.stderr)
+        # cmd_run says where its rows are; any other command wrote none
+        print("\ninterrupted", file=sys.stderr)
         return exit_code(exc)
 
 

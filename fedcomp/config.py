@@ -94,6 +94,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -489,17 +490,35 @@ def reading_config(config: dict[str, Any], reading: str) -> dict[str, Any]:
     return out
 
 
+#: The most runs one experiment may plan (seeds × settings × gradient modes × algorithms):
+#: a typo such as ``--seeds 0:100000000`` fails in one line instead of filling the memory.
+MAX_PLANNED_RUNS = 100_000
+
+
+def check_planned(count: int, what: str) -> None:
+    """Raise a :class:`ConfigError` naming ``what`` when it plans more than
+    :data:`MAX_PLANNED_RUNS` runs."""
+    if count > MAX_PLANNED_RUNS:
+        raise ConfigError(f"{what} plans {count} runs, more than the {MAX_PLANNED_RUNS} one "
+                          "experiment may (fedcomp.config.MAX_PLANNED_RUNS); split it into "
+                          "smaller experiments, each with its own --out")
+
+
 def parse_seeds(text: str) -> list[int]:
     """``"0:3"`` → [0, 1, 2]; ``"4"`` → [4]; ``"1,5,7"`` → [1, 5, 7]."""
     try:
         if ":" in text:
             start, stop = text.split(":", 1)
-            seeds = list(range(int(start), int(stop)))
+            span = range(int(start), int(stop))
         else:
+            span = range(0)
             seeds = [int(s) for s in text.split(",") if s.strip()]
     except ValueError as exc:
         raise ConfigError(f"--seeds expects START:STOP, a number or a comma list (got {text!r})"
                           ) from exc
+    if ":" in text:
+        check_planned(len(span), f"--seeds {text}")  # before the list is made
+        seeds = list(span)
     if not seeds:
         raise ConfigError(f"--seeds {text!r} selects no seed")
     negative = [s for s in seeds if s < 0]
@@ -648,6 +667,8 @@ def expand_sweep(config: dict[str, Any], sweeps: list[tuple[str, list[str]]]
     keys = [key for key, _ in sweeps]
     if len(set(keys)) != len(keys):
         raise ConfigError(f"--sweep: a key is given twice in {keys}; list all its values once")
+    check_planned(math.prod(len(values) for _, values in sweeps),  # at least one run a point
+                  "--sweep " + " ".join(f"{k}=<{len(v)} values>" for k, v in sweeps))
     points = []
     for texts in itertools.product(*[values for _, values in sweeps]):
         cfg = config

@@ -24,11 +24,11 @@ from fedcomp import simulate
 from fedcomp.cli import main
 from fedcomp.data import ClientData
 from fedcomp.data._checks import whole_npy_file
-from fedcomp.experiments._ray_executor import ADDRESS_VARIABLE, cluster_address
 from fedcomp.runtime import ray_clients
-from fedcomp.runtime._ray_clients import ShardOnDisk, shard_bounds, shard_problem
+from fedcomp.runtime._ray_clients import ShardOnDisk, ray_address, shard_bounds, shard_problem
 from tests.test_contract import SYNCHRONOUS, contract_problem, supports_sampling
 
+ADDRESS_VARIABLE = "RAY_ADDRESS"
 SMALL = ["seed000", "--set", "rounds=3", "--set", "data.n_clients=4",
          "--set", "data.samples_per_client=40", "--quiet"]
 
@@ -91,10 +91,10 @@ def test_a_sweep_on_the_cluster_equals_a_local_sweep(cluster, tmp_path):
 
 def test_the_address_comes_from_the_flag_then_the_environment(monkeypatch):
     monkeypatch.setenv(ADDRESS_VARIABLE, "10.0.0.1:6379")
-    assert cluster_address("10.0.0.2:6379") == "10.0.0.2:6379"
-    assert cluster_address(None) == "10.0.0.1:6379"
+    assert ray_address("10.0.0.2:6379") == "10.0.0.2:6379"
+    assert ray_address(None) == "10.0.0.1:6379"
     monkeypatch.delenv(ADDRESS_VARIABLE)
-    assert cluster_address(None) == "local"  # a Ray instance on this machine
+    assert ray_address(None) == "local"  # a Ray instance on this machine
 
 
 @pytest.mark.parametrize("args, message", [

@@ -10,6 +10,7 @@ the runner adds to ``bits_up``.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import namedtuple
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -188,6 +189,8 @@ def compressed(algorithm: FederatedAlgorithm, compressor: Compressor, ef21: bool
         return algorithm.output(state.inner if ef21 else state)
 
     def prepare(setup: SetupContext) -> FederatedAlgorithm | None:
+        # a k larger than the model fails here, before round 0, not in round 1's upload
+        compressor.check_size(math.prod(setup.param_shape))
         prepared = algorithm.prepare(setup)
         return None if prepared is None else compressed(prepared, compressor, ef21)
 

@@ -14,24 +14,14 @@ would land on the workers' disks, not in the output directory.
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .._extras import require
+from ..runtime._ray_clients import ray_address
 from ._plan import Run
-
-#: The environment variable Ray reads a cluster's address from (``ray start`` prints it).
-ADDRESS_VARIABLE = "RAY_ADDRESS"
-
-
-def cluster_address(address: str | None) -> str:
-    """The cluster to join: the flag's ``address``, else ``$RAY_ADDRESS``; ``"local"``
-    starts a Ray instance on this machine (its cores are the cluster), never joining a
-    cluster left behind (:func:`fedcomp.runtime._ray_clients.ray_address`)."""
-    return address or os.environ.get(ADDRESS_VARIABLE) or "local"
 
 
 def check_ray_executor(tracking: dict[str, Any] | None) -> None:
@@ -82,7 +72,7 @@ def execute_on_ray(runs: list[Run], rows_file: Callable[[int], Path], columns: l
     """
     check_ray_executor(tracking)
     ray = require("ray", "fedcomp run --executor ray")
-    joined = cluster_address(address)
+    joined = ray_address(address)
     started_here = not ray.is_initialized()
     if started_here:
         ray.init(address=joined, include_dashboard=False, log_to_driver=False,

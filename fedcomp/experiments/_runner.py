@@ -119,9 +119,11 @@ def run_experiment(config: dict[str, Any] | Experiment, out_dir: str | Path, *,
     out = Path(out_dir)
     check_buildable(experiment)  # a bad value fails before anything is written
     if executor == "ray":
+        from ..runtime._ray_clients import check_ray_address
         from ._ray_executor import check_ray_executor
 
         check_ray_executor(experiment.config.get("tracking"))
+        check_ray_address(ray_address)
     before = set(out.iterdir()) if out.is_dir() else None
     with output_lock(out):
         meta: dict[str, Any] = {"config": to_jsonable(experiment.config),
@@ -133,7 +135,7 @@ def run_experiment(config: dict[str, Any] | Experiment, out_dir: str | Path, *,
             return _run(experiment, out, meta, finished, progress=progress, stream=stream,
                         clients=clients, jobs=jobs, executor=executor,
                         ray_address=ray_address)
-        except Exception:
+        except BaseException:  # Ctrl-C too: before any row there is nothing to resume
             if not resume and not (out / "runs.jsonl").exists() and not _has_rows(out):
                 _remove_new(out, before)  # failed before any row: leave no empty output
             raise
@@ -205,8 +207,14 @@ def check_buildable(experiment: Experiment) -> None:
     from ..metrics._tracking import check_trackers
     from ._build import build_components
 
-    check_trackers(experiment.config.get("tracking") or {})  # a missing extra: before any run
-    seen = set()
+    tracking = experiment.config.get("tracking") or {}
+    check_trackers(tracking)  # a missing extra: before any run
+    store = (tracking.get("mlflow") or {}).get("uri")
+    if store:  # a named MLflow store that cannot be written fails here, naming it
+        from ..metrics._tracking import mlflow_experiment
+
+        mlflow_experiment(store, tracking["mlflow"].get("experiment") or experiment.name)
+    seen, shapes = set(), set()
     for setting in experiment.settings:
         key = repr((setting.problem, setting.regularizer, setting.data.get("n_classes")))
         if key not in seen:
@@ -214,6 +222,22 @@ def check_buildable(experiment: Experiment) -> None:
             build_components(setting)
         for spec in setting.algorithms:
             spec.build()
+        compressed = [spec for spec in setting.algorithms if spec.compressor is not None]
+        data_key = repr((key, setting.data))
+        if compressed and data_key not in shapes:  # a compressor's k against the model's size
+            shapes.add(data_key)
+            _check_prepared(setting, compressed, experiment.seeds[0])
+
+
+def _check_prepared(setting: Any, specs: list[Any], seed: int) -> None:
+    """Prepare ``specs`` on the setting's problem (data of the first seed): what only the
+    model's shape decides (a compressor's ``k``) fails before the output directory exists."""
+    from ..algorithms._base import setup_context
+    from ._build import build_problem
+
+    problem = build_problem(setting, seed)
+    for spec in specs:
+        spec.build().prepare(setup_context(problem, spec.clients_per_round))
 
 
 def _run(experiment: Experiment, out: Path, meta: dict[str, Any],

@@ -25,6 +25,7 @@ from ..config import (
     VARIANT_KEYS,
     ConfigError,
     _batch_modes,
+    check_planned,
     expand_sweep,
     merge_variant,
     parse_value,
@@ -341,6 +342,8 @@ def resolve(config: dict[str, Any], *, seeds: list[int] | None = None,
     grid = [(values, validate(point)) for values, point in expand_sweep(base, sweep or [])]
     settings = tuple(_setting(setting, variant, values) for values, point in grid
                      for variant, setting in variant_settings(point))
+    check_planned(len(cfg["seeds"]) * sum(len(s.batch_modes) * len(s.algorithms)
+                                          for s in settings), f"{cfg['name']!r}")
     return Experiment(name=cfg["name"], description=cfg["description"], claim=cfg["claim"],
                       config=cfg, seeds=tuple(cfg["seeds"]),
                       sweep=tuple((k, tuple(vs)) for k, vs in sweep or []), settings=settings)

@@ -102,9 +102,15 @@ def mlflow_experiment(uri: str, name: str) -> str:
     (two of them creating the database or the experiment at once could collide).
     """
     mlflow = require("mlflow", "the mlflow tracker")
-    client = mlflow.MlflowClient(tracking_uri=uri)
-    found = client.get_experiment_by_name(name)
-    return str(found.experiment_id if found is not None else client.create_experiment(name))
+    try:
+        client = mlflow.MlflowClient(tracking_uri=uri)
+        found = client.get_experiment_by_name(name)
+        return str(found.experiment_id if found is not None else client.create_experiment(name))
+    except Exception as exc:  # MLflow raises its own types (MlflowException, SQLAlchemy's)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise OSError(f"the MLflow store {uri} cannot be used ({first}); give [tracking] "
+                      "mlflow a uri where this user can write (sqlite:///path/mlflow.db), or "
+                      "leave it out for OUT/mlflow.db") from exc
 
 
 class MLflowLogger:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -57,6 +58,35 @@ def ray_address(address: str | None) -> str:
     ('10.0.0.2:6379', True)
     """
     return address or os.environ.get("RAY_ADDRESS") or "local"
+
+
+#: Seconds to wait for a named Ray cluster's head to accept a connection.
+CONNECT_TIMEOUT = 5.0
+
+
+def check_ray_address(address: str | None, timeout: float = CONNECT_TIMEOUT) -> None:
+    """Refuse, in one line naming it, a cluster address with nothing behind it.
+
+    ``ray.init`` would retry for minutes, printing warnings that name another address; a
+    TCP connection to the head's ``host:port`` (``ray://host:port`` for Ray Client) tells
+    within ``timeout`` seconds. ``"local"`` and ``"auto"`` are left to Ray.
+    """
+    joined = ray_address(address)
+    if joined in ("local", "auto"):
+        return
+    host, _, port = joined.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"--ray-address {joined!r} is not HOST:PORT (or ray://HOST:PORT); "
+                         "pass the address 'ray start --head' prints")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as exc:
+        raise ValueError(f"no Ray cluster answers at {joined} ({exc.strerror or exc} within "
+                         f"{timeout:g} s); start one with 'ray start --head' and pass the "
+                         "address it prints, or leave --ray-address and $RAY_ADDRESS unset to "
+                         "run on a Ray instance on this machine") from None
+
 
 def shard_bounds(n_clients: int, shards: int) -> np.ndarray:
     """Start of each shard and the end, contiguous and as even as possible: ``(shards+1,)``.
@@ -197,6 +227,7 @@ class RayClients:
         self.counters = counters
         self.started_here = not ray.is_initialized()
         if self.started_here:
+            check_ray_address(address)
             ray.init(address=ray_address(address), include_dashboard=False,
                      log_to_driver=False, configure_logging=False)
         self.ray = ray

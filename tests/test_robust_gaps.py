@@ -1,0 +1,132 @@
+"""The last robustness gaps of the reliability battery: each probe as a test that fails on
+the code before its fix. A bad setting fails in one ``error:`` line before the output
+directory exists; nothing is planned, connected to or written that the user did not ask for.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.test_robust import TINY, one_error_line, run_cli, tiny
+
+#: TINY (breast cancer, 3 clients, FedMiD) with a compressor on its uploads
+COMPRESSED = TINY + 'compressor = {name = "%s", k = %d}\n'
+
+
+# --- medium 1: a late validation error left a directory that refused the rerun --------------
+@pytest.mark.parametrize("name, k", [("top_k", 1000000), ("rand_k", 50)])
+def test_a_compressor_larger_than_the_model_fails_before_the_output_exists(
+        tmp_path, capsys, name, k):
+    config = tiny(tmp_path, COMPRESSED % (name, k))
+    out = tmp_path / "out"
+    for _ in range(2):  # the same command again: the same error, not "already exists"
+        status, err = run_cli(capsys, "run", config, "--out", out, "--quiet")
+        line = one_error_line(err)
+        assert status == 2 and f"{name}: k={k} exceeds the size of a message row (d=30)" in line
+        assert not out.exists()
+    status, err = run_cli(capsys, "run", config, "--out", out, "--quiet", "--resume")
+    assert status == 2 and "exceeds the size" in one_error_line(err) and not out.exists()
+
+
+def test_the_compressed_wrapper_checks_k_when_prepared():
+    from fedcomp.algorithms import compressed, make_algorithm
+    from fedcomp.compressors import TopK
+    from fedcomp.toy import tiny_problem
+
+    problem = tiny_problem()
+    algorithm = compressed(make_algorithm("fedavg"), TopK(k=10**6))
+    from fedcomp.runtime import setup_context
+
+    with pytest.raises(ValueError, match=r"top_k: k=1000000 exceeds .* \(d=\d+\)"):
+        algorithm.prepare(setup_context(problem))
+
+
+# --- medium 2: --seeds 0:100000000 had no limit ----------------------------------------------
+def test_a_huge_seed_range_is_refused_at_once_naming_the_bound(tmp_path, capsys):
+    config = tiny(tmp_path)
+    tic = time.perf_counter()
+    status, err = run_cli(capsys, "run", config, "--seeds", "0:100000000", "--dry-run")
+    assert time.perf_counter() - tic < 5  # before: 5 GB of memory in 20 s
+    line = one_error_line(err)
+    assert status == 2 and "--seeds 0:100000000 plans 100000000 runs" in line
+    assert "MAX_PLANNED_RUNS" in line and "interrupted" not in err
+
+
+def test_planned_runs_over_the_bound_are_refused_in_the_python_api_too():
+    from fedcomp.config import MAX_PLANNED_RUNS, ConfigError, load
+    from fedcomp.experiments import resolve
+
+    config = load("seed000")  # several algorithms: seeds x algorithms crosses the bound
+    with pytest.raises(ConfigError, match=r"'seed000' plans \d+ runs, more than the 100000"):
+        resolve(config, seeds=list(range(MAX_PLANNED_RUNS)))
+    sweep = [("rounds", [str(r) for r in range(1, 401)]),
+             ("eval_every", [str(e) for e in range(1, 301)])]
+    with pytest.raises(ConfigError, match=r"--sweep rounds=<400 values> eval_every=<300 "
+                                          r"values> plans 120000 runs"):
+        resolve(config, sweep=sweep)
+
+
+def test_an_interrupt_outside_a_run_does_not_mention_results(monkeypatch, capsys):
+    from fedcomp import cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "cmd_show", interrupted)
+    status = cli.main(["show", "seed000"])
+    err = capsys.readouterr().err
+    assert status == 130 and "interrupted" in err and "results.csv" not in err
+
+
+# --- medium 3: a Ray address with nothing behind it hung ------------------------------------
+def test_a_ray_address_with_nothing_behind_fails_in_seconds_naming_it(tmp_path, capsys):
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = tiny(tmp_path)
+    out = tmp_path / "out"
+    tic = time.perf_counter()
+    status, err = run_cli(capsys, "run", config, "--out", out, "--executor", "ray",
+                          "--ray-address", f"127.0.0.1:{port}", "--quiet")
+    assert time.perf_counter() - tic < 30  # before: Ray's warnings for 120 s and more
+    line = one_error_line(err)
+    assert status == 2 and f"no Ray cluster answers at 127.0.0.1:{port}" in line
+    assert not out.exists()  # before: .lock, config.json, models/, parts/
+
+
+@pytest.mark.parametrize("address", ["nonsense", "host:port", ":6379"])
+def test_a_malformed_ray_address_is_named(address):
+    from fedcomp.runtime._ray_clients import check_ray_address
+
+    with pytest.raises(ValueError, match="is not HOST:PORT"):
+        check_ray_address(address)
+
+
+# --- medium 4: --track mlflow dropped the store a config names ------------------------------
+def test_track_keeps_the_mlflow_store_the_config_names(tmp_path, capsys):
+    pytest.importorskip("mlflow")
+    store = tmp_path / "named.db"
+    config = tiny(tmp_path, TINY + f'[tracking]\nmlflow = {{uri = "sqlite:///{store}"}}\n')
+    out = tmp_path / "out"
+    status, err = run_cli(capsys, "run", config, "--out", out, "--track", "mlflow", "--quiet")
+    assert status == 0, err
+    recorded = json.loads((out / "config.json").read_text())["config"]["tracking"]
+    assert recorded == {"mlflow": {"uri": f"sqlite:///{store}"}}
+    assert store.exists() and not (out / "mlflow.db").exists()
+
+
+def test_an_unwritable_mlflow_store_is_named_before_the_output_exists(tmp_path, capsys):
+    pytest.importorskip("mlflow")
+    (tmp_path / "a-file").write_text("")  # a store under a file: no user can create it
+    store = tmp_path / "a-file" / "runs.db"
+    config = tiny(tmp_path, TINY + f'[tracking]\nmlflow = {{uri = "sqlite:///{store}"}}\n')
+    out = tmp_path / "out"
+    status, err = run_cli(capsys, "run", config, "--out", out, "--track", "mlflow", "--quiet")
+    line = one_error_line(err)
+    assert status == 2 and f"the MLflow store sqlite:///{store} cannot be used" in line
+    assert not out.exists()
