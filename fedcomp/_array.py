@@ -9,8 +9,10 @@ client sampling) is plain NumPy and is converted with :func:`asarray_like`.
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import array_api_compat
@@ -324,3 +326,17 @@ def wait_for(like: Array, result: Any = None) -> None:
             torch.mps.synchronize()
     elif is_jax(like):
         sys.modules["jax"].block_until_ready(like if result is None else result)
+
+
+def quiet_overflow(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` without NumPy's own overflow/invalid warnings: a diverging model is the
+    runner's to report (``check_divergence`` names the round and what to change), and its
+    plot's to draw, not NumPy's raw line. A fresh ``np.errstate`` per call (one instance is
+    not re-entrant)."""
+
+    @functools.wraps(function)
+    def quiet(*args: Any, **kwargs: Any) -> Any:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return function(*args, **kwargs)
+
+    return quiet

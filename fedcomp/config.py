@@ -194,6 +194,10 @@ def load(spec: str | Path) -> dict[str, Any]:
                           "save the configuration as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{where}: invalid TOML: {exc}") from None
+    except RecursionError:  # tomllib parses nested arrays and tables recursively
+        raise ConfigError(f"{where}: arrays or tables nested too deeply for a configuration "
+                          "(Python's recursion limit); a configuration nests a few levels"
+                          ) from None
 
 
 def to_toml(config: dict[str, Any]) -> str:

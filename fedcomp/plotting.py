@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ._array import quiet_overflow
 from ._extras import require
 
 #: One color per method, fixed for every figure of every experiment (and the report). Each
@@ -333,6 +334,7 @@ def _is_one_result(item: Any) -> bool:
             or (isinstance(item, list) and bool(item) and isinstance(item[0], dict)))
 
 
+@quiet_overflow
 def plot_results(results: Any, out: str | Path, metric: str = "optimality",
                  x_axis: str = "round", title: str = "", fallback: bool = True) -> Path:
     """Plot ``metric`` against ``x_axis``, one panel per (variant, gradient mode).

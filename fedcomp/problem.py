@@ -234,6 +234,19 @@ class Problem:
                              f"shape {tuple(self.param_shape)} (param_shape)")
         return asarray_like(x, self.data.like)
 
+    def start_model(self, x0: Any = None) -> Array:
+        """A run's first model: :meth:`initial_model`, or ``x0`` checked (shape, and finite:
+        a NaN start would be reported as a divergence, with a step size to blame)."""
+        if x0 is None:
+            return self.initial_model()
+        x = self.as_model(x0)
+        bad = np.flatnonzero(~np.isfinite(to_numpy(x)).reshape(-1))
+        if bad.size:
+            raise ValueError(f"{self.name or 'problem'}: x0 has {bad.size} NaN or infinite "
+                             f"entries (the first at flat index {int(bad[0])}); give a finite "
+                             "starting model")
+        return x
+
     # --- global quantities ----------------------------------------------------------------
     def _replicate(self, x: Array) -> Array:
         xp = namespace(x)

@@ -130,3 +130,53 @@ def test_an_unwritable_mlflow_store_is_named_before_the_output_exists(tmp_path, 
     line = one_error_line(err)
     assert status == 2 and f"the MLflow store sqlite:///{store} cannot be used" in line
     assert not out.exists()
+
+
+# --- the low ones --------------------------------------------------------------------------
+def test_a_toml_nested_too_deeply_is_one_error_line(tmp_path, capsys):
+    deep = tmp_path / "deep.toml"
+    deep.write_text("a = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    status, err = run_cli(capsys, "run", deep, "--dry-run")
+    assert status == 2 and "nested too deeply" in one_error_line(err)  # before: RecursionError
+
+
+def test_a_nan_start_is_named_not_blamed_on_the_step():
+    import numpy as np
+
+    from fedcomp import simulate, za1
+    from fedcomp.toy import tiny_problem
+
+    problem = tiny_problem()
+    x0 = np.zeros(problem.param_shape)
+    x0[2] = np.nan
+    with pytest.raises(ValueError, match=r"x0 has 1 NaN or infinite entries \(the first at "
+                                         r"flat index 2\)"):
+        simulate(za1(), problem, rounds=2, x0=x0, progress=False)
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda: __import__("fedcomp").za1(client_lr=float("inf")),
+     "za1.client_lr must be a finite number"),
+    (lambda: __import__("fedcomp").fedmid(0.1, float("nan")),
+     r"local_steps must be an integer >= 1 \(got nan\)"),
+    (lambda: __import__("fedcomp").fedavg(float("nan")), "client_lr must be a positive number"),
+    (lambda: __import__("fedcomp.losses").losses.Logistic(l2=float("inf")),
+     "Logistic: l2 must be >= 0 and finite"),
+])
+def test_non_finite_numbers_are_refused_by_the_python_api(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()
+
+
+def test_an_unbounded_parameter_may_still_be_infinite():
+    from fedcomp import c_fedda
+
+    assert c_fedda(radius=float("inf")).hyperparameters["radius"] == float("inf")
+
+
+def test_a_diverging_run_prints_fedcomps_warning_not_numpys(tmp_path, capsys):
+    config = tiny(tmp_path, TINY + "")
+    status, err = run_cli(capsys, "run", config, "--out", tmp_path / "out", "--quiet",
+                          "--set", "problem.l2=1e300")
+    assert "in round" in err and "try a smaller step" in err
+    assert "RuntimeWarning" not in err and "overflow encountered" not in err

@@ -6,9 +6,12 @@ Every factory closes over its hyperparameters and returns a :class:`FederatedAlg
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
 from typing import Any
 
-from .._registry import AlgorithmEntry, HostValue, Registry
+from .._registry import AlgorithmEntry, HostValue, Registry, check_finite
 from ._base import ClientContext, EmptyState, FederatedAlgorithm, ServerContext
 from ._compressed import compressed
 from ._decentralized import DecentralizedAlgorithm, NodeContext
@@ -161,6 +164,32 @@ REGISTRY: Registry[AlgorithmEntry] = Registry("algorithm", [
                    "Decentralized FedMiD: local prox-SGD, gossip of primal models (baseline)",
                    execution="decentralized"),
 ])
+
+
+
+def _finite_arguments(entry: AlgorithmEntry) -> AlgorithmEntry:
+    """``entry`` whose factory refuses NaN and ±inf numbers (but its ``unbounded`` ones),
+    naming the parameter: what :meth:`Registry.make` checks for configurations, for the
+    Python API too (``za1(client_lr=inf)`` would run a round and fail on NaN)."""
+    factory = entry.factory
+
+    @functools.wraps(factory)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        arguments = inspect.signature(factory).bind_partial(*args, **kwargs).arguments
+        try:  # a factory's own check says more (FedDA-GT's p = inf: "2 ln d")
+            algorithm = factory(*args, **kwargs)
+        except (TypeError, ArithmeticError):  # int(nan), inf steps: name the number
+            check_finite(arguments, entry.name, entry.unbounded)
+            raise
+        check_finite(arguments, entry.name, entry.unbounded)
+        return algorithm
+
+    return dataclasses.replace(entry, factory=checked)
+
+
+REGISTRY = Registry("algorithm", [_finite_arguments(e) for e in REGISTRY.entries()])
+# the package's names are the checked factories (fedcomp.za1 is fedcomp.algorithms.za1)
+globals().update({e.factory.__name__: e.factory for e in REGISTRY.entries()})
 
 #: Star-topology algorithms (synchronous rounds and asynchronous), run by
 #: :func:`fedcomp.runtime.simulate` / :func:`fedcomp.runtime.simulate_async`.

@@ -24,6 +24,7 @@ a :class:`fedcomp.data.Batch` with a leading axis of the same B.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -50,11 +51,11 @@ class Loss(Protocol):
 
 
 def check_l2(l2: Any, owner: str, name: str = "l2") -> None:
-    """A penalty strength inside the smooth loss must be a number ``>= 0``, naming it."""
-    if not l2 >= 0:
+    """A penalty strength inside the smooth loss must be a finite number ``>= 0``, naming it."""
+    if not (l2 >= 0 and math.isfinite(l2)):
         what = "the ridge strength" if name == "l2" else "the strength of a penalty"
-        raise ValueError(f"{owner}: {name} must be >= 0 (got {name}={l2!r}); it is {what} "
-                         "inside the smooth loss")
+        raise ValueError(f"{owner}: {name} must be >= 0 and finite (got {name}={l2!r}); "
+                         f"it is {what} inside the smooth loss")
 
 
 def _shown(labels: np.ndarray, limit: int = 8) -> str:

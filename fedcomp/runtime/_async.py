@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._array import Array, wait_for
+from .._array import Array, quiet_overflow, wait_for
 from ..algorithms._base import FederatedAlgorithm, check_max_delay, setup_context
 from ..metrics import DEFAULT_METRICS
 from ..oracle import Counters
@@ -32,7 +32,12 @@ from ._clients import ClientSettings, LocalClients
 from ._clock import ComputeTimes
 from ._recording import Recorder
 from ._round import count_downloads, counted_prox, server_step
-from ._simulate import NonFiniteError, _check_run_args, _norm_limit, check_divergence
+from ._simulate import (
+    NonFiniteError,
+    _check_run_args,
+    _norm_limit,
+    check_divergence,
+)
 from ._stopping import RunView, StopRule
 
 
@@ -72,6 +77,7 @@ class AsyncRunResult(NamedTuple):
     n_rounds: int = -1
 
 
+@quiet_overflow
 def simulate_async(
     algorithm: FederatedAlgorithm,
     problem: Problem,
@@ -203,7 +209,7 @@ def simulate_async(
     clock = ComputeTimes.build(ComputeTimes() if compute_times is None else compute_times, n)
     algorithm = algorithm.prepare(setup_context(problem, 1)) or algorithm
     norm_limit = _norm_limit(max_norm)
-    x = problem.initial_model() if x0 is None else problem.as_model(x0)
+    x = problem.start_model(x0)
     server_state, client_states = algorithm.init(x, n)
     counters = Counters()
     recorder = Recorder(problem, server_steps, eval_every=eval_every, metrics=metrics,

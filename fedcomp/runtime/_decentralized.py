@@ -20,7 +20,15 @@ from typing import Any
 
 import numpy as np
 
-from .._array import Array, asarray_like, bit_width, namespace, to_numpy, wait_for
+from .._array import (
+    Array,
+    asarray_like,
+    bit_width,
+    namespace,
+    quiet_overflow,
+    to_numpy,
+    wait_for,
+)
 from ..algorithms._base import setup_context
 from ..algorithms._decentralized import DecentralizedAlgorithm, NodeContext
 from ..algorithms._mirror import check_sparsity, top_s
@@ -85,6 +93,7 @@ def _node_rows(problem: Problem, models: Array, metrics: Sequence[Any], referenc
     return row
 
 
+@quiet_overflow
 def simulate_decentralized(
     algorithm: DecentralizedAlgorithm,
     problem: Problem,
@@ -201,7 +210,7 @@ def simulate_decentralized(
     norm_limit = _norm_limit(max_norm)
     block_size = resolve_block_size(node_block, problem, batch_size)
     n = problem.n_clients
-    x = problem.initial_model() if x0 is None else problem.as_model(x0)
+    x = problem.start_model(x0)
     like = problem.data.like
     counters = Counters()
     regularizer = problem.regularizer

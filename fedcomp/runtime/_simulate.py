@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._array import Array, namespace, wait_for
+from .._array import Array, namespace, quiet_overflow, wait_for
 from .._random import sample_clients
 from ..algorithms._base import (
     FederatedAlgorithm,
@@ -185,6 +185,7 @@ def _norm_limit(max_norm: float | None) -> float:
     return float(max_norm)
 
 
+@quiet_overflow
 def simulate(
     algorithm: FederatedAlgorithm,
     problem: Problem,
@@ -340,7 +341,7 @@ def simulate(
     algorithm = algorithm.prepare(setup) or algorithm
     norm_limit = _norm_limit(max_norm)
     block_size = resolve_block_size(client_block, problem, batch_size)
-    x = problem.initial_model() if x0 is None else problem.as_model(x0)
+    x = problem.start_model(x0)
     server_state, client_states = algorithm.init(x, problem.n_clients)
     counters = Counters()
     recorder = Recorder(problem, rounds, eval_every=eval_every, metrics=metrics,
