@@ -18,6 +18,7 @@ from fedcomp.data import Batch, ClientData
 from fedcomp.losses import (
     DESCRIPTIONS,
     LOSSES,
+    HalfspaceViolation,
     LeastSquares,
     Logistic,
     Loss,
@@ -85,6 +86,8 @@ CASES = [
     Case("softmax", Softmax(l2=0.3), "classes", K),
     Case("trace_regression", TraceRegression(), "trace"),
     Case("trace_regression", TraceRegression(l2=0.3), "trace"),
+    Case("halfspace_violation", HalfspaceViolation(), "real"),
+    Case("halfspace_violation", HalfspaceViolation(l2=0.3), "real"),
 ]
 cases = pytest.mark.parametrize("case", CASES, ids=repr)
 
@@ -109,7 +112,7 @@ def test_cases_cover_the_registry():
 def test_make_loss_builds_and_names_the_fix():
     assert make_loss("softmax", l2=0.5) == Softmax(l2=0.5)
     assert make_loss("trace_regression") == TraceRegression()
-    valid = "valid: least_squares, logistic, softmax, torch_model, trace_reg"
+    valid = "valid: halfspace_violation, least_squares, logistic, softmax, torch_model, trace_reg"
     with pytest.raises(ValueError, match=valid):
         make_loss("hinge")
     with pytest.raises(ValueError, match="unknown parameter.*lam.*accepted: l2"):

@@ -48,6 +48,7 @@ from ._partition import (
     split_to_clients,
 )
 from ._personal_sparse import personal_sparse_regression, personal_sparse_truths
+from ._polyhedron import polyhedron_feasibility, polyhedron_point
 from ._real import (
     DATA_DIR_ENV,
     SOURCES,
@@ -110,6 +111,10 @@ DATASETS: Registry[DatasetEntry] = Registry("dataset", [
     DatasetEntry("personal_sparse_regression", personal_sparse_regression,
                  "least squares whose clients share a sparse support and add private ones "
                  "of their own (personalised composite FL)"),
+    DatasetEntry("polyhedron_feasibility", polyhedron_feasibility,
+                 "S-DANE Sec. 5: half-spaces a_j^T x <= b_j, a_j ~ U[-1,1]^d, all holding at a "
+                 "planted x* of norm radius with slacks U(0, slack); loss halfspace_violation",
+                 ground_truth=polyhedron_point),
     DatasetEntry("sparse_text", sparse_text_clients,
                  "bag-of-words documents shaped like rcv1 or news20 (sparse, Zipf word "
                  "frequencies, +-1 labels from a sparse w*), split by latent topic with "
@@ -176,6 +181,7 @@ __all__ = [
     "PARTITIONER_DESCRIPTIONS", "SAMPLERS", "Batch",
     "ClientData", "LiangSampler", "bao_lowrank_matrix", "bao_sparse_regression",
     "tong_sparse_regression", "personal_sparse_regression", "personal_sparse_truths",
+    "polyhedron_feasibility", "polyhedron_point",
     "liang_linear_models", "liang_logistic_models", "liang_sparse_linear",
     "liang_sparse_logistic", "lowrank_truth",
     "add_feature_noise", "flwr_partition", "partition_classes", "partition_contiguous",

@@ -14,7 +14,7 @@ from typing import Any
 from .._extras import require
 from .._registry import Entry, Registry
 from ._base import Loss
-from ._linear import LeastSquares, Logistic
+from ._linear import HalfspaceViolation, LeastSquares, Logistic
 from ._softmax import Softmax
 from ._torch import ParamEntry, ParamLayout, TorchModel
 from ._trace import TraceRegression
@@ -25,6 +25,9 @@ LOSSES: Registry[Entry] = Registry("loss", [
           "½ mean squared residual of a linear model, optional ridge l2"),
     Entry("logistic", Logistic, "binary logistic regression, labels ±1, optional ridge l2 and "
           "nonconvex penalty (nonconvex = α: α Σ x²/(1 + x²))"),
+    Entry("halfspace_violation", HalfspaceViolation,
+          "mean squared violation max(<a_j, x> - b_j, 0)^2 of half-spaces <a_j, x> <= b_j "
+          "(polyhedron feasibility, S-DANE's Sec. 5), b the targets, optional ridge l2"),
     Entry("softmax", Softmax, "multiclass logistic regression, (d, n_classes) model, class-id "
                               "labels, optional ridge l2"),
     Entry("trace_regression", TraceRegression, "least squares on matrix features "
@@ -66,7 +69,7 @@ def make_loss(name: str, **params: Any) -> Loss:
     >>> make_loss("hinge")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    fedcomp._registry.UnknownNameError: unknown loss 'hinge'; valid: least_squares, logistic, ...
+    fedcomp._registry.UnknownNameError: unknown loss 'hinge'; valid: halfspace_violation, ...
     """
     loss: Loss = LOSSES.make(name, **params)
     return loss
@@ -82,5 +85,5 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["DESCRIPTIONS", "LOSSES", "LeastSquares", "Logistic", "Loss", "ParamEntry",
-           "ParamLayout", "Softmax", "TorchModel", "TraceRegression", "make_loss"]
+__all__ = ["DESCRIPTIONS", "LOSSES", "HalfspaceViolation", "LeastSquares", "Logistic", "Loss",
+           "ParamEntry", "ParamLayout", "Softmax", "TorchModel", "TraceRegression", "make_loss"]

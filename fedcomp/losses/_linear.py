@@ -1,6 +1,7 @@
-"""Generalised linear losses on vector models: least squares and logistic regression.
+"""Generalised linear losses on vector models: least squares, logistic regression and the
+squared violation of half-spaces (polyhedron feasibility).
 
-Both optionally carry a ridge term ``(l2/2)‖x‖²`` *inside the smooth part* — that is how
+Each optionally carries a ridge term ``(l2/2)‖x‖²`` *inside the smooth part* — that is how
 seed 000 (Zhang, Hu, Johansson 2024, eq. 6) makes each ``f_i`` strongly convex, while the
 ℓ1 term is the regularizer ``g``.
 """
@@ -71,8 +72,24 @@ def _gram_max_eig(batch: Batch) -> Array:
     return xp.linalg.eigvalsh(gram)[..., -1]
 
 
+class _VectorModel:
+    """What the losses of a linear model on vector features share: the model has the
+    features' shape, and the loss computes on sparse features (its products are
+    :func:`_margins` and :func:`_back`)."""
+
+    takes_sparse = True
+
+    @property
+    def param_ndim(self) -> int:
+        return 1
+
+    def param_shape(self, feature_shape: tuple[int, ...], n_classes: int | None = None
+                    ) -> tuple[int, ...]:
+        return feature_shape
+
+
 @dataclass(frozen=True)
-class LeastSquares:
+class LeastSquares(_VectorModel):
     """``f_i(x) = ½ Σ_j w_ij (a_ijᵀx − y_ij)² + (l2/2)‖x‖²`` (½ mean squared residual).
 
     Parameters
@@ -92,19 +109,8 @@ class LeastSquares:
 
     l2: float = 0.0
 
-    #: Computes on sparse features (its products are :func:`_margins` and :func:`_back`).
-    takes_sparse = True
-
     def __post_init__(self) -> None:
         check_l2(self.l2, "LeastSquares")
-
-    @property
-    def param_ndim(self) -> int:
-        return 1
-
-    def param_shape(self, feature_shape: tuple[int, ...], n_classes: int | None = None
-                    ) -> tuple[int, ...]:
-        return feature_shape
 
     def value(self, x: Array, batch: Batch) -> Array:
         xp = namespace(x)
@@ -128,7 +134,7 @@ class LeastSquares:
 
 
 @dataclass(frozen=True)
-class Logistic:
+class Logistic(_VectorModel):
     """``f_i(x) = Σ_j w_ij log(1 + exp(−y_ij a_ijᵀx)) + (l2/2)‖x‖² + nonconvex·Σ_k x_k²/(1 + x_k²)``
     with labels ``y ∈ {−1, +1}``.
 
@@ -160,8 +166,6 @@ class Logistic:
     l2: float = 0.0
     nonconvex: float = 0.0
 
-    takes_sparse = True
-
     def __post_init__(self) -> None:
         check_l2(self.l2, "Logistic")
         check_l2(self.nonconvex, "Logistic", name="nonconvex")
@@ -179,14 +183,6 @@ class Logistic:
 
     def check_targets(self, targets: np.ndarray, n_classes: int | None = None) -> None:
         check_signed_labels("Logistic", targets)
-
-    @property
-    def param_ndim(self) -> int:
-        return 1
-
-    def param_shape(self, feature_shape: tuple[int, ...], n_classes: int | None = None
-                    ) -> tuple[int, ...]:
-        return feature_shape
 
     def value(self, x: Array, batch: Batch) -> Array:
         xp = namespace(x)
@@ -230,4 +226,69 @@ class Logistic:
         return hess
 
 
-__all__ = ["LeastSquares", "Logistic"]
+@dataclass(frozen=True)
+class HalfspaceViolation(_VectorModel):
+    """``f_i(x) = Σ_j w_ij max(a_ijᵀx − b_ij, 0)² + (l2/2)‖x‖²``: the mean squared violation
+    of the half-spaces ``a_ijᵀx ≤ b_ij``, zero exactly on their intersection.
+
+    The loss of polyhedron feasibility (Jiang, Rodomanov, Stich, NeurIPS 2024, Section 5;
+    ``polyhedron_loss`` of their code ``mlolab/S-DANE``, ``src/metrics.py``): the targets
+    are the right-hand sides ``b``. It has no ``½``, as the code's has none, so that
+    their step sizes carry over.
+
+    Parameters
+    ----------
+    l2 : float, default 0.0
+        Ridge strength inside the smooth part.
+
+    Notes
+    -----
+    Gradient ``2 Σ_j w_j max(r_j, 0) a_j + l2·x`` with ``r_j = a_jᵀx − b_j``; it is
+    Lipschitz with constant at most ``2 λ_max(Σ_j w_j a_j a_jᵀ) + l2`` (every half-space
+    violated), the smoothness returned. Convex and piecewise quadratic: ``hessian`` is the
+    Hessian of the piece ``x`` lies in (the violated half-spaces' rows).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fedcomp.data import Batch
+    >>> a = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> b = Batch(a, np.array([[1.0, -1.0]]), np.array([[0.5, 0.5]]))
+    >>> HalfspaceViolation().value(np.zeros((1, 2)), b)  # only x₂ ≤ −1 is violated, by 1
+    array([0.5])
+    >>> HalfspaceViolation().grad(np.zeros((1, 2)), b)
+    array([[0., 1.]])
+    """
+
+    l2: float = 0.0
+
+    def __post_init__(self) -> None:
+        check_l2(self.l2, "HalfspaceViolation")
+
+    def _violations(self, x: Array, batch: Batch) -> Array:
+        r = _margins(x, batch.features) - batch.targets
+        return namespace(r).where(r > 0, r, 0.0 * r)
+
+    def value(self, x: Array, batch: Batch) -> Array:
+        xp = namespace(x)
+        v = self._violations(x, batch)
+        return xp.sum(batch.weights * v * v, axis=1) + 0.5 * self.l2 * xp.sum(x * x, axis=1)
+
+    def grad(self, x: Array, batch: Batch) -> Array:
+        g = _back(batch.features, 2.0 * batch.weights * self._violations(x, batch))
+        return g + self.l2 * x if self.l2 else g
+
+    def smoothness(self, batch: Batch) -> Array:
+        return 2.0 * _gram_max_eig(batch) + self.l2
+
+    quadratic = False
+
+    def hessian(self, x: Array, batch: Batch) -> Array:
+        """``2 Σ_{j: r_j > 0} w_j a_j a_jᵀ + l2·I`` for each client, shape ``(B, d, d)``."""
+        r = _margins(x, batch.features) - batch.targets
+        xp = namespace(r)
+        active = xp.where(r > 0, 2.0 * batch.weights, 0.0 * r)
+        return _add_ridge(_weighted_gram(batch.features, active), self.l2)
+
+
+__all__ = ["HalfspaceViolation", "LeastSquares", "Logistic"]
