@@ -378,9 +378,9 @@ def cmd_data_download(args: argparse.Namespace) -> int:
     directory = Path(args.data_dir) if args.data_dir else data_dir()
     try:
         path = fetch(args.name, directory, url=args.url, timeout=args.timeout)
-    except ConnectionError as exc:
+    except ConnectionError as exc:  # exit 2 like every other failure (the help says so)
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return 2
     print(f"{args.name}: ready in {path}")
     return 0
 
@@ -409,7 +409,10 @@ def _add_data(sub: Any) -> None:
     download = dsub.add_parser("download", help="fetch a data set from its official source",
                                description="Download the files of a data set, verify their "
                                            "SHA-256 and put them in the data directory, where "
-                                           "the loaders look for them.")
+                                           "the loaders look for them.",
+                               epilog="Any failure (an unknown name, no network, a wrong "
+                                      "checksum, an unwritable directory) prints one 'error: "
+                                      "...' line and exits 2.")
     download.add_argument("name", help="the data set (see 'fedcomp data list')")
     data_dir_option(download)
     download.add_argument("--url", metavar="URL", help="download from this address (a mirror; "

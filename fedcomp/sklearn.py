@@ -144,6 +144,15 @@ def client_data(X: np.ndarray, y: np.ndarray, clients: Any, n_clients: int,
         if clients.shape != (n,):
             raise ValueError(f"clients must hold one client id per sample: shape ({n},), got "
                              f"{clients.shape}")
+        if clients.dtype.kind in "fc":  # NaN ids are all distinct: each its own client
+            bad = np.flatnonzero(~np.isfinite(clients))
+            if bad.size:
+                raise ValueError(f"clients holds {bad.size} NaN or infinite ids (the first "
+                                 f"for sample {int(bad[0])}); give every sample a client id")
+        elif clients.dtype == object and any(c is None for c in clients.tolist()):
+            first = next(i for i, c in enumerate(clients.tolist()) if c is None)
+            raise ValueError(f"clients holds None ids (the first for sample {first}); give "
+                             "every sample a client id")
         ids, owner = np.unique(clients, return_inverse=True)
     weights = None if sample_weight is None else [
         sample_weight[owner == i] for i in range(len(ids))]

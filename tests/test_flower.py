@@ -403,6 +403,24 @@ def test_a_silent_node_fails_the_run_naming_it_and_keeps_complete_rows(task_iden
     assert status["status"] == "failed" and "SuperNode 1001" in status["error"]
 
 
+def test_a_stopped_run_says_it_was_stopped_not_0(task_identity, no_plots, tmp_path):
+    """``flwr stop`` ends the ServerApp with SystemExit(0): the status said "failed: 0"."""
+    cfg = small_config("za1", n_clients=2, rounds=3, client_lr=0.5, local_steps=2)
+
+    class StoppedGrid(InProcessGrid):
+        def push_messages(self, messages):
+            if any(m.metadata.message_type == MessageType.TRAIN for m in messages):
+                raise SystemExit(0)  # what Flower's runtime does to a stopped ServerApp
+            return super().push_messages(messages)
+
+    with pytest.raises(SystemExit):
+        run_server(StoppedGrid(2), cfg, tmp_path, num_nodes=2, node_timeout=5,
+                   round_timeout=1, log=lambda line: None)
+    status = json.loads((tmp_path / "flower_status.json").read_text())
+    assert status["status"] == "failed" and status["error"].startswith(
+        "the run was stopped before it finished (flwr stop")
+
+
 @pytest.mark.parametrize("algorithm, params, cpr, after_restart", [
     ("za1", {"client_lr": 0.5, "local_steps": 2}, None, 3),  # rounds 3-5 on the new node
     # the node sat out rounds before it died: its last checkpoint is older than the round

@@ -547,7 +547,7 @@ def test_unreachable_source_says_where_to_put_the_files(tmp_path, monkeypatch, c
     url = closed_port_url()
     monkeypatch.setitem(SOURCES, "mnist", dict(SOURCES["mnist"], mirrors=(url,)))
     target = tmp_path / "data"
-    assert main(["data", "download", "mnist", "--data-dir", str(target), "--timeout", "5"]) == 1
+    assert main(["data", "download", "mnist", "--data-dir", str(target), "--timeout", "5"]) == 2
     err = capsys.readouterr().err
     for needle in (f"{url}train-images-idx3-ubyte.gz", str(target / "mnist"),
                    "$FEDCOMP_DATA_DIR", "--data-dir", "t10k-labels-idx1-ubyte.gz"):

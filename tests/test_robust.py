@@ -490,7 +490,7 @@ def test_download_timeout_bounds_the_whole_download(trickling_server, tmp_path, 
     tic = time.monotonic()
     status, err = run_cli(capsys, "data", "download", "a9a", "--data-dir", tmp_path,
                           "--url", f"{trickling_server}/a9a", "--timeout", "1")
-    assert status == 1 and "took longer than timeout=1 s" in one_error_line(err)
+    assert status == 2 and "took longer than timeout=1 s" in one_error_line(err)
     assert time.monotonic() - tic < 5
 
 

@@ -180,3 +180,40 @@ def test_a_diverging_run_prints_fedcomps_warning_not_numpys(tmp_path, capsys):
                           "--set", "problem.l2=1e300")
     assert "in round" in err and "try a smaller step" in err
     assert "RuntimeWarning" not in err and "overflow encountered" not in err
+
+
+def test_nan_client_ids_are_refused_by_the_estimators():
+    import numpy as np
+
+    from fedcomp.sklearn import FederatedLinearRegression
+
+    X = np.random.default_rng(0).normal(size=(10, 3))
+    clients = np.array([0, 0, 1, 1, 2, 2, np.nan, np.nan, 1, 0])
+    with pytest.raises(ValueError, match=r"clients holds 2 NaN or infinite ids \(the first "
+                                         r"for sample 6\)"):
+        FederatedLinearRegression().fit(X, X.sum(axis=1), clients=clients)
+
+
+def test_a_file_that_is_not_libsvm_is_not_echoed(tmp_path):
+    from fedcomp.data import load_libsvm
+
+    secret = tmp_path / "notes.txt"
+    secret.write_text("password hunter2\nmore\n")
+    with pytest.raises(ValueError) as info:
+        load_libsvm(secret)
+    assert "line 1: not LIBSVM format" in str(info.value) and "the label" in str(info.value)
+    assert "password" not in str(info.value) and "hunter2" not in str(info.value)
+    bad = tmp_path / "bad.svm"
+    bad.write_text("+1 1:0.5 secret 3:2\n")
+    with pytest.raises(ValueError, match="token 3 is not index:value") as info:
+        load_libsvm(bad)
+    assert "secret" not in str(info.value)
+
+
+def test_an_empty_libsvm_file_is_named(tmp_path):
+    from fedcomp.data import libsvm_file
+
+    empty = tmp_path / "empty.svm"
+    empty.write_text("# only a comment\n")
+    with pytest.raises(ValueError, match=f"{empty}: no samples"):
+        libsvm_file(str(empty), n_clients=2)

@@ -145,6 +145,16 @@ def _read_with_scikit_learn(path: str | Path, n_features: int | None, zero_based
     return matrix.toarray(), np.asarray(labels, dtype=np.float64)
 
 
+def _is_pair(pair: list[str]) -> bool:
+    """Whether ``index:value`` split at its colon reads as an integer and a number."""
+    try:
+        index, value = pair
+        int(index), float(value)
+    except ValueError:
+        return False
+    return True
+
+
 def load_libsvm(path: str | Path, n_features: int | None = None, zero_based: Any = "auto",
                 dtype: Any = np.float64, sparse: bool = False) -> tuple[Any, np.ndarray]:
     """Read a LIBSVM/SVMlight text file into dense arrays, or a sparse matrix.
@@ -188,7 +198,7 @@ def load_libsvm(path: str | Path, n_features: int | None = None, zero_based: Any
     >>> os.remove(f.name)
     """
     fast = _read_with_scikit_learn(path, n_features, zero_based, dtype, sparse)
-    if fast is not None:
+    if fast is not None and len(fast[1]):
         return fast
     labels: list[float] = []
     rows: list[np.ndarray] = []
@@ -205,14 +215,20 @@ def load_libsvm(path: str | Path, n_features: int | None = None, zero_based: Any
         if not line:
             continue
         tokens = line.split()
+        # the message says where, never what: the file may not be a LIBSVM file at all
+        where = f"{path}, line {number}: not LIBSVM format ('label index:value ...'): "
         try:
             labels.append(float(tokens[0]))
-            pairs = [t.split(":", 1) for t in tokens[1:] if not t.startswith("qid:")]
+        except ValueError:
+            raise ValueError(where + "its first token is not a number (the label)") from None
+        pairs = [t.split(":", 1) for t in tokens[1:] if not t.startswith("qid:")]
+        try:
             idx = np.array([int(i) for i, _ in pairs], dtype=np.int64)
             val = np.array([float(v) for _, v in pairs], dtype=np.float64)
-        except ValueError as exc:
-            raise ValueError(f"{path}, line {number}: not LIBSVM format "
-                             f"('label index:value ...'): {exc}") from exc
+        except ValueError:
+            bad = next(k for k, pair in enumerate(pairs, start=2) if not _is_pair(pair))
+            raise ValueError(where + f"token {bad} is not index:value (an integer index, a "
+                             "number)") from None
         if not (math.isfinite(labels[-1]) and np.isfinite(val).all()):
             what = (f"label {labels[-1]}" if not math.isfinite(labels[-1]) else
                     f"feature {idx[~np.isfinite(val)][0]} = {val[~np.isfinite(val)][0]}")
@@ -223,6 +239,9 @@ def load_libsvm(path: str | Path, n_features: int | None = None, zero_based: Any
         rows.append(np.full(len(idx), len(labels) - 1))
         cols.append(idx)
         vals.append(val)
+    if not labels:
+        raise ValueError(f"{path}: no samples (the file is empty or holds only comments); "
+                         "give a LIBSVM file, one 'label index:value ...' line per sample")
     col = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
     base = 0 if (zero_based is True or (zero_based == "auto" and (col == 0).any())) else 1
     col = col - base

@@ -399,11 +399,28 @@ def run_server(grid: Grid, config: dict[str, Any], out_dir: str | Path | None = 
         summary = run_experiment(experiment, out, progress=False, stream=sys.stdout,
                                  clients=clients)
     except BaseException as exc:
-        status.write_text(json.dumps({"status": "failed", "error": str(exc),
+        status.write_text(json.dumps({"status": "failed", "error": failure_text(exc),
                                       "type": type(exc).__name__}) + "\n")
         raise
     status.write_text(json.dumps({"status": "ok", "out_dir": str(out)}) + "\n")
     return summary
+
+
+def failure_text(exc: BaseException) -> str:
+    """What ``flower_status.json`` says of a failed run: the error's own message, or for a
+    run that was stopped (``flwr stop`` ends the ServerApp with ``SystemExit(0)``, whose
+    text is "0") what happened.
+
+    Examples
+    --------
+    >>> failure_text(SystemExit(0))
+    'the run was stopped before it finished (flwr stop, or a signal to the ServerApp)'
+    >>> failure_text(FlowerRunError("SuperNode 7 did not reply"))
+    'SuperNode 7 did not reply'
+    """
+    if isinstance(exc, SystemExit | KeyboardInterrupt):
+        return "the run was stopped before it finished (flwr stop, or a signal to the ServerApp)"
+    return str(exc) or type(exc).__name__
 
 
 def _check_star_topology(experiment: Any) -> None:
