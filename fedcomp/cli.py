@@ -186,6 +186,7 @@ def dry_run(resolved: Any, out: Path) -> str:
 def cmd_run(args: argparse.Namespace) -> int:
     from .config import parse_seeds, parse_sweep
     from .experiments import Experiment, run_experiment
+    from .experiments._ray_executor import ClusterLostError
 
     config = with_trackers(_load_config(args.config, args.set, reading=args.reading),
                            args.track)
@@ -236,6 +237,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"\ninterrupted: finished runs are kept in {out}/ (results.csv, runs.jsonl); "
               f"resume with\n  {resume_command(argv, out)}", file=sys.stderr)
         return exit_code(exc)
+    except ClusterLostError as exc:
+        argv = args.argv if args.argv is not None else sys.argv[1:]
+        print(f"error: {exc}; finished runs are kept in {out}/ (results.csv, runs.jsonl): "
+              f"restart the cluster and resume with: {resume_command(argv, out)}",
+              file=sys.stderr)
+        return 1
     print(f"results written to {out}/ (results.csv, config.json, models/, summary.md"
           f"{', plot.png' if (out / 'plot.png').exists() else ''})", file=sys.stderr)
     print(f"next: fedcomp plot {out} (the curves); fedcomp.load_results({str(out)!r}) in "

@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -357,3 +358,32 @@ def test_the_blocked_finiteness_check_finds_the_first_bad_value(tmp_path, monkey
     monkeypatch.setattr(module, "FINITE_CHECK_BYTES", 3 * values[:1].nbytes)
     assert module.first_non_finite(values) == (5, 3, 0)
     assert module.first_non_finite(values[:5]) is None
+
+
+@pytest.mark.slow
+def test_a_cluster_that_dies_mid_run_ends_with_one_line_and_the_resume_command(tmp_path):
+    """Before: exit 1 with Ray's traceback and log lines, no word of what was kept."""
+    cluster_utils = pytest.importorskip("ray.cluster_utils")
+    doomed = cluster_utils.Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 1, "include_dashboard": False})
+    address = doomed.address  # None once it is shut down
+    out = tmp_path / "ray"
+    env = {k: v for k, v in os.environ.items() if k != ADDRESS_VARIABLE}
+    run = subprocess.Popen([sys.executable, "-m", "fedcomp", "run", *SMALL, "--set",
+                            "rounds=400", "--seeds", "0:3", "--executor", "ray",
+                            "--ray-address", address, "--out", str(out)],
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not (out / "runs.jsonl").exists() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert (out / "runs.jsonl").exists(), "no run finished on the cluster"
+    finally:
+        doomed.shutdown()
+    _, err = run.communicate(timeout=240)
+    assert run.returncode == 1, err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in err, err
+    assert f"the Ray cluster at {address} failed during the runs" in errors[0]
+    assert "--resume" in errors[0] and "finished runs are kept" in errors[0]
+    assert (out / "runs.jsonl").read_text().strip()  # what finished is recorded

@@ -15,6 +15,7 @@ would land on the workers' disks, not in the output directory.
 from __future__ import annotations
 
 import tempfile
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,10 @@ from typing import Any
 from .._extras import require
 from ..runtime._ray_clients import ray_address
 from ._plan import Run
+
+
+class ClusterLostError(RuntimeError):
+    """The Ray cluster failed under a run (a node or the head died); finished runs are kept."""
 
 
 def check_ray_executor(tracking: dict[str, Any] | None) -> None:
@@ -75,8 +80,10 @@ def execute_on_ray(runs: list[Run], rows_file: Callable[[int], Path], columns: l
     joined = ray_address(address)
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(address=joined, include_dashboard=False, log_to_driver=False,
-                 configure_logging=False)
+        with warnings.catch_warnings():  # Ray's advice on its future defaults, not the user's
+            warnings.simplefilter("ignore", FutureWarning)
+            ray.init(address=joined, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
     task = ray.remote(num_cpus=1)(run_remotely)
     pending = {task.remote(execute, run, columns): index for index, run in enumerate(runs)}
     try:
@@ -87,6 +94,10 @@ def execute_on_ray(runs: list[Run], rows_file: Callable[[int], Path], columns: l
                 text, row = ray.get(done[0])
             except ray.exceptions.RayTaskError as exc:  # the run's own error, as locally
                 raise (exc.cause if isinstance(exc.cause, BaseException) else exc) from None
+            except ray.exceptions.RayError as exc:  # the cluster's: a raylet, a node, the head
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                raise ClusterLostError(f"the Ray cluster at {joined} failed during the runs "
+                                       f"({type(exc).__name__}: {first})") from exc
             rows_file(index).parent.mkdir(parents=True, exist_ok=True)
             rows_file(index).write_text(text)
             on_finished(index, row)
