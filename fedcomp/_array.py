@@ -256,13 +256,6 @@ def _scaled_norm(x: Array, axes: tuple[int, ...], finfo: Any) -> Array:
     return scale * xp.sqrt(xp.sum(scaled, axis=axes))
 
 
-def model_sum(x: Array, param_ndim: int) -> Array:
-    """Sum over the model axes of each model in a block."""
-    xp = namespace(x)
-    axes = tuple(range(x.ndim - param_ndim, x.ndim))
-    return xp.sum(x, axis=axes)
-
-
 def take_rows(x: Array, index: np.ndarray) -> Array:
     """Rows ``index`` of ``x`` along the client axis (portable gather)."""
     xp = namespace(x)

@@ -134,3 +134,58 @@ def test_the_verdict_rules_read_results_not_runs():
     forbidden = {"fedcomp.experiments._plan", "fedcomp.experiments._execute",
                  "fedcomp.experiments._results", "fedcomp.experiments._runner"}
     assert {m: graph[m] & forbidden for m in rules if graph[m] & forbidden} == {}
+
+
+# --- no dead code ------------------------------------------------------------------------------
+ROOT = PACKAGE.parent
+#: Where a definition of the package may be used: the package, its tests, benchmarks,
+#: scripts and documentation (a reference objective the tests check against is used).
+USERS = [PACKAGE, ROOT / "tests", ROOT / "benchmarks", ROOT / "scripts"]
+
+
+def _identifiers(path: Path) -> set[str]:
+    """Every name a module mentions: names, attributes, imported names, and string
+    constants that look like identifiers (``getattr``, ``__all__``, registry entries)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+        elif isinstance(node, ast.alias):
+            found.update({node.name.rpartition(".")[2], node.asname or ""})
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found.update(w for w in node.value.replace(".", " ").split() if w.isidentifier())
+    return found
+
+
+def unused_definitions(package: Path, users: list[Path]) -> list[str]:
+    """Top-level functions and classes of ``package`` that no module of ``users`` (their
+    own module beyond the definition included) and no documentation page mentions."""
+    defined: dict[str, list[str]] = {}
+    for path in package.rglob("*.py"):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) \
+                    and not node.name.startswith("__"):
+                defined.setdefault(node.name, []).append(path.relative_to(package).as_posix())
+    mentioned: set[str] = set()
+    for root in users:
+        for path in root.rglob("*.py"):
+            mentioned |= _identifiers(path)
+    docs = " ".join(p.read_text(encoding="utf-8") for p in (ROOT / "docs").rglob("*.md"))
+    return sorted(f"{where[0]}:{name}" for name, where in defined.items()
+                  if name not in mentioned and name not in docs)
+
+
+def test_the_dead_code_reader_finds_an_unused_function(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "a.py").write_text("def used():\n    return 1\n\n\ndef _dead():\n    return 2\n")
+    (package / "b.py").write_text("from .a import used\n\nprint(used())\n")
+    assert unused_definitions(package, [package]) == ["a.py:_dead"]
+
+
+def test_no_dead_code():
+    """Every function and class of the package is used somewhere: by the package, its
+    tests, its benchmarks or scripts, or named in the documentation."""
+    assert unused_definitions(PACKAGE, USERS) == []

@@ -35,11 +35,6 @@ def label(alpha: float, beta: float) -> str:
     return f"a{alpha:g}_b{beta:g}"
 
 
-def _grid() -> list[tuple[float, float]]:
-    points = [(a, BETA_FIXED) for a in ALPHAS]
-    return points + [(ALPHA_FIXED, b) for b in BETAS if (ALPHA_FIXED, b) not in points]
-
-
 def _parse(key: str) -> tuple[float, float] | None:
     match = re.fullmatch(r"a([0-9.e+-]+)_b([0-9.e+-]+)", key)
     return None if match is None else (float(match[1]), float(match[2]))
