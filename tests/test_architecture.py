@@ -9,6 +9,7 @@ the graph is checked. ``docs/ARCHITECTURE.md`` draws the same layers.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -189,3 +190,54 @@ def test_no_dead_code():
     """Every function and class of the package is used somewhere: by the package, its
     tests, its benchmarks or scripts, or named in the documentation."""
     assert unused_definitions(PACKAGE, USERS) == []
+
+
+# --- the core's own floors ---------------------------------------------------------------------
+#: The core's units (top-level modules and packages of fedcomp), each on a floor: a unit
+#: imports units of lower floors only (function-level imports included). A new unit must be
+#: placed here (docs/ARCHITECTURE.md draws the same floors).
+CORE_FLOORS = {
+    "_array": 0, "_random": 0, "_registry": 0, "_extras": 0, "_lifetime": 0,
+    "data": 1, "regularizers": 1, "compressors": 1, "topology": 1,
+    "losses": 2,
+    "problem": 3,
+    "oracle": 4, "metrics": 4, "reference": 4,
+    "algorithms": 5,
+    "privacy": 6,
+    "runtime": 7,
+    "_frames": 8, "toy": 8, "catalogue": 8, "plotting": 8,
+}
+#: Above the core: the pipeline, the front ends and the package's own namespace.
+ABOVE_CORE = {"config", "experiments", "report", "cli", "flower", "sklearn", "__main__",
+              "fedcomp"}
+
+
+def unit_of(module: str) -> str:
+    """``fedcomp.runtime._round`` → ``runtime``; the package itself → ``fedcomp``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "fedcomp"
+
+
+def test_every_unit_of_the_package_has_a_floor_or_is_above_the_core():
+    units = {unit_of(m) for m in modules()}
+    assert units - set(CORE_FLOORS) - ABOVE_CORE == set()
+
+
+def test_the_core_imports_only_downward():
+    upward = sorted(f"{a} -> {b}" for a, targets in import_graph().items() for b in targets
+                    if unit_of(a) in CORE_FLOORS and unit_of(b) != unit_of(a)
+                    and not CORE_FLOORS.get(unit_of(b), 99) < CORE_FLOORS[unit_of(a)])
+    assert upward == []
+
+
+def test_architecture_md_names_modules_that_exist_and_every_package():
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"`?\b([a-z_]+(?:/[a-z_0-9]+)*\.py)\b", text))
+    missing = sorted(path for path in named
+                     if not (PACKAGE / path).exists() and not (ROOT / path).exists()
+                     and not any(PACKAGE.rglob(path)))
+    assert missing == [], "ARCHITECTURE.md names modules that do not exist"
+    packages = sorted(p.parent.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob(
+        "__init__.py") if p.parent != PACKAGE and "configs" not in p.parts)
+    unnamed = [p for p in packages if f"{p}/" not in text]
+    assert unnamed == [], "packages ARCHITECTURE.md does not name"

@@ -15,6 +15,7 @@ from .._registry import AlgorithmEntry, HostValue, Registry, check_finite
 from ._base import ClientContext, EmptyState, FederatedAlgorithm, ServerContext
 from ._compressed import compressed
 from ._decentralized import DecentralizedAlgorithm, NodeContext
+from ._private import private
 from .c_fedda import c_fedda
 from .compressed_scaffnew import compressed_scaffnew
 from .dfedda import dfedda, dfedda_gt, dfedmid, drefedda_gt
@@ -305,8 +306,6 @@ def rebuild_algorithm(name: str, **hyperparameters: Any) -> Any:
 
     if name.startswith("dp_") and "clip" in hyperparameters:
         # private(...) named it dp_NAME and added its three keys around the rest
-        from ..privacy import private
-
         clip, sigma = hyperparameters.pop("clip"), hyperparameters.pop("noise_multiplier")
         local = hyperparameters.pop("local")
         return private(rebuild_algorithm(name.removeprefix("dp_"), **hyperparameters),

@@ -8,6 +8,7 @@ rounds spend with Google's ``dp-accounting`` (``pip install 'fedcomp[privacy]'``
 :func:`calibrate_noise` finds the ``σ`` of a target ``ε``. See ``docs/privacy.md``.
 """
 
+from ..algorithms._private import PRIVATE_UPLOADS, REFUSED, clip_uploads, private, private_fields
 from ._accounting import (
     ACCOUNTANTS,
     CALIBRATION_RTOL,
@@ -17,7 +18,6 @@ from ._accounting import (
     epsilon,
 )
 from ._plan import DEFAULT_DELTA, PRIVACY_KEYS, PrivacyPlan, privacy_plan
-from ._wrapper import PRIVATE_UPLOADS, REFUSED, clip_uploads, private, private_fields
 
 __all__ = ["ACCOUNTANTS", "CALIBRATION_RTOL", "DEFAULT_DELTA", "PRIVACY_KEYS", "PRIVATE_UPLOADS",
            "REFUSED", "SAMPLINGS", "PrivacyPlan", "calibrate_noise", "clip_uploads", "dp_event",

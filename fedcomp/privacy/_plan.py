@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
+from ..algorithms._private import PRIVATE_UPLOADS, REFUSED, private
 from ._accounting import ACCOUNTANTS, SAMPLINGS, calibrate_noise, epsilon
-from ._wrapper import PRIVATE_UPLOADS, REFUSED, private
 
 #: The keys of a privacy table.
 PRIVACY_KEYS = ("clip", "noise_multiplier", "target_epsilon", "delta", "local", "sampling",

@@ -1,5 +1,9 @@
 """Client-level differential privacy as a wrapper over the five-function interface.
 
+A wrapper beside compression (``_compressed.py``) and Ditto (``ditto.py``): it returns
+another ``FederatedAlgorithm``. :mod:`fedcomp.privacy` adds the accounting (what the
+rounds spend, the noise of a target ε) and re-exports it.
+
 DP-FedAvg of McMahan, Ramage, Talwar and Zhang, "Learning Differentially Private Recurrent
 Language Models", ICLR 2018 (arXiv:1710.06963), Algorithm 1: each participant's update is
 clipped to L2 norm ``C`` and Gaussian noise of standard deviation ``σC`` is added to the
@@ -16,7 +20,7 @@ import numpy as np
 
 from .._array import Array, asarray_like, namespace
 from .._random import SERVER_ID, STREAM_PRIVACY, client_keys, normal
-from ..algorithms._base import (
+from ._base import (
     WIRE_BITS,
     ClientContext,
     FederatedAlgorithm,
