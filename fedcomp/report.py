@@ -77,6 +77,8 @@ PAPERS = {
                    "Language Models (ICLR 2018)",
     "li2021": "Li, Hu, Beirami, Smith — Ditto: Fair and Robust Federated Learning Through "
               "Personalization (ICML 2021)",
+    "jiang2024": "Jiang, Rodomanov, Stich — Stabilized Proximal-Point Methods for Federated "
+                 "Optimization (NeurIPS 2024)",
 }
 
 #: The papers as the page names them: authors — venue and year.
@@ -90,13 +92,14 @@ PAPER_NAMES = {
     "condat2023": "Condat et al. — compressed local training (2022–2025)",
     "mcmahan2018": "McMahan, Ramage, Talwar, Zhang — ICLR 2018",
     "li2021": "Li, Hu, Beirami, Smith — ICML 2021",
+    "jiang2024": "Jiang, Rodomanov, Stich — NeurIPS 2024",
 }
 
 #: Experiment name prefix → paper.
 _PAPER_OF_PREFIX = {"seed000": "seed000", "bao2022": "seed001", "fedcanon": "seed002",
                     "prox_cost": "seed002", "feddr": "seed003", "liang2024": "seed004",
                     "fedht": "tong2021", "condat": "condat2023", "dp_": "mcmahan2018",
-                    "personal_": "li2021"}
+                    "personal_": "li2021", "sdane_": "jiang2024"}
 
 #: Figures per experiment: (file stem, x axis).
 X_AXES = (("rounds", "round"), ("floats", "floats"), ("time", "wall_s"))

@@ -1,7 +1,7 @@
 """S-DANE and Acc-S-DANE with the prox of ``g``: stabilised proximal-point local problems.
 
-Jiang, Rodomanov, Stich, "Federated Optimization with Doubly Regularized Drift
-Correction" (S-DANE, Acc-S-DANE), NeurIPS 2024; official code ``mlolab/S-DANE``,
+Jiang, Rodomanov, Stich, "Stabilized Proximal-Point Methods for Federated Optimization"
+(S-DANE, Acc-S-DANE), NeurIPS 2024, arXiv 2407.07084; official code ``mlolab/S-DANE``,
 ``src/optimizers/sdane.py`` (read line by line for this implementation; the notes below
 say which of its options this follows). Each iteration:
 
@@ -52,6 +52,10 @@ from ._base import (
     replicate,
     require_full_participation,
 )
+
+#: Rounds of one S-DANE iteration: the gradient exchange at the centre, then the local solve
+#: (the official code's x-axis counts the two as one; ``fedcomp.experiments.sdane_polyhedron``).
+ROUNDS_PER_ITERATION = 2
 
 
 class ServerState(NamedTuple):
@@ -194,4 +198,4 @@ def sdane(lam: float = 1.0, local_steps: int = 10, local_lr: float = 0.1, mu: fl
         divergence_hint="try a smaller local_lr or a larger lam")
 
 
-__all__ = ["acceleration_step", "sdane"]
+__all__ = ["ROUNDS_PER_ITERATION", "acceleration_step", "sdane"]
