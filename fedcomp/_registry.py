@@ -22,9 +22,9 @@ from __future__ import annotations
 import inspect
 import math
 import numbers
+import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import KW_ONLY, dataclass
-from types import MappingProxyType
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 
@@ -160,8 +160,23 @@ class AlgorithmEntry(Entry):
 
     execution: Execution = "rounds"
     host_values: tuple[HostValue, ...] = ()
+    #: Its line color in every figure and the report (``#rrggbb``), chosen apart from the
+    #: colors of the methods it is drawn beside (:mod:`fedcomp.plotting`).
+    color: str = ""
+    #: The section of the API reference it is documented under (docs/api/algorithms.md).
+    family: str = "Other algorithms"
+    #: What the privacy wrapper (:func:`fedcomp.privacy.private`) clips: each upload field
+    #: and the broadcast field it is the new value of (``None``: already a change).
+    private_uploads: Mapping[str, str | None] | None = None
+    #: Why the privacy wrapper refuses the algorithm (``None``: not refused).
+    not_private: str | None = None
 
     def __post_init__(self) -> None:
+        if not re.fullmatch(r"#[0-9a-fA-F]{6}", self.color):
+            raise ValueError(f"{self.name}: give the algorithm its line color, color='#rrggbb' "
+                             f"(got {self.color!r}); see fedcomp.plotting for the rule")
+        if self.private_uploads is not None and self.not_private is not None:
+            raise ValueError(f"{self.name}: private_uploads and not_private exclude each other")
         if self.execution not in EXECUTIONS:
             raise ValueError(f"{self.name}: execution must be one of {EXECUTIONS} "
                              f"(got {self.execution!r})")
@@ -228,16 +243,16 @@ class Registry(Mapping[str, Callable[..., Any]], Generic[E]):
         self.kind = kind
         self.supplied = tuple(supplied)
         self._entries: dict[str, E] = {}
-        for entry in entries:
-            if entry.name in self._entries:
-                raise ValueError(f"{kind} {entry.name!r} is registered twice")
-            if not entry.description.strip() or "\n" in entry.description:
-                raise ValueError(f"{kind} {entry.name!r} needs a one-line description "
-                                 f"(got {entry.description!r})")
-            self._entries[entry.name] = entry
-        self._descriptions = MappingProxyType(
-            {name: entry.description for name, entry in self._entries.items()})
         self._signatures: dict[str, inspect.Signature] = {}
+        for entry in entries:
+            self.register(entry)
+
+    def _check(self, entry: E) -> None:
+        if entry.name in self._entries:
+            raise ValueError(f"{self.kind} {entry.name!r} is registered twice")
+        if not entry.description.strip() or "\n" in entry.description:
+            raise ValueError(f"{self.kind} {entry.name!r} needs a one-line description "
+                             f"(got {entry.description!r})")
 
     # --- the Mapping: name -> factory ----------------------------------------------------
     def __getitem__(self, name: str) -> Callable[..., Any]:
@@ -269,13 +284,27 @@ class Registry(Mapping[str, Callable[..., Any]], Generic[E]):
         return tuple(self._entries.values())
 
     def filter(self, keep: Callable[[E], bool]) -> Registry[E]:
-        """The registry of the entries for which ``keep(entry)`` is true (same kind)."""
-        return Registry(self.kind, [entry for entry in self._entries.values() if keep(entry)],
-                        supplied=self.supplied)
+        """The live view of the entries for which ``keep(entry)`` is true (same kind): an
+        entry :meth:`register` adds later appears in it too."""
+        return _View(self, keep)
+
+    def register(self, entry: E) -> E:
+        """Add ``entry`` (a user's own algorithm, data set, ...): every view, lookup and
+        check of the registry sees it from now on. Returns it."""
+        self._check(entry)
+        self._entries[entry.name] = entry
+        return entry
+
+    def unregister(self, name: str) -> None:
+        """Remove the entry ``name`` (what :meth:`register` added)."""
+        self.entry(name)  # an unknown name says so
+        del self._entries[name]
+        self._signatures.pop(name, None)
 
     def describe(self) -> Mapping[str, str]:
-        """``{name: one-line description}`` in registration order (read-only)."""
-        return self._descriptions
+        """``{name: one-line description}`` in registration order (read-only, live: an
+        entry :meth:`register` adds appears in it)."""
+        return _Descriptions(self)
 
     # --- parameters ----------------------------------------------------------------------
     def _signature(self, name: str) -> inspect.Signature:
@@ -358,6 +387,53 @@ class Registry(Mapping[str, Callable[..., Any]], Generic[E]):
         check_finite(params, name, entry.unbounded)
         return entry.factory(**params)
 
+
+
+class _Descriptions(Mapping[str, str]):
+    """``{name: description}`` of a registry's entries, read live (:meth:`Registry.describe`);
+    one per registry, so ``describe()`` is always the same object."""
+
+    def __new__(cls, registry: Registry[Any]) -> _Descriptions:
+        own = registry.__dict__.get("_descriptions")
+        if own is None:
+            own = super().__new__(cls)
+            own._registry = registry
+            registry.__dict__["_descriptions"] = own
+        return own
+
+    _registry: Registry[Any]
+
+    def __getitem__(self, name: str) -> str:
+        return self._registry._entries[name].description
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._registry._entries)
+
+    def __len__(self) -> int:
+        return len(self._registry._entries)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+class _View(Registry[E]):
+    """The entries of ``base`` that ``keep`` accepts, read live (:meth:`Registry.filter`)."""
+
+    def __init__(self, base: Registry[E], keep: Callable[[E], bool]) -> None:
+        self.kind, self.supplied = base.kind, base.supplied
+        self._base, self._keep = base, keep
+        self._signatures = base._signatures
+
+    @property  # type: ignore[override]
+    def _entries(self) -> dict[str, E]:  # type: ignore[override]
+        return {name: e for name, e in self._base._entries.items() if self._keep(e)}
+
+    def register(self, entry: E) -> E:
+        raise TypeError(f"register {entry.name!r} in the full {self.kind} registry; this is a "
+                        "view of some of its entries")
+
+    def unregister(self, name: str) -> None:
+        raise TypeError(f"unregister {name!r} from the full {self.kind} registry")
 
 __all__ = ["EXECUTIONS", "AlgorithmEntry", "DatasetEntry", "Entry", "Execution",
            "MissingParameterError", "NonFiniteParameterError", "Registry", "UnknownNameError",

@@ -13,6 +13,7 @@ import csv
 import json
 import math
 from collections import defaultdict
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,22 +21,32 @@ import numpy as np
 
 from ._array import quiet_overflow
 from ._extras import require
+from .algorithms import REGISTRY
 
-#: One color per method, fixed for every figure of every experiment (and the report). Each
-#: paper's methods keep their strong colors; the others are chosen so that the methods one
-#: built-in experiment draws together are at least :data:`MIN_COLOR_DISTANCE` apart
-#: (decentralized FedMiD and FedDA take dark shades of their server counterparts' hues,
-#: DFedDA-GT a magenta that no dark green or teal beside DFedDA could be).
-COLORS = {"za1": "#d62728", "fedmid": "#1f77b4", "fedda": "#2ca02c", "fedavg": "#7f7f7f",
-          "fedcanon": "#17becf", "feddr": "#8c564b", "fast_fedda": "#ff7f0e",
-          "c_fedda": "#9467bd", "mc_fedda": "#e377c2", "fedprox": "#bcbd22",
-          "fedpd": "#6a3d9a", "async_feddr": "#e6ab02", "fedsplit": "#7570b3",
-          "fedadmm": "#66a61e", "fedcanon2": "#00429d", "scaffold": "#a6761d",
-          "scaffnew": "#b8860b", "fedda_gt": "#1b9e77", "refedda_gt": "#b15928",
-          "multistep_refedda_gt": "#000000", "dfedmid": "#08306b", "dfedda": "#006d2c",
-          "dfedda_gt": "#e7298a", "drefedda_gt": "#800000", "fed_ht": "#4d7c0f",
-          "fediter_ht": "#c2185b", "fedexprox": "#00838f", "compressed_scaffnew": "#8338ec",
-          "tamuna": "#4361ee", "locodl": "#b5179e", "pfedme": "#ff006e", "sdane": "#3a5a40"}
+
+class _Colors(Mapping[str, str]):
+    """``{algorithm: #rrggbb}``, read live from the registry's entries (a registered
+    algorithm has its color from its entry: no edit here)."""
+
+    def __getitem__(self, name: str) -> str:
+        if name not in REGISTRY:
+            raise KeyError(name)
+        return REGISTRY.entry(name).color
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(REGISTRY)
+
+    def __len__(self) -> int:
+        return len(REGISTRY)
+
+
+#: One color per method, fixed for every figure of every experiment (and the report): each
+#: registry entry's ``color``. Each paper's methods keep their strong colors; the others are
+#: chosen so that the methods one built-in experiment draws together are at least
+#: :data:`MIN_COLOR_DISTANCE` apart (decentralized FedMiD and FedDA take dark shades of their
+#: server counterparts' hues, DFedDA-GT a magenta that no dark green or teal beside DFedDA
+#: could be).
+COLORS: Mapping[str, str] = _Colors()
 
 #: Colors for curves that share a method (the points of a sweep, one method under several
 #: labels) and for methods without a color of their own, tried in this order: strong,

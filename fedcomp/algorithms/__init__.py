@@ -6,13 +6,19 @@ Every factory closes over its hyperparameters and returns a :class:`FederatedAlg
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-import inspect
 from typing import Any
 
-from .._registry import AlgorithmEntry, HostValue, Registry, check_finite
+from .._registry import HostValue
 from ._base import ClientContext, EmptyState, FederatedAlgorithm, ServerContext
+from ._catalog import (
+    ALGORITHMS,
+    BOTH,
+    CLIENT,
+    DECENTRALIZED,
+    DESCRIPTIONS,
+    FAMILIES,
+    REGISTRY,
+)
 from ._compressed import compressed
 from ._decentralized import DecentralizedAlgorithm, NodeContext
 from ._private import private
@@ -41,167 +47,8 @@ from .sdane import sdane
 from .tamuna import tamuna
 from .za1 import za1, za1_correction
 
-CLIENT, BOTH = ("client update",), ("client update", "server update")
-#: The values an algorithm reads on the host inside a round (:class:`HostValue`): the
-#: compiled engine runs those parts eagerly, saying why. Checked against the engine by
-#: tests/test_jax_engine.py (each is still needed: tracing that part really fails).
-CONSTRAINED_PROX = HostValue(BOTH, "the ball-constrained prox bisects until converged, a host "
-                             "test per step")
-NEWTON = HostValue(CLIENT, "the exact local prox is a damped Newton solve that stops when "
-                   "every client has converged (one step, traced, on a quadratic loss)",
-                   lambda hp, batch, quadratic: not quadratic)
-NEWTON_WHEN_EXACT = NEWTON._replace(applies=lambda hp, batch, quadratic: (
-    hp.get("local_solver") == "exact" and not quadratic))
-GEOMETRIC_STEPS = HostValue(CLIENT, "the round's geometric number of local steps is drawn on "
-                            "the host from a hash of the round")
-SHARED_MASK = HostValue(BOTH, "the shared sparsity pattern's masks are built on the host from "
-                        "the participants' ids")
-EPOCHS = HostValue(CLIENT, "epochs of minibatches: each client's step count ceil(n_i / b) is "
-                   "read from its sample count on the host",
-                   lambda hp, batch, quadratic: hp.get("local_epochs") is not None
-                   and batch is not None)
-RESTART_STAGE = HostValue(BOTH, "the restart stage is read on the host (it sets the radius "
-                          "and the number of local steps)")
-
-#: Every algorithm by configuration name, with how the runner executes it (a static fact:
-#: ``REGISTRY.entry(name).execution``, no need to build the algorithm to learn it).
-REGISTRY: Registry[AlgorithmEntry] = Registry("algorithm", [
-    AlgorithmEntry("fedavg", fedavg,
-                   "FedAvg / local SGD, optional server prox (McMahan et al. 2017)"),
-    AlgorithmEntry("fedmid", fedmid,
-                   "Federated mirror descent: local prox-SGD, primal averaging (Yuan et al. 2021)"),
-    AlgorithmEntry("fedda", fedda,
-                   "Federated dual averaging: local dual averaging, dual averaging "
-                   "(Yuan et al. 2021)"),
-    AlgorithmEntry("za1", za1,
-                   "Decoupled prox + drift correction (Zhang, Hu, Johansson 2024, seed 000)"),
-    AlgorithmEntry("fast_fedda", fast_fedda,
-                   "Dual averaging with increasing weights, strongly convex (Bao et al. 2022)"),
-    AlgorithmEntry("c_fedda", c_fedda,
-                   "Constrained dual averaging, exact l1/nuclear-ball constrained prox "
-                   "(Bao et al. 2022)", unbounded=("radius",),
-                   host_values=(CONSTRAINED_PROX,)),  # inf: no ball
-    AlgorithmEntry("feddr", feddr,
-                   "Randomized Douglas-Rachford splitting, client sampling "
-                   "(Tran-Dinh et al. 2021)",
-                   host_values=(NEWTON_WHEN_EXACT,)),
-    AlgorithmEntry("fedsplit", fedsplit,
-                   "Peaceman-Rachford = FedDR with alpha=2, exact prox (Pathak, Wainwright 2020)",
-                   host_values=(NEWTON,)),
-    AlgorithmEntry("async_feddr", async_feddr,
-                   "Asynchronous FedDR on an event clock, stale models (Tran-Dinh et al. 2021)",
-                   execution="async"),
-    AlgorithmEntry("fedadmm", fedadmm,
-                   "ADMM, server keeps every client's latest upload "
-                   "(Wang, Marella, Anderson 2022)"),
-    AlgorithmEntry("fedpd", fedpd,
-                   "Federated primal-dual, communicate with probability p (Zhang et al. 2021)"),
-    AlgorithmEntry("pfedme", pfedme,
-                   "pFedMe: Moreau-envelope personal models with g in each personal problem "
-                   "(Dinh, Tran, Nguyen 2020)"),
-    AlgorithmEntry("sdane", sdane,
-                   "S-DANE / Acc-S-DANE: doubly regularised local problems, control variates, "
-                   "a dual point; the prox of g in both (Jiang, Rodomanov, Stich 2024)",
-                   host_values=(HostValue(BOTH, "a round's phase (gradient exchange or local "
-                                          "solve) is read on the host"),)),
-    AlgorithmEntry("fedprox", fedprox,
-                   "Local proximal term mu/2||x - xbar||^2, optional server prox (Li et al. 2020)",
-                   host_values=(EPOCHS,)),
-    AlgorithmEntry("fedexprox", fedexprox,
-                   "FedProx with exact proxes + server extrapolation: constant, gradient "
-                   "diversity or Polyak (Li, Acharya, Richtarik 2024)",
-                   host_values=(NEWTON,)),
-    AlgorithmEntry("fed_ht", fed_ht,
-                   "Fed-HT: local SGD, server hard-thresholds the average to s entries, l0_ball "
-                   "(Tong et al. 2020)"),
-    AlgorithmEntry("fediter_ht", fediter_ht,
-                   "FedIter-HT: hard-thresholded local SGD steps and average, l0_ball "
-                   "(Tong et al. 2020)"),
-    AlgorithmEntry("mc_fedda", mc_fedda,
-                   "Multistage C-FedDA: shrinking lambda and radius, warm starts "
-                   "(Bao et al. 2022)",
-                   host_values=(HostValue(BOTH, "a round's stage is looked up on the host in the "
-                                          "stage schedule"), CONSTRAINED_PROX)),
-    AlgorithmEntry("fedcanon", fedcanon,
-                   "Prox-free local steps + control variates, one server prox "
-                   "(Zhou et al., seed 002)"),
-    AlgorithmEntry("fedcanon2", fedcanon2,
-                   "FedCanon II: each client applies the prox, only the average is broadcast"),
-    AlgorithmEntry("scaffold", scaffold,
-                   "SCAFFOLD, option II control variates, optional server prox (Karimireddy 2020)"),
-    AlgorithmEntry("scaffnew", scaffnew,
-                   "Scaffnew/ProxSkip: communicate with probability p per step (Mishchenko 2022)",
-                   host_values=(GEOMETRIC_STEPS,)),
-    AlgorithmEntry("compressed_scaffnew", compressed_scaffnew,
-                   "Scaffnew with a shared mask: each coordinate sent by s of n clients "
-                   "(Condat, Agarsky, Richtarik 2022)",
-                   host_values=(SHARED_MASK,)),
-    AlgorithmEntry("tamuna", tamuna,
-                   "Local training, shared-mask compression, own cohort of c clients a round "
-                   "(Condat et al. 2023)",
-                   host_values=(SHARED_MASK,)),
-    AlgorithmEntry("locodl", locodl,
-                   "Local training + any unbiased compressor of x_i - y, shared y "
-                   "(Condat, Maranjyan, Richtarik 2025)",
-                   host_values=(HostValue(BOTH, GEOMETRIC_STEPS.reason),)),
-    AlgorithmEntry("fedda_gt", fedda_gt,
-                   "l_q dual averaging with gradient tracking, server form (Liang et al. 2023)"),
-    AlgorithmEntry("refedda_gt", refedda_gt,
-                   "Restricted FedDA-GT, l_q-ball dual-to-primal map, top-s output (Liang et al.)",
-                   host_values=(RESTART_STAGE,)),
-    AlgorithmEntry("multistep_refedda_gt", multistep_refedda_gt,
-                   "Restarted ReFedDA-GT with halving radius (Liang et al. 2023)",
-                   host_values=(RESTART_STAGE,)),
-    AlgorithmEntry("dfedda", dfedda,
-                   "Decentralized l_q dual averaging, gossip of duals (Liang et al. 2023)",
-                   execution="decentralized"),
-    AlgorithmEntry("dfedda_gt", dfedda_gt,
-                   "DFedDA with gradient tracking (Liang, Peng, Zhang 2023, Algorithm 1)",
-                   execution="decentralized"),
-    AlgorithmEntry("drefedda_gt", drefedda_gt,
-                   "Gossip ReFedDA-GT: restricted map, sparsified average (Liang et al. 2023)",
-                   execution="decentralized"),
-    AlgorithmEntry("dfedmid", dfedmid,
-                   "Decentralized FedMiD: local prox-SGD, gossip of primal models (baseline)",
-                   execution="decentralized"),
-])
-
-
-
-def _finite_arguments(entry: AlgorithmEntry) -> AlgorithmEntry:
-    """``entry`` whose factory refuses NaN and ±inf numbers (but its ``unbounded`` ones),
-    naming the parameter: what :meth:`Registry.make` checks for configurations, for the
-    Python API too (``za1(client_lr=inf)`` would run a round and fail on NaN)."""
-    factory = entry.factory
-
-    @functools.wraps(factory)
-    def checked(*args: Any, **kwargs: Any) -> Any:
-        arguments = inspect.signature(factory).bind_partial(*args, **kwargs).arguments
-        try:  # a factory's own check says more (FedDA-GT's p = inf: "2 ln d")
-            algorithm = factory(*args, **kwargs)
-        except (TypeError, ArithmeticError):  # int(nan), inf steps: name the number
-            check_finite(arguments, entry.name, entry.unbounded)
-            raise
-        check_finite(arguments, entry.name, entry.unbounded)
-        return algorithm
-
-    return dataclasses.replace(entry, factory=checked)
-
-
-REGISTRY = Registry("algorithm", [_finite_arguments(e) for e in REGISTRY.entries()])
 # the package's names are the checked factories (fedcomp.za1 is fedcomp.algorithms.za1)
 globals().update({e.factory.__name__: e.factory for e in REGISTRY.entries()})
-
-#: Star-topology algorithms (synchronous rounds and asynchronous), run by
-#: :func:`fedcomp.runtime.simulate` / :func:`fedcomp.runtime.simulate_async`.
-ALGORITHMS: Registry[AlgorithmEntry] = REGISTRY.filter(lambda e: e.execution != "decentralized")
-
-#: Gossip algorithms, run by :func:`fedcomp.runtime.simulate_decentralized` over a topology.
-DECENTRALIZED: Registry[AlgorithmEntry] = REGISTRY.filter(
-    lambda e: e.execution == "decentralized")
-
-#: One line per algorithm, for ``fedcomp list``.
-DESCRIPTIONS = REGISTRY.describe()
 
 
 def execution_of(name: str) -> str:
@@ -332,6 +179,6 @@ __all__ = ["ALGORITHMS", "DECENTRALIZED", "DESCRIPTIONS", "REGISTRY", "ClientCon
            "fedcanon", "fedcanon2", "fedcanon_controls", "scaffnew", "scaffold"]
 __all__ += ["fed_ht", "fedexprox", "fediter_ht", "host_values"]
 __all__ += ["compressed_scaffnew", "locodl", "tamuna"]
-__all__ += ["ditto", "pfedme", "sdane"]
+__all__ += ["FAMILIES", "ditto", "pfedme", "private", "sdane"]
 __all__ += ["compressed", "rebuild_algorithm", "execution_of", "async_feddr", "fedadmm", "feddr",
             "fedpd", "fedprox", "fedsplit"]

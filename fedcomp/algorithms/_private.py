@@ -13,7 +13,7 @@ sum of the clipped updates before the server uses it.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -28,52 +28,37 @@ from ._base import (
     SetupContext,
     check_flag,
 )
+from ._catalog import REGISTRY
+
+
+class _Traits(Mapping[str, Any]):
+    """``{algorithm: its entry's attribute}`` over the registered algorithms that set it,
+    read live from :data:`~fedcomp.algorithms.REGISTRY` (a registered algorithm counts)."""
+
+    def __init__(self, attribute: str) -> None:
+        self.attribute = attribute
+
+    def _table(self) -> dict[str, Any]:
+        return {e.name: getattr(e, self.attribute) for e in REGISTRY.entries()
+                if getattr(e, self.attribute) is not None}
+
+    def __getitem__(self, name: str) -> Any:
+        return self._table()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
 
 #: The algorithms whose uploads are a model or an update, by name: each upload field and
-#: the broadcast field it is the new value of (``None``: the field is already a change).
-#: Clipping acts on the change ``upload − broadcast``: a model is no bounded quantity, its
-#: change in one round is, and a client's contribution is that change (McMahan et al. 2018
-#: clip the update ``Δ_k = θ_k − θ``).
-PRIVATE_UPLOADS: dict[str, dict[str, str | None]] = {
-    # the update Δ_i = y_i − x̄ of local (prox-)SGD
-    "fedavg": {"delta": None},
-    "fedmid": {"delta": None},
-    "fedprox": {"delta": None},
-    # the change of the dual z_i − z̄: a sum of local gradients
-    "fedda": {"delta": None},
-    # the client's gradient sum g (a dual) after its local steps, started from the broadcast g
-    "c_fedda": {"g": "g"},
-    "mc_fedda": {"g": "g"},
-    # Fast-FedDA also uploads the weighted primal sum w̃; both are one client's release
-    "fast_fedda": {"g": "g", "w_tilde": "w_tilde"},
-    # ZA1's pre-proximal local model ẑ_i, clipped as its change from the broadcast x̄ (the
-    # offset P(x̄) − x̄ is public). Its drift correction infers the clients' average gradient
-    # from the server's models, which now carry the clipped, noisy average, while each client
-    # subtracts its own exact gradient: the corrections no longer sum to zero. That costs
-    # utility, not privacy (only ẑ_i leaves the client), and is what a utility-against-ε
-    # curve measures.
-    "za1": {"z_hat": "x"},
-}
+#: the broadcast field it is the new value of (``None``: the field is already a change) —
+#: their entries' ``private_uploads``. Clipping acts on the change ``upload − broadcast``.
+PRIVATE_UPLOADS: Mapping[str, Mapping[str, str | None]] = _Traits("private_uploads")
 
-_CONTROL = ("its upload carries a control variate whose sum over the clients must stay "
-            "exact (the clients correct themselves with their own unclipped upload); "
-            "clipping and noise break that invariant")
-_RUNNING_SUM = ("the server keeps a running sum of every client's latest local model "
-                "(weighted by the global pi_i, not a participants' average); a clipped part "
-                "is never sent again, so the sum drifts from the clients' models")
-
-#: Registered algorithms the wrapper refuses, and why.
-REFUSED: dict[str, str] = {
-    "scaffold": _CONTROL, "scaffnew": _CONTROL, "fedcanon": _CONTROL, "fedcanon2": _CONTROL,
-    "fedda_gt": _CONTROL + " (gradient tracking)",
-    "refedda_gt": _CONTROL + " (gradient tracking)",
-    "multistep_refedda_gt": _CONTROL + " (gradient tracking)",
-    "fedpd": "its upload x_i + eta lambda_i carries the client's dual lambda_i, which does not "
-             "vanish at the solution: clipping it biases the fixed point",
-    "feddr": _RUNNING_SUM, "fedsplit": _RUNNING_SUM, "fedadmm": _RUNNING_SUM,
-    "async_feddr": "it runs on an event clock: no rounds of sampled clients to account "
-                   "(and " + _RUNNING_SUM + ")",
-}
+#: Registered algorithms the wrapper refuses, and why (their entries' ``not_private``).
+REFUSED: Mapping[str, str] = _Traits("not_private")
 
 
 def _check_clip(clip: Any) -> float:
