@@ -196,7 +196,7 @@ REGISTRY: Registry[AlgorithmEntry] = Registry("algorithm", [
                    not_private=NOT_PRIVATE_CONTROL),
     AlgorithmEntry("scaffold", scaffold,
                    "SCAFFOLD, option II control variates, optional server prox (Karimireddy 2020)",
-                   color="#a6761d", family=LOCAL_STEPS,
+                   color="#240046", family=LOCAL_STEPS,
                    not_private=NOT_PRIVATE_CONTROL),
     AlgorithmEntry("scaffnew", scaffnew,
                    "Scaffnew/ProxSkip: communicate with probability p per step (Mishchenko 2022)",
