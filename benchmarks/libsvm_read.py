@@ -36,7 +36,7 @@ def best_of(read: Callable[[], object], times: int = 3) -> float:
 def main(argv: list[str] | None = None) -> int:
     from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 
-    import fedcomp.data._real as real
+    import fedcomp.data._libsvm as real
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=50_000)

@@ -267,7 +267,7 @@ def test_load_libsvm_keeps_the_file_sparse_through_scikit_learns_parser(tmp_path
     assert sparse.issparse(ours) and ours.nnz == theirs.nnz
     assert (ours != theirs).nnz == 0 and labels.tolist() == [1.0] * 200
     # without scikit-learn: fedcomp's own reader, also sparse
-    monkeypatch.setattr("fedcomp.data._real._read_with_scikit_learn", lambda *_: None)
+    monkeypatch.setattr("fedcomp.data._libsvm._read_with_scikit_learn", lambda *_: None)
     own, _ = load_libsvm(path, n_features=5000, sparse=True)
     assert sparse.issparse(own) and (own != theirs).nnz == 0
 

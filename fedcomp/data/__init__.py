@@ -12,6 +12,8 @@ from ._bao import (
     sparse_regression_truth,
 )
 from ._client_data import Batch, ClientData
+from ._download import download, fetch, is_fetched, manual_download_hint, sha256_of
+from ._federate import breast_cancer, federate, partition_noise, partition_spec, relabel
 from ._flwr import flwr_partition
 from ._images import (
     cifar10,
@@ -33,6 +35,7 @@ from ._liang import (
     liang_sparse_linear,
     liang_sparse_logistic,
 )
+from ._libsvm import a9a, libsvm_file, load_libsvm
 from ._partition import (
     PARTITIONERS,
     add_feature_noise,
@@ -49,24 +52,7 @@ from ._partition import (
 )
 from ._personal_sparse import personal_sparse_regression, personal_sparse_truths
 from ._polyhedron import polyhedron_feasibility, polyhedron_point
-from ._real import (
-    DATA_DIR_ENV,
-    SOURCES,
-    a9a,
-    breast_cancer,
-    data_dir,
-    download,
-    federate,
-    fetch,
-    is_fetched,
-    libsvm_file,
-    load_libsvm,
-    manual_download_hint,
-    partition_noise,
-    partition_spec,
-    relabel,
-    sha256_of,
-)
+from ._sources import DATA_DIR_ENV, SOURCES, data_dir
 from ._sparse_text import SHAPES, SparseText, sparse_text_clients, sparse_text_like
 from ._synthetic import synthetic_fedprox
 from ._tong import tong_sparse_regression

@@ -49,7 +49,9 @@ import numpy as np
 from .._extras import require
 from ._checks import check_memory
 from ._client_data import ClientData
-from ._real import _resolve, federate, manual_download_hint
+from ._download import manual_download_hint
+from ._federate import federate
+from ._sources import _resolve
 
 # Random streams of ``np.random.default_rng([seed, stream])``, one per use.
 _SPLIT, _SUBSAMPLE_TRAIN, _SUBSAMPLE_TEST, _SAMPLE_WRITERS = 1, 2, 3, 4
