@@ -349,7 +349,7 @@ def _idx(dims, dtype_code=0x08):
 def test_broken_idx_gz_files_are_named(tmp_path):
     import gzip
 
-    from fedcomp.data._images import load_idx
+    from fedcomp.data._image_files import load_idx
 
     whole = gzip.compress(_idx((50, 28, 28)))
     good = tmp_path / "good.gz"
@@ -369,7 +369,7 @@ def test_an_idx_gz_is_not_inflated_beyond_its_header(tmp_path, monkeypatch):
     import gzip
     import struct
 
-    from fedcomp.data import _images
+    from fedcomp.data import _image_files as _images
 
     # a header announcing 10 bytes, then 64 MiB of zeros (a few KiB compressed)
     bomb = tmp_path / "bomb.gz"
@@ -400,7 +400,7 @@ def test_an_idx_gz_is_not_inflated_beyond_its_header(tmp_path, monkeypatch):
 
 
 def test_an_invalid_leaf_json_is_named(tmp_path):
-    from fedcomp.data._images import load_leaf
+    from fedcomp.data._image_files import load_leaf
 
     bad = tmp_path / "all_data_0.json"
     bad.write_text('{"users": ["w1"], "user_data": {')

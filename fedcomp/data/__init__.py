@@ -12,20 +12,12 @@ from ._bao import (
     sparse_regression_truth,
 )
 from ._client_data import Batch, ClientData
+from ._digits import digit_forms, digits
 from ._download import download, fetch, is_fetched, manual_download_hint, sha256_of
 from ._federate import breast_cancer, federate, partition_noise, partition_spec, relabel
 from ._flwr import flwr_partition
-from ._images import (
-    cifar10,
-    digit_forms,
-    digits,
-    fashion_mnist,
-    femnist,
-    load_cifar10_batch,
-    load_idx,
-    load_leaf,
-    mnist,
-)
+from ._image_files import load_cifar10_batch, load_idx, load_leaf
+from ._images import cifar10, fashion_mnist, femnist, mnist
 from ._liang import (
     LIANG_SAMPLERS,
     LIANG_TRUTHS,
