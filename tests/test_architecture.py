@@ -17,7 +17,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "fedcomp"
 
 #: The experiment pipeline, in the order data flow through it.
-PIPELINE = ["fedcomp.config", "fedcomp.experiments._setting", "fedcomp.experiments._build",
+PIPELINE = ["fedcomp.config", "fedcomp.experiments._validate", "fedcomp.experiments._setting",
+            "fedcomp.experiments._build",
             "fedcomp.experiments._plan", "fedcomp.experiments._execute",
             "fedcomp.experiments._results", "fedcomp.experiments._runner"]
 
