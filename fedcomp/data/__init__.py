@@ -14,7 +14,15 @@ from ._bao import (
 from ._client_data import Batch, ClientData
 from ._digits import digit_forms, digits
 from ._download import download, fetch, is_fetched, manual_download_hint, sha256_of
-from ._federate import breast_cancer, federate, partition_noise, partition_spec, relabel
+from ._federate import (
+    add_feature_noise,
+    breast_cancer,
+    federate,
+    partition_noise,
+    partition_spec,
+    relabel,
+    split_to_clients,
+)
 from ._flwr import flwr_partition
 from ._image_files import load_cifar10_batch, load_idx, load_leaf
 from ._images import cifar10, fashion_mnist, femnist, mnist
@@ -30,7 +38,6 @@ from ._liang import (
 from ._libsvm import a9a, libsvm_file, load_libsvm
 from ._partition import (
     PARTITIONERS,
-    add_feature_noise,
     partition_classes,
     partition_contiguous,
     partition_dirichlet,
@@ -40,7 +47,6 @@ from ._partition import (
     partition_mixed,
     partition_quantity_skew,
     partition_shards,
-    split_to_clients,
 )
 from ._personal_sparse import personal_sparse_regression, personal_sparse_truths
 from ._polyhedron import polyhedron_feasibility, polyhedron_point

@@ -13,13 +13,16 @@ Street, Wolberg, Mangasarian, "Nuclear feature extraction for breast tumor diagn
 from __future__ import annotations
 
 import math
+import numbers
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from .._extras import require
 from ._client_data import ClientData
-from ._partition import PARTITIONERS, add_feature_noise, split_to_clients
+from ._partition import PARTITIONERS, _rng
 
 #: Environment variable naming the directory of downloaded / user-provided data files.
 
@@ -46,6 +49,90 @@ def partition_spec(partition: Any) -> tuple[str, dict[str, Any]]:
                          f"{{name = \"dirichlet\", concentration = 0.2}} (got {partition!r})")
     PARTITIONERS.check_keys(name, params, f"partition {name!r}")
     return name, params
+
+
+def add_feature_noise(data: ClientData, sigma: float, seed: int = 0) -> ClientData:
+    """Feature skew by noise: client i's features plus Gaussian noise of standard deviation
+    ``sigma · i / (N − 1)`` (client 0 keeps its data, client N − 1 gets ``sigma``).
+
+    NIID-Bench's noise-based feature imbalance (Li, Diao, Chen, He, ICDE 2022, Section
+    IV-C: ``x̂ ~ Gau(σ · i/N)`` on an even split; its code divides by ``N − 1`` so that the
+    last client gets ``σ``, as here). The noise is drawn once, from ``seed``, for the real
+    samples only (the padding stays zero). Dense features only: noise would fill every
+    zero of sparse ones.
+
+    Examples
+    --------
+    >>> from fedcomp.data import ClientData
+    >>> data = ClientData.from_lists([np.zeros((400, 2))] * 3, [np.zeros(400)] * 3)
+    >>> noisy = add_feature_noise(data, 1.0, seed=0)
+    >>> [round(float(noisy.features[i, :400].std()), 1) for i in range(3)]
+    [0.0, 0.5, 1.0]
+    """
+    if not (isinstance(sigma, numbers.Real) and not isinstance(sigma, bool)
+            and math.isfinite(sigma) and sigma >= 0):
+        raise ValueError(f"feature_noise must be a finite number >= 0, the last client's noise "
+                         f"standard deviation (got {sigma!r})")
+    if data.sparse:
+        raise ValueError("feature_noise adds dense noise to every feature: it needs dense "
+                         "features (these are sparse); drop feature_noise or densify first")
+    features = np.asarray(data.features)
+    n = data.n_clients
+    rng = np.random.default_rng([_rng("feature_noise", seed).integers(2**63), 0x6E6F697365])
+    scale = sigma * np.arange(n) / max(n - 1, 1)
+    noise = rng.standard_normal(features.shape) * scale.reshape(-1, *[1] * (features.ndim - 1))
+    real = np.arange(features.shape[1])[None, :] < np.asarray(data.counts)[:, None]
+    noise *= real.reshape(*real.shape, *[1] * (features.ndim - 2))
+    return replace(data, features=(features + noise).astype(features.dtype))
+
+
+def split_to_clients(features: Any, targets: Any, parts: Sequence[Any], dtype: Any = np.float64
+                     ) -> ClientData:
+    """Stack the samples of each part into a padded :class:`ClientData`.
+
+    Parameters
+    ----------
+    features : array, shape (n_samples, *feature_shape), or a scipy.sparse matrix
+        A sparse matrix gives sparse client data (:meth:`ClientData.from_lists`).
+    targets : array, shape (n_samples,)
+    parts : sequence of int arrays
+        Client i's sample indices (a partitioner's output).
+    dtype : numpy dtype, default float64
+        Dtype of the features (and of float targets; integer targets stay integer).
+
+    Returns
+    -------
+    ClientData
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X, y = np.arange(12.0).reshape(6, 2), np.array([0, 1, 0, 1, 0, 1])
+    >>> from fedcomp.data import partition_iid
+    >>> data = split_to_clients(X, y, partition_iid(6, 2, seed=0))
+    >>> data.features.shape, data.counts.tolist()
+    ((2, 3, 2), [3, 3])
+    """
+    from ._sparse import is_sparse_matrix
+
+    if is_sparse_matrix(features):  # rows of a sparse matrix stay sparse (CSR, one per client)
+        from scipy import sparse
+
+        features = sparse.csr_array(features)
+    else:
+        features = np.asarray(features)
+    targets = np.asarray(targets)
+    if features.shape[0] != len(targets):
+        raise ValueError(f"split_to_clients: {features.shape[0]} feature rows but "
+                         f"{len(targets)} targets")
+    parts = [np.asarray(p, dtype=np.int64) for p in parts]
+    for i, p in enumerate(parts):
+        if p.ndim != 1 or (len(p) and (p.min() < 0 or p.max() >= len(targets))):
+            raise ValueError(f"split_to_clients: part {i} must be a 1-D array of indices in "
+                             f"[0, {len(targets)})")
+    return ClientData.from_lists([features[p] for p in parts], [targets[p] for p in parts],
+                                 dtype=dtype)
+
 
 
 #: The partition key that adds feature skew to any scheme (:func:`add_feature_noise`).

@@ -154,7 +154,8 @@ def sparse_text_clients(shape: str | tuple[int, int, float] = "rcv1", n_clients:
     >>> data.sparse, data.n_clients, data.n_samples, data.feature_shape
     (True, 6, 600, (3000,))
     """
-    from ._partition import partition_dirichlet, split_to_clients
+    from ._federate import split_to_clients
+    from ._partition import partition_dirichlet
 
     text = sparse_text_like(shape, n_topics=n_topics, seed=seed)
     parts = partition_dirichlet(text.topics, n_clients, concentration, seed=seed)
