@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from ._lifetime import exit_code, signals_as_interrupt
+from .. import __version__
+from .._lifetime import exit_code, signals_as_interrupt
 
 #: Environment variable: when set, ``fedcomp`` shows the traceback of an error instead
 #: of the one-line ``error: ...`` message.
@@ -35,7 +35,7 @@ def _load_config(spec: str | None, assignments: list[str] | None = None,
                  quick: bool = False, reading: str | None = None) -> dict[str, Any]:
     """The configuration a command names (a file or a built-in name): in ``reading`` (one
     of its ``[readings]``), at its ``[quick]`` sizes, then ``--set`` applied."""
-    from .config import apply_override, load, quick_config, reading_config
+    from ..config import apply_override, load, quick_config, reading_config
 
     config = load(spec or DEFAULT_EXPERIMENT)
     if reading is not None:
@@ -60,8 +60,8 @@ def with_trackers(config: dict[str, Any], track: list[str] | None) -> dict[str, 
     >>> with_trackers(store, ["mlflow"])["tracking"]
     {'mlflow': {'uri': 'sqlite:///runs.db'}}
     """
-    from .config import ConfigError
-    from .metrics._tracking import TRACKERS
+    from ..config import ConfigError
+    from ..metrics._tracking import TRACKERS
 
     names = [name.strip() for text in track or [] for name in text.split(",") if name.strip()]
     for name in names:
@@ -105,7 +105,7 @@ DEFAULT_RUN_SEEDS = [0]
 def default_out(config: dict[str, Any], kind: str = "") -> Path:
     """``runs/NAME-[KIND]TIME``: the output directory of a run without ``--out``; ``name``
     must be a plain file name (``"../../x"`` would leave ``runs/``)."""
-    from .experiments._setting import check_name
+    from ..experiments._setting import check_name
 
     name = config.get("name", "run")
     check_name(name)
@@ -117,9 +117,9 @@ def resolve_run(config: dict[str, Any], seeds: list[int] | None,
     """What ``fedcomp run`` will run, checked before anything is written: an
     :class:`~fedcomp.experiments.Experiment` (resolved once, then handed to the runner), or
     for a timing experiment (``kind = "timing"``) the configuration its module checked."""
-    from .config import ConfigError
-    from .experiments import resolve
-    from .experiments._catalog import timing_module
+    from ..config import ConfigError
+    from ..experiments import resolve
+    from ..experiments._catalog import timing_module
 
     if config.get("kind") != "timing":
         return resolve(config, seeds=seeds, sweep=sweep)
@@ -142,8 +142,8 @@ def idle_sweeps(config: dict[str, Any], sweep: list[tuple[str, list[str]]]) -> l
     warning: --sweep algorithm.client_lr: fast_fedda does not take 'client_lr'
       and runs identically for each of its 2 values ('fedcomp best' reports a tie)
     """
-    from .algorithms import REGISTRY
-    from .config import algorithm_entries
+    from ..algorithms import REGISTRY
+    from ..config import algorithm_entries
 
     warnings = []
     for key, values in sweep:
@@ -167,8 +167,8 @@ def dry_run(resolved: Any, out: Path) -> str:
     ``fedcomp show`` prints, with --set, --reading and --seeds applied), then one line per
     planned run (the cells that identify it in ``results.csv``) and the output directory.
     Nothing is built, run or written."""
-    from .config import to_toml
-    from .experiments import Experiment, as_written, plan
+    from ..config import to_toml
+    from ..experiments import Experiment, as_written, plan
 
     if not isinstance(resolved, Experiment):  # a timing experiment: its module plans it
         return (to_toml(resolved) + f"# a timing experiment (kind = \"timing\"): its module "
@@ -184,9 +184,9 @@ def dry_run(resolved: Any, out: Path) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .config import parse_seeds, parse_sweep
-    from .experiments import Experiment, run_experiment
-    from .experiments._ray_executor import ClusterLostError
+    from ..config import parse_seeds, parse_sweep
+    from ..experiments import Experiment, run_experiment
+    from ..experiments._ray_executor import ClusterLostError
 
     config = with_trackers(_load_config(args.config, args.set, reading=args.reading),
                            args.track)
@@ -253,8 +253,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """Print an experiment's configuration: resolved (defaults filled in) or as shipped."""
-    from .config import experiment_source, to_toml
-    from .experiments import as_written, validate
+    from ..config import experiment_source, to_toml
+    from ..experiments import as_written, validate
 
     if args.source:
         if args.set or args.quick or args.reading:
@@ -264,7 +264,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         return 0
     config = _load_config(args.config, args.set, quick=args.quick, reading=args.reading)
     if config.get("kind") == "timing":
-        from .experiments._catalog import timing_module
+        from ..experiments._catalog import timing_module
 
         timing_module(config).check_config(config)
         print(to_toml(config), end="")
@@ -274,7 +274,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_best(args: argparse.Namespace) -> int:
-    from .experiments import best_settings, best_table
+    from ..experiments import best_settings, best_table
 
     best = best_settings(args.dir, args.metric, mode=args.mode, aggregate=args.aggregate)
     print(best_table(best, args.metric))
@@ -282,8 +282,8 @@ def cmd_best(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .config import parse_seeds
-    from .report import exit_status, run_report
+    from ..config import parse_seeds
+    from ..report import exit_status, run_report
 
     only = [name.strip() for name in args.only.split(",") if name.strip()] if args.only else None
     seeds = parse_seeds(args.seeds) if args.seeds else None
@@ -312,14 +312,14 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _catalogue() -> dict[str, dict[str, str]]:
-    from .catalogue import catalogue
+    from ..catalogue import catalogue
 
     return {kind: dict(registry.describe()) for kind, registry in catalogue().items()}
 
 
 def _experiments() -> dict[str, str]:
     """Every built-in experiment and the first sentence of its description."""
-    from .config import experiment_names, load
+    from ..config import experiment_names, load
 
     out = {}
     for name in experiment_names():
@@ -349,7 +349,7 @@ def _axis_columns(axis: str) -> list[str]:
 def cmd_plot(args: argparse.Namespace) -> int:
     import csv
 
-    from .plotting import plot_results
+    from ..plotting import plot_results
 
     paths = [Path(d) / "results.csv" for d in args.dir]
     for results in paths:
@@ -380,7 +380,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_data_download(args: argparse.Namespace) -> int:
-    from .data import data_dir, fetch
+    from ..data import data_dir, fetch
 
     directory = Path(args.data_dir) if args.data_dir else data_dir()
     try:
@@ -393,7 +393,7 @@ def cmd_data_download(args: argparse.Namespace) -> int:
 
 
 def cmd_data_list(args: argparse.Namespace) -> int:
-    from .data import DATASET_DESCRIPTIONS, SOURCES, data_dir, is_fetched
+    from ..data import DATASET_DESCRIPTIONS, SOURCES, data_dir, is_fetched
 
     directory = Path(args.data_dir) if args.data_dir else data_dir()
     print(f"data directory: {directory}")
@@ -438,14 +438,14 @@ def _flower_config(args: argparse.Namespace) -> dict[str, Any]:
 
 def _import_flower() -> Any:
     """``fedcomp.flower`` (a MissingExtraError naming ``fedcomp[flower]`` without Flower)."""
-    from . import flower
+    from .. import flower
 
     return flower
 
 
 def cmd_flower_app(args: argparse.Namespace) -> int:
     _import_flower()
-    from .flower._local import write_app
+    from ..flower._local import write_app
 
     out = write_app(_flower_config(args), args.out, results_dir=args.results,
                     num_nodes=args.nodes, node_timeout=args.node_timeout,
@@ -459,7 +459,7 @@ def cmd_flower_app(args: argparse.Namespace) -> int:
 
 def cmd_flower_local(args: argparse.Namespace) -> int:
     _import_flower()
-    from .flower._local import run_local
+    from ..flower._local import run_local
 
     config = _flower_config(args)
     out = Path(args.out) if args.out else default_out(config, "flower-")
@@ -550,7 +550,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 #: The benchmark scripts of a source checkout (``fedcomp bench`` runs them). A wheel has
 #: none: there the command is not offered (``--help`` does not list it).
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def _add_bench(sub: Any) -> None:
@@ -729,7 +729,7 @@ def _complete_config(action: argparse.Action) -> None:
 
 def completion_preamble() -> dict[str, str]:
     """The shell functions behind :data:`CONFIG_COMPLETION`: experiment names, then files."""
-    from .config import experiment_names
+    from ..config import experiment_names
 
     names = " ".join(experiment_names())
     return {
@@ -743,7 +743,7 @@ def completion_preamble() -> dict[str, str]:
 
 def cmd_completion(args: argparse.Namespace) -> int:
     """Print the completion script for ``args.shell`` (generated by shtab from the parser)."""
-    from ._extras import require
+    from .._extras import require
 
     shtab = require("shtab", "fedcomp completion")
     print(shtab.complete(build_parser(), shell=args.shell, preamble=completion_preamble()),
@@ -752,8 +752,8 @@ def cmd_completion(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ._extras import MissingExtraError
-    from .config import ConfigError
+    from .._extras import MissingExtraError
+    from ..config import ConfigError
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -761,7 +761,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    from .runtime import reuse_freed_memory
+    from ..runtime import reuse_freed_memory
 
     reuse_freed_memory()  # batched network rounds free and re-request MBs per operation
     try:
