@@ -190,7 +190,9 @@ def test_git_commit_only_of_fedcomps_own_checkout(tmp_path, monkeypatch):
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     package = tmp_path / ".venv" / "site-packages" / "fedcomp"
     package.mkdir(parents=True)
-    monkeypatch.setattr(rep, "__file__", str(package / "report.py"))
+    from fedcomp.report import _environment
+
+    monkeypatch.setattr(_environment, "__file__", str(package / "report" / "_environment.py"))
     assert rep.git_commit() == "not a git checkout"
     monkeypatch.setenv("PATH", "")  # no git at all
     assert rep.git_commit() == "not a git checkout"
