@@ -71,11 +71,12 @@ def test_planned_runs_over_the_bound_are_refused_in_the_python_api_too():
 
 def test_an_interrupt_outside_a_run_does_not_mention_results(monkeypatch, capsys):
     from fedcomp import cli
+    from fedcomp.cli import _show
 
     def interrupted(args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "cmd_show", interrupted)
+    monkeypatch.setattr(_show, "cmd_show", interrupted)  # the parser reads it from its module
     status = cli.main(["show", "seed000"])
     err = capsys.readouterr().err
     assert status == 130 and "interrupted" in err and "results.csv" not in err
