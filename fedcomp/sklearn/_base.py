@@ -1,0 +1,281 @@
+"""What every estimator shares: its parameters, ``fit`` through :func:`fedcomp.simulate`,
+the convergence warning."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+
+from .._extras import require
+
+require("sklearn.base", "fedcomp.sklearn")
+
+# scikit-learn >= 1.6 (the data extra's floor): validate_data and the tags API
+from sklearn.base import BaseEstimator  # noqa: E402
+from sklearn.exceptions import ConvergenceWarning  # noqa: E402
+from sklearn.utils.metaestimators import available_if  # noqa: E402
+from sklearn.utils.multiclass import check_classification_targets  # noqa: E402
+from sklearn.utils.validation import (  # noqa: E402
+    _check_sample_weight,
+    check_is_fitted,
+    validate_data,
+)
+
+from ..algorithms import FederatedAlgorithm  # noqa: E402
+from ..data import ClientData  # noqa: E402
+from ..losses import Loss  # noqa: E402
+from ..problem import Problem  # noqa: E402
+from ..regularizers import (  # noqa: E402
+    Regularizer,
+)
+from ..runtime import simulate  # noqa: E402
+from ..runtime._stopping import check_tol  # noqa: E402
+from ._problem import (  # noqa: E402
+    EVAL_EVERY,
+    _algorithm,
+    _append_ones,
+    _seed,
+    _unconverged,
+    _with_intercept,
+    client_data,
+)
+
+#: Rows of ``history_`` (and checks of ``tol``) every this many rounds by default.
+
+# --- the estimators -----------------------------------------------------------------------
+def _class_targets(model: Any, y: np.ndarray, binary: bool) -> tuple[np.ndarray, int | None]:
+    """Labels as the loss wants them: ±1 (logistic) or class ids (softmax); sets classes_."""
+    check_classification_targets(y)
+    model.classes_, ids = np.unique(y, return_inverse=True)
+    k = len(model.classes_)
+    if k < 2:
+        raise ValueError(f"a classifier needs samples of at least 2 classes; got 1 class "
+                         f"({model.classes_[0]!r})")
+    if binary:
+        if k != 2:
+            raise ValueError(f"the logistic loss separates 2 classes; got {k}: use "
+                             "loss='softmax'")
+        return np.where(ids == 1, 1.0, -1.0), None
+    return ids.astype(np.float64), k
+
+
+def _predict_labels(model: Any, X: Any) -> np.ndarray:
+    scores = model._decision(X)
+    if scores.ndim == 1 or scores.shape[1] == 1:
+        return model.classes_[(scores.reshape(-1) > 0).astype(int)]
+    return model.classes_[np.argmax(scores, axis=1)]
+
+
+def _margins(scores: np.ndarray) -> np.ndarray:
+    """Binary scores as the margins (n,) scikit-learn expects, others unchanged.
+
+    A logistic model's (n, 1) scores are its margins; a softmax model on 2 classes has
+    scores (s₀, s₁) whose softmax is σ(s₁ − s₀): its margin is s₁ − s₀.
+    """
+    if scores.ndim == 1 or scores.shape[1] == 1:
+        return scores.reshape(-1)
+    return scores[:, 1] - scores[:, 0] if scores.shape[1] == 2 else scores
+
+
+def _probabilities(scores: np.ndarray) -> np.ndarray:
+    """``[1 − σ(t), σ(t)]`` of binary margins ``t``, else the softmax of each row."""
+    if scores.ndim == 1:
+        p = _sigmoid(scores)
+        return np.column_stack([1.0 - p, p])
+    e = np.exp(scores - scores.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _sigmoid(t: np.ndarray) -> np.ndarray:
+    # σ(t) = (1 + tanh(t/2))/2 never overflows
+    return 0.5 * (1.0 + np.tanh(0.5 * t))
+
+
+def _store(estimator: Any, arguments: dict[str, Any]) -> None:
+    """Keep the constructor's arguments as they are, as scikit-learn asks (no validation
+    before ``fit``). Each class spells its parameters out in its own ``__init__`` signature,
+    which is where ``get_params`` reads them."""
+    for name, value in arguments.items():
+        if name not in ("self", "__class__"):
+            setattr(estimator, name, value)
+
+
+class _FederatedModel(BaseEstimator):
+    """Fit, predict and the attributes every estimator of this module shares.
+
+    A subclass names its loss (``_loss``) and regularizer (``_regularizer``); for a
+    classifier ``_fit_targets`` maps the labels to the loss's convention.
+    """
+
+    def _loss(self, n_classes: int | None) -> Loss:
+        raise NotImplementedError
+
+    def __sklearn_tags__(self) -> Any:
+        # scipy.sparse X stays sparse: the clients' data are SparseFeatures
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    def _regularizer(self, param_ndim: int) -> Regularizer:
+        raise NotImplementedError
+
+    def _is_classifier(self) -> bool:
+        return False
+
+    # the class scores and probabilities, for the estimators whose loss classifies (each
+    # subclass's own _is_classifier decides: a lambda, so that the override is the one asked)
+    @available_if(lambda model: model._is_classifier())
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Margins ``X @ coef_.T + intercept_`` (classification losses): shape (n,) for 2
+        classes (positive means ``classes_[1]``), (n, n_classes) otherwise."""
+        return _margins(self._decision(X))
+
+    @available_if(lambda model: model._is_classifier())
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities (classification losses): the sigmoid of the margin (logistic)
+        or the softmax of the scores (softmax)."""
+        return _probabilities(self.decision_function(X))
+
+    @available_if(lambda model: model._is_classifier())
+    def predict_log_proba(self, X: Any) -> np.ndarray:
+        """``log(predict_proba(X))`` (classification losses)."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+    # the parameters of the run, common to every estimator (each __init__ stores them)
+    algorithm: Any
+    algorithm_params: Any
+    client_lr: Any
+    max_iter: Any
+    tol: Any
+    warm_start: Any
+    fit_intercept: Any
+    n_clients: Any
+    clients_per_round: Any
+    batch_size: Any
+    eval_every: Any
+    random_state: Any
+
+    def fit(self, X: Any, y: Any = None, clients: Any = None, sample_weight: Any = None
+            ) -> _FederatedModel:
+        """Fit the model federatedly: each client id's samples form one client.
+
+        Parameters
+        ----------
+        X : array of shape (n_samples, n_features), or ClientData
+            The samples; or a :class:`fedcomp.ClientData` (then ``y`` and ``clients`` are
+            None: its clients and targets are used).
+        y : array of shape (n_samples,)
+            Targets (responses, or class labels of any type for a classifier).
+        clients : array of shape (n_samples,), optional
+            The client id of every sample (any hashable values). Without it the samples are
+            split iid into ``n_clients`` clients (default one: a centralized fit).
+        sample_weight : array of shape (n_samples,), optional
+            Each sample's weight, as scikit-learn's: the objective becomes the weighted
+            mean loss ``Σ_j s_j ℓ_j / Σ_j s_j`` plus the penalty (each client weighted by
+            its samples' total weight). Every client needs a positive total.
+
+        Returns
+        -------
+        self
+        """
+        if isinstance(X, ClientData):
+            if y is not None or clients is not None or sample_weight is not None:
+                raise ValueError("fit(ClientData) takes its targets, clients and sample weights "
+                                 "from the data: pass y=None, clients=None, "
+                                 "sample_weight=None")
+            if X.sample_weight is not None:
+                sample_weight = np.concatenate([X.sample_weight[i, :n]
+                                                for i, n in enumerate(X.counts)])
+            X, y, clients = X.pooled()
+        if not (isinstance(self.max_iter, int | np.integer) and self.max_iter >= 1):
+            raise ValueError(f"max_iter must be an integer >= 1 (got {self.max_iter!r})")
+        tol = check_tol(self.tol)
+        X, y = validate_data(self, X, y, dtype=np.float64, accept_sparse="csr",
+                             y_numeric=not self._is_classifier())
+        if sample_weight is not None:
+            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        targets, n_classes = self._fit_targets(y)
+        if self.fit_intercept:
+            X = _append_ones(X)
+        data, self.clients_ = client_data(X, targets, clients, self.n_clients,
+                                          self.random_state, sample_weight)
+        loss = self._loss(n_classes)
+        regularizer = self._regularizer(loss.param_ndim)
+        shape = tuple(loss.param_shape(data.feature_shape, n_classes))
+        if self.fit_intercept:
+            regularizer = _with_intercept(regularizer, shape)
+        problem = Problem(loss, regularizer, data, weighting="samples", n_classes=n_classes)
+        algorithm = _algorithm(self.algorithm, self.algorithm_params, self.client_lr, problem)
+        eval_every = min(EVAL_EVERY, int(self.max_iter)) if self.eval_every is None \
+            else int(self.eval_every)
+        x0, states = self._warm_start(shape, algorithm, problem)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConvergenceWarning)
+            run = simulate(algorithm, problem, int(self.max_iter), eval_every=eval_every,
+                           metrics=["objective"], clients_per_round=self.clients_per_round,
+                           batch_size=self.batch_size, seed=_seed(self.random_state),
+                           progress=False, on_divergence="raise", tol=tol, x0=x0,
+                           initial_states=states)
+        for warning in caught:  # the estimator's own words for an unconverged fit
+            if not issubclass(warning.category, ConvergenceWarning):
+                warnings.warn_explicit(warning.message, warning.category, warning.filename,
+                                       warning.lineno)
+        if run.status != "converged" and tol is not None:
+            warnings.warn(_unconverged(self, run, tol, X), ConvergenceWarning, stacklevel=2)
+        # its repr, not the algorithm: a fitted estimator pickles (the algorithm's functions
+        # are closures), and the repr is the call that builds it again
+        self.algorithm_ = repr(algorithm)
+        self.history_ = run.history
+        self.n_iter_ = int(run.n_rounds)
+        self.converged_ = run.status == "converged"
+        self.objective_ = float(run.history[-1]["objective"])
+        self._set_model(np.asarray(run.x, dtype=np.float64))
+        # what a warm start continues from: the algorithm's states, not only its model
+        self._final_states = (self.algorithm_, problem.n_clients, problem.param_shape,
+                              run.server_state, run.client_states)
+        return self
+
+    def _warm_start(self, shape: tuple[int, ...], algorithm: FederatedAlgorithm,
+                    problem: Problem) -> tuple[np.ndarray | None, Any]:
+        """``(x0, initial_states)`` of a fit: the previous fit's states where
+        ``warm_start=True`` and the algorithm and clients are the same (a new ``alpha``
+        along a path), else its model where the shape is the same, else nothing."""
+        if not (self.warm_start and hasattr(self, "coef_")):
+            return None, None
+        previous = getattr(self, "_final_states", None)
+        if previous is not None and previous[:3] == (repr(algorithm), problem.n_clients,
+                                                     problem.param_shape):
+            return None, previous[3:]
+        return self._warm_start_model(shape), None
+
+    def _warm_start_model(self, shape: tuple[int, ...]) -> np.ndarray | None:
+        """The previous fit's model as the start (the same shape)."""
+        coef = np.asarray(self.coef_, dtype=np.float64)
+        if coef.ndim == 2 and coef.shape[0] == 1 and len(shape) == 1:
+            coef = coef[0]  # a binary classifier's (1, d)
+        weights = coef.T
+        if self.fit_intercept:
+            bias = np.asarray(self.intercept_, dtype=np.float64).reshape(weights.shape[1:])
+            model = np.concatenate([weights, bias[None, ...]], axis=0)
+        else:
+            model = weights
+        return model if model.shape == shape else None
+
+    def _fit_targets(self, y: np.ndarray) -> tuple[np.ndarray, int | None]:
+        return y.astype(np.float64), None
+
+    def _set_model(self, x: np.ndarray) -> None:
+        """``coef_``, ``intercept_`` from the model ``x`` (intercept in its last row)."""
+        weights, bias = (x[:-1], x[-1]) if self.fit_intercept else (x, np.zeros_like(x[0]))
+        self.coef_ = weights.T
+        self.intercept_ = bias if bias.ndim else float(bias)
+
+    def _decision(self, X: Any) -> np.ndarray:
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=np.float64, accept_sparse="csr", reset=False)
+        return np.asarray(X @ self.coef_.T) + self.intercept_
+
+

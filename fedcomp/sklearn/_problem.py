@@ -1,0 +1,186 @@
+"""The estimators' problem: samples to clients, the penalty, the algorithm and its step."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import numpy as np
+
+from .._extras import require
+
+require("sklearn.base", "fedcomp.sklearn")
+
+# scikit-learn >= 1.6 (the data extra's floor): validate_data and the tags API
+
+from ..algorithms import ALGORITHMS, FederatedAlgorithm, make_algorithm  # noqa: E402
+from ..data import ClientData  # noqa: E402
+from ..data._sparse import is_sparse_matrix  # noqa: E402
+from ..problem import Problem  # noqa: E402
+from ..regularizers import (  # noqa: E402
+    L1,
+    MCP,
+    SCAD,
+    ElasticNet,
+    Masked,
+    Regularizer,
+    Zero,
+)
+from ..regularizers._masked import SEPARABLE  # noqa: E402
+
+#: Rows of ``history_`` (and checks of ``tol``) every this many rounds by default.
+EVAL_EVERY = 10
+
+
+def _unconverged(model: Any, run: Any, tol: float, X: Any) -> str:
+    """Why a fit stopped unconverged, and what to change: the data's scale first."""
+    value = run.history[-1].get("relative_prox_step", float("nan"))
+    # the root-mean-square of each column, the intercept's constant 1 included: columns of
+    # very different sizes make the problem ill-conditioned for every gradient method
+    squares = X.multiply(X).mean(axis=0) if is_sparse_matrix(X) else np.mean(X * X, axis=0)
+    scale = np.sqrt(np.asarray(squares).ravel())
+    scale = scale[scale > 0]
+    ratio = float(scale.max() / scale.min()) if scale.size > 1 else 1.0
+    fix = (f"the columns' sizes (the intercept's constant 1 included) differ by a factor of "
+           f"{ratio:.3g}, which slows every gradient method: standardize the features "
+           "(sklearn.preprocessing.StandardScaler in a Pipeline), or " if ratio > 10.0 else "")
+    return (f"{type(model).__name__} did not converge: the relative prox-gradient step is "
+            f"{value:.3g} > tol={tol:g} after max_iter={model.max_iter} rounds; {fix}raise "
+            "max_iter (or tol)")
+
+#: Losses whose model predicts classes (the classifier behaviour of FederatedEstimator).
+CLASSIFICATION_LOSSES = ("logistic", "softmax")
+
+
+# --- the problem ------------------------------------------------------------------------
+def client_data(X: np.ndarray, y: np.ndarray, clients: Any, n_clients: int,
+                random_state: Any, sample_weight: np.ndarray | None = None
+                ) -> tuple[ClientData, np.ndarray]:
+    """Split ``(X, y)`` (and the samples' weights) among clients: by the ids ``clients``,
+    else iid into ``n_clients``.
+
+    Returns the :class:`ClientData` and the distinct client ids (in client order).
+    """
+    n = X.shape[0]
+    if clients is None:
+        if not (isinstance(n_clients, int | np.integer) and n_clients >= 1):
+            raise ValueError(f"n_clients must be an integer >= 1 (got {n_clients!r})")
+        if n_clients > n:
+            raise ValueError(f"n_clients={n_clients} but only {n} samples: every client needs "
+                             "one; lower n_clients or pass clients=")
+        order = np.random.default_rng(_seed(random_state)).permutation(n)
+        owner = np.empty(n, dtype=np.int64)
+        for i, part in enumerate(np.array_split(order, int(n_clients))):
+            owner[part] = i
+        ids = np.arange(int(n_clients))
+    else:
+        clients = np.asarray(clients)
+        if clients.shape != (n,):
+            raise ValueError(f"clients must hold one client id per sample: shape ({n},), got "
+                             f"{clients.shape}")
+        if clients.dtype.kind in "fc":  # NaN ids are all distinct: each its own client
+            bad = np.flatnonzero(~np.isfinite(clients))
+            if bad.size:
+                raise ValueError(f"clients holds {bad.size} NaN or infinite ids (the first "
+                                 f"for sample {int(bad[0])}); give every sample a client id")
+        elif clients.dtype == object and any(c is None for c in clients.tolist()):
+            first = next(i for i, c in enumerate(clients.tolist()) if c is None)
+            raise ValueError(f"clients holds None ids (the first for sample {first}); give "
+                             "every sample a client id")
+        ids, owner = np.unique(clients, return_inverse=True)
+    weights = None if sample_weight is None else [
+        sample_weight[owner == i] for i in range(len(ids))]
+    data = ClientData.from_lists([X[owner == i] for i in range(len(ids))],
+                                 [y[owner == i] for i in range(len(ids))],
+                                 sample_weight=weights)
+    return data, ids
+
+
+def _append_ones(X: Any) -> Any:
+    """``[X, 1]``: the intercept's column (a sparse ``X`` stays sparse CSR)."""
+    if is_sparse_matrix(X):
+        from scipy import sparse
+
+        return sparse.hstack([X, np.ones((X.shape[0], 1))], format="csr")
+    return np.hstack([X, np.ones((X.shape[0], 1))])
+
+
+def _seed(random_state: Any) -> int:
+    """An integer seed: ``None`` is 0 (a fit is reproducible unless asked otherwise)."""
+    if random_state is None:
+        return 0
+    if isinstance(random_state, int | np.integer) and not isinstance(random_state, bool):
+        return int(random_state)
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(np.iinfo(np.int32).max))
+    raise ValueError(f"random_state must be None, an int or a numpy RandomState (got "
+                     f"{random_state!r})")
+
+
+def _with_intercept(regularizer: Regularizer, shape: tuple[int, ...]) -> Any:
+    """``regularizer`` on every coordinate except the last feature row (the intercept's)."""
+    if not isinstance(regularizer, SEPARABLE):
+        raise ValueError(f"fit_intercept=True leaves the intercept unpenalised, which needs a "
+                         f"coordinate-separable regularizer; {type(regularizer).__name__} is "
+                         "not: pass fit_intercept=False (and add a column of ones yourself)")
+    mask = np.ones(shape, dtype=bool)
+    mask[-1, ...] = False
+    return Masked(regularizer, mask)
+
+
+def _penalty(penalty: Any, alpha: Any, l1_ratio: Any, gamma: Any, param_ndim: int) -> Any:
+    """The regularizer of a ``penalty`` name, in scikit-learn's parametrisation."""
+    names = ("l1", "elasticnet", "l2", "mcp", "scad", "none")
+    if penalty is None or penalty == "none":
+        return Zero(param_ndim=param_ndim)
+    if not _nonnegative(alpha):
+        raise ValueError(f"alpha must be a number >= 0 (got alpha={alpha!r})")
+    alpha = float(alpha)
+    if penalty == "l1":
+        return L1(alpha, param_ndim=param_ndim)
+    if penalty == "l2":
+        return ElasticNet(0.0, alpha, param_ndim=param_ndim)
+    if penalty == "elasticnet":
+        if not (_nonnegative(l1_ratio) and l1_ratio <= 1):
+            raise ValueError(f"l1_ratio must be in [0, 1] (got l1_ratio={l1_ratio!r})")
+        # scikit-learn's ElasticNet: α·ρ‖w‖₁ + α(1−ρ)/2 ‖w‖²
+        return ElasticNet(alpha * l1_ratio, alpha * (1 - l1_ratio), param_ndim=param_ndim)
+    if penalty == "mcp":
+        return MCP(alpha, 3.0 if gamma is None else float(gamma), param_ndim=param_ndim)
+    if penalty == "scad":
+        return SCAD(alpha, 3.7 if gamma is None else float(gamma), param_ndim=param_ndim)
+    raise ValueError(f"unknown penalty {penalty!r}; use one of {', '.join(names)} (or None)")
+
+
+def _nonnegative(value: Any) -> bool:
+    return bool(isinstance(value, int | float | np.integer | np.floating)
+                and not isinstance(value, bool) and np.isfinite(value) and value >= 0)
+
+
+def _algorithm(algorithm: Any, algorithm_params: Any, client_lr: Any, problem: Problem
+               ) -> FederatedAlgorithm:
+    """The algorithm to run: a built one as given, a name built with its parameters."""
+    if isinstance(algorithm, FederatedAlgorithm):
+        if algorithm_params:
+            raise ValueError("algorithm_params applies to an algorithm given by name; this "
+                             f"algorithm is built already ({algorithm!r})")
+        return algorithm
+    if not isinstance(algorithm, str) or algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm must be a name of {', '.join(ALGORITHMS)} or a built "
+                         f"algorithm such as fedcomp.za1(client_lr=0.5) (got {algorithm!r})")
+    if ALGORITHMS.entry(algorithm).execution != "rounds":
+        raise ValueError(f"algorithm {algorithm!r} runs on an event clock; the estimators run "
+                         "synchronous rounds: choose another algorithm")
+    params = dict(algorithm_params or {})
+    accepted = inspect.signature(ALGORITHMS.entry(algorithm).factory).parameters
+    if "client_lr" in accepted and "client_lr" not in params:
+        if isinstance(client_lr, str) and client_lr == "auto":
+            steps = params.get("local_steps", accepted["local_steps"].default
+                               if "local_steps" in accepted else 1)
+            smoothness = float(np.max(problem.loss.smoothness(problem.data.full_batch())))
+            # a constant column and a zero-variance client can give L = 0: any step is exact
+            client_lr = 1.0 / (max(int(steps), 1) * max(smoothness, 1e-12))
+        params["client_lr"] = float(client_lr)
+    return make_algorithm(algorithm, **params)
+
+
