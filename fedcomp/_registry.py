@@ -304,7 +304,22 @@ class Registry(Mapping[str, Callable[..., Any]], Generic[E]):
     def describe(self) -> Mapping[str, str]:
         """``{name: one-line description}`` in registration order (read-only, live: an
         entry :meth:`register` adds appears in it)."""
-        return _Descriptions(self)
+        return self.facts("description")
+
+    def facts(self, attribute: str) -> Mapping[str, Any]:
+        """``{name: entry.attribute}`` for the entries that set it (not ``None``), in
+        registration order, read live; the same object on every call.
+
+        Examples
+        --------
+        >>> from fedcomp.algorithms import REGISTRY
+        >>> REGISTRY.facts("color")["za1"]
+        '#d62728'
+        """
+        cache = self.__dict__.setdefault("_facts", {})
+        if attribute not in cache:
+            cache[attribute] = _Facts(self, attribute)
+        return cache[attribute]
 
     # --- parameters ----------------------------------------------------------------------
     def _signature(self, name: str) -> inspect.Signature:
@@ -389,31 +404,28 @@ class Registry(Mapping[str, Callable[..., Any]], Generic[E]):
 
 
 
-class _Descriptions(Mapping[str, str]):
-    """``{name: description}`` of a registry's entries, read live (:meth:`Registry.describe`);
-    one per registry, so ``describe()`` is always the same object."""
+class _Facts(Mapping[str, Any]):
+    """``{name: entry.attribute}`` over a registry's entries that set it (not ``None``), read
+    live (:meth:`Registry.facts`): an entry registered later appears in it."""
 
-    def __new__(cls, registry: Registry[Any]) -> _Descriptions:
-        own = registry.__dict__.get("_descriptions")
-        if own is None:
-            own = super().__new__(cls)
-            own._registry = registry
-            registry.__dict__["_descriptions"] = own
-        return own
+    def __init__(self, registry: Registry[Any], attribute: str) -> None:
+        self._registry, self._attribute = registry, attribute
 
-    _registry: Registry[Any]
+    def _table(self) -> dict[str, Any]:
+        return {name: value for name, entry in self._registry._entries.items()
+                if (value := getattr(entry, self._attribute)) is not None}
 
-    def __getitem__(self, name: str) -> str:
-        return self._registry._entries[name].description
+    def __getitem__(self, name: str) -> Any:
+        return self._table()[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._registry._entries)
+        return iter(self._table())
 
     def __len__(self) -> int:
-        return len(self._registry._entries)
+        return len(self._table())
 
     def __repr__(self) -> str:
-        return repr(dict(self))
+        return repr(self._table())
 
 
 class _View(Registry[E]):

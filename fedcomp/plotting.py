@@ -13,7 +13,7 @@ import csv
 import json
 import math
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,30 +23,13 @@ from ._array import quiet_overflow
 from ._extras import require
 from .algorithms import REGISTRY
 
-
-class _Colors(Mapping[str, str]):
-    """``{algorithm: #rrggbb}``, read live from the registry's entries (a registered
-    algorithm has its color from its entry: no edit here)."""
-
-    def __getitem__(self, name: str) -> str:
-        if name not in REGISTRY:
-            raise KeyError(name)
-        return REGISTRY.entry(name).color
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(REGISTRY)
-
-    def __len__(self) -> int:
-        return len(REGISTRY)
-
-
 #: One color per method, fixed for every figure of every experiment (and the report): each
 #: registry entry's ``color``. Each paper's methods keep their strong colors; the others are
 #: chosen so that the methods one built-in experiment draws together are at least
 #: :data:`MIN_COLOR_DISTANCE` apart (decentralized FedMiD and FedDA take dark shades of their
 #: server counterparts' hues, DFedDA-GT a magenta that no dark green or teal beside DFedDA
 #: could be).
-COLORS: Mapping[str, str] = _Colors()
+COLORS: Mapping[str, str] = REGISTRY.facts("color")
 
 #: Colors for curves that share a method (the points of a sweep, one method under several
 #: labels) and for methods without a color of their own, tried in this order: strong,

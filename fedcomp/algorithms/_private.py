@@ -13,7 +13,7 @@ sum of the clipped updates before the server uses it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -30,35 +30,13 @@ from ._base import (
 )
 from ._catalog import REGISTRY
 
-
-class _Traits(Mapping[str, Any]):
-    """``{algorithm: its entry's attribute}`` over the registered algorithms that set it,
-    read live from :data:`~fedcomp.algorithms.REGISTRY` (a registered algorithm counts)."""
-
-    def __init__(self, attribute: str) -> None:
-        self.attribute = attribute
-
-    def _table(self) -> dict[str, Any]:
-        return {e.name: getattr(e, self.attribute) for e in REGISTRY.entries()
-                if getattr(e, self.attribute) is not None}
-
-    def __getitem__(self, name: str) -> Any:
-        return self._table()[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._table())
-
-    def __len__(self) -> int:
-        return len(self._table())
-
-
 #: The algorithms whose uploads are a model or an update, by name: each upload field and
 #: the broadcast field it is the new value of (``None``: the field is already a change) —
 #: their entries' ``private_uploads``. Clipping acts on the change ``upload − broadcast``.
-PRIVATE_UPLOADS: Mapping[str, Mapping[str, str | None]] = _Traits("private_uploads")
+PRIVATE_UPLOADS: Mapping[str, Mapping[str, str | None]] = REGISTRY.facts("private_uploads")
 
 #: Registered algorithms the wrapper refuses, and why (their entries' ``not_private``).
-REFUSED: Mapping[str, str] = _Traits("not_private")
+REFUSED: Mapping[str, str] = REGISTRY.facts("not_private")
 
 
 def _check_clip(clip: Any) -> float:

@@ -53,12 +53,7 @@ from ..oracle import Counters
 from ..problem import normalised_weights
 from ..regularizers import REGULARIZERS, make_regularizer
 from ..runtime._clients import _concat, _gather
-from ..runtime._round import (
-    count_downloads,
-    count_uploads,
-    counted_prox,
-    weighted_server_context,
-)
+from ..runtime._round import count_downloads, counted_prox, server_step
 from ..runtime._simulate import NonFiniteError, _norm_limit, check_divergence
 from ._client import CONFIG_KEY, COUNTS_KEY, INITIAL_KEY, MESSAGE_KEY, UPLOAD_KEY
 from ._codec import decode, encode
@@ -400,11 +395,10 @@ class Strategy(FlowerStrategy):
         return _concat(parts)
 
     def _server_step(self, stacked: Any, round_: int, participants: np.ndarray) -> None:
-        count_uploads(self.counters, stacked, len(participants))
         like = np.asarray(self.algorithm.output(self.server_state))
-        ctx = weighted_server_context(self.weights, self.server_prox, round_, participants,
-                                      like, self.seed)
-        self.server_state = self.algorithm.server_update(self.server_state, stacked, ctx)
+        self.server_state = server_step(self.algorithm, self.weights, like, self.server_state,
+                                        stacked, round_, participants, self.server_prox,
+                                        self.counters, self.seed)
 
 
 def _initial_model(arrays: ArrayRecord) -> np.ndarray:

@@ -227,8 +227,8 @@ def simulate_async(
     def run_step(k: int, message: Any, participants: np.ndarray) -> None:
         nonlocal server_state
         stacked = run_clients.run_round(k, message, participants)
-        server_state = server_step(algorithm, problem, server_state, stacked, k, participants,
-                                   server_prox, counters, seed)
+        server_state = server_step(algorithm, problem.weights, problem.data.like, server_state,
+                                   stacked, k, participants, server_prox, counters, seed)
 
     k = 0  # server steps applied so far = the step a job started now reads at
     # outstanding jobs: (arrival time, client id, server step it read at, the message it read)

@@ -126,15 +126,15 @@ def weighted_server_context(weights: np.ndarray, server_prox: Prox, round_: int,
                          asarray_like(pi, like), len(weights), int(seed))
 
 
-def server_step(algorithm: FederatedAlgorithm, problem: Problem, server_state: Any,
-                stacked: Any, round_: int, participants: np.ndarray, server_prox: Prox,
-                counters: Counters, seed: int) -> Any:
-    """The server's step on the stacked uploads of ``participants`` (counted)."""
+def server_step(algorithm: FederatedAlgorithm, weights: np.ndarray, like: Array,
+                server_state: Any, stacked: Any, round_: int, participants: np.ndarray,
+                server_prox: Prox, counters: Counters, seed: int) -> Any:
+    """The server's step on the stacked uploads of ``participants`` (counted), given every
+    client's weight ``π`` and an array ``like`` of the models' namespace and device."""
     count_uploads(counters, stacked, len(participants))
     return algorithm.server_update(
         server_state, stacked,
-        server_context(problem, server_prox, round_, participants, problem.data.like,
-                       seed))
+        weighted_server_context(weights, server_prox, round_, participants, like, seed))
 
 
 def star_round(algorithm: FederatedAlgorithm, problem: Problem, server_state: Any,
@@ -146,5 +146,5 @@ def star_round(algorithm: FederatedAlgorithm, problem: Problem, server_state: An
     message = algorithm.broadcast(server_state)
     stacked = clients.run_round(round_, message, participants)
     count_downloads(counters, message, len(participants))
-    return server_step(algorithm, problem, server_state, stacked, round_, participants,
-                       server_prox, counters, seed)
+    return server_step(algorithm, problem.weights, problem.data.like, server_state, stacked,
+                       round_, participants, server_prox, counters, seed)
