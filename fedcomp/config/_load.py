@@ -1,0 +1,153 @@
+"""Configuration files: the built-in experiments, TOML in and out, and the key tables.
+
+A configuration is a TOML file, or the name of one shipped in ``fedcomp/configs/``
+(:func:`load`, :func:`experiment_source`); :func:`to_toml` writes one back (``fedcomp
+show``). :class:`ConfigError` is the error of every stage of a configuration.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: Top-level keys of a training configuration.
+TOP_LEVEL_KEYS = {"name", "description", "rounds", "eval_every", "seeds", "batch_size",
+                  "clients_per_round", "client_block", "metrics", "data", "problem",
+                  "regularizer", "algorithms", "reference", "claim", "variants", "topology",
+                  "streaming", "compute_times", "backend", "client_state", "quick",
+                  "readings", "reading", "x0", "tracking", "target", "stop"}
+
+#: The order :func:`to_toml` writes the top-level keys in (tables after the values).
+KEY_ORDER = ("name", "reading", "kind", "description", "claim", "rounds", "eval_every", "seeds",
+             "batch_size", "clients_per_round", "client_block", "metrics", "reference", "target",
+             "stop",
+             "x0", "backend", "client_state", "streaming", "compute_times", "data", "problem",
+             "regularizer", "topology", "algorithms", "variants", "tracking", "quick",
+             "readings")
+
+
+#: What a ``[[variants]]`` entry may override.
+VARIANT_KEYS = {"data", "problem", "regularizer", "algorithms", "rounds", "eval_every",
+                "batch_size", "clients_per_round", "client_block", "topology", "streaming",
+                "compute_times", "client_state", "x0"}
+
+
+class ConfigError(ValueError):
+    """An invalid experiment configuration (the message names the key and the fix)."""
+
+
+def experiment_names() -> list[str]:
+    """The built-in experiments: the TOML files shipped in ``fedcomp/configs/``, by name.
+
+    Examples
+    --------
+    >>> "seed000" in experiment_names()
+    True
+    """
+    folder = resources.files("fedcomp") / "configs"
+    return sorted(item.name.removesuffix(".toml") for item in folder.iterdir()
+                  if item.name.endswith(".toml"))
+
+
+def experiment_source(name: str) -> str:
+    """The text of the built-in experiment ``name`` (its TOML file, comments included)."""
+    if name not in experiment_names():
+        raise ConfigError(f"no built-in experiment {name!r}; built-in: "
+                          f"{', '.join(experiment_names())}")
+    return (resources.files("fedcomp") / "configs" / f"{name}.toml").read_text(encoding="utf-8")
+
+
+def _looks_like_path(spec: str) -> bool:
+    return spec.endswith(".toml") or "/" in spec or "\\" in spec
+
+
+def load(spec: str | Path) -> dict[str, Any]:
+    """A configuration as a dict: from a TOML file, or a built-in experiment by name.
+
+    ``spec`` is a path when such a file exists (or it ends in ``.toml`` or contains a
+    directory separator), otherwise the name of a built-in experiment
+    (:func:`experiment_names`).
+
+    Raises
+    ------
+    ConfigError
+        A missing file, invalid TOML (naming the file), or an unknown name (listing the
+        built-in ones).
+
+    Examples
+    --------
+    >>> load("seed000")["rounds"]
+    500
+    """
+    path = Path(spec)
+    if path.is_file() or _looks_like_path(str(spec)):
+        if not path.exists():
+            raise ConfigError(f"config file {str(path)!r} does not exist; give a TOML file or "
+                              f"a built-in experiment ({', '.join(experiment_names())})")
+        text, where = path.read_bytes(), str(path)
+    elif str(spec) in experiment_names():
+        text, where = experiment_source(str(spec)).encode(), f"fedcomp/configs/{spec}.toml"
+    else:
+        raise ConfigError(f"{str(spec)!r} is neither a config file nor a built-in experiment "
+                          f"({', '.join(experiment_names())})")
+    try:
+        return tomllib.loads(text.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                          "save the configuration as UTF-8") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{where}: invalid TOML: {exc}") from None
+    except RecursionError:  # tomllib parses nested arrays and tables recursively
+        raise ConfigError(f"{where}: arrays or tables nested too deeply for a configuration "
+                          "(Python's recursion limit); a configuration nests a few levels"
+                          ) from None
+
+
+def to_toml(config: dict[str, Any]) -> str:
+    """A configuration as TOML text (``None`` values, which TOML cannot hold, left out).
+
+    Examples
+    --------
+    >>> print(to_toml({"name": "x", "rounds": 3, "topology": None, "data": {"seed": 0}}))
+    name = "x"
+    rounds = 3
+    <BLANKLINE>
+    [data]
+    seed = 0
+    <BLANKLINE>
+    """
+    import tomli_w
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items() if v is not None}
+        if isinstance(value, list | tuple):
+            return [clean(v) for v in value if v is not None]
+        return value
+
+    order = {key: i for i, key in enumerate(KEY_ORDER)}
+    ordered = dict(sorted(config.items(), key=lambda item: order.get(item[0], len(order))))
+    return tomli_w.dumps(clean(to_jsonable(ordered)))
+
+
+def parse_value(text: str) -> Any:
+    """A command-line value as TOML (numbers, booleans, lists, quoted strings), else a string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def to_jsonable(value: Any) -> Any:
+    """Configuration values as JSON-serialisable Python objects."""
+    if isinstance(value, dict):
+        return {k: to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
