@@ -427,3 +427,34 @@ def test_sample_weights_weigh_the_loss_travel_with_the_data_and_match_on_jax(tmp
     with pytest.raises(ValueError, match="0 on the padding rows"):
         ClientData(data.features, data.targets, data.counts,
                    sample_weight=np.ones(data.features.shape[:2]))
+
+
+def test_sample_weights_are_made_once_on_the_device_and_indexed_after():
+    """One array per ClientData on the data's device: every call's rows are that array's
+    (a GPU round no longer copies n_clients x max_samples floats from the host at each full
+    batch), equal to the weights made from the counts (or sample_weight) on the host."""
+    torch = pytest.importorskip("torch")
+    from fedcomp import ClientData
+
+    rng = np.random.default_rng(3)
+    counts = [3, 1, 4, 2]
+    feats = [rng.normal(size=(c, 2)) for c in counts]
+    targs = [rng.normal(size=c) for c in counts]
+    plain = ClientData.from_lists(feats, targs)
+    weighted = ClientData.from_lists(feats, targs,
+                                     sample_weight=[rng.uniform(0.5, 2, size=c) for c in counts])
+    for data in (plain, weighted):
+        moved = data.to(torch.zeros(0, dtype=torch.float64))
+        full = moved.sample_weights()
+        assert moved.sample_weights() is full  # made once
+        if data.sample_weight is None:
+            want = (np.arange(4)[None, :] < np.array(counts)[:, None]) / np.array(counts)[:, None]
+        else:
+            want = data.sample_weight / data.sample_weight.sum(axis=1, keepdims=True)
+        np.testing.assert_array_equal(full.numpy(), want)
+        np.testing.assert_array_equal(moved.sample_weights(slice(1, 3)).numpy(), want[1:3])
+        np.testing.assert_array_equal(moved.sample_weights(np.array([3, 0])).numpy(),
+                                      want[[3, 0]])
+        assert moved.subset(np.array([2])).sample_weights().numpy().tolist() == [
+            want[2].tolist()]
+

@@ -83,7 +83,7 @@ def check_config(config: dict[str, Any]) -> None:
     """Validate a timing configuration: known keys, positive counts, named entries, a
     device this machine has.
 
-    A training configuration goes through :func:`fedcomp.config.resolve`; this one is read
+    A training configuration goes through :func:`fedcomp.experiments.resolve`; this one is read
     key by key, so a misspelt key (``batch_sise``) would otherwise be ignored silently.
 
     Raises
