@@ -246,7 +246,7 @@ def test_architecture_md_names_modules_that_exist_and_every_package():
 
 # --- module sizes ------------------------------------------------------------------------------
 #: Modules still over 700 lines: each is to be split; the list may only shrink.
-TO_SPLIT = {"runtime/_compiled.py"}
+TO_SPLIT: set[str] = set()
 
 
 def module_lines() -> dict[str, int]:

@@ -22,7 +22,7 @@ from test_jax_engine import _expected_eager, _ident, assert_same_run
 
 from fedcomp import simulate
 from fedcomp.algorithms import fedavg, za1
-from fedcomp.runtime import JaxEngineWarning, NonFiniteError, _compiled, jax_like
+from fedcomp.runtime import JaxEngineWarning, NonFiniteError, _compiled, _compiled_parts, jax_like
 from fedcomp.runtime._compiled import CHUNK_FLOATS, MAX_CHUNK, CompiledEngine, chunk_length
 
 jax = pytest.importorskip("jax")
@@ -33,7 +33,7 @@ LIKE = jax_like()
 def calls(monkeypatch):
     """Sub-blocks of 2 clients, and a log of what each multi-round call did: the rounds
     it ran, or ``None`` where it left them to a call per round."""
-    monkeypatch.setattr(_compiled, "sub_block_size", lambda problem, batch_size: 2)
+    monkeypatch.setattr(_compiled_parts, "sub_block_size", lambda problem, batch_size: 2)
     log: list[int | None] = []
     chunk = CompiledEngine._chunk
 
