@@ -104,7 +104,7 @@ def client_context(oracle: Oracle, client_prox: Prox, round_: int, pi: np.ndarra
     """The :class:`ClientContext` of a block: its clients' ``oracle``, the counted
     ``client_prox``, their weights ``pi`` (on ``like``'s namespace and device) and the
     federation's size. The compiled engine builds its traced context from the same fields
-    (:meth:`~fedcomp.runtime._compiled.CompiledClients.local`)."""
+    (:meth:`~fedcomp.runtime._compiled_parts.CompiledClients.local`)."""
     return ClientContext(oracle, client_prox, round_, oracle.client_ids,
                          asarray_like(pi, like), n_clients)
 
