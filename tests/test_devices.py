@@ -9,6 +9,8 @@ device``). CI has no GPU, so two CPU stand-ins refuse the same mixing here:
 * jax's second virtual CPU device (``XLA_FLAGS=--xla_force_host_platform_device_count=2``,
   set by the root ``conftest.py`` before jax is imported): committed arrays of two devices
   cannot meet in one computation;
+* on a machine with a GPU, the GPU itself: torch ``cuda:0`` (kind ``cuda``) and jax's
+  first GPU (``jax-gpu``), skipped elsewhere (CI); ``scripts/gpu_check.sh`` runs them;
 * for torch, whose CPU has one device: torch's default device set to ``meta`` (tensors with
   no data), so that a tensor made without ``device=`` — on a GPU run, a host tensor — breaks
   the run (linear models and networks alike).
@@ -41,6 +43,8 @@ xps = pytest.importorskip("array_api_strict")
 
 STRICT_DEVICE = xps.Device("device1")
 STRICT_LIKE = xps.zeros(0, dtype=xps.float64, device=STRICT_DEVICE)
+#: The second devices: the two CPU stand-ins, and a GPU where there is one.
+KINDS = ["array-api-strict", "jax", "cuda", "jax-gpu"]
 METRICS = ["objective", "nnz"]
 
 
@@ -107,7 +111,7 @@ def run_sync(alg, problem, batch_size, sampled):
 
 # --- array-api-strict's second device (and jax's, for the synchronous engines) -----------------
 
-@pytest.mark.parametrize("kind", ["array-api-strict", "jax"])
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("alg, batch_size, sampled", sync_cases())
 def test_synchronous_algorithm_on_a_second_device(alg, batch_size, sampled, kind):
     device, like = second_device(kind)
@@ -118,7 +122,7 @@ def test_synchronous_algorithm_on_a_second_device(alg, batch_size, sampled, kind
     assert_same_run(run, ref)
 
 
-@pytest.mark.parametrize("kind", ["array-api-strict", "jax"])
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("solver", ["exact", "sgd"])
 def test_asynchronous_algorithm_on_a_second_device(solver, kind):
     device, like = second_device(kind)
@@ -132,7 +136,7 @@ def test_asynchronous_algorithm_on_a_second_device(solver, kind):
     assert_same_run(run, ref)
 
 
-@pytest.mark.parametrize("kind", ["array-api-strict", "jax"])
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("alg", DECENTRALIZED, ids=lambda a: a.name)
 def test_decentralized_algorithm_on_a_second_device(alg, kind):
     device, like = second_device(kind)
@@ -184,11 +188,32 @@ def test_the_stand_in_refuses_what_a_gpu_refuses():
 # --- jax's second virtual CPU device ------------------------------------------------------------
 
 def second_device(kind: str):
-    """``(device, empty array there)`` of a stand-in for a GPU."""
+    """``(device, empty float64 array there)`` of a stand-in for a GPU, or of the GPU."""
     if kind == "array-api-strict":
         return STRICT_DEVICE, STRICT_LIKE
+    if kind in ("cuda", "jax-gpu"):
+        return gpu(kind)
     _, device, like = jax_second_device()
     return device, like
+
+
+def gpu(kind: str):
+    """``(device, empty float64 array there)`` on the GPU of ``kind`` (torch's ``cuda:0``,
+    or jax's first GPU); skip where there is none."""
+    if kind == "cuda":
+        torch = pytest.importorskip("torch")
+        if not torch.cuda.is_available():
+            pytest.skip("torch sees no GPU")
+        like = torch.zeros(0, dtype=torch.float64, device="cuda:0")
+        return like.device, like
+    jax = pytest.importorskip("jax")
+    from fedcomp.runtime import jax_like
+
+    try:
+        device = jax.devices("gpu")[0]
+    except RuntimeError:
+        pytest.skip("jax sees no GPU")
+    return device, jax.device_put(jax_like(), device)
 
 
 def jax_second_device():
