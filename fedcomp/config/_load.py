@@ -40,6 +40,11 @@ class ConfigError(ValueError):
     """An invalid experiment configuration (the message names the key and the fix)."""
 
 
+# Named where users import it from (tracebacks, doctests and pickles say fedcomp.config,
+# as before the module became a package)
+ConfigError.__module__ = "fedcomp.config"
+
+
 def experiment_names() -> list[str]:
     """The built-in experiments: the TOML files shipped in ``fedcomp/configs/``, by name.
 
