@@ -4,13 +4,14 @@ asynchronous event-clock runner and the decentralized (gossip) runner."""
 from ..algorithms._base import SetupContext, setup_context
 from ._allocator import reuse_freed_memory
 from ._async import AsyncRunResult, simulate_async
+from ._checkpoint import Checkpoint
 from ._clock import ComputeTimes
 from ._compiled import JaxEngineWarning, NotCompilableError, jax_like
 from ._decentralized import consensus_error, simulate_decentralized
 from ._jax_cache import JaxCacheWarning
 from ._ray_clients import ray_clients
 from ._simulate import NonFiniteError, RunResult, auto_block_size, simulate
-from ._stopping import STOP_MEASURES, Checkpoint, EarlyStopping, RunView, convergence_warning
+from ._stopping import STOP_MEASURES, EarlyStopping, RunView, convergence_warning
 
 __all__ = ["STOP_MEASURES", "Checkpoint", "ConvergenceWarning", "EarlyStopping", "RunView",
            "AsyncRunResult", "ComputeTimes", "JaxCacheWarning", "JaxEngineWarning",

@@ -27,6 +27,7 @@ from ..oracle import Counters
 from ..problem import Problem
 from ._backends import backend_of_data
 from ._blocks import measured_block_size
+from ._checkpoint import adopt_states, load_checkpoint
 from ._clients import (
     ClientSettings,
     LocalClients,
@@ -36,7 +37,7 @@ from ._clock import ComputeTimes
 from ._compiled import check_compile
 from ._recording import Recorder
 from ._round import counted_prox, star_round
-from ._stopping import COMPLETED, RunView, StopRule, adopt_states, load_checkpoint
+from ._stopping import COMPLETED, RunView, StopRule
 
 
 class NonFiniteError(FloatingPointError):
