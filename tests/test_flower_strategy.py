@@ -371,3 +371,141 @@ def test_the_documented_app_on_a_localhost_deployment_gives_the_simulators_itera
     model = np.load(tmp_path / "model.npy")
     assert np.abs(model).max() > 1e-3  # it trained
     np.testing.assert_allclose(model, np.asarray(run.x), rtol=0, atol=1e-12)
+
+
+# --- replies the server refuses: never aggregated, one error naming node, client and round ------
+def upload_record(**fields):
+    """An ``upload`` record of these arrays, as a tampered ClientApp would send."""
+    from flwr.app import Array
+
+    return ArrayRecord({k: Array.from_numpy_ndarray(np.asarray(v)) for k, v in fields.items()})
+
+
+def bad_counts(content, counts):
+    from flwr.app import MetricRecord
+
+    content["counts"] = MetricRecord(counts)
+
+
+BAD_UPLOADS = {
+    "shape": (lambda c: c.__setitem__("upload", upload_record(delta=np.zeros((1, DIM - 1)))),
+              r"upload field 'delta' has shape \(1, 5\) where \(1, 6\) \(the model's shape \(6,\)"),
+    "integer": (lambda c: c.__setitem__("upload", upload_record(delta=np.ones((1, DIM), int))),
+                r"upload field 'delta' has dtype int64; uploads are floating"),
+    "nan": (lambda c: c.__setitem__("upload", upload_record(
+        delta=np.where(np.arange(DIM) == 2, np.nan, 0.1)[None])),
+            r"upload field 'delta' holds 1 non-finite value .*lower the step size"),
+    "other-field": (lambda c: c.__setitem__("upload", upload_record(d=np.zeros((1, DIM)))),
+                    r"upload fields \['d'\] differ from the other participants' \['delta'\]"),
+    "undecodable": (lambda c: c.__setitem__("upload", upload_record(
+        **{"delta.shape": np.array([1, DIM]), "delta.idx": np.array([99], np.int32),
+           "delta.val": np.array([1.0])})),
+                    r"the upload record does not decode \(IndexError"),
+    "no-upload": (lambda c: c.array_records.pop("upload"), r"the reply has no 'upload' record"),
+    "negative-count": (lambda c: bad_counts(c, {"grad_evals": -3}),
+                       r"count 'grad_evals' is -3; counts are integers >= 0"),
+    "fractional-count": (lambda c: bad_counts(c, {"grad_evals": 2.5}),
+                         r"count 'grad_evals' is 2\.5"),
+    "unknown-count": (lambda c: bad_counts(c, {"samples_seen": 5}),
+                      r"count 'samples_seen' is not one of fedcomp's counters"),
+}
+
+
+def tampering(change, client=1, flower_round=2):
+    """A user's train handler that sends client ``client``'s reply of ``flower_round``
+    changed by ``change(content)`` (every other reply is client_train's)."""
+    def train(msg, context, x, y):
+        reply = client_train(msg, context, x, y)
+        spec = msg.content.config_records["fedcomp"]
+        if (spec["phase"] == "train" and spec["round"] == flower_round - 1
+                and context.node_config["partition-id"] == client):
+            change(reply.content)
+        return reply
+
+    return train
+
+
+@pytest.mark.parametrize("case", sorted(BAD_UPLOADS))
+def test_a_bad_upload_stops_the_run_naming_node_client_round_and_field(case):
+    """Wrong shape, integer or NaN arrays, other fields, a record that does not decode, bad
+    counts: refused before anything of the round is aggregated or counted."""
+    change, message = BAD_UPLOADS[case]
+    features, labels = client_arrays()
+    algorithm = make_algorithm("fedavg", client_lr=0.3, local_steps=2)
+    clean, result, _ = strategy_run(algorithm, features, labels, L1(1e-3), None, rounds=1)
+    strategy = Strategy(algorithm, loss={"name": "logistic", "l2": 0.05}, regularizer=L1(1e-3),
+                        num_clients=N_CLIENTS, batch_size=BATCH, seed=SEED)
+    grid = UserGrid(features, labels, train=tampering(change))
+    with pytest.raises(FlowerRunError, match=r"client 1 \(SuperNode 1001\) sent a reply the "
+                                             r"server refuses in round 2: " + message):
+        strategy.start(grid, ArrayRecord([np.zeros(DIM)]), num_rounds=3)
+    # nothing of round 2 was used: the model and the counts are round 1's (but for round
+    # 2's broadcast, which was sent)
+    np.testing.assert_array_equal(strategy.algorithm.output(strategy.server_state),
+                                  result.arrays.to_numpy_ndarrays()[0])
+    sent = {"floats_down", "bits_down"}
+    assert ({k: v for k, v in strategy.counters.as_dict().items() if k not in sent}
+            == {k: v for k, v in clean.counters.as_dict().items() if k not in sent})
+
+
+@pytest.mark.parametrize("report, message", [
+    ({"samples": -5.0}, r"samples is -5\.0; it must be finite and > 0"),
+    ({"samples": float("nan")}, r"samples is nan"),
+    ({"smoothness": float("inf")}, r"smoothness is inf; it must be finite and >= 0"),
+    ({"client-id": 1.5}, r"client-id is 1\.5, not an integer"),
+])
+def test_a_bad_discovery_report_is_refused_naming_the_node(report, message):
+    """A negative or NaN sample total would make negative or NaN client weights."""
+    from flwr.app import ConfigRecord
+
+    features, labels = client_arrays()
+
+    def discover(msg, context, x, y):
+        reply = client_train(msg, context, x, y)
+        if context.node_config["partition-id"] == 2:
+            info = dict(reply.content.config_records["fedcomp"])
+            reply.content["fedcomp"] = ConfigRecord({**info, **report})
+        return reply
+
+    strategy = Strategy("fedavg", loss="logistic", num_clients=N_CLIENTS)
+    with pytest.raises(FlowerRunError, match="SuperNode 1002 sent a discovery reply the server "
+                                             "refuses: " + message):
+        strategy.start(UserGrid(features, labels, train=discover),
+                       ArrayRecord([np.zeros(DIM)]), num_rounds=1)
+
+
+def test_a_bad_evaluation_is_refused_naming_client_and_round():
+    from flwr.app import MetricRecord
+
+    features, labels = client_arrays()
+
+    def evaluate(msg, context, x, y):
+        reply = client_evaluate(msg, context, x, y)
+        if context.node_config["partition-id"] == 3:
+            reply.content["metrics"] = MetricRecord({"loss": float("nan"), "accuracy": 0.5})
+        return reply
+
+    strategy = Strategy(make_algorithm("fedavg", client_lr=0.3), loss="logistic",
+                        num_clients=N_CLIENTS, evaluate_every=1)
+    with pytest.raises(FlowerRunError, match=r"client 3 \(SuperNode 1003\) .* evaluating round 1"
+                                             r": the evaluation's loss is nan"):
+        strategy.start(UserGrid(features, labels, evaluate=evaluate),
+                       ArrayRecord([np.zeros(DIM)]), num_rounds=1)
+
+
+def test_a_reply_from_a_node_outside_the_federation_is_refused():
+    features, labels = client_arrays()
+
+    def impostor(msg, context, x, y):
+        reply = client_train(msg, context, x, y)
+        spec = msg.content.config_records["fedcomp"]
+        if spec["phase"] == "train" and context.node_config["partition-id"] == 0:
+            reply.metadata.__dict__["_src_node_id"] = 4242
+        return reply
+
+    strategy = Strategy(make_algorithm("fedavg", client_lr=0.3), loss="logistic",
+                        num_clients=N_CLIENTS)
+    with pytest.raises(FlowerRunError, match=r"in round 1 came from SuperNodes \[4242\], which "
+                                             "are none of the federation's clients"):
+        strategy.start(UserGrid(features, labels, train=impostor),
+                       ArrayRecord([np.zeros(DIM)]), num_rounds=1)

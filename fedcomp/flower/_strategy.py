@@ -32,11 +32,12 @@ on the same data, client by client.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -57,6 +58,15 @@ from ..runtime._round import count_downloads, counted_prox, server_step
 from ..runtime._simulate import NonFiniteError, _norm_limit, check_divergence
 from ._client import CONFIG_KEY, COUNTS_KEY, INITIAL_KEY, MESSAGE_KEY, UPLOAD_KEY
 from ._codec import decode, encode
+from ._replies import (
+    RETURN_CLIENT_TRAIN,
+    BadReply,
+    check_counts,
+    check_evaluation,
+    check_report,
+    check_upload,
+    common_fields,
+)
 from ._server import FlowerRunError, exchange, portable_hyperparameters
 
 #: the ``phase`` of a strategy's ``train`` message: discovery, or a round
@@ -263,10 +273,17 @@ class Strategy(FlowerStrategy):
             return None
         by_client = self._replies_by_client(list(replies), np.arange(self.num_clients),
                                             f"evaluating round {server_round}")
-        reported = [dict(by_client[c].content.metric_records["metrics"])
-                    for c in range(self.num_clients)]
-        losses = np.array([r["loss"] for r in reported], dtype=np.float64)
-        accuracy = np.array([r["accuracy"] for r in reported], dtype=np.float64)
+        where = f"evaluating round {server_round}"
+        reported = []
+        for c in range(self.num_clients):
+            with self._naming(c, where):
+                records = by_client[c].content.metric_records
+                if "metrics" not in records:
+                    raise BadReply("the reply has no 'metrics' record; its evaluate handler "
+                                   "must return fedcomp.flower.client_evaluate(msg, context, "
+                                   "features, targets)")
+                reported.append(check_evaluation(dict(records["metrics"])))
+        losses, accuracy = np.array(reported, dtype=np.float64).reshape(-1, 2).T
         model = self.algorithm.output(self.server_state)
         smooth = float(self.weights @ losses)
         values: dict[str, Any] = {"round": server_round, "loss": smooth,
@@ -331,20 +348,18 @@ class Strategy(FlowerStrategy):
                     f"SuperNode {node_id} failed fedcomp's discovery: {reply.error.reason}. "
                     "Its ClientApp's train handler must return "
                     "fedcomp.flower.client_train(msg, context, features, targets)")
-            info = reply.content.config_records[CONFIG_KEY]
-            client = int(info["client-id"])  # type: ignore[arg-type]
-            if not 0 <= client < self.num_clients:
-                raise FlowerRunError(f"SuperNode {node_id} is client {client}, outside "
-                                     f"0..{self.num_clients - 1} (num_clients="
-                                     f"{self.num_clients}); give each node a partition-id in "
-                                     "that range")
+            try:
+                client, samples, smoothness = check_report(
+                    dict(reply.content.config_records.get(CONFIG_KEY, {})), self.num_clients)
+            except BadReply as exc:
+                raise FlowerRunError(f"SuperNode {node_id} sent a discovery reply the server "
+                                     f"refuses: {exc}") from exc
             if client in self.nodes:
                 raise FlowerRunError(f"SuperNodes {self.nodes[client]} and {node_id} are both "
                                      f"client {client}; give every SuperNode its own "
                                      "partition-id")
             self.nodes[client] = node_id
-            reports[client] = {key: float(info[key])  # type: ignore[arg-type]
-                               for key in ("samples", "smoothness")}
+            reports[client] = {"samples": samples, "smoothness": smoothness}
         return reports
 
     def _train_message(self, client: int, record: ArrayRecord, round_: int,
@@ -369,7 +384,13 @@ class Strategy(FlowerStrategy):
                            ) -> dict[int, Message]:
         """The replies of ``clients`` by client id; a missing or failed one raises."""
         client_of = {node: client for client, node in self.nodes.items()}
-        by_client = {client_of.get(r.metadata.src_node_id, -1): r for r in replies}
+        strangers = sorted({r.metadata.src_node_id for r in replies} - set(client_of))
+        if strangers:  # never some other node's arrays in a client's place
+            raise FlowerRunError(f"replies {where} came from SuperNodes {strangers}, which are "
+                                 f"none of the federation's clients (nodes {client_of}); the "
+                                 "grid mixes runs or nodes joined after discovery: restart "
+                                 "the run")
+        by_client = {client_of[r.metadata.src_node_id]: r for r in replies}
         for c in clients.tolist():
             reply = by_client.get(c)
             if reply is None:
@@ -382,23 +403,59 @@ class Strategy(FlowerStrategy):
         return by_client
 
     def _uploads(self, replies: list[Message], participants: np.ndarray, where: str) -> Any:
-        """The participants' uploads stacked in their order; their counts added."""
+        """The participants' uploads stacked in their order; their counts added.
+
+        Every reply is checked first (:mod:`._replies`): one that is not what
+        :func:`client_train` sends stops the run with an error naming its client, node,
+        round and field, before any of this round's uploads or counts are used.
+        """
         by_client = self._replies_by_client(replies, participants, where)
         like = np.asarray(self.algorithm.output(self.server_state))
+        decoded, counts = {}, {}
+        for c in participants.tolist():
+            with self._naming(c, where):
+                content = by_client[c].content
+                for key, records in ((UPLOAD_KEY, content.array_records),
+                                     (COUNTS_KEY, content.metric_records)):
+                    if key not in records:
+                        raise BadReply(f"the reply has no {key!r} record; {RETURN_CLIENT_TRAIN}")
+                decoded[c] = _decoded(content.array_records[UPLOAD_KEY], like)
+                counts[c] = check_counts(dict(content.metric_records[COUNTS_KEY]))
+        fields = common_fields(list(decoded.values()))
         parts = []
         for c in participants.tolist():
-            reply = by_client[c]
-            parts.append(decode(reply.content.array_records[UPLOAD_KEY], like, name="Upload"))
-            for key, value in reply.content.metric_records[COUNTS_KEY].items():
-                setattr(self.counters, key, getattr(self.counters, key) + int(value))  # type: ignore[arg-type]
+            with self._naming(c, where):
+                parts.append(check_upload(decoded[c], 1, tuple(like.shape), fields))
+        for c in participants.tolist():  # all checked: only now is anything counted
+            for key, value in counts[c].items():
+                setattr(self.counters, key, getattr(self.counters, key) + value)
             self.trained.add(c)
         return _concat(parts)
+
+    @contextlib.contextmanager
+    def _naming(self, client: int, where: str) -> Iterator[None]:
+        """A :class:`BadReply` as the run's error, naming the client, its node and round."""
+        try:
+            yield
+        except BadReply as exc:
+            raise FlowerRunError(
+                f"client {client} (SuperNode {self.nodes[client]}) sent a reply the server "
+                f"refuses {where}: {exc}. Nothing of it was aggregated; the run stops") from exc
 
     def _server_step(self, stacked: Any, round_: int, participants: np.ndarray) -> None:
         like = np.asarray(self.algorithm.output(self.server_state))
         self.server_state = server_step(self.algorithm, self.weights, like, self.server_state,
                                         stacked, round_, participants, self.server_prox,
                                         self.counters, self.seed)
+
+
+def _decoded(record: ArrayRecord, like: np.ndarray) -> Any:
+    """An upload record decoded; a compact form that does not expand is a :class:`BadReply`."""
+    try:
+        return decode(record, like, name="Upload")
+    except (ValueError, IndexError, TypeError, KeyError) as exc:
+        raise BadReply(f"the upload record does not decode ({type(exc).__name__}: {exc}); "
+                       f"{RETURN_CLIENT_TRAIN}") from exc
 
 
 def _initial_model(arrays: ArrayRecord) -> np.ndarray:
