@@ -17,6 +17,16 @@ second and is kept in ``blocks.json`` beside the reference solutions (``$FEDCOMP
 default ``~/.cache/fedcomp``), keyed by the CPU, the array library and dtype, the loss and
 one client's working set, so a machine measures each shape once.
 
+Torch on a CPU is not measured: its blocks follow the cache-size rule. A torch round's cost
+is mostly a fixed cost per block — the hundred or so operations of an algorithm's local
+update and the block's gathers, each a 10-15 µs dispatch on torch, several times that on a
+loaded CPU — which the gradient alone does not show: the gradient's time per client is flat
+from 8 clients on, so on a loaded CPU its smallest block within 5 % of the best was as often
+4 as 16, and a ZA1 round at 100 clients x 1024 features took 1.9x NumPy's time idle and
+5.9x beside two busy processes with blocks of 4, against 1.1x and <= 2x with the rule's 25
+(docs/BENCHMARKS.md, "Block sizes per backend"). The rule's largest block whose data fit the
+cache is what a dispatch-bound library wants.
+
 Results never depend on the block size (every draw is keyed by the client), so a
 measurement that differs from run to run changes only the speed. A problem whose whole
 population is small (under :data:`SMALL_BYTES`) runs as one block without measuring, and
@@ -52,6 +62,11 @@ CALL_LIMIT_S = 0.05
 
 #: The smallest block whose time per client is within this factor of the best wins.
 TOLERANCE = 1.05
+
+#: Engines (the ``library`` of :func:`measured_block_size`) whose CPU blocks follow the
+#: cache-size rule, never a measurement: torch's per-block dispatch cost, which the measured
+#: gradient does not see, outweighs what a smaller block saves in cache (module docstring).
+RULED = ("torch", "torch-float64")
 
 #: The most bytes of models (``B`` clients' parameters, one array of them) a CPU block
 #: holds: six clients of news20's width, every client of rcv1's.
@@ -219,18 +234,21 @@ def measure_block_size(problem: Any, batch_size: int | None, work: Any = None,
 
 def measured_block_size(problem: Any, batch_size: int | None, library: str,
                         rule: Any = None, work: Any = None) -> int:
-    """Clients per block on a CPU: one block for a small population, else the measured
-    block (from the cache when this machine measured this shape before).
+    """Clients per block on a CPU: one block for a small population, the cache-size rule
+    for torch (:data:`RULED`), else the measured block (from the cache when this machine
+    measured this shape before).
 
     ``library`` names the engine in the cache's key (``"numpy"``, ``"jax-compiled"``, ...);
     ``work`` is that engine's work (:func:`per_client_seconds`); ``rule(problem,
-    batch_size)`` is the cache-size rule, used instead when ``FEDCOMP_BLOCKS=rule``.
+    batch_size)`` is the cache-size rule, used instead for the engines in :data:`RULED` and
+    for every engine when ``FEDCOMP_BLOCKS=rule``.
     """
     _, per_client = working_set(problem, batch_size)
     cap = model_cap(problem)
     if per_client * problem.n_clients <= SMALL_BYTES:
         return min(problem.n_clients, cap)
-    if os.environ.get("FEDCOMP_BLOCKS", "measure") == "rule" and rule is not None:
+    ruled = library in RULED or os.environ.get("FEDCOMP_BLOCKS", "measure") == "rule"
+    if ruled and rule is not None:
         return max(1, min(int(rule(problem, batch_size)), cap))
     key = f"{machine_key()}|{shape_key(problem, batch_size, library)}"
     if key not in _MEMO:
