@@ -263,6 +263,10 @@ class FederatedAlgorithm(NamedTuple):
     warmup: bool = False
     #: "rounds" (:func:`fedcomp.runtime.simulate`) or "async" (``simulate_async``)
     execution: str = "rounds"
+    #: the client-state field that holds each client's own model (Ditto's ``personal``),
+    #: or ``None``: the runner checks those models for divergence as it checks the global
+    #: one, since they never reach the server's model
+    personal_field: str | None = None
 
     def __repr__(self) -> str:
         return algorithm_repr(self)

@@ -150,7 +150,7 @@ def ditto(algorithm: FederatedAlgorithm, lam: float, personal_steps: int = 5,
 
     return algorithm._replace(
         name=f"ditto_{owner}", init=init, broadcast=broadcast, client_update=client_update,
-        server_update=server_update, prepare=prepare,
+        server_update=server_update, prepare=prepare, personal_field=PERSONAL,
         hyperparameters={**algorithm.hyperparameters,
                          "ditto": {"lam": lam, "personal_steps": personal_steps,
                                    "personal_lr": personal_lr}})

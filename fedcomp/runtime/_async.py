@@ -215,7 +215,8 @@ def simulate_async(
     recorder = Recorder(problem, server_steps, eval_every=eval_every, metrics=metrics,
                         reference=reference, logger=logger, tags=tags, progress=progress,
                         label=algorithm.name)
-    rule = StopRule(problem, tol, stop, callbacks, on_divergence)
+    rule = StopRule(problem, tol, stop, callbacks, on_divergence,
+                    hint=algorithm.divergence_hint)
     wall, now, largest, waited = 0.0, 0.0, 0, 0.0
 
     client_prox, server_prox = counted_prox(problem.regularizer, counters)

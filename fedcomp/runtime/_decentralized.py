@@ -252,7 +252,8 @@ def simulate_decentralized(
         logger=logger, tags=tags, progress=progress, label=algorithm.name,
         evaluation=lambda models: _node_rows(problem, models, metrics, reference, evaluate_on,
                                              node, sparsity))
-    rule = StopRule(problem, tol, stop, callbacks, on_divergence)
+    rule = StopRule(problem, tol, stop, callbacks, on_divergence,
+                    hint=algorithm.divergence_hint)
     wall = 0.0
 
     def record(round_: int, models: Array) -> bool:

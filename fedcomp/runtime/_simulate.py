@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._array import Array, namespace, quiet_overflow, wait_for
+from .._array import Array, namespace, quiet_overflow, to_numpy, wait_for
 from .._random import sample_clients
 from ..algorithms._base import (
     FederatedAlgorithm,
@@ -37,11 +37,7 @@ from ._clock import ComputeTimes
 from ._compiled import check_compile
 from ._recording import Recorder
 from ._round import counted_prox, star_round
-from ._stopping import COMPLETED, RunView, StopRule
-
-
-class NonFiniteError(FloatingPointError):
-    """An iterate became NaN or infinite."""
+from ._stopping import COMPLETED, NonFiniteError, RunView, StopRule
 
 
 class RunResult(NamedTuple):
@@ -136,7 +132,8 @@ def _sampled(sampling: Any, round_: int, n_clients: int) -> np.ndarray:
 
 
 def check_divergence(x: Array | None, limit: float, algorithm: Any, tags: dict[str, Any],
-                     where: str, what: str = "the model", sum_sq: Any = None) -> None:
+                     where: str, what: str = "the model", sum_sq: Any = None,
+                     hint: str = "") -> None:
     """Raise :class:`NonFiniteError` when ``x`` diverged, naming the run, ``where`` (e.g.
     "in round 7") and the algorithm's hint for what to change.
 
@@ -154,7 +151,35 @@ def check_divergence(x: Array | None, limit: float, algorithm: Any, tags: dict[s
     if text:
         raise NonFiniteError(
             f"{tags.get('algorithm', algorithm.name)}: {what} {text} {where} "
-            f"(hyperparameters {algorithm.hyperparameters}); {algorithm.divergence_hint}")
+            f"(hyperparameters {algorithm.hyperparameters}); "
+            f"{hint or algorithm.divergence_hint}")
+
+
+def check_personal_divergence(client_states: Any, limit: float, algorithm: Any,
+                              tags: dict[str, Any], where: str) -> None:
+    """:func:`check_divergence` for the clients' own models (``algorithm.personal_field``
+    of their states, stacked ``(n_clients, ...)``), naming the first client that diverged.
+
+    They never reach the server's model, so its check cannot see them: a Ditto run with
+    a personal step far too large wrote personal objectives of 1e250 under "completed".
+    """
+    if algorithm.personal_field is None or client_states is None:
+        return
+    personal = getattr(client_states, algorithm.personal_field, None)
+    if personal is None:  # states kept out of this process (Ray, disk maps)
+        return
+    xp = namespace(personal)
+    flat = xp.reshape(personal, (personal.shape[0], -1))
+    finite = to_numpy(xp.all(xp.isfinite(flat), axis=1))
+    norms = to_numpy(xp.sqrt(xp.sum(flat * flat, axis=1)))
+    bad = np.flatnonzero(~np.asarray(finite) | (np.asarray(norms) > limit))
+    if bad.size:
+        i = int(bad[0])
+        check_divergence(personal[i, ...], limit, algorithm, tags, where,
+                         what=f"client {i}'s personal model ({bad.size} of "
+                              f"{personal.shape[0]} clients)",
+                         hint="try a smaller personal step (personal_lr; 'auto' is "
+                              "1/(max_i L_i + lam))")
 
 
 def _divergence(x: Array, limit: float) -> str:
@@ -333,7 +358,8 @@ def simulate(
     """
     _check_run_args(problem, rounds, clients_per_round, batch_size, eval_every, seed)
     check_compile(compile, problem.data.like, problem.data.sparse)
-    rule = StopRule(problem, tol, stop, callbacks, on_divergence)
+    rule = StopRule(problem, tol, stop, callbacks, on_divergence,
+                    hint=algorithm.divergence_hint)
     if algorithm.execution != "rounds":
         raise ValueError(f"{algorithm.name} runs on an event clock, not in rounds; use "
                          "fedcomp.runtime.simulate_async")
@@ -467,6 +493,10 @@ def simulate(
                     check_divergence(algorithm.output(server_state) if k == count - 1
                                      else None, norm_limit, algorithm, recorder.tags,
                                      f"in round {r + k + 1}", sum_sq=sum_k)
+                if recorder.due(done) or done == rounds:  # at the rows the user reads
+                    check_personal_divergence(getattr(run_clients, "client_states", None),
+                                              norm_limit, algorithm, recorder.tags,
+                                              f"in round {done}")
             except NonFiniteError as exc:
                 rule.diverged(exc)
                 done = r + k + 1

@@ -31,7 +31,7 @@ from ..regularizers import (  # noqa: E402
     Regularizer,
 )
 from ..runtime import simulate  # noqa: E402
-from ..runtime._stopping import check_tol  # noqa: E402
+from ..runtime._stopping import DIVERGED_MARK, NonFiniteError, check_tol  # noqa: E402
 from ._problem import (  # noqa: E402
     EVAL_EVERY,
     _algorithm,
@@ -42,7 +42,18 @@ from ._problem import (  # noqa: E402
     client_data,
 )
 
-#: Rows of ``history_`` (and checks of ``tol``) every this many rounds by default.
+
+def _diverged(model: Any, run: Any, reason: str) -> None:
+    """A fit whose run diverged: an error where the model is not finite (nothing to keep),
+    else a :class:`ConvergenceWarning` (``converged_`` is False): a finite model that ran
+    away is an unconverged fit, as scikit-learn reports one."""
+    if not np.all(np.isfinite(np.asarray(run.x, dtype=np.float64))):
+        raise NonFiniteError(f"{type(model).__name__}: {reason}")
+    warnings.warn(f"{type(model).__name__} did not converge: {reason}; the fitted model is the "
+                  f"one of round {run.n_rounds}, not a solution", ConvergenceWarning,
+                  stacklevel=3)
+
+
 
 # --- the estimators -----------------------------------------------------------------------
 def _class_targets(model: Any, y: np.ndarray, binary: bool) -> tuple[np.ndarray, int | None]:
@@ -217,13 +228,18 @@ class _FederatedModel(BaseEstimator):
             run = simulate(algorithm, problem, int(self.max_iter), eval_every=eval_every,
                            metrics=["objective"], clients_per_round=self.clients_per_round,
                            batch_size=self.batch_size, seed=_seed(self.random_state),
-                           progress=False, on_divergence="raise", tol=tol, x0=x0,
+                           progress=False, on_divergence="return", tol=tol, x0=x0,
                            initial_states=states)
+        diverged = [str(w.message) for w in caught if run.status == "diverged"
+                    and issubclass(w.category, RuntimeWarning) and DIVERGED_MARK in str(w.message)]
         for warning in caught:  # the estimator's own words for an unconverged fit
-            if not issubclass(warning.category, ConvergenceWarning):
+            if not (issubclass(warning.category, ConvergenceWarning)
+                    or str(warning.message) in diverged):
                 warnings.warn_explicit(warning.message, warning.category, warning.filename,
                                        warning.lineno)
-        if run.status != "converged" and tol is not None:
+        if diverged:
+            _diverged(self, run, diverged[0].removesuffix(DIVERGED_MARK))
+        elif run.status != "converged" and tol is not None:
             warnings.warn(_unconverged(self, run, tol, X), ConvergenceWarning, stacklevel=2)
         # its repr, not the algorithm: a fitted estimator pickles (the algorithm's functions
         # are closures), and the repr is the call that builds it again
