@@ -28,7 +28,12 @@ def load_results(path: str | os.PathLike[str]) -> Any:
     # default, older pandas only with float_precision="round_trip" (deprecated in 3)
     exact = {} if int(pandas.__version__.split(".")[0]) >= 3 else {
         "float_precision": "round_trip"}
-    return pandas.read_csv(path, **exact)
+    try:
+        return pandas.read_csv(path, **exact)
+    except (UnicodeDecodeError, pandas.errors.ParserError, pandas.errors.EmptyDataError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"{path}: not a results.csv fedcomp can read ({reason}); the file is "
+                         "damaged or not fedcomp's: run the experiment again") from None
 
 
 def compare(problem: Any, algorithms: Any, rounds: int, seeds: Any = (0, 1, 2),

@@ -112,6 +112,7 @@ from ._grid import (
 )
 from ._load import (
     KEY_ORDER,
+    MAX_DEPTH,
     TOP_LEVEL_KEYS,
     VARIANT_KEYS,
     ConfigError,
@@ -134,7 +135,7 @@ from ._readings import (
 
 __all__ = [
     # _load: files, TOML, the key tables
-    "TOP_LEVEL_KEYS", "KEY_ORDER", "VARIANT_KEYS", "ConfigError", "experiment_names",
+    "TOP_LEVEL_KEYS", "KEY_ORDER", "VARIANT_KEYS", "MAX_DEPTH", "ConfigError", "experiment_names",
     "experiment_source", "load", "to_toml", "parse_value", "to_jsonable",
     # _overrides: --set, [quick]
     "algorithm_entries", "select_algorithms", "apply_override", "quick_config",

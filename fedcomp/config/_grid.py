@@ -42,7 +42,8 @@ def parse_seeds(text: str) -> list[int]:
         raise ConfigError(f"--seeds expects START:STOP, a number or a comma list (got {text!r})"
                           ) from exc
     if ":" in text:
-        check_planned(len(span), f"--seeds {text}")  # before the list is made
+        # stop - start, not len(span): len() of a range past 2**63 raises OverflowError
+        check_planned(max(0, span.stop - span.start), f"--seeds {text}")  # before the list
         seeds = list(span)
     if not seeds:
         raise ConfigError(f"--seeds {text!r} selects no seed")

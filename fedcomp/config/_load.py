@@ -36,6 +36,12 @@ VARIANT_KEYS = {"data", "problem", "regularizer", "algorithms", "rounds", "eval_
                 "compute_times", "client_state", "x0"}
 
 
+#: The deepest nesting of tables and arrays a configuration may hold (the built-in ones nest
+#: 6 levels): deeper dotted keys (``a.a.a... = 1``, which tomllib reads without recursion)
+#: would end in a RecursionError in every later stage that copies or walks the dict.
+MAX_DEPTH = 32
+
+
 class ConfigError(ValueError):
     """An invalid experiment configuration (the message names the key and the fix)."""
 
@@ -100,7 +106,7 @@ def load(spec: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{str(spec)!r} is neither a config file nor a built-in experiment "
                           f"({', '.join(experiment_names())})")
     try:
-        return tomllib.loads(text.decode("utf-8"))
+        config = tomllib.loads(text.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
                           "save the configuration as UTF-8") from None
@@ -110,6 +116,35 @@ def load(spec: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{where}: arrays or tables nested too deeply for a configuration "
                           "(Python's recursion limit); a configuration nests a few levels"
                           ) from None
+    check_depth(config, where)
+    return config
+
+
+def nesting_depth(value: Any) -> int:
+    """How deeply tables and arrays nest in ``value`` (0 for a scalar), without recursion.
+
+    Examples
+    --------
+    >>> nesting_depth({"data": {"seed": 0}, "seeds": [0, 1]}), nesting_depth(3)
+    (2, 0)
+    """
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list | tuple):
+            deepest = max(deepest, depth)
+            if depth <= MAX_DEPTH:  # deeper is refused anyway: no need to walk all of it
+                stack.extend((child, depth + 1) for child in
+                             (node.values() if isinstance(node, dict) else node))
+    return deepest
+
+
+def check_depth(config: Any, where: str) -> None:
+    """Refuse a configuration nested deeper than :data:`MAX_DEPTH`, naming ``where``."""
+    if nesting_depth(config) > MAX_DEPTH:
+        raise ConfigError(f"{where}: tables or arrays nested more than {MAX_DEPTH} levels deep "
+                          "(fedcomp.config.MAX_DEPTH; the built-in configurations nest 6); "
+                          "check the dotted keys and brackets")
 
 
 def to_toml(config: dict[str, Any]) -> str:
@@ -145,6 +180,15 @@ def parse_value(text: str) -> Any:
         return tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         return text
+    except RecursionError:  # tomllib parses nested arrays recursively
+        raise ConfigError(f"value {_short(text)} is nested too deeply (more than "
+                          f"{MAX_DEPTH} levels of arrays or tables)") from None
+
+
+def _short(text: str, width: int = 40) -> str:
+    """``text`` quoted, cut to ``width`` characters (a key or value 3000 characters long
+    would fill the terminal)."""
+    return repr(text if len(text) <= width else text[:width] + "...")
 
 
 def to_jsonable(value: Any) -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ._load import ConfigError, parse_value
+from ._load import MAX_DEPTH, ConfigError, _short, check_depth, parse_value
 
 
 def algorithm_entries(config: dict[str, Any]) -> list[dict[str, Any]]:
@@ -98,10 +98,17 @@ def apply_override(config: dict[str, Any], assignment: str) -> dict[str, Any]:
     if "=" not in assignment:
         raise ConfigError(f"--set expects key=value (got {assignment!r}), e.g. --set rounds=100")
     key, text = assignment.split("=", 1)
-    value = parse_value(text.strip())
+    try:
+        value = parse_value(text.strip())
+    except ConfigError as exc:  # a value nested too deeply: say which --set
+        raise ConfigError(f"--set {_short(key.strip())}: {exc}") from None
     parts = [p for p in key.strip().split(".") if p]
     if not parts:
         raise ConfigError(f"--set: empty key in {assignment!r}")
+    if len(parts) > MAX_DEPTH:
+        raise ConfigError(f"--set {_short(key.strip())}: {len(parts)} dotted parts, more than "
+                          f"the {MAX_DEPTH} levels a configuration may nest "
+                          "(fedcomp.config.MAX_DEPTH)")
     config = copy.deepcopy(config)
     if parts[0] == "algorithms" and len(parts) > 1:  # (algorithms=[...] replaces the list)
         # the parameter is the last part; the selector is everything between, so a label
@@ -112,6 +119,7 @@ def apply_override(config: dict[str, Any], assignment: str) -> dict[str, Any]:
                               "algorithms.*.PARAM for every entry)")
         for entry in select_algorithms(config, selector, f"--set {key.strip()}"):
             entry[param] = value
+        check_depth(config, f"--set {_short(key.strip())}")  # a value of nested arrays
         return config
     node = config
     for part in parts[:-1]:
@@ -119,6 +127,7 @@ def apply_override(config: dict[str, Any], assignment: str) -> dict[str, Any]:
         if not isinstance(node, dict):
             raise ConfigError(f"--set {key}: {part!r} is not a table")
     node[parts[-1]] = value
+    check_depth(config, f"--set {_short(key.strip())}")  # a value of nested arrays
     return config
 
 
