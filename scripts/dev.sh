@@ -45,7 +45,10 @@ setup_demo() {
 case "${1:-test}" in
     setup) setup ;;
     demo) setup_demo; "$VENV/bin/fedcomp" run "${@:2}" ;;
-    test) setup; "$PY" -m pytest "${@:2}" ;;
+    # both cores: tests that share ports, Ray or signals run on one worker
+    # (tests/conftest.py's SERIAL_MODULES, --dist loadgroup); FEDCOMP_TEST_WORKERS=0 runs
+    # the suite in this one process
+    test) setup; "$PY" -m pytest -n "${FEDCOMP_TEST_WORKERS:-2}" --dist loadgroup "${@:2}" ;;
     test-fast) setup; "$PY" -m pytest -m "not slow" "${@:2}" ;;
     lint) setup; "$VENV/bin/ruff" check fedcomp tests benchmarks examples; "$VENV/bin/mypy" fedcomp ;;
     bench) setup; "$PY" benchmarks/round_time.py "${@:2}" ;;

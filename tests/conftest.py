@@ -74,6 +74,24 @@ def pytest_unconfigure(config):
         shutil.rmtree(folder, ignore_errors=True)
 
 
+#: Test modules that start processes, servers, Ray or a browser, or send signals: under
+#: pytest-xdist (``scripts/dev.sh test`` runs ``-n 2 --dist loadgroup``) they run one
+#: after another on one worker, so that two of them never compete for a port, a Ray head
+#: or the process table; the other worker takes the rest of the suite. A test elsewhere
+#: that needs the same marks itself ``@pytest.mark.xdist_group("serial")``.
+SERIAL_MODULES = frozenset({
+    "test_flower.py", "test_flower_robust.py", "test_ray_executor.py", "test_robust.py",
+    "test_robust_gaps.py", "test_lifetime.py", "test_sweeps.py", "test_docs.py",
+    "test_report.py", "test_image_data.py", "test_wheel.py", "test_cli_robust.py",
+})
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in SERIAL_MODULES:
+            item.add_marker(pytest.mark.xdist_group("serial"))
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_cache(tmp_path_factory):
     """Reference solutions cached in a per-session temp dir, never in the user's home.
