@@ -22,7 +22,8 @@ import numpy as np
 from .._extras import require
 from ._checks import check_memory
 from ._client_data import ClientData
-from ._federate import _prepare, relabel
+from ._federate import _prepare, partition_spec, relabel
+from ._partition import PARTITIONERS
 
 #: Environment variable naming the directory of downloaded / user-provided data files.
 from ._sources import SOURCES, _locate
@@ -233,6 +234,7 @@ def libsvm_file(path: str, n_clients: int = 10, partition: Any = "iid", seed: in
     (True, [2, 2])
     >>> os.remove(f.name)
     """
+    _check_group_column(group_column, partition)
     features, raw = load_libsvm(_locate(path), n_features=n_features, sparse=sparse)
     targets = relabel(raw, labels, n_classes)
     groups = None
@@ -244,6 +246,17 @@ def libsvm_file(path: str, n_clients: int = 10, partition: Any = "iid", seed: in
         groups = (column.toarray() if hasattr(column, "toarray") else column).ravel()
     return _prepare(features, targets, n_clients, partition, seed, standardize, unit_norm,
                     groups)
+
+
+def _check_group_column(group_column: int | None, partition: Any) -> None:
+    """A ``group_column`` with a partition that does not split by groups would be ignored."""
+    if group_column is None:
+        return
+    name, _ = partition_spec(partition)
+    if PARTITIONERS.parameters(name)[0] != "groups":
+        raise ValueError(f"group_column={group_column} gives each sample a group, but partition "
+                         f"{name!r} does not split by groups and would ignore it; use partition "
+                         "= 'writers' or 'dirichlet_writers', or drop group_column")
 
 
 def a9a(path: str = "a9a", n_clients: int = 10, partition: Any = "iid", seed: int = 0,
