@@ -160,3 +160,19 @@ def test_a_ditto_run_whose_personal_models_diverge_says_so_and_names_the_client(
                      eval_every=5)
     assert sound.status == "completed"
     assert np.all(np.isfinite(sound.client_states.personal))
+
+
+def test_an_experiment_whose_personal_models_diverge_counts_them_and_exits_nonzero(tmp_path,
+                                                                                  capsys):
+    from fedcomp.cli import main
+
+    code = main(["run", "personal_sparse", "--seeds", "0:1", "--set", "rounds=10",
+                 "--set", "eval_every=5", "--set",
+                 'algorithms.*.personalization={name="ditto", lam=0.01, personal_steps=5, '
+                 'personal_lr=1e6}', "--out", str(tmp_path), "--quiet"])
+    out = capsys.readouterr()
+    assert code != 0
+    assert "personal model" in out.err
+    # every setting diverged, and the summary table says so (its last column)
+    rows = [line for line in out.out.splitlines() if line.startswith("| ditto_")]
+    assert len(rows) == 4 and all(row.rstrip(" |").endswith("1") for row in rows), rows
