@@ -103,3 +103,130 @@ def test_load_results_of_a_damaged_file_names_it(tmp_path, content):
     (tmp_path / "results.csv").write_bytes(content)
     with pytest.raises(ValueError, match=r"results.csv: not a results.csv fedcomp can read"):
         fedcomp.load_results(tmp_path)
+
+
+# --- Ray: an address where something listens but is not Ray hung for 590 s and more --------
+@pytest.fixture
+def http_server():
+    """An HTTP server on a free loopback port (what the Ray dashboard's 8265 is), in a thread."""
+    import http.server
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):  # no request lines in the test's output
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+@pytest.fixture
+def silent_listener():
+    """A loopback port that accepts connections (the kernel's backlog) and never answers:
+    what a frozen or dying Ray head looks like from outside."""
+    import socket
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    try:
+        yield sock
+    finally:
+        sock.close()
+
+
+@pytest.mark.xdist_group("serial")
+@pytest.mark.parametrize("scheme", ["", "ray://"])
+def test_an_http_server_as_ray_address_fails_at_once_naming_it(tmp_path, capsys, http_server,
+                                                              scheme):
+    import time
+
+    pytest.importorskip("ray")
+    out = tmp_path / "out"
+    tic = time.perf_counter()
+    status, err = run_cli(capsys, "run", tiny(tmp_path), "--out", out, "--executor", "ray",
+                          "--ray-address", scheme + http_server, "--quiet")
+    assert time.perf_counter() - tic < 60  # before: Ray's lines for 590 s and more
+    line = one_error_line(err)
+    assert status == 2 and f"{scheme}{http_server} answers, but not as a Ray cluster" in line
+    assert "ray start --head" in line
+    assert not out.exists()  # before: .lock, config.json, models/, parts/
+
+
+@pytest.mark.xdist_group("serial")
+def test_a_head_that_accepts_but_never_answers_fails_after_the_deadline(
+        tmp_path, capsys, silent_listener, monkeypatch):
+    from fedcomp.runtime import _ray_clients
+
+    pytest.importorskip("ray")
+    monkeypatch.setattr(_ray_clients, "HANDSHAKE_TIMEOUT", 2.0)
+    address = f"127.0.0.1:{silent_listener.getsockname()[1]}"
+    out = tmp_path / "out"
+    status, err = run_cli(capsys, "run", tiny(tmp_path), "--out", out, "--executor", "ray",
+                          "--ray-address", address, "--quiet")
+    line = one_error_line(err)
+    assert status == 2 and f"no Ray cluster answered at {address} within 2 s" in line
+    assert not out.exists()  # before: a stale .lock and the run's files
+
+
+@pytest.mark.xdist_group("serial")
+def test_sigterm_while_connecting_to_ray_exits_promptly_leaving_nothing(tmp_path,
+                                                                        silent_listener):
+    """Before: SIGTERM was not honoured within 10 s, and .lock, config.json, models/ and
+    parts/ were left behind; and the message named a directory that did not exist."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pytest.importorskip("ray")
+    address = f"127.0.0.1:{silent_listener.getsockname()[1]}"
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "fedcomp", "run", str(tiny(tmp_path)),
+                             "--out", str(out), "--executor", "ray", "--ray-address", address,
+                             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    connections = []
+    try:
+        silent_listener.settimeout(120)  # the command connects once its imports are done
+        connections.append(silent_listener.accept()[0])
+        silent_listener.settimeout(10)  # the TCP check, then the handshake's connection
+        try:
+            connections.append(silent_listener.accept()[0])
+        except TimeoutError:
+            pass
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)  # before: not within 10 s (Ray's C++ loop)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for conn in connections:
+            conn.close()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "Traceback" not in err and "nothing was kept" in err and "kept in" not in err
+    assert not out.exists()
+
+
+# --- an interrupt before the first row pointed to a directory that was removed ---------------
+def test_an_interrupt_before_any_run_finished_says_nothing_was_kept(tmp_path, capsys,
+                                                                   monkeypatch):
+    from fedcomp.experiments import _runner
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_runner, "execute_all", interrupted)
+    out = tmp_path / "out"
+    status, err = run_cli(capsys, "run", tiny(tmp_path), "--out", out, "--quiet")
+    assert status == 130 and not out.exists()
+    assert f"no run had finished: nothing was kept ({out} does not exist)" in err
+    assert "kept in" not in err and "--resume" not in err  # before: "kept in OUT/"

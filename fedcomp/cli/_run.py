@@ -60,6 +60,35 @@ def resume_command(argv: list[str], out: Path) -> str:
     return "fedcomp " + " ".join(shlex.quote(a) for a in [*args, "--resume"])
 
 
+def finished_count(out: Path) -> int:
+    """How many runs ``out/runs.jsonl`` records as finished (0 when it does not exist)."""
+    try:
+        with (out / "runs.jsonl").open(encoding="utf-8", errors="replace") as f:
+            return sum(1 for line in f if line.strip())
+    except OSError:
+        return 0
+
+
+def stopped_message(argv: list[str], out: Path) -> str:
+    """What a run stopped midway (interrupted, its cluster lost) says it left: the finished
+    runs kept in ``out`` and the command that resumes, or — before any run finished, when
+    the runner removed what it had written — that nothing was kept and how to start again.
+
+    Examples
+    --------
+    >>> print(stopped_message(["run", "--seeds", "0"], Path("/nonexistent/out")))
+    no run had finished: nothing was kept (/nonexistent/out does not exist); start again with
+      fedcomp run --seeds 0
+    """
+    if finished_count(out):
+        return (f"finished runs are kept in {out}/ (results.csv, runs.jsonl); resume with\n"
+                f"  {resume_command(argv, out)}")
+    where = f"{out}/ holds no finished run" if out.exists() else f"{out} does not exist"
+    again = [a for a in argv if a != "--resume"]
+    return (f"no run had finished: nothing was kept ({where}); start again with\n"
+            f"  fedcomp {' '.join(shlex.quote(a) for a in again)}")
+
+
 #: The seeds of the default ``fedcomp run`` (no config named): one, about a minute on two
 #: cores; ``fedcomp report`` runs the five of the configuration for its verdicts.
 DEFAULT_RUN_SEEDS = [0]
@@ -187,14 +216,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                                  ray_address=args.ray_address)
     except KeyboardInterrupt as exc:
         argv = args.argv if args.argv is not None else sys.argv[1:]
-        print(f"\ninterrupted: finished runs are kept in {out}/ (results.csv, runs.jsonl); "
-              f"resume with\n  {resume_command(argv, out)}", file=sys.stderr)
+        print(f"\ninterrupted: {stopped_message(argv, out)}", file=sys.stderr)
         return exit_code(exc)
     except ClusterLostError as exc:
         argv = args.argv if args.argv is not None else sys.argv[1:]
-        print(f"error: {exc}; finished runs are kept in {out}/ (results.csv, runs.jsonl): "
-              f"restart the cluster and resume with: {resume_command(argv, out)}",
-              file=sys.stderr)
+        left = stopped_message(argv, out).replace("\n  ", " ")
+        print(f"error: {exc}; restart the cluster: {left}", file=sys.stderr)
         return 1
     print(f"results written to {out}/ (results.csv, config.json, models/, summary.md"
           f"{', plot.png' if (out / 'plot.png').exists() else ''})", file=sys.stderr)

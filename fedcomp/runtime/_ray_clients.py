@@ -63,13 +63,31 @@ def ray_address(address: str | None) -> str:
 #: Seconds to wait for a named Ray cluster's head to accept a connection.
 CONNECT_TIMEOUT = 5.0
 
+#: Seconds the head may take to answer the handshake (:func:`ray_handshake`): a head that
+#: accepts connections but says nothing (a frozen or dying one, or another program) fails
+#: after this, where ``ray.init`` would retry for ten minutes and more.
+HANDSHAKE_TIMEOUT = 20.0
 
-def check_ray_address(address: str | None, timeout: float = CONNECT_TIMEOUT) -> None:
-    """Refuse, in one line naming it, a cluster address with nothing behind it.
+#: The first question ``ray.init`` asks a head (its GCS) and a Ray Client server; an empty
+#: message is a valid request to both (every field at its default; PING for the client).
+_QUESTIONS = {"gcs": ("/ray.rpc.NodeInfoGcsService/GetClusterId", b""),
+              "client": ("/ray.rpc.RayletDriver/ClusterInfo", b"\x08\x06")}
 
-    ``ray.init`` would retry for minutes, printing warnings that name another address; a
+#: What to pass instead, in every refusal of an address.
+_FIX = ("start a cluster with 'ray start --head' and pass the address it prints (HOST:6379, "
+        "or ray://HOST:10001 for Ray Client), or leave --ray-address and $RAY_ADDRESS unset "
+        "to run on a Ray instance on this machine")
+
+
+def check_ray_address(address: str | None, timeout: float = CONNECT_TIMEOUT,
+                      handshake: float | None = None) -> None:
+    """Refuse, in one line naming it, a cluster address that is not a live Ray cluster.
+
+    ``ray.init`` would retry for minutes, printing warnings that name another address: a
     TCP connection to the head's ``host:port`` (``ray://host:port`` for Ray Client) tells
-    within ``timeout`` seconds. ``"local"`` and ``"auto"`` are left to Ray.
+    within ``timeout`` seconds whether anything listens, and :func:`ray_handshake` within
+    ``handshake`` seconds (default :data:`HANDSHAKE_TIMEOUT`) whether it is Ray.
+    ``"local"`` and ``"auto"`` are left to Ray. A signal (Ctrl-C, SIGTERM) ends the wait.
     """
     joined = ray_address(address)
     if joined in ("local", "auto"):
@@ -83,9 +101,58 @@ def check_ray_address(address: str | None, timeout: float = CONNECT_TIMEOUT) -> 
             pass
     except OSError as exc:
         raise ValueError(f"no Ray cluster answers at {joined} ({exc.strerror or exc} within "
-                         f"{timeout:g} s); start one with 'ray start --head' and pass the "
-                         "address it prints, or leave --ray-address and $RAY_ADDRESS unset to "
-                         "run on a Ray instance on this machine") from None
+                         f"{timeout:g} s); {_FIX}") from None
+    ray_handshake(joined, HANDSHAKE_TIMEOUT if handshake is None else handshake)
+
+
+def ray_handshake(joined: str, timeout: float) -> None:
+    """Ask the Ray head at ``joined`` the question ``ray.init`` asks first, over gRPC.
+
+    A ``ValueError`` naming the address when it does not answer as Ray within ``timeout``
+    seconds: an HTTP server (the dashboard's port 8265, a web page), a gRPC server that is
+    not Ray, or one that accepts connections and says nothing. The main thread waits on the
+    answer in short slices, so SIGTERM's handler (:func:`~fedcomp._lifetime.
+    signals_as_interrupt`) runs while it waits: a blocking gRPC call would hold it off.
+    """
+    require("ray", "fedcomp run --executor ray")  # gRPC comes with it
+    import grpc
+    target = joined.removeprefix("ray://")
+    method, request = _QUESTIONS["client" if joined.startswith("ray://") else "gcs"]
+    with grpc.insecure_channel(target) as channel:
+        answer = channel.unary_unary(method).future(request, timeout=timeout)
+        try:
+            while True:
+                try:
+                    answer.result(timeout=0.25)
+                    return
+                except grpc.FutureTimeoutError:
+                    continue
+                except grpc.RpcError:
+                    break
+        finally:
+            answer.cancel()
+    refusal = _refusal(joined, answer.code(), answer.details() or "", timeout, grpc)
+    if refusal:
+        raise ValueError(refusal)
+
+
+def _refusal(joined: str, code: Any, details: str, timeout: float, grpc: Any) -> str | None:
+    """The error for a handshake that ended in ``code``; None when the answer came from Ray
+    (a head that refuses the question, for want of a token, still is one)."""
+    status = grpc.StatusCode
+    if code == status.UNAVAILABLE and ("http1" in details.lower()
+                                       or "parsing http/2" in details.lower()):
+        return (f"{joined} answers, but not as a Ray cluster: it does not speak gRPC (a web "
+                f"server? the Ray dashboard listens on 8265, the head on 6379); {_FIX}")
+    if code == status.UNAVAILABLE:
+        return f"no Ray cluster answers at {joined} ({details.strip()[:160]}); {_FIX}"
+    if code == status.DEADLINE_EXCEEDED:
+        return (f"no Ray cluster answered at {joined} within {timeout:g} s (something accepts "
+                f"connections there but says nothing: a frozen or dead head, or another "
+                f"program); {_FIX}")
+    if code == status.UNIMPLEMENTED:
+        return f"{joined} speaks gRPC but is not a Ray cluster ({details.strip()[:80]}); {_FIX}"
+    return None
 
 
 def shard_bounds(n_clients: int, shards: int) -> np.ndarray:
