@@ -230,3 +230,46 @@ def test_an_interrupt_before_any_run_finished_says_nothing_was_kept(tmp_path, ca
     assert status == 130 and not out.exists()
     assert f"no run had finished: nothing was kept ({out} does not exist)" in err
     assert "kept in" not in err and "--resume" not in err  # before: "kept in OUT/"
+
+
+# --- --resume kept a finished run's torn rows -------------------------------------------------
+HEADER = "algorithm,seed,round,objective\r\n"
+WHOLE = "fedmid,0,0,0.69\r\nfedmid,0,1,0.68\r\nfedmid,1,0,0.69\r\n"
+
+
+@pytest.mark.parametrize("tail, line", [
+    ("fedmid,1,1,0.6", 5),      # the last value cut, no line end
+    ("fedmid,1,1\r\n", 5),      # a row short of fields
+    ("fedmid,1", 5),            # cut inside its key: its run is the row before's
+])
+def test_resume_drops_a_torn_row_with_its_run_naming_the_file_and_line(
+        tmp_path, capsys, tail, line):
+    import json
+
+    from fedcomp.experiments._results import keep_finished_rows
+
+    path = tmp_path / "results.csv"
+    path.write_text(HEADER + WHOLE + tail, newline="")
+    finished = {json.dumps(["fedmid", "0"]): {}, json.dumps(["fedmid", "1"]): {}}
+    present = keep_finished_rows(path, finished, ["algorithm", "seed"])
+    assert present == {json.dumps(["fedmid", "0"])}  # before: seed 1 too, its torn row kept
+    assert path.read_bytes().decode() == (HEADER + WHOLE).replace("fedmid,1,0,0.69\r\n", "")
+    err = capsys.readouterr().err
+    assert f"{path}, line {line}: a torn row" in err and "runs again" in err
+
+
+@pytest.mark.slow  # two runs and a resume: about 10 s on a busy machine
+def test_resume_reruns_the_run_whose_last_row_was_cut(tmp_path, capsys):
+    config, out = tiny(tmp_path), tmp_path / "out"
+    assert run_cli(capsys, "run", config, "--seeds", "0:2", "--out", out, "--quiet",
+                   "--jobs", "1")[0] == 0
+    whole = (out / "results.csv").read_bytes()
+    (out / "results.csv").write_bytes(whole[:-12])  # the last row's wall_s cut mid-write
+    status, err = run_cli(capsys, "run", config, "--seeds", "0:2", "--out", out, "--quiet",
+                          "--jobs", "1", "--resume")
+    assert status == 0 and "line 7: a torn row" in err
+    again = (out / "results.csv").read_bytes()
+    assert again.endswith(b"\r\n") and len(again.splitlines()) == len(whole.splitlines())
+    # every cell but wall_s (the last) as in the untorn file
+    assert ([r.rsplit(b",", 1)[0] for r in again.splitlines()]
+            == [r.rsplit(b",", 1)[0] for r in whole.splitlines()])

@@ -255,19 +255,27 @@ def config_differences(before: Any, after: Any, path: str = "") -> list[str]:
 def keep_finished_rows(path: Path, finished: dict[str, Any], key_columns: list[str]
                        ) -> set[str]:
     """Drop from ``results.csv`` the rows of runs not recorded as finished (a crash's);
-    the keys of the runs that have rows there."""
+    the keys of the runs that have rows there.
+
+    A torn row (a last line cut mid-write, without its line end, or a row of another
+    length than the header) is dropped with every row of its run, and a warning names
+    the file and line: that run's rows are incomplete, so it is not counted as present
+    (:func:`without_rows` then runs it again).
+    """
     if not path.exists():
         return set()
     with path.open(newline="") as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
-        rows = list(reader)
+        text = f.read()
+    reader = csv.reader(text.splitlines(keepends=True))
+    header = next(reader, None)
+    rows = list(reader)
     if header is None:
         return set()
     index = [header.index(c) if c in header else None for c in key_columns]
     keys = [json.dumps([r[i] if i is not None and i < len(r) else "" for i in index])
             for r in rows]
-    keep = [r for r, key in zip(rows, keys, strict=True) if key in finished]
+    torn = _torn_runs(path, header, rows, keys, index, cut=not text.endswith("\n"))
+    keep = [r for r, key in zip(rows, keys, strict=True) if key in finished and key not in torn]
     if len(keep) != len(rows):
         tmp = path.with_suffix(".tmp")
         with tmp.open("w", newline="") as f:
@@ -275,7 +283,29 @@ def keep_finished_rows(path: Path, finished: dict[str, Any], key_columns: list[s
             writer.writerow(header)
             writer.writerows(keep)
         tmp.replace(path)
-    return {key for key in keys if key in finished}
+    return {key for key in keys if key in finished and key not in torn}
+
+
+def _torn_runs(path: Path, header: list[str], rows: list[list[str]], keys: list[str],
+               index: list[int | None], cut: bool) -> set[str]:
+    """The keys of the runs with a torn row in ``rows`` (``cut``: the file's last line has
+    no line end), each named in a warning with its line. A row cut inside its key columns
+    (``index``) may belong to the run of the row before it, a run's rows being written one
+    after another: that run runs again too (rerunning a whole run is harmless)."""
+    last_key = max((i for i in index if i is not None), default=-1)
+    torn: set[str] = set()
+    for number, row in enumerate(rows):
+        end = cut and number == len(rows) - 1
+        if len(row) == len(header) and not end:
+            continue
+        torn.add(keys[number])
+        if len(row) <= last_key + 1 and number:  # its key itself may be cut
+            torn.add(keys[number - 1])
+        how = ", cut without its line end" if end else ""
+        print(f"warning: --resume: {path}, line {number + 2}: a torn row ({len(row)} of "
+              f"{len(header)} fields{how}); dropped with the rest of its run, which runs "
+              "again", file=sys.stderr)
+    return torn
 
 
 def without_rows(finished: dict[str, dict[str, Any]], present: set[str]
