@@ -146,8 +146,23 @@ def test_every_estimator_whose_model_runs_away_is_not_converged_and_warns(make):
 
 
 # --- personal models ---------------------------------------------------------------------
-def test_a_ditto_run_whose_personal_models_diverge_says_so_and_names_the_client():
-    p = tiny_problem()
+def _on(backend: str, problem: Problem) -> Problem:
+    if backend == "numpy":
+        return problem
+    if backend == "torch":
+        torch = pytest.importorskip("torch")
+        like = torch.zeros(0, dtype=torch.float64)
+    else:
+        pytest.importorskip("jax")
+        from fedcomp.runtime import jax_like
+
+        like = jax_like()
+    return Problem(problem.loss, problem.regularizer, problem.data.to(like))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch", "jax"])
+def test_a_ditto_run_whose_personal_models_diverge_says_so_and_names_the_client(backend):
+    p = _on(backend, tiny_problem())
     algorithm = ditto(fedmid(client_lr=0.05, local_steps=2), lam=0.1, personal_lr=1e6)
     with pytest.warns(RuntimeWarning, match=r"client \d+'s personal model \(\d of 3 clients\) "
                                             r"(diverged|became non-finite) .*in round 5 .*personal_lr"):
@@ -159,7 +174,7 @@ def test_a_ditto_run_whose_personal_models_diverge_says_so_and_names_the_client(
     sound = simulate(ditto(fedmid(client_lr=0.05, local_steps=2), lam=0.1), p, 20,
                      eval_every=5)
     assert sound.status == "completed"
-    assert np.all(np.isfinite(sound.client_states.personal))
+    assert np.all(np.isfinite(np.asarray(sound.client_states.personal)))
 
 
 def test_an_experiment_whose_personal_models_diverge_counts_them_and_exits_nonzero(tmp_path,
