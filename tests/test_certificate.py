@@ -18,19 +18,18 @@ from sklearn.datasets import load_breast_cancer
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.preprocessing import StandardScaler
 
-import fedcomp
 from fedcomp import ClientData, Problem, simulate
 from fedcomp.algorithms import ditto, fedmid, za1
 from fedcomp.losses import Logistic
 from fedcomp.regularizers import L1
 from fedcomp.runtime import NonFiniteError
 from fedcomp.runtime._stopping import RUNAWAY, Certificate, RunView, StopRule
-from fedcomp.toy import tiny_problem
 from fedcomp.sklearn import (
     FederatedEstimator,
     FederatedLinearRegression,
     FederatedLogisticRegression,
 )
+from fedcomp.toy import tiny_problem
 
 STOP_MEASURES = ["relative_prox_step", "prox_grad_norm", "relative_change"]
 
@@ -164,8 +163,9 @@ def _on(backend: str, problem: Problem) -> Problem:
 def test_a_ditto_run_whose_personal_models_diverge_says_so_and_names_the_client(backend):
     p = _on(backend, tiny_problem())
     algorithm = ditto(fedmid(client_lr=0.05, local_steps=2), lam=0.1, personal_lr=1e6)
-    with pytest.warns(RuntimeWarning, match=r"client \d+'s personal model \(\d of 3 clients\) "
-                                            r"(diverged|became non-finite) .*in round 5 .*personal_lr"):
+    words = (r"client \d+'s personal model \(\d of 3 clients\) (diverged|became non-finite) "
+             r".*in round 5 .*personal_lr")
+    with pytest.warns(RuntimeWarning, match=words):
         run = simulate(algorithm, p, 20, eval_every=5)
     assert run.status == "diverged" and run.n_rounds == 5
     with pytest.raises(NonFiniteError, match="personal model"):
