@@ -152,8 +152,13 @@ def test_resume_with_another_config_names_the_difference(tmp_path):
 
 
 def test_cli_ctrl_c_prints_how_to_resume(tmp_path, monkeypatch, capsys):
-    def interrupt(*args, **kwargs):
-        raise KeyboardInterrupt
+    calls, run_one = [], _execute.run_one
+
+    def interrupt(*args, **kwargs):  # after one finished run: there is something to resume
+        calls.append(1)
+        if len(calls) > 1:
+            raise KeyboardInterrupt
+        return run_one(*args, **kwargs)
 
     monkeypatch.setattr(_execute, "run_one", interrupt)
     # --jobs 1: the patched run_one runs in this process (seed000's five seeds would
