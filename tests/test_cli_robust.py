@@ -273,3 +273,33 @@ def test_resume_reruns_the_run_whose_last_row_was_cut(tmp_path, capsys):
     # every cell but wall_s (the last) as in the untorn file
     assert ([r.rsplit(b",", 1)[0] for r in again.splitlines()]
             == [r.rsplit(b",", 1)[0] for r in whole.splitlines()])
+
+
+# --- an unreachable HTTP MLflow store gave 253 s of silence -----------------------------------
+@pytest.mark.xdist_group("serial")
+def test_an_unreachable_mlflow_server_is_one_error_naming_it(tmp_path, capsys):
+    import socket
+    import time
+
+    from tests.test_robust import TINY
+
+    pytest.importorskip("mlflow")
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        uri = f"http://127.0.0.1:{s.getsockname()[1]}"
+    config = tiny(tmp_path, TINY + f'[tracking]\nmlflow = {{uri = "{uri}"}}\n')
+    out = tmp_path / "out"
+    tic = time.perf_counter()
+    status, err = run_cli(capsys, "run", config, "--out", out, "--quiet")
+    assert time.perf_counter() - tic < 60  # before: 253 s of silence
+    line = one_error_line(err)
+    assert status == 2 and f"the MLflow server {uri} does not answer" in line
+    assert "sqlite:///" in line and not out.exists()
+
+
+@pytest.mark.xdist_group("serial")
+def test_an_mlflow_server_that_answers_passes_the_check(http_server):
+    from fedcomp.experiments._runner import check_mlflow_server
+
+    check_mlflow_server(f"http://{http_server}")  # a 404 for /health is an answer
+    check_mlflow_server("sqlite:///nowhere/mlflow.db")  # not a server: left to MLflow

@@ -213,6 +213,7 @@ def check_buildable(experiment: Experiment) -> None:
     if store:  # a named MLflow store that cannot be written fails here, naming it
         from ..metrics._tracking import mlflow_experiment
 
+        check_mlflow_server(store)
         mlflow_experiment(store, tracking["mlflow"].get("experiment") or experiment.name)
     seen, shapes = set(), set()
     for setting in experiment.settings:
@@ -227,6 +228,35 @@ def check_buildable(experiment: Experiment) -> None:
         if compressed and data_key not in shapes:  # a compressor's k against the model's size
             shapes.add(data_key)
             _check_prepared(setting, compressed, experiment.seeds[0])
+
+
+#: Seconds an MLflow tracking server (an ``http(s)://`` store) may take to answer.
+MLFLOW_TIMEOUT = 10.0
+
+
+def check_mlflow_server(uri: str, timeout: float = MLFLOW_TIMEOUT) -> None:
+    """Refuse, naming it, an ``http(s)://`` MLflow store that does not answer in ``timeout``
+    seconds: MLflow's client retries a dead server in silence for minutes (253 s measured).
+
+    Any HTTP answer to ``GET URI/health`` will do (an old server without that page, or a
+    proxy that wants a login, still answers); other stores (``sqlite:///``, files) are left
+    to :func:`~fedcomp.metrics._tracking.mlflow_experiment`. A signal ends the wait.
+    """
+    import urllib.error
+    import urllib.request
+
+    if not uri.lower().startswith(("http://", "https://")):
+        return
+    try:
+        urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout).close()
+    except urllib.error.HTTPError:
+        return  # it answered
+    except (OSError, ValueError) as exc:  # URLError is an OSError; a malformed URL, ValueError
+        reason = getattr(exc, "reason", None) or exc
+        raise OSError(f"the MLflow server {uri} does not answer ({reason}, within {timeout:g} "
+                      "s); start it (mlflow server --port PORT) or give [tracking] mlflow a "
+                      "local store (uri = \"sqlite:///path/mlflow.db\"), or leave the uri out "
+                      "for OUT/mlflow.db") from None
 
 
 def _check_prepared(setting: Any, specs: list[Any], seed: int) -> None:
