@@ -107,6 +107,43 @@ def _distinct_targets(data: ClientData) -> np.ndarray:
     return np.unique(np.concatenate(found))
 
 
+def _check_models_fit(data: ClientData, param_shape: tuple[int, ...]) -> None:
+    """Refuse, before a run allocates them, models that cannot fit in memory.
+
+    Sparse features cost memory in their nonzeros, but every run holds dense models: one
+    per client at least (the clients' local iterates, their gradients at an evaluation)
+    and two for the server (:func:`~fedcomp.data._checks.models_bytes`). A LIBSVM index
+    of 99999999999, or ``n_features = 10**9`` on a few nonzeros, makes data that load
+    instantly and a run that ends in a 745 GiB ``MemoryError`` or is killed by the OS;
+    this names the size and the widest client instead
+    (:func:`~fedcomp.data._checks.check_memory`, the check of dense data).
+    """
+    from ._array import bit_width
+    from .data._checks import SERVER_MODELS, check_memory, models_bytes
+
+    n_models = data.n_clients + SERVER_MODELS
+    dtype = str(data.dtype).removeprefix("torch.")
+
+    def fix() -> str:
+        if not data.sparse:
+            return "use fewer features or fewer clients"
+        columns = to_numpy(data.features.columns)
+        d = data.feature_shape[0]
+        if not columns.size:
+            return f"the features have {d} columns and no nonzero; give fewer columns"
+        widest = int(np.argmax(columns % d))
+        row = int(np.searchsorted(data.features.indptr, widest, side="right")) - 1
+        return (f"the features have {d} columns, but the largest used is "
+                f"{int(columns[widest]) % d} (client {row // data.max_samples}): pass "
+                "n_features (or build the matrices) with only the columns used, and check "
+                "that client's indices")
+
+    check_memory(models_bytes(data.n_clients, param_shape, bit_width(data.like) // 8),
+                 f"Problem: the {n_models} models of shape {param_shape} ({dtype}) that a "
+                 f"run holds at least (one per client of {data.n_clients}, "
+                 f"{SERVER_MODELS} for the server)", fix)
+
+
 #: How a minibatch draws a client's samples (:class:`Problem`'s ``minibatch``).
 MINIBATCH = ("with_replacement", "without_replacement")
 
@@ -191,6 +228,7 @@ class Problem:
         check_targets = getattr(self.loss, "check_targets", None)
         if check_targets is not None:
             check_targets(_distinct_targets(self.data), self.n_classes)
+        _check_models_fit(self.data, self.param_shape)
 
     def __repr__(self) -> str:
         """One line: the parts and the data's shapes (not its arrays)."""

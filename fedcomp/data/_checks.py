@@ -1,12 +1,15 @@
-"""Checks of client data before they are used: memory, finiteness, memory-mapped files.
+"""Checks of client data before they are used: memory, finiteness, memory-mapped files,
+per-sample arrays against their samples, CSR structure, client ids.
 
 Kept apart from the containers (dense :class:`~fedcomp.data.ClientData` and
-:mod:`fedcomp.data._sparse`), which both use them.
+:mod:`fedcomp.data._sparse`), which both use them, and the entries that build them (the
+estimators' client ids, a Flower node's arrays).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import numbers
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -24,13 +27,14 @@ def physical_memory() -> int | None:
         return None
 
 
-def check_memory(n_bytes: int, what: str, fix: str) -> None:
+def check_memory(n_bytes: int, what: str, fix: str | Callable[[], str]) -> None:
     """Refuse, before allocating, an array of ``n_bytes`` larger than physical memory.
 
     NumPy would raise a bare ``MemoryError`` (or the OS kill the process) after trying:
     ``n_features = 1_000_000_000`` or one LIBSVM feature index 99999999999 asks for TiBs.
     The ``ValueError`` says how many GiB ``what`` needs, how many the machine has, and
-    ``fix``.
+    ``fix`` (a string, or a function that makes it: only called for the error, so a fix
+    that reads the data costs nothing when the array fits).
 
     Examples
     --------
@@ -42,8 +46,23 @@ def check_memory(n_bytes: int, what: str, fix: str) -> None:
     """
     memory = physical_memory()
     if memory is not None and n_bytes > memory:
+        fix = fix if isinstance(fix, str) else fix()
         raise ValueError(f"{what} need {n_bytes / 2**30:.1f} GiB, more than this machine's "
                          f"{memory / 2**30:.1f} GiB of memory; {fix}")
+
+
+#: Models a run holds beyond one per client (the server's model and its step): the fewest
+#: measured, FedAvg's, took n_clients + 2 to n_clients + 3 models of peak memory at 1 to 64
+#: clients on sparse data of 10^6 columns; ZA1 and SCAFFOLD took 5-6 per client.
+SERVER_MODELS = 2
+
+
+def models_bytes(n_clients: int, param_shape: tuple[int, ...], item_bytes: int) -> int:
+    """Bytes of the dense models every run holds at least: ``n_clients +``
+    :data:`SERVER_MODELS` of ``param_shape``. Sparse data cost memory in their nonzeros,
+    their models in their columns: what :func:`check_memory` is given for them."""
+    size = int(np.prod(param_shape, dtype=np.float64))
+    return (n_clients + SERVER_MODELS) * size * item_bytes
 
 
 #: Bytes of a NumPy array :func:`first_non_finite` reads at a time (its temporaries stay
@@ -119,3 +138,157 @@ def row_blocks(values: np.ndarray, block_bytes: int) -> Iterator[tuple[int, np.n
             rows = min(step, len(values) - start)
             block = np.fromfile(f, dtype=values.dtype, count=rows * per_row)
             yield start, block.reshape(rows, *row_shape)
+
+
+# --- per-sample arrays against their samples -----------------------------------------
+def per_sample(values: Any, n_samples: int, where: str, what: str = "target") -> np.ndarray:
+    """``values`` as a NumPy array of one number per sample of ``where`` (a client).
+
+    Stacked into the padded layout, a 0-d target would be broadcast to every sample (one
+    label for all of them, a run that "succeeds"), and one of another length would fail
+    deep inside NumPy naming no client. One target per sample, shape ``(n_samples,)``, or
+    a ``ValueError`` naming ``where``, the length expected and the shape given. Numbers
+    only: an object array of numbers is converted to float64, strings (class names) are
+    refused with the fix.
+
+    Examples
+    --------
+    >>> per_sample([1, -1], 2, "client 0").tolist()
+    [1, -1]
+    >>> per_sample(-1.0, 6, "client 3")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: client 3 has 6 samples but its target is one value (-1.0); give one target ...
+    """
+    array = np.asarray(values)
+    if array.ndim == 0:
+        raise ValueError(f"{where} has {n_samples} samples but its {what} is one value "
+                         f"({array.item()!r}); give one {what} per sample: an array of shape "
+                         f"({n_samples},)")
+    if array.shape != (n_samples,):
+        column = (f" (np.ravel of the column {array.shape})"
+                  if array.shape == (n_samples, 1) else "")
+        raise ValueError(f"{where} has {n_samples} samples but {what}s of shape "
+                         f"{array.shape}; give one {what} per sample: an array of shape "
+                         f"({n_samples},){column}")
+    if array.dtype.kind in "biuf":
+        return array
+    if array.dtype.kind == "O":
+        try:
+            return array.astype(np.float64)
+        except (TypeError, ValueError):
+            pass
+    example = next((v for v in array.tolist() if not isinstance(v, numbers.Real)),
+                   array.tolist()[0] if array.size else None)
+    raise ValueError(f"{where}: its {what}s are not real numbers (dtype {array.dtype}, e.g. "
+                     f"{example!r}); give numbers (class names as ids: "
+                     "np.unique(y, return_inverse=True)[1])")
+
+
+# --- sparse structure ------------------------------------------------------------------
+def check_compressed(data: Any, indices: Any, indptr: Any, shape: Any, where: str, fix: str,
+                     axes: tuple[str, str] = ("row", "column")) -> None:
+    """Refuse compressed-sparse parts (CSR; CSC with ``axes`` swapped) that do not describe
+    a matrix of ``shape``, before SciPy or a product reads them.
+
+    SciPy's compiled routines trust the index arrays: a column index past the width reads
+    or writes outside the arrays (a segfault, "double free or corruption"), a decreasing
+    row pointer makes a negative length, and a column inside the width but past the
+    client's own features moves a value into another client's block of the block-diagonal
+    matrix (:mod:`fedcomp.data._sparse`), silently. Checked fully, in O(nnz): integer
+    index arrays, ``len(indptr) == rows + 1``, ``indptr`` from 0, non-decreasing, to
+    ``nnz == len(indices) == len(data)``, every index in ``[0, columns)``. Unsorted or
+    duplicate indices are valid (the callers sort and sum them on a copy). Each error
+    names ``where`` (a file, a client) and ``fix``.
+
+    Examples
+    --------
+    >>> check_compressed(np.ones(2), np.array([0, 2]), np.array([0, 1, 2]), (2, 3), "x", "")
+    >>> check_compressed(np.ones(2), np.array([0, 9]), np.array([0, 1, 2]), (2, 3), "f.npz",
+    ...                  "write it again")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: f.npz: column index 9 of row 1 is outside 0..2 (the matrix has 3 columns); ...
+    """
+    major, minor = axes
+    shape = tuple(np.asarray(shape).tolist()) if np.ndim(shape) == 1 else ()
+    if not (len(shape) == 2 and all(isinstance(s, int) and s >= 0 for s in shape)):
+        raise ValueError(f"{where}: shape {shape!r} is not two sizes >= 0; {fix}")
+    n_major, n_minor = shape if major == "row" else shape[::-1]
+    parts = {"data": np.asarray(data), "indices": np.asarray(indices),
+             "indptr": np.asarray(indptr)}
+    for name, part in parts.items():
+        kinds = "biuf" if name == "data" else "iu"
+        if part.ndim != 1 or part.dtype.kind not in kinds:
+            raise ValueError(f"{where}: its {name} are {part.dtype} of shape {part.shape}, not "
+                             f"a 1-D array of {'numbers' if name == 'data' else 'integers'}; "
+                             f"{fix}")
+    values, index, pointers = parts["data"], parts["indices"], parts["indptr"]
+    nnz = len(values)
+    if len(pointers) != n_major + 1 or len(index) != nnz:
+        raise ValueError(f"{where}: {len(pointers)} {major} pointers, {len(index)} indices and "
+                         f"{nnz} values do not describe {n_major} {major}s ({n_major + 1} "
+                         f"pointers, one index per value); {fix}")
+    if pointers[0] != 0 or pointers[-1] != nnz:
+        raise ValueError(f"{where}: the {major} pointers run from {pointers[0]} to "
+                         f"{pointers[-1]}, not from 0 to the {nnz} values; {fix}")
+    falls = np.flatnonzero(np.diff(pointers) < 0)
+    if falls.size:
+        r = int(falls[0])
+        raise ValueError(f"{where}: the {major} pointers decrease at {major} {r} ({pointers[r]} "
+                         f"then {pointers[r + 1]}); they must never decrease; {fix}")
+    if nnz and (index.min() < 0 or index.max() >= n_minor):
+        position = int(np.flatnonzero((index < 0) | (index >= n_minor))[0])
+        row = int(np.searchsorted(pointers, position, side="right")) - 1
+        raise ValueError(f"{where}: {minor} index {index[position]} of {major} {row} is outside "
+                         f"0..{n_minor - 1} (the matrix has {n_minor} {minor}s); {fix}")
+
+
+# --- client ids --------------------------------------------------------------------------
+def _id_kind(value: Any) -> str | None:
+    """"number" or "string", another type's name, None for None (refused on its own)."""
+    if value is None:
+        return None
+    if isinstance(value, numbers.Number):
+        return "number"
+    return "string" if isinstance(value, str | bytes) else type(value).__name__
+
+
+def distinct_ids(ids: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(ids, return_inverse=True)`` of ids of one type: numbers or strings.
+
+    Mixed ids such as ``[0, "a", 1]`` are refused naming two of them: NumPy either turns
+    them into text (where ``0`` and ``"0"`` become one client, silently) or, as objects,
+    cannot sort them (a raw ``TypeError``).
+
+    Examples
+    --------
+    >>> distinct_ids(["b", "a", "b"], "clients")[0].tolist()
+    ['a', 'b']
+    >>> distinct_ids([0, "a", 1], "clients")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: clients mixes ids of different types, e.g. 0 (int) and 'a' (str): ...
+    """
+    values = ids if isinstance(ids, np.ndarray) and ids.dtype != object else \
+        np.asarray(ids, dtype=object)  # as objects, 0 and "0" stay apart
+    if values.dtype == object:
+        first: dict[str | None, Any] = {}
+        for value in values.reshape(-1).tolist():
+            first.setdefault(_id_kind(value), value)
+        kinds = [kind for kind in first if kind is not None]
+        if len(kinds) > 1:
+            a, b = first[kinds[0]], first[kinds[1]]
+            raise ValueError(f"{what} mixes ids of different types, e.g. {a!r} "
+                             f"({type(a).__name__}) and {b!r} ({type(b).__name__}): numbers "
+                             "and strings do not sort together, and as text 0 and '0' would "
+                             f"be one client; give ids of one type, e.g. [str(c) for c in "
+                             f"{what}]")
+        if None not in first and set(kinds) <= {"number", "string"}:
+            values = np.asarray(values.tolist())  # one type: NumPy's own dtype for it
+    try:
+        found, inverse = np.unique(values, return_inverse=True)
+    except TypeError as exc:
+        raise ValueError(f"{what}: its ids cannot be sorted ({exc}); give numbers or "
+                         "strings") from None
+    return found, inverse.reshape(-1)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -28,7 +29,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._array import Array, asarray_like, namespace, take_rows
-from ._checks import first_non_finite
+from ._checks import check_compressed, check_memory, first_non_finite, per_sample
 from ._sparse import SparseFeatures, is_sparse_matrix
 
 #: The file :meth:`ClientData.save` describes its arrays in, and its ``format`` tag.
@@ -179,6 +180,13 @@ class ClientData:
             raise ValueError(f"ClientData: holdout features {tuple(feats.shape)} and targets "
                              f"{tuple(targs.shape)} must have shapes (n_test, "
                              f"*{self.feature_shape}) and (n_test,)")
+        for name, values in (("features", feats), ("targets", targs)):
+            # sparse: the stored values (a NaN of the holdout would make every test metric NaN)
+            where = first_non_finite(values.data if is_sparse_matrix(values) else values)
+            if where is not None:
+                sample = "" if is_sparse_matrix(values) else f" of test sample {where[0]}"
+                raise ValueError(f"ClientData: the holdout {name} hold a NaN or infinite value"
+                                 f"{sample} (data must be finite); fix or drop that sample")
 
     def with_holdout(self, features: Any, targets: Any) -> ClientData:
         """The same client data with pooled held-out samples attached.
@@ -211,32 +219,25 @@ class ClientData:
         >>> data.sparse, data.features.shape, data.features.nnz
         (True, (2, 3, 5), 5)
         """
-        if len(features) != len(targets) or not features:
-            raise ValueError("ClientData.from_lists: need the same, nonzero number of feature "
-                             f"and target arrays (got {len(features)} and {len(targets)})")
-        sparse = [is_sparse_matrix(f) for f in features]
-        if any(sparse) and not all(sparse):
-            dense = np.flatnonzero(~np.array(sparse)).tolist()
-            raise ValueError(f"ClientData.from_lists: clients {dense} are dense but others "
-                             "are scipy.sparse; give every client the same kind "
-                             "(scipy.sparse.csr_array(x) of a dense array)")
+        features, targets, sample_weight = _checked_lists(features, targets, sample_weight)
         counts = np.array([f.shape[0] for f in features], dtype=np.int64)
-        if (counts == 0).any():
-            empty = np.flatnonzero(counts == 0).tolist()
-            raise ValueError(f"ClientData.from_lists: clients {empty} have no samples; drop "
-                             "them or repartition")
         m = int(counts.max())
         feats: Any
-        if all(sparse):
+        if is_sparse_matrix(features[0]):
             feats = SparseFeatures.from_matrices(features, m, dtype)
         else:
-            feats = np.zeros((len(features), m, *np.asarray(features[0]).shape[1:]),
-                             dtype=dtype)
+            shape = (len(features), m, *features[0].shape[1:])
+            check_memory(int(np.prod(shape, dtype=np.float64)) * np.dtype(dtype).itemsize,
+                         f"ClientData.from_lists: the padded features, {len(features)} "
+                         f"clients x {m} samples (client {int(counts.argmax())}'s, every "
+                         f"client padded to it) x {shape[2:]} of {np.dtype(dtype).name},",
+                         "balance the clients' sample counts, use fewer features, or give "
+                         "scipy.sparse matrices for sparse data")
+            feats = np.zeros(shape, dtype=dtype)
         # every client's dtype counts: client 0's int labels would truncate another's 0.7
-        targs = np.zeros((len(features), m),
-                         dtype=np.result_type(*(np.asarray(t).dtype for t in targets)))
+        targs = np.zeros((len(features), m), dtype=np.result_type(*(t.dtype for t in targets)))
         for i, (f, t) in enumerate(zip(features, targets, strict=True)):
-            if not all(sparse):
+            if not isinstance(feats, SparseFeatures):
                 feats[i, : counts[i]] = f
             targs[i, : counts[i]] = t
         if np.issubdtype(targs.dtype, np.floating):
@@ -245,7 +246,7 @@ class ClientData:
         if sample_weight is not None:
             weights = np.zeros((len(features), m))
             for i, w in enumerate(sample_weight):
-                weights[i, : counts[i]] = np.asarray(w, dtype=np.float64).reshape(-1)
+                weights[i, : counts[i]] = w
         return cls(feats, targs, counts, sample_weight=weights)
 
     # --- on disk -------------------------------------------------------------------------
@@ -328,8 +329,11 @@ class ClientData:
         holdout = None
         if "holdout_features" in arrays:
             holdout = (arrays["holdout_features"], arrays["holdout_targets"])
-        return cls(arrays["features"], arrays["targets"], arrays["counts"], holdout,
-                   arrays.get("sample_weight"))
+        try:
+            return cls(arrays["features"], arrays["targets"], arrays["counts"], holdout,
+                       arrays.get("sample_weight"))
+        except ValueError as exc:  # files that disagree with each other: name them
+            raise ValueError(f"ClientData.load: {root}: {exc}") from None
 
     # --- shape information -------------------------------------------------------------
     @property
@@ -504,6 +508,48 @@ class ClientData:
         return stacked, np.concatenate(targs), np.concatenate(owner)
 
 
+def _checked_lists(features: list[Any], targets: list[Any], sample_weight: list[Any] | None
+                   ) -> tuple[list[Any], list[np.ndarray], list[np.ndarray] | None]:
+    """:meth:`ClientData.from_lists`'s arguments checked client by client before anything
+    is allocated: one kind of features (all dense or all ``scipy.sparse``), each client
+    with samples of one shape, and one target (and weight) per sample
+    (:func:`~fedcomp.data._checks.per_sample`: never broadcast). Dense features come back
+    as arrays (nested lists converted), the targets and weights as NumPy arrays."""
+    where = "ClientData.from_lists:"
+    if not features or len(features) != len(targets) or (
+            sample_weight is not None and len(sample_weight) != len(features)):
+        weights = "" if sample_weight is None else f", {len(sample_weight)} sample weights"
+        raise ValueError(f"{where} need one feature array, one target array (and one sample "
+                         f"weight array) per client, for one client at least (got "
+                         f"{len(features)} features, {len(targets)} targets{weights})")
+    sparse = [is_sparse_matrix(f) for f in features]
+    if any(sparse) and not all(sparse):
+        dense = np.flatnonzero(~np.array(sparse)).tolist()
+        raise ValueError(f"{where} clients {dense} are dense but others are scipy.sparse; give "
+                         "every client the same kind (scipy.sparse.csr_array(x) of a dense "
+                         "array)")
+    features = [f if s or hasattr(f, "shape") else np.asarray(f)
+                for f, s in zip(features, sparse, strict=True)]
+    sample_shape = tuple(features[0].shape[1:])
+    for i, f in enumerate(features):
+        if len(f.shape) == 0 or tuple(f.shape[1:]) != sample_shape:
+            raise ValueError(f"{where} client {i}'s features have shape {tuple(f.shape)} but "
+                             f"client 0's samples have shape {sample_shape}; give every "
+                             "client an array (n_samples, *feature_shape) of the same "
+                             "feature_shape")
+        if f.shape[0] == 0:
+            empty = [k for k, g in enumerate(features) if g.shape[0] == 0]
+            raise ValueError(f"{where} clients {empty} have no samples; drop them or "
+                             "repartition")
+    targets = [per_sample(t, int(f.shape[0]), f"{where} client {i}")
+               for i, (f, t) in enumerate(zip(features, targets, strict=True))]
+    if sample_weight is not None:
+        sample_weight = [per_sample(w, int(f.shape[0]), f"{where} client {i}",
+                                    "sample weight").astype(np.float64)
+                         for i, (f, w) in enumerate(zip(features, sample_weight, strict=True))]
+    return features, targets, sample_weight
+
+
 def _read_metadata(root: Path) -> dict[str, dict[str, Any]]:
     """The arrays ``root/client_data.json`` describes, checked: name -> {shape, dtype}."""
     if not root.is_dir():
@@ -518,7 +564,9 @@ def _read_metadata(root: Path) -> dict[str, dict[str, Any]]:
         arrays = meta["arrays"]
         ok = meta["format"] == FORMAT and set(arrays) <= set(ARRAY_NAMES) and \
             {"features", "targets", "counts"} <= set(arrays) and \
-            ("holdout_features" in arrays) == ("holdout_targets" in arrays)
+            ("holdout_features" in arrays) == ("holdout_targets" in arrays) and \
+            _is_count(meta["version"]) and \
+            all(_spec_ok(name, spec) for name, spec in arrays.items())
     except (ValueError, KeyError, TypeError):
         ok = False
     if not ok:
@@ -528,6 +576,27 @@ def _read_metadata(root: Path) -> dict[str, dict[str, Any]]:
         raise ValueError(f"ClientData.load: {path} has format version {meta['version']}, "
                          f"newer than this fedcomp's {FORMAT_VERSION}; upgrade fedcomp")
     return dict(arrays)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _spec_ok(name: str, spec: Any) -> bool:
+    """Whether array ``name``'s entry of ``client_data.json`` is what :meth:`ClientData.save`
+    writes: a shape of counts and a dtype string; a ``.npz`` (the features or the holdout's
+    only) with its nonzeros and, for the features, their ``[n_clients, max_samples]``,
+    which must tile the matrix's rows."""
+    if not (isinstance(spec, dict) and isinstance(spec.get("dtype"), str)
+            and isinstance(spec.get("shape"), list) and all(map(_is_count, spec["shape"]))):
+        return False
+    if spec.get("file", ".npy") == ".npy":
+        return "sparse" not in spec
+    blocks = spec.get("sparse")
+    tiles = name == "features" and isinstance(blocks, list) and len(blocks) == 2 and \
+        all(map(_is_count, blocks)) and blocks[0] * blocks[1] == spec["shape"][0]
+    return spec["file"] == ".npz" and len(spec["shape"]) == 2 and _is_count(spec.get("nnz")) \
+        and "sparse" in spec and (tiles or (name == "holdout_features" and blocks is None))
 
 
 def _load_array(path: Path, spec: dict[str, Any], mmap: bool) -> np.ndarray:
@@ -562,22 +631,46 @@ def _save_sparse(root: Path, name: str, values: Any) -> dict[str, Any]:
             "sparse": list(values.shape[:2]) if isinstance(values, SparseFeatures) else None}
 
 
+#: The arrays of a CSR ``.npz`` (``scipy.sparse.save_npz``) that :func:`_load_sparse` reads.
+CSR_KEYS = ("format", "shape", "data", "indices", "indptr")
+
+
 def _load_sparse(path: Path, spec: dict[str, Any]) -> Any:
-    """``path`` written by :func:`_save_sparse`, checked against ``spec``."""
+    """``path`` written by :func:`_save_sparse`, checked against ``spec``.
+
+    Read as plain arrays and checked in full (:func:`~fedcomp.data._checks.check_compressed`)
+    before SciPy sees them: ``scipy.sparse.load_npz`` trusts the index arrays, so a crafted
+    or damaged file would crash the interpreter (a column index of 10^6 on 8 columns, a
+    decreasing row pointer) or put a value in another client's columns. Unsorted or
+    duplicate column indices are valid CSR: they are sorted and summed.
+    """
     from scipy import sparse
 
     if not path.is_file():
         raise FileNotFoundError(f"ClientData.load: {path} is missing (a partial copy of the "
                                 f"directory?); copy it again or {RESAVE}")
+    where = f"ClientData.load: {path}"
     try:
-        matrix = sparse.csr_array(sparse.load_npz(path))
-    except (ValueError, OSError, EOFError, KeyError) as error:
-        raise ValueError(f"ClientData.load: {path} is not a readable sparse .npz file "
-                         f"({error}); {RESAVE}") from None
+        with np.load(path, allow_pickle=False) as archive:
+            parts = {key: archive[key] for key in CSR_KEYS}
+    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as error:
+        # the first sentence only: NumPy's next one advises allow_pickle, never wanted here
+        reason = str(error).strip("'").split(". ")[0]
+        raise ValueError(f"{where} is not a readable sparse .npz file with the arrays "
+                         f"{', '.join(CSR_KEYS)} ({type(error).__name__}: {reason}); "
+                         f"{RESAVE}") from None
+    if parts["format"].tobytes() != b"csr":
+        raise ValueError(f"{where} holds a {parts['format'].tobytes()!r} matrix, not the CSR "
+                         f"one ClientData.save writes; {RESAVE}")
+    check_compressed(parts["data"], parts["indices"], parts["indptr"], parts["shape"], where,
+                     RESAVE)
+    matrix = sparse.csr_array((parts["data"], parts["indices"], parts["indptr"]),
+                              shape=tuple(parts["shape"].tolist()))
     if list(matrix.shape) != list(spec.get("shape", [])) or matrix.dtype.str != spec.get(
             "dtype") or matrix.nnz != spec.get("nnz"):
-        raise ValueError(f"ClientData.load: {path} holds {matrix.dtype.str} of shape "
+        raise ValueError(f"{where} holds {matrix.dtype.str} of shape "
                          f"{list(matrix.shape)} with {matrix.nnz} nonzeros but "
                          f"{path.parent / METADATA_FILE} says otherwise (files from different "
                          f"saves?); {RESAVE}")
+    matrix.sum_duplicates()  # canonical (sorted, no duplicates), as the data's layout needs
     return matrix

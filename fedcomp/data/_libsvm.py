@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .._extras import require
-from ._checks import check_memory
+from ._checks import SERVER_MODELS, check_memory, models_bytes
 from ._client_data import ClientData
 from ._federate import _prepare, partition_spec, relabel
 from ._partition import PARTITIONERS
@@ -49,14 +49,21 @@ def _read_with_scikit_learn(path: str | Path, n_features: int | None, zero_based
         return None
     if not (np.isfinite(matrix.data).all() and np.isfinite(labels).all()):
         return None
-    if sparse:
-        return matrix, np.asarray(labels, dtype=np.float64)
-    try:  # too large to densify: the reader below refuses it naming the widest line
-        check_memory(matrix.shape[0] * matrix.shape[1] * np.dtype(dtype).itemsize,
-                     f"{path}", "")
+    try:  # too large: the reader below refuses it naming the widest line
+        check_memory(_needed(matrix.shape, dtype, sparse), f"{path}", "")
     except ValueError:
         return None
+    if sparse:
+        return matrix, np.asarray(labels, dtype=np.float64)
     return matrix.toarray(), np.asarray(labels, dtype=np.float64)
+
+
+def _needed(shape: tuple[int, int], dtype: Any, sparse: bool) -> int:
+    """Bytes the features of ``shape`` will take at least: dense, the array; sparse, the
+    models of one client's run on them (:func:`~fedcomp.data._checks.models_bytes`):
+    cheap to hold, an index of 10^11 makes every model 745 GiB."""
+    item = np.dtype(dtype).itemsize
+    return models_bytes(1, (shape[1],), item) if sparse else shape[0] * shape[1] * item
 
 
 def _is_pair(pair: list[str]) -> bool:
@@ -167,6 +174,11 @@ def load_libsvm(path: str | Path, n_features: int | None = None, zero_based: Any
             raise ValueError(f"{path}: feature index {width - 1 + base} exceeds "
                              f"n_features={n_features}")
         width = n_features
+    what = f"the {1 + SERVER_MODELS} models of a run on them" if sparse else "they"
+    check_memory(_needed((len(labels), width), dtype, sparse),
+                 f"{path}: {len(labels)} samples x {width} features (the largest index, "
+                 f"{widest[0]}, is on line {widest[1]}): {what}",
+                 "check that index, or pass n_features when the file is right")
     if sparse:
         from scipy import sparse as scipy_sparse
 
@@ -176,10 +188,6 @@ def load_libsvm(path: str | Path, n_features: int | None = None, zero_based: Any
                                          shape=(len(labels), width))
         matrix.sum_duplicates()
         return matrix, np.asarray(labels, dtype=np.float64)
-    check_memory(len(labels) * width * np.dtype(dtype).itemsize,
-                 f"{path}: {len(labels)} samples x {width} features (the largest index, "
-                 f"{widest[0]}, is on line {widest[1]})",
-                 "check that index, or pass n_features when the file is right")
     features = np.zeros((len(labels), width), dtype=dtype)
     if col.size:
         features[np.concatenate(rows), col] = np.concatenate(vals)

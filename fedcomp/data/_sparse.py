@@ -44,7 +44,7 @@ from .._array import (
     to_numpy,
 )
 from .._extras import require
-from ._checks import check_memory, first_non_finite
+from ._checks import check_compressed, check_memory, first_non_finite
 
 #: The largest ``min(samples, features)`` of a client whose Gram matrix
 #: :meth:`SparseBlock.max_eigenvalues` forms densely; larger clients use Lanczos.
@@ -62,6 +62,48 @@ def is_sparse_matrix(values: Any) -> bool:
 def index_dtype(n_columns: int, nnz: int) -> Any:
     """int32 when every column index and row pointer fits, else int64 (as SciPy chooses)."""
     return np.int32 if max(n_columns, nnz) < 2**31 - 1 else np.int64
+
+
+#: What a malformed sparse matrix of a user should be built with instead.
+REBUILD = ("build it with scipy.sparse.csr_array((data, indices, indptr), shape=(rows, "
+           "columns)) from valid parts, or from a dense array")
+
+
+def checked_csr(matrix: Any, dtype: Any, where: str) -> Any:
+    """``matrix`` (any ``scipy.sparse`` format) as a canonical CSR array of ``dtype``.
+
+    Its index arrays are checked before SciPy converts or sorts it: SciPy's compiled
+    conversions trust them, and a column index past the width aborts the interpreter
+    ("double free or corruption") or lands in another client's block
+    (:func:`~fedcomp.data._checks.check_compressed`; errors name ``where``). Unsorted
+    and duplicate indices are valid: they are sorted and summed on a copy (the caller's
+    matrix is never rewritten in place).
+    """
+    from scipy import sparse
+
+    shape = tuple(int(s) for s in matrix.shape)
+    if matrix.format in ("csr", "csc"):
+        check_compressed(matrix.data, matrix.indices, matrix.indptr, shape, where, REBUILD,
+                         ("row", "column") if matrix.format == "csr" else ("column", "row"))
+    elif matrix.format == "bsr":  # the block pointers and block columns, on the block grid
+        rows, columns = matrix.blocksize
+        check_compressed(np.zeros(len(matrix.indices)), matrix.indices, matrix.indptr,
+                         (shape[0] // rows, shape[1] // columns), where, REBUILD,
+                         ("block row", "block column"))
+    elif matrix.format == "coo":
+        for axis, (name, index) in enumerate((("row", matrix.row), ("column", matrix.col))):
+            index = np.asarray(index)
+            outside = np.flatnonzero((index < 0) | (index >= shape[axis]))
+            if outside.size:
+                raise ValueError(f"{where}: {name} index {index[outside[0]]} of value "
+                                 f"{int(outside[0])} is outside 0..{shape[axis] - 1} (the "
+                                 f"matrix has {shape[axis]} {name}s); {REBUILD}")
+    rows = sparse.csr_array(matrix, dtype=dtype)
+    check_compressed(rows.data, rows.indices, rows.indptr, shape, where, REBUILD)
+    if not rows.has_canonical_format:  # safe now: the structure is valid
+        rows = rows.copy()
+        rows.sum_duplicates()
+    return rows
 
 
 def _check_library(like: Array) -> None:
@@ -277,11 +319,12 @@ class SparseFeatures(_BlockDiagonalCSR):
                       dtype: Any = np.float64) -> SparseFeatures:
         """Stack per-client SciPy sparse matrices (``(n_i, d)``, any format) into one.
 
-        Duplicate entries are summed and each row's columns sorted (canonical CSR).
+        Each matrix's structure is checked first (:func:`checked_csr`, errors naming the
+        client); duplicate entries are summed and each row's columns sorted (canonical
+        CSR), on copies.
         """
-        from scipy import sparse
-
-        rows = [sparse.csr_array(a, dtype=dtype) for a in matrices]
+        rows = [checked_csr(a, dtype, f"the sparse features of client {i}")
+                for i, a in enumerate(matrices)]
         widths = {a.shape[1] for a in rows}
         if len(widths) != 1:
             raise ValueError(f"sparse client features have different widths {sorted(widths)}; "
@@ -290,8 +333,6 @@ class SparseFeatures(_BlockDiagonalCSR):
         counts = [a.shape[0] for a in rows]
         m = max(counts) if max_samples is None else max_samples
         n = len(rows)
-        for a in rows:
-            a.sum_duplicates()  # canonical: sorted columns, no duplicates
         lengths = np.zeros((n, m), dtype=np.int64)
         for i, a in enumerate(rows):
             lengths[i, :counts[i]] = np.diff(a.indptr)

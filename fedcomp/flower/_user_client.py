@@ -18,6 +18,7 @@ import numpy as np
 from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
 
 from ..data import ClientData
+from ..data._checks import per_sample
 from ..losses import make_loss
 from ..problem import Problem
 from ..regularizers import make_regularizer
@@ -124,10 +125,16 @@ def _problem(problem_json: str, client: int, features: Any, targets: Any,
         _PROBLEMS.move_to_end(key)
         return _PROBLEMS[key][0]
     spec = json.loads(problem_json)
-    weights = None if sample_weight is None else [np.asarray(sample_weight)]
     features_ = features if hasattr(features, "tocsr") else np.asarray(features)
+    # one target per sample, named by this node's client id (a scalar label from a
+    # data set would otherwise be broadcast to every sample: a zero model that "succeeds")
+    where = f"client {client} (this node's arrays)"
+    rows = int(features_.shape[0]) if features_.ndim else 1  # 0-d: from_lists names it
+    labels = per_sample(targets, rows, where)
+    weights = None if sample_weight is None else [
+        per_sample(sample_weight, rows, where, "sample weight")]
     dtype = getattr(features_, "dtype", np.float64)
-    data = ClientData.from_lists([features_], [np.asarray(targets)],
+    data = ClientData.from_lists([features_], [labels],
                                  dtype=dtype if np.issubdtype(dtype, np.floating) else np.float64,
                                  sample_weight=weights)
     problem = Problem(build_component(spec["loss"], make_loss),

@@ -15,6 +15,7 @@ require("sklearn.base", "fedcomp.sklearn")
 
 from ..algorithms import ALGORITHMS, FederatedAlgorithm, make_algorithm  # noqa: E402
 from ..data import ClientData  # noqa: E402
+from ..data._checks import distinct_ids  # noqa: E402
 from ..data._sparse import is_sparse_matrix  # noqa: E402
 from ..problem import Problem  # noqa: E402
 from ..regularizers import (  # noqa: E402
@@ -74,7 +75,7 @@ def client_data(X: np.ndarray, y: np.ndarray, clients: Any, n_clients: int,
             owner[part] = i
         ids = np.arange(int(n_clients))
     else:
-        clients = np.asarray(clients)
+        given, clients = clients, np.asarray(clients)
         if clients.shape != (n,):
             raise ValueError(f"clients must hold one client id per sample: shape ({n},), got "
                              f"{clients.shape}")
@@ -87,7 +88,8 @@ def client_data(X: np.ndarray, y: np.ndarray, clients: Any, n_clients: int,
             first = next(i for i, c in enumerate(clients.tolist()) if c is None)
             raise ValueError(f"clients holds None ids (the first for sample {first}); give "
                              "every sample a client id")
-        ids, owner = np.unique(clients, return_inverse=True)
+        # from the ids as given: NumPy would turn [0, "0", "a"] into text, 0 and "0" one id
+        ids, owner = distinct_ids(given, "clients")
     weights = None if sample_weight is None else [
         sample_weight[owner == i] for i in range(len(ids))]
     data = ClientData.from_lists([X[owner == i] for i in range(len(ids))],
