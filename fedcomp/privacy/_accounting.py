@@ -152,7 +152,13 @@ def _epsilon(noise_multiplier: float, rounds: int, delta: float, n_clients: int,
         return float(eps)
     event = dp_event(noise_multiplier, rounds, n_clients=n_clients,
                      clients_per_round=clients_per_round, sampling=sampling, local=local)
-    acc = dp.pld.PLDAccountant(neighboring_relation=neighboring_relation(sampling))
+    # the PLD's REPLACE_ONE moves a Gaussian by two sensitivities (remove, then add), where
+    # dp_event's σ/2 has counted the replaced client's 2C already: the unsampled Gaussian
+    # at σ/2 and unit shift is the add-or-remove one (REPLACE_ONE gave 33 for 13 at σ=0.8)
+    m = n_clients if clients_per_round is None else clients_per_round
+    unsampled = local or m == n_clients
+    acc = dp.pld.PLDAccountant(neighboring_relation=neighboring_relation(
+        "poisson" if unsampled else sampling))
     if not acc.supports(event):
         raise ValueError(f"the 'pld' accountant does not support {sampling!r} sampling here; "
                          "use accountant='rdp'")

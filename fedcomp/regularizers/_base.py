@@ -13,6 +13,7 @@ a softmax weight matrix or a matrix parameter); all leading axes are batch (clie
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from .._array import Array, namespace
@@ -33,12 +34,33 @@ class Regularizer(Protocol):
     def weak_convexity(self) -> float: ...
 
 
+def check_real(name: str, value: Any, owner: str) -> None:
+    """Raise ``TypeError`` naming the parameter unless ``value`` is a real number, and
+    ``ValueError`` for an integer too large for a float.
+
+    Before any comparison: ``L1(alpha="0.1")`` would otherwise end in Python's own
+    "'>=' not supported between instances of 'str' and 'int'", naming nothing, and
+    ``L1(alpha=10**400)`` in an OverflowError at the first prox.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{owner}: {name} must be a real number (got {name}={value!r} of type "
+                        f"{type(value).__name__}); pass a float such as {name}=0.1")
+    try:
+        float(value)
+    except OverflowError:
+        # no repr: an integer past 4300 digits has none
+        raise ValueError(f"{owner}: {name} is too large for a float (beyond 1.8e308); pass a "
+                         f"finite {name} such as {name}=0.1") from None
+
+
 def check_nonnegative(name: str, value: float, owner: str) -> None:
-    """Raise ``ValueError`` naming the parameter and the fix unless ``0 <= value < inf``.
+    """Raise ``ValueError`` naming the parameter and the fix unless ``0 <= value < inf``
+    (``TypeError`` unless a real number, :func:`check_real`).
 
     An infinite strength (``L1(alpha=float("inf"))``) would make every prox return zeros
     or NaNs silently; the registry refuses it for configurations, this for direct use.
     """
+    check_real(name, value, owner)
     if not value >= 0:
         raise ValueError(f"{owner}: {name} must be >= 0 (got {name}={value!r}); "
                          f"use {name}=0 for no penalty")
@@ -48,7 +70,9 @@ def check_nonnegative(name: str, value: float, owner: str) -> None:
 
 
 def check_param_ndim(param_ndim: int, owner: str) -> None:
-    if param_ndim not in (1, 2):
+    # True == 1 and 1.0 == 1: a flag or a float is not a number of axes
+    if (isinstance(param_ndim, bool) or not isinstance(param_ndim, numbers.Integral)
+            or param_ndim not in (1, 2)):
         raise ValueError(f"{owner}: param_ndim must be 1 (vector model) or 2 (matrix model), "
                          f"got {param_ndim!r}")
 
@@ -76,7 +100,9 @@ def model_axes(x: Array, param_ndim: int) -> tuple[int, ...]:
 
 
 def check_positive(name: str, value: float, owner: str, fix: str) -> None:
-    """Raise ``ValueError`` naming the parameter and ``fix`` unless ``0 < value < inf``."""
+    """Raise ``ValueError`` naming the parameter and ``fix`` unless ``0 < value < inf``
+    (``TypeError`` unless a real number, :func:`check_real`)."""
+    check_real(name, value, owner)
     if not 0 < value < float("inf"):
         raise ValueError(f"{owner}: {name} must be > 0 and finite (got {name}={value!r}); {fix}")
 

@@ -30,6 +30,7 @@ from ._base import (
     check_nonnegative,
     check_param_ndim,
     check_positive,
+    check_real,
     feasibility_rtol,
     flatten_models,
     indicator_value,
@@ -221,6 +222,8 @@ class Box:
     def __post_init__(self) -> None:
         for name in ("lower", "upper"):
             bound = getattr(self, name)
+            if isinstance(bound, numbers.Integral) and not isinstance(bound, bool):
+                check_real(name, bound, "Box")  # an int beyond a float's range
             if isinstance(bound, bool) or not isinstance(bound, numbers.Real) or math.isnan(bound):
                 raise ValueError(f"Box: {name} must be a real number (got {name}={bound!r})")
             object.__setattr__(self, name, float(bound))

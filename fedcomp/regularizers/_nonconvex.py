@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from .._array import Array, namespace, per_client
-from ._base import check_nonnegative, check_param_ndim, max_step, model_axes
+from ._base import check_nonnegative, check_param_ndim, check_real, max_step, model_axes
 
 
 def _gap(gap: Any, x: Array) -> Any:
@@ -91,6 +91,7 @@ class MCP:
 
     def __post_init__(self) -> None:
         check_nonnegative("alpha", self.alpha, "MCP")
+        check_real("gamma", self.gamma, "MCP")
         if not 1 < self.gamma < float("inf"):
             raise ValueError(f"MCP needs gamma > 1 (got gamma={self.gamma!r}); gamma = 3 is "
                              "the usual choice, large gamma approaches the l1 penalty")
@@ -176,6 +177,7 @@ class SCAD:
 
     def __post_init__(self) -> None:
         check_nonnegative("alpha", self.alpha, "SCAD")
+        check_real("a", self.a, "SCAD")
         if not 2 < self.a < float("inf"):
             raise ValueError(f"SCAD needs a > 2 (got a={self.a!r}); a = 3.7 is Fan and Li's "
                              "recommended value")
