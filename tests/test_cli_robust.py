@@ -303,3 +303,17 @@ def test_an_mlflow_server_that_answers_passes_the_check(http_server):
 
     check_mlflow_server(f"http://{http_server}")  # a 404 for /health is an answer
     check_mlflow_server("sqlite:///nowhere/mlflow.db")  # not a server: left to MLflow
+
+
+@pytest.mark.xdist_group("serial")
+def test_auto_is_checked_at_the_address_ray_would_join(silent_listener, monkeypatch):
+    """--ray-address auto (or RAY_ADDRESS=auto) joins the cluster named in Ray's address
+    file, which may be one that died: that address gets the handshake too."""
+    services = pytest.importorskip("ray._private.services")
+    from fedcomp.runtime._ray_clients import check_ray_address
+
+    address = f"127.0.0.1:{silent_listener.getsockname()[1]}"
+    monkeypatch.setattr(services, "get_ray_address_from_environment", lambda *a: address)
+    with pytest.raises(ValueError, match=rf"no Ray cluster answered at {address} \(the "
+                                         r"cluster 'auto' finds\) within 1 s"):
+        check_ray_address("auto", handshake=1.0)

@@ -87,11 +87,17 @@ def check_ray_address(address: str | None, timeout: float = CONNECT_TIMEOUT,
     TCP connection to the head's ``host:port`` (``ray://host:port`` for Ray Client) tells
     within ``timeout`` seconds whether anything listens, and :func:`ray_handshake` within
     ``handshake`` seconds (default :data:`HANDSHAKE_TIMEOUT`) whether it is Ray.
-    ``"local"`` and ``"auto"`` are left to Ray. A signal (Ctrl-C, SIGTERM) ends the wait.
+    ``"local"`` is left to Ray; ``"auto"`` is checked at the address Ray finds for it (its
+    address file may name a cluster that died). A signal (Ctrl-C, SIGTERM) ends the wait.
     """
-    joined = ray_address(address)
-    if joined in ("local", "auto"):
+    joined = name = ray_address(address)
+    if joined == "local":
         return
+    if joined == "auto":
+        found = _auto_address()
+        if found is None:
+            return
+        joined, name = found, f"{found} (the cluster 'auto' finds)"
     host, _, port = joined.removeprefix("ray://").rpartition(":")
     if not host or not port.isdigit():
         raise ValueError(f"--ray-address {joined!r} is not HOST:PORT (or ray://HOST:PORT); "
@@ -100,24 +106,39 @@ def check_ray_address(address: str | None, timeout: float = CONNECT_TIMEOUT,
         with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
             pass
     except OSError as exc:
-        raise ValueError(f"no Ray cluster answers at {joined} ({exc.strerror or exc} within "
+        raise ValueError(f"no Ray cluster answers at {name} ({exc.strerror or exc} within "
                          f"{timeout:g} s); {_FIX}") from None
-    ray_handshake(joined, HANDSHAKE_TIMEOUT if handshake is None else handshake)
+    ray_handshake(joined, HANDSHAKE_TIMEOUT if handshake is None else handshake, name=name)
 
 
-def ray_handshake(joined: str, timeout: float) -> None:
-    """Ask the Ray head at ``joined`` the question ``ray.init`` asks first, over gRPC.
+def _auto_address() -> str | None:
+    """The head ``ray.init(address="auto")`` would join (the newest one started on this
+    machine, from Ray's address file), None where Ray's private lookup is not there."""
+    require("ray", "fedcomp run --executor ray")
+    try:
+        from ray._private.services import get_ray_address_from_environment
+    except ImportError:  # pragma: no cover - moved in another Ray: Ray alone judges "auto"
+        return None
+    try:
+        return str(get_ray_address_from_environment("auto", None))
+    except ConnectionError as exc:
+        raise ValueError(f"--ray-address auto: {exc} ({_FIX})") from None
 
-    A ``ValueError`` naming the address when it does not answer as Ray within ``timeout``
-    seconds: an HTTP server (the dashboard's port 8265, a web page), a gRPC server that is
-    not Ray, or one that accepts connections and says nothing. The main thread waits on the
-    answer in short slices, so SIGTERM's handler (:func:`~fedcomp._lifetime.
-    signals_as_interrupt`) runs while it waits: a blocking gRPC call would hold it off.
+
+def ray_handshake(address: str, timeout: float, name: str | None = None) -> None:
+    """Ask the Ray head at ``address`` the question ``ray.init`` asks first, over gRPC.
+
+    A ``ValueError`` naming the address (as ``name``, default ``address``) when it does not
+    answer as Ray within ``timeout`` seconds: an HTTP server (the dashboard's port 8265, a
+    web page), a gRPC server that is not Ray, or one that accepts connections and says
+    nothing. The main thread waits on the answer in short slices, so SIGTERM's handler
+    (:func:`~fedcomp._lifetime.signals_as_interrupt`) runs while it waits: a blocking gRPC
+    call would hold it off.
     """
     require("ray", "fedcomp run --executor ray")  # gRPC comes with it
     import grpc
-    target = joined.removeprefix("ray://")
-    method, request = _QUESTIONS["client" if joined.startswith("ray://") else "gcs"]
+    target, joined = address.removeprefix("ray://"), name or address
+    method, request = _QUESTIONS["client" if address.startswith("ray://") else "gcs"]
     with grpc.insecure_channel(target) as channel:
         answer = channel.unary_unary(method).future(request, timeout=timeout)
         try:
