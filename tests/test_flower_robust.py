@@ -56,3 +56,77 @@ def test_group_column_with_a_partition_that_ignores_groups_is_refused(tmp_path):
     data = libsvm_file(str(path), n_clients=2, group_column=0, partition="writers")
     assert sorted({tuple(np.unique(data.features[i, :data.counts[i], 0]))
                    for i in range(2)}) == [(1.0,), (2.0,)]
+
+
+# --- the teardown of a local deployment: bounded, and it reaches every process -------------------
+def start_shell(group, tmp_path, script):
+    """``bash -c script`` started in ``group``; waits until it wrote ``ready``."""
+    import os
+    import time
+
+    proc = group.start("shell", ["bash", "-c", f"{script}"], dict(os.environ),
+                       tmp_path / "shell.log")
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (tmp_path / "ready").exists(), (tmp_path / "shell.log").read_text()
+    return proc
+
+
+@pytest.mark.xdist_group("serial")
+def test_the_teardown_reaches_a_process_orphaned_while_it_runs(tmp_path, monkeypatch):
+    """A process that starts another as it is stopped and exits (Flower's SuperExec starting
+    a ClientApp) leaves an orphan that no walk of /proc from our processes finds: under load,
+    a SIGTERM once left 12 Flower processes running. Its process group reaches it."""
+    import os
+    import signal
+
+    from fedcomp._lifetime import alive
+    from fedcomp.flower._local import ProcessGroup
+
+    monkeypatch.chdir(tmp_path)
+    group = ProcessGroup()
+    start_shell(group, tmp_path, 'trap "sleep 300 & echo \\$! > child; exit 0" TERM; '
+                                 "touch ready; while :; do sleep 0.05; done")
+    group.stop(grace=2.0)
+    child = int((tmp_path / "child").read_text())
+    try:
+        assert wait_until_dead([child], 30) == []
+    finally:
+        if alive(child):
+            os.kill(child, signal.SIGKILL)
+
+
+@pytest.mark.xdist_group("serial")
+def test_a_second_ctrl_c_does_not_cut_the_teardown_short(tmp_path, monkeypatch):
+    """A process that ignores SIGTERM is SIGKILLed after the grace period, even when a
+    second SIGINT (here sent by that process itself) arrives meanwhile."""
+    import time
+
+    from fedcomp.flower._local import ProcessGroup
+
+    monkeypatch.chdir(tmp_path)
+    group = ProcessGroup()
+    proc = start_shell(group, tmp_path, 'trap "kill -INT $PPID" TERM; touch ready; '
+                                        "while :; do sleep 0.05; done")
+    start = time.monotonic()
+    try:
+        group.stop(grace=2.0)
+    except KeyboardInterrupt:
+        pytest.fail("a SIGINT during the teardown interrupted it")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.wait(timeout=30) == -9  # SIGKILLed after the grace period
+    assert time.monotonic() - start < 60  # bounded (2 s of grace; generous for a busy machine)
+
+
+def wait_until_dead(pids, timeout):
+    import time
+
+    from fedcomp._lifetime import alive
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(alive(pid) for pid in pids):
+        time.sleep(0.1)
+    return [pid for pid in pids if alive(pid)]

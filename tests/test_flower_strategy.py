@@ -342,6 +342,7 @@ def write_user_app(directory, model_path):
     return directory
 
 
+@pytest.mark.xdist_group("serial")  # processes, ports (Ray, Flower servers)
 @pytest.mark.slow
 def test_the_documented_app_on_a_localhost_deployment_gives_the_simulators_iterates(tmp_path):
     """docs/flower.md's ServerApp and ClientApp (each node's own data file) on a SuperLink

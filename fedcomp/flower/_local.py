@@ -2,9 +2,11 @@
 SuperLink plus N SuperNodes on 127.0.0.1 as separate processes.
 
 ``run_local`` starts every process in its own session (process group), streams the run's
-log, waits with bounded timeouts only, and always tears the groups down by PID — after
-success, on failure, on Ctrl-C and on SIGTERM/SIGHUP (which the command line turns into an
-interrupt); a watchdog process does it should fedcomp be SIGKILLed. It uses a private
+log, waits with bounded timeouts only, and always tears the groups down — after success,
+on failure, on Ctrl-C and on SIGTERM/SIGHUP (which the command line turns into an
+interrupt): the signal is forwarded to every process group, and what is left after a grace
+period of a few seconds is SIGKILLed, so the command exits within a bounded time whatever
+the machine's load; a watchdog process does it should fedcomp be SIGKILLed. It uses a private
 ``FLWR_HOME`` so the user's Flower configuration is never touched, disables Flower's update
 check, telemetry and runtime dependency installation, binds only loopback addresses (each
 server on a port it is seen to own, started again on another if one was taken meanwhile),
@@ -23,11 +25,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .._lifetime import Watchdog, alive, descendants, send
+from .._lifetime import Watchdog, _stat, descendants, send, start_time
 from ._secure import Credentials, make_credentials
 from ._server import RUN_CONFIG_DEFAULTS, STATUS_FILE
 
@@ -134,18 +137,30 @@ def flower_env(home: str | Path) -> dict[str, str]:
 
 
 class ProcessGroup:
-    """Processes we started, and everything they start, torn down by PID.
+    """Processes we started, and everything they start, torn down by process group and PID.
 
-    Each process runs in its own session; Flower's SuperLink and SuperNodes start their
-    SuperExec detached (a new session), so teardown also walks ``/proc`` for descendants
-    and signals each of them by PID. Given a :class:`~fedcomp._lifetime.Watchdog`, every
-    process started is handed to it, so they die with us even when we are SIGKILLed.
+    Each process runs in its own session, so its process group holds it and every
+    descendant that does not start a session of its own — even one started during the
+    teardown, or orphaned by its parent's death, which no walk of ``/proc`` finds. Flower's
+    SuperLink starts its SuperExec detached (a new session), so :meth:`refresh` also
+    records the descendants and their groups. :meth:`stop` signals every live group and
+    process we know, waits a grace period, then SIGKILLs them, group by group, until none
+    is left. Given a :class:`~fedcomp._lifetime.Watchdog`, every process started is handed
+    to it, so they die with us even when we are SIGKILLed.
     """
+
+    #: seconds :meth:`stop` waits after SIGKILL for the processes to be gone (a process in
+    #: uninterruptible sleep cannot be hurried; the watchdog has them in its record)
+    KILL_WAIT = 10.0
 
     def __init__(self, watchdog: Watchdog | None = None) -> None:
         self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
         self.launch: dict[str, tuple[list[str], dict[str, str], Path]] = {}
         self.seen: set[int] = set()
+        #: start time of every PID seen (a PID reused since by another process is not ours)
+        self.started: dict[int, str | None] = {}
+        #: the process groups of our processes (each started in a session of its own)
+        self.groups: set[int] = set()
         self.watchdog = watchdog
         self.closed = False  # stop() began: nothing is started any more
         self._lock = threading.Lock()
@@ -162,15 +177,21 @@ class ProcessGroup:
                 self.watchdog.add(proc.pid)
             self.procs.append((name, proc))
             self.launch[name] = (args, env, log)
-            self.seen.add(proc.pid)
+            self._see(proc.pid)
         return proc
+
+    def _see(self, pid: int) -> None:
+        if pid not in self.started:
+            self.seen.add(pid)
+            self.started[pid] = start_time(pid)
 
     def kill(self, name: str) -> None:
         """SIGKILL process ``name`` and its descendants at once (a crash, for tests)."""
         proc = dict(self.procs)[name]
         for pid in [proc.pid, *descendants([proc.pid])]:
-            self.seen.add(pid)
+            self._see(pid)
             send(pid, signal.SIGKILL)
+        _signal_group(proc.pid, signal.SIGKILL)  # and what it started meanwhile
         proc.wait(timeout=10)
 
     def discard(self, name: str) -> None:
@@ -212,36 +233,99 @@ class ProcessGroup:
         return sorted(self.seen)
 
     def refresh(self) -> set[int]:
-        """Add the current descendants of our processes to :attr:`seen`."""
-        self.seen |= descendants([p.pid for _, p in self.procs])
+        """Add to :attr:`seen` the current descendants of our processes, and every member
+        of a process group of ours (one orphaned by its parent's death is no descendant)."""
+        self._update()
         return self.seen
 
-    def stop(self, grace: float = 10.0) -> None:
-        """SIGTERM everything, wait up to ``grace`` s, SIGKILL what is left, reap."""
+    def _update(self) -> dict[int, tuple[int, int, str]]:
+        """:meth:`refresh`; the process table it read."""
+        table = _process_table()
+        for pid in descendants([p.pid for _, p in self.procs]):
+            self._see(pid)
+        self.groups |= {table[pid][1] for pid in self.seen if self._is_ours(pid, table)}
+        # a group with no member is gone for good: its number may be reused by another
+        self.groups = {group for _, group, _ in table.values() if group in self.groups}
+        for pid, (_, group, _) in table.items():
+            if group in self.groups:
+                self._see(pid)
+        return table
+
+    def _is_ours(self, pid: int, table: dict[int, tuple[int, int, str]]) -> bool:
+        """Whether ``pid`` runs (not a zombie) and is the process we saw (same start)."""
+        return pid in table and table[pid][2] == self.started.get(pid)
+
+    def live(self) -> set[int]:
+        """The processes of ours still running (zombies are dead)."""
+        table = self._update()
+        return {pid for pid in self.seen if self._is_ours(pid, table)}
+
+    def _signal(self, sig: int, live: set[int]) -> None:
+        """``sig`` to each of ``live`` and to every process group of ours (our own
+        processes' groups included while we have not reaped them: their PIDs are ours)."""
+        groups = self.groups | {p.pid for _, p in self.procs if p.returncode is None}
+        for group in groups - {0, 1, os.getpgrp()}:
+            _signal_group(group, sig)
+        for pid in live:
+            send(pid, sig)
+
+    def stop(self, grace: float = 5.0, sig: int = signal.SIGTERM) -> None:
+        """``sig`` to everything, wait up to ``grace`` s, SIGKILL what is left (again and
+        again for up to :attr:`KILL_WAIT` s: a process may start another as it dies), reap.
+
+        Bounded whatever the machine's load: at most ``grace + KILL_WAIT`` s and the reaps.
+        A second Ctrl-C meanwhile is ignored, so that it cannot cut the teardown short.
+        """
         with self._lock:
             self.closed = True
-        self.refresh()
-        for pid in self.seen:
-            send(pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        for _, proc in self.procs:
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
-        while time.monotonic() < deadline and any(alive(pid) for pid in self.refresh()):
-            time.sleep(0.1)
-        for pid in self.refresh():
-            if alive(pid):
-                send(pid, signal.SIGKILL)
-        for _, proc in self.procs:
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
-                pass
-        deadline = time.monotonic() + grace
-        while any(alive(pid) for pid in self.seen) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        with _no_interrupt():
+            self._signal(sig, self.live())
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline and self.live():
+                time.sleep(0.1)
+            deadline = time.monotonic() + self.KILL_WAIT
+            while (live := self.live()) and time.monotonic() < deadline:
+                self._signal(signal.SIGKILL, live)
+                time.sleep(0.1)
+            for _, proc in self.procs:  # our children: dead now, reaped here
+                try:
+                    proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILLed above
+                    pass
+
+
+def _process_table() -> dict[int, tuple[int, int, str]]:
+    """PID → (parent, process group, start time) of every running process (zombies left
+    out; empty without ``/proc``)."""
+    table = {}
+    proc = Path("/proc")
+    if proc.is_dir():
+        for entry in proc.iterdir():
+            fields = _stat(int(entry.name)) if entry.name.isdigit() else None
+            if fields is not None and fields[0] != "Z":
+                table[int(entry.name)] = (int(fields[1]), int(fields[2]), fields[19])
+    return table
+
+
+def _signal_group(group: int, sig: int) -> None:
+    """``os.killpg`` that ignores a group already gone (or not ours)."""
+    try:
+        os.killpg(group, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+@contextmanager
+def _no_interrupt() -> Iterator[None]:
+    """SIGINT ignored within the block (in the main thread; elsewhere it cannot arrive)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _listening_inodes(port: int) -> set[str] | None:
@@ -445,6 +529,7 @@ def run_local_app(app: str | Path | Callable[[Path], Path], out_dir: str | Path,
     watchdog = Watchdog(cleanup=[work])
     group = ProcessGroup(watchdog)
     status: dict[str, Any] = {"status": "failed", "error": "the run did not finish"}
+    forward = int(signal.SIGTERM)  # what the processes get first when the run ends
     try:
         home = work / "flwr-home"
         home.mkdir()
@@ -490,8 +575,11 @@ def run_local_app(app: str | Path | Callable[[Path], Path], out_dir: str | Path,
             _executable("flwr"), "run", str(app_dir), CONNECTION, "--stream"], env,
             logs / "flwr-run.log")
         status = _follow(runner, logs / "flwr-run.log", status_file, group, timeout, echo)
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: the same to every process
+        forward = int(getattr(exc, "signum", signal.SIGINT))
+        raise
     finally:
-        group.stop()
+        group.stop(sig=forward)
         shutil.rmtree(work, ignore_errors=True)
         watchdog.close()
     status["pids"] = group.pids

@@ -8,6 +8,8 @@ one :class:`BadReply` naming the field, what was wrong and the fix, which the se
 into an error naming the node, the client and the round (the run stops; the server state
 is the last round's, untouched by the bad upload).
 
+:func:`checked_uploads` checks one round's replies together, before any is used.
+
 What an upload must be (every fedcomp algorithm's uploads are so):
 
 * the same fields as the other participants' (an algorithm reads them by name);
@@ -21,7 +23,8 @@ What an upload must be (every fedcomp algorithm's uploads are so):
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -29,7 +32,8 @@ import numpy as np
 from .._array import to_numpy
 from ..algorithms._base import WIRE_BITS
 from ..oracle import Counters
-from ._codec import _tuple_type
+from ._client import COUNTS_KEY, UPLOAD_KEY
+from ._codec import _tuple_type, decode
 
 #: the fix of an upload that is not what client_train returns
 RETURN_CLIENT_TRAIN = ("its train handler must return fedcomp.flower.client_train(msg, context, "
@@ -37,7 +41,75 @@ RETURN_CLIENT_TRAIN = ("its train handler must return fedcomp.flower.client_trai
 
 
 class BadReply(ValueError):
-    """A node's reply that the server refuses; the message names the field and the fix."""
+    """A node's reply that the server refuses; the message names the field and the fix.
+
+    ``index`` is the position of the reply among those checked together
+    (:func:`checked_uploads`), for the caller to name its node.
+    """
+
+    index: int = -1
+
+
+@contextmanager
+def _reply(index: int) -> Iterator[None]:
+    try:
+        yield
+    except BadReply as exc:
+        exc.index = index
+        raise
+
+
+def checked_uploads(contents: Sequence[Any], rows: Sequence[int], like: Any,
+                    model_shape: tuple[int, ...]) -> tuple[list[Any], list[dict[str, int]]]:
+    """The uploads and counts of one round's replies, every one checked before any is used.
+
+    Parameters
+    ----------
+    contents : sequence of RecordDict
+        The replies' contents (an ``upload`` ArrayRecord and a ``counts`` MetricRecord each).
+    rows : sequence of int
+        The clients each reply is for.
+    like : array
+        Decoded floating fields take its dtype and device.
+    model_shape : tuple of int
+        The model's shape.
+
+    Returns
+    -------
+    uploads : list of NamedTuple
+        The decoded uploads, their fields in one order (:func:`check_upload`).
+    counts : list of dict
+        Their counts (:func:`check_counts`).
+
+    Raises
+    ------
+    BadReply
+        With ``index``, the position of the first reply refused.
+    """
+    decoded, counts = [], []
+    for i, content in enumerate(contents):
+        with _reply(i):
+            for key, records in ((UPLOAD_KEY, content.array_records),
+                                 (COUNTS_KEY, content.metric_records)):
+                if key not in records:
+                    raise BadReply(f"the reply has no {key!r} record; {RETURN_CLIENT_TRAIN}")
+            decoded.append(_decoded(content.array_records[UPLOAD_KEY], like))
+            counts.append(check_counts(dict(content.metric_records[COUNTS_KEY])))
+    fields = common_fields(decoded)
+    uploads = []
+    for i, (upload, n) in enumerate(zip(decoded, rows, strict=True)):
+        with _reply(i):
+            uploads.append(check_upload(upload, n, model_shape, fields))
+    return uploads, counts
+
+
+def _decoded(record: Any, like: Any) -> Any:
+    """An upload record decoded; a compact form that does not expand is a :class:`BadReply`."""
+    try:
+        return decode(record, like, name="Upload")
+    except (ValueError, IndexError, TypeError, KeyError) as exc:
+        raise BadReply(f"the upload record does not decode ({type(exc).__name__}: {exc}); "
+                       f"{RETURN_CLIENT_TRAIN}") from exc
 
 
 def common_fields(uploads: Sequence[Any]) -> tuple[str, ...]:
@@ -198,4 +270,4 @@ def check_evaluation(metrics: Mapping[str, Any]) -> tuple[float, float]:
 
 
 __all__ = ["BadReply", "check_counts", "check_evaluation", "check_report", "check_upload",
-           "common_fields"]
+           "checked_uploads", "common_fields"]

@@ -36,8 +36,9 @@ from .._array import take_rows
 from ..algorithms._base import message_floats
 from ..config import to_jsonable
 from ..runtime._clients import _concat, _gather
-from ._client import CONFIG_KEY, COUNTS_KEY, INITIAL_KEY, MESSAGE_KEY, UPLOAD_KEY
-from ._codec import decode, encode
+from ._client import CONFIG_KEY, INITIAL_KEY, MESSAGE_KEY
+from ._codec import encode
+from ._replies import BadReply, checked_uploads
 
 #: run-config keys and defaults of the fedcomp Flower app
 RUN_CONFIG_DEFAULTS: dict[str, Any] = {
@@ -284,19 +285,13 @@ class FlowerClients:
                     "Restart it (with the same node_config) and rerun, or set rejoin-timeout "
                     "and a checkpoint-dir on the nodes to resume")
             pending = self._rejoin(missing, where, reasons) if missing else {}
-        like = self.problem.data.like
         position = {c: i for i, c in enumerate(participants.tolist())}
         order = np.empty(len(participants), dtype=np.int64)
-        parts, start = [], 0
+        parts, start = self._checked(by_node, replies, where), 0
         for ids in by_node.values():
-            reply = replies[tuple(ids)]
-            parts.append(decode(reply.content.array_records[UPLOAD_KEY], like, name="Upload"))
             for k, c in enumerate(ids):
                 order[position[c]] = start + k
             start += len(ids)
-            counts: dict[str, Any] = dict(reply.content.metric_records[COUNTS_KEY])
-            for key, value in counts.items():
-                setattr(self.counters, key, getattr(self.counters, key) + int(value))
         stacked = _concat(parts)
         if not np.array_equal(order, np.arange(len(order))):
             stacked = type(stacked)(*(take_rows(f, order) for f in stacked))
@@ -305,6 +300,26 @@ class FlowerClients:
                      f"({len(participants)} clients on {len(by_node)} nodes, "
                      f"{message_floats(stacked, leading=1) * len(participants)} floats up)")
         return stacked
+
+    def _checked(self, by_node: dict[int, list[int]], replies: dict[tuple[int, ...], Message],
+                 where: str) -> list[Any]:
+        """The nodes' uploads, each reply checked before any is used (:mod:`._replies`);
+        their counts added."""
+        nodes = list(by_node)
+        try:
+            parts, counts = checked_uploads(
+                [replies[tuple(by_node[n])].content for n in nodes],
+                [len(by_node[n]) for n in nodes], self.problem.data.like,
+                tuple(self.problem.zeros().shape))
+        except BadReply as exc:
+            node_id = nodes[exc.index]
+            raise FlowerRunError(f"{_describe(node_id, self.nodes[node_id])} sent a reply the "
+                                 f"server refuses {where}: {exc}. Nothing of it was "
+                                 "aggregated; the run stops") from exc
+        for counted in counts:
+            for key, value in counted.items():
+                setattr(self.counters, key, getattr(self.counters, key) + value)
+        return parts
 
     def _rejoin(self, missing: dict[int, list[int]], where: str,
                 reasons: dict[int, str] | None = None) -> dict[int, list[int]]:

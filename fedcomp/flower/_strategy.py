@@ -24,6 +24,15 @@ What happens in a run:
 3. **Evaluation** (``evaluate_every = k``): every ``k`` rounds each node reports ``f_i`` and
    its accuracy at the model, and ``aggregate_evaluate`` gives ``F = Σ π_i f_i + g``.
 
+Every reply is checked before it is used (:mod:`fedcomp.flower._replies`): a discovery
+report's client id, sample total and ``L_i``; each upload's fields, shapes (the model's, or
+one scalar per client), dtype (floating), finiteness and counts; each evaluation's loss and
+accuracy; and that it comes from a node of the federation. A reply that fails stops the
+run with a :class:`~fedcomp.flower.FlowerRunError` naming the client, its SuperNode, the
+round, the field and the fix — before anything of that round is aggregated or counted, so
+the model stays the last good round's. (Dropping the node and going on would change the
+participation the seed chose, and the run would no longer be the simulator's.)
+
 The server state never leaves the strategy: the ``arrays`` Flower passes back in are the
 model the strategy returned (``algorithm.output``), kept for Flower's ``Result``. Every
 random draw is keyed by (seed, round, client id), so the run gives the simulator's iterates
@@ -56,17 +65,9 @@ from ..regularizers import REGULARIZERS, make_regularizer
 from ..runtime._clients import _concat, _gather
 from ..runtime._round import count_downloads, counted_prox, server_step
 from ..runtime._simulate import NonFiniteError, _norm_limit, check_divergence
-from ._client import CONFIG_KEY, COUNTS_KEY, INITIAL_KEY, MESSAGE_KEY, UPLOAD_KEY
-from ._codec import decode, encode
-from ._replies import (
-    RETURN_CLIENT_TRAIN,
-    BadReply,
-    check_counts,
-    check_evaluation,
-    check_report,
-    check_upload,
-    common_fields,
-)
+from ._client import CONFIG_KEY, INITIAL_KEY, MESSAGE_KEY
+from ._codec import encode
+from ._replies import BadReply, check_evaluation, check_report, checked_uploads
 from ._server import FlowerRunError, exchange, portable_hyperparameters
 
 #: the ``phase`` of a strategy's ``train`` message: discovery, or a round
@@ -411,51 +412,37 @@ class Strategy(FlowerStrategy):
         """
         by_client = self._replies_by_client(replies, participants, where)
         like = np.asarray(self.algorithm.output(self.server_state))
-        decoded, counts = {}, {}
-        for c in participants.tolist():
-            with self._naming(c, where):
-                content = by_client[c].content
-                for key, records in ((UPLOAD_KEY, content.array_records),
-                                     (COUNTS_KEY, content.metric_records)):
-                    if key not in records:
-                        raise BadReply(f"the reply has no {key!r} record; {RETURN_CLIENT_TRAIN}")
-                decoded[c] = _decoded(content.array_records[UPLOAD_KEY], like)
-                counts[c] = check_counts(dict(content.metric_records[COUNTS_KEY]))
-        fields = common_fields(list(decoded.values()))
-        parts = []
-        for c in participants.tolist():
-            with self._naming(c, where):
-                parts.append(check_upload(decoded[c], 1, tuple(like.shape), fields))
-        for c in participants.tolist():  # all checked: only now is anything counted
-            for key, value in counts[c].items():
+        clients = participants.tolist()
+        try:
+            parts, counts = checked_uploads([by_client[c].content for c in clients],
+                                            [1] * len(clients), like, tuple(like.shape))
+        except BadReply as exc:
+            raise self._refused(clients[exc.index], where, exc) from exc
+        for c, counted in zip(clients, counts, strict=True):  # all checked: now counted
+            for key, value in counted.items():
                 setattr(self.counters, key, getattr(self.counters, key) + value)
             self.trained.add(c)
         return _concat(parts)
 
     @contextlib.contextmanager
     def _naming(self, client: int, where: str) -> Iterator[None]:
-        """A :class:`BadReply` as the run's error, naming the client, its node and round."""
+        """A :class:`BadReply` within the block as the run's error (:meth:`_refused`)."""
         try:
             yield
         except BadReply as exc:
-            raise FlowerRunError(
-                f"client {client} (SuperNode {self.nodes[client]}) sent a reply the server "
-                f"refuses {where}: {exc}. Nothing of it was aggregated; the run stops") from exc
+            raise self._refused(client, where, exc) from exc
+
+    def _refused(self, client: int, where: str, exc: BadReply) -> FlowerRunError:
+        """The run's error for a refused reply, naming the client, its node and round."""
+        return FlowerRunError(
+            f"client {client} (SuperNode {self.nodes[client]}) sent a reply the server "
+            f"refuses {where}: {exc}. Nothing of it was aggregated; the run stops")
 
     def _server_step(self, stacked: Any, round_: int, participants: np.ndarray) -> None:
         like = np.asarray(self.algorithm.output(self.server_state))
         self.server_state = server_step(self.algorithm, self.weights, like, self.server_state,
                                         stacked, round_, participants, self.server_prox,
                                         self.counters, self.seed)
-
-
-def _decoded(record: ArrayRecord, like: np.ndarray) -> Any:
-    """An upload record decoded; a compact form that does not expand is a :class:`BadReply`."""
-    try:
-        return decode(record, like, name="Upload")
-    except (ValueError, IndexError, TypeError, KeyError) as exc:
-        raise BadReply(f"the upload record does not decode ({type(exc).__name__}: {exc}); "
-                       f"{RETURN_CLIENT_TRAIN}") from exc
 
 
 def _initial_model(arrays: ArrayRecord) -> np.ndarray:
