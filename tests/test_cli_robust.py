@@ -163,10 +163,10 @@ def test_an_http_server_as_ray_address_fails_at_once_naming_it(tmp_path, capsys,
 @pytest.mark.xdist_group("serial")
 def test_a_head_that_accepts_but_never_answers_fails_after_the_deadline(
         tmp_path, capsys, silent_listener, monkeypatch):
-    from fedcomp.runtime import _ray_clients
+    from fedcomp.runtime import _ray_address
 
     pytest.importorskip("ray")
-    monkeypatch.setattr(_ray_clients, "HANDSHAKE_TIMEOUT", 2.0)
+    monkeypatch.setattr(_ray_address, "HANDSHAKE_TIMEOUT", 2.0)
     address = f"127.0.0.1:{silent_listener.getsockname()[1]}"
     out = tmp_path / "out"
     status, err = run_cli(capsys, "run", tiny(tmp_path), "--out", out, "--executor", "ray",
@@ -310,7 +310,7 @@ def test_auto_is_checked_at_the_address_ray_would_join(silent_listener, monkeypa
     """--ray-address auto (or RAY_ADDRESS=auto) joins the cluster named in Ray's address
     file, which may be one that died: that address gets the handshake too."""
     services = pytest.importorskip("ray._private.services")
-    from fedcomp.runtime._ray_clients import check_ray_address
+    from fedcomp.runtime._ray_address import check_ray_address
 
     address = f"127.0.0.1:{silent_listener.getsockname()[1]}"
     monkeypatch.setattr(services, "get_ray_address_from_environment", lambda *a: address)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .._extras import require
-from ..runtime._ray_clients import ray_address
+from ..runtime._ray_address import ray_address
 from ._plan import Run
 
 

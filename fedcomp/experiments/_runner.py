@@ -119,7 +119,7 @@ def run_experiment(config: dict[str, Any] | Experiment, out_dir: str | Path, *,
     out = Path(out_dir)
     check_buildable(experiment)  # a bad value fails before anything is written
     if executor == "ray":
-        from ..runtime._ray_clients import check_ray_address
+        from ..runtime._ray_address import check_ray_address
         from ._ray_executor import check_ray_executor
 
         check_ray_executor(experiment.config.get("tracking"))
