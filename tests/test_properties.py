@@ -270,6 +270,97 @@ def test_a_strength_that_is_not_a_real_number_is_one_error_naming_it(strength, v
     assert not RAW_MESSAGES.match(str(caught.value)), caught.value
 
 
+# --- the scikit-learn estimators ----------------------------------------------------------------
+ESTIMATOR_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-2, 6), st.sampled_from([10**400, 0.5, -0.1, "auto"]),
+    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=3),
+    st.lists(st.integers(0, 2), max_size=2), st.sampled_from([{}, {"local_steps": 2},
+                                                               {"nope": 1}]))
+ESTIMATOR_PARAMETERS = ["penalty", "alpha", "l1_ratio", "gamma", "algorithm",
+                        "algorithm_params", "client_lr", "tol", "warm_start", "fit_intercept",
+                        "n_clients", "clients_per_round", "batch_size", "eval_every",
+                        "random_state"]
+FIT_INPUTS = st.sampled_from([
+    {}, {"sample_weight": "ones"}, {"sample_weight": "short"}, {"sample_weight": "text"},
+    {"sample_weight": "negative"}, {"sample_weight": "nan"}, {"clients": "short"},
+    {"clients": "mixed"}, {"clients": "none"}, {"clients": "nan"}, {"clients": "column"},
+    {"y": "short"}, {"y": "scalar"}, {"y": "column"}, {"y": "text"}])
+
+
+def _fit_arguments(kind: dict, n: int) -> dict:
+    """The arguments of ``fit`` a FIT_INPUTS entry names, on n samples of 3 clients."""
+    made = {
+        "ones": np.ones(n), "short": np.ones(n - 2), "text": np.array(["a"] * n),
+        "negative": -np.ones(n), "nan": np.r_[np.nan, np.ones(n - 1)],
+        "mixed": np.array([1, "a", 2.5] * (n // 3), dtype=object),
+        "none": np.array([None] * n), "column": np.zeros((n, 1)), "scalar": np.float64(1.0)}
+    arguments = {"clients": np.arange(n) % 3}
+    for name, what in kind.items():
+        if name == "y" and what == "short":
+            arguments["y"] = np.ones(n - 1)
+        elif name == "clients" and what == "nan":
+            arguments["clients"] = np.r_[np.nan, np.zeros(n - 1)]
+        else:
+            arguments[name] = made[what]
+    return arguments
+
+
+@BOUNDED
+@given(st.dictionaries(st.sampled_from(ESTIMATOR_PARAMETERS), ESTIMATOR_VALUES, max_size=2),
+       FIT_INPUTS)
+def test_an_estimator_fits_or_is_one_error_naming_the_parameter(params, inputs):
+    """FederatedLinearRegression with any value of one or two parameters and damaged
+    ``fit`` inputs: a fit whose coefficients match the data's shape, or one error naming
+    what is wrong (found here and fixed: gamma="x", client_lr="x", eval_every="x",
+    algorithm_params=[1], alpha=10**400, sample_weight of text were NumPy's words; string
+    flags were taken as True)."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning, DataConversionWarning
+
+    from fedcomp.sklearn import FederatedLinearRegression
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(12, 3))
+    arguments = {"y": X @ np.array([1.0, -1.0, 0.5]), **_fit_arguments(inputs, 12)}
+    model = FederatedLinearRegression(max_iter=20)
+    names = (*params, *inputs, "sample", "client", "target", "y", "Input", "Found input")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.simplefilter("ignore", DataConversionWarning)
+        result, error = outcome(lambda: model.set_params(**params).fit(X, **arguments),
+                                names=names)
+    if error is None:
+        assert result.coef_.shape == (3,) and np.isfinite(result.coef_).all()
+        # damage is never accepted; a column y is scikit-learn's DataConversionWarning
+        assert inputs in ({}, {"sample_weight": "ones"}, {"y": "column"}), inputs
+
+
+@pytest.mark.parametrize("params, fit, match", [
+    ({"penalty": "mcp", "gamma": "x"}, {}, "gamma must be a finite number"),
+    ({"penalty": "scad", "gamma": 10**400}, {}, "gamma must be a finite number"),
+    ({"alpha": 10**400}, {}, "alpha must be a number >= 0"),
+    ({"client_lr": "x"}, {}, "client_lr must be 'auto' or a number > 0"),
+    ({"eval_every": "x"}, {}, "eval_every must be an integer >= 1"),
+    ({"eval_every": 2.5}, {}, "eval_every must be an integer >= 1"),
+    ({"algorithm_params": [1]}, {}, "algorithm_params must be a dict"),
+    ({"warm_start": "no"}, {}, "warm_start must be True or False"),
+    ({"fit_intercept": "no"}, {}, "fit_intercept must be True or False"),
+    ({}, {"sample_weight": "text"}, "sample_weight must hold numbers"),
+    ({}, {"y": "text"}, "y must hold numbers"),
+])
+def test_the_estimators_name_each_bad_parameter(params, fit, match):
+    """Found by the property above (fedcomp/sklearn, fixed): NumPy's "could not convert
+    string to float", "invalid literal for int()", "ufunc 'isfinite' not supported", a raw
+    TypeError of dict(), an OverflowError, or a string flag taken as True."""
+    from fedcomp.sklearn import FederatedLinearRegression
+
+    X = np.random.default_rng(0).normal(size=(12, 3))
+    arguments = {"y": X[:, 0], **_fit_arguments(fit, 12)}
+    with pytest.raises(ValueError, match=re.escape(match)):
+        FederatedLinearRegression(max_iter=5, **params).fit(X, **arguments)
+
+
 # --- save / load -------------------------------------------------------------------------------
 @BOUNDED
 @given(client_lists())

@@ -113,6 +113,31 @@ def _store(estimator: Any, arguments: dict[str, Any]) -> None:
             setattr(estimator, name, value)
 
 
+def _check_fit_parameters(model: Any) -> None:
+    """The flags and ``eval_every``, checked at ``fit`` as scikit-learn asks: a string flag
+    would be truthy and ``int("x")`` NumPy's words, ``int(2.5)`` a silent 2."""
+    for name in ("warm_start", "fit_intercept"):
+        value = getattr(model, name)
+        if not isinstance(value, bool | np.bool_):
+            raise ValueError(f"{name} must be True or False (got {name}={value!r})")
+    every = model.eval_every
+    if every is not None and not (isinstance(every, int | np.integer)
+                                  and not isinstance(every, bool) and every >= 1):
+        raise ValueError(f"eval_every must be an integer >= 1 or None for every 10 rounds "
+                         f"(got eval_every={every!r})")
+
+
+def _check_numbers(name: str, values: Any) -> None:
+    """Refuse text where numbers belong, naming the argument (scikit-learn's check says
+    only "could not convert string to float")."""
+    if np.asarray(values).dtype.kind in "USO":
+        try:
+            np.asarray(values, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must hold numbers, one per sample (got "
+                             f"{str(np.ravel(values)[:3])[:60]} ...)") from None
+
+
 class _FederatedModel(BaseEstimator):
     """Fit, predict and the attributes every estimator of this module shares.
 
@@ -204,9 +229,13 @@ class _FederatedModel(BaseEstimator):
         if not (isinstance(self.max_iter, int | np.integer) and self.max_iter >= 1):
             raise ValueError(f"max_iter must be an integer >= 1 (got {self.max_iter!r})")
         tol = check_tol(self.tol)
+        _check_fit_parameters(self)
+        if y is not None and not self._is_classifier():
+            _check_numbers("y", y)
         X, y = validate_data(self, X, y, dtype=np.float64, accept_sparse="csr",
                              y_numeric=not self._is_classifier())
         if sample_weight is not None:
+            _check_numbers("sample_weight", sample_weight)
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
         targets, n_classes = self._fit_targets(y)
         if self.fit_intercept:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import inspect
+import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -147,6 +149,10 @@ def _penalty(penalty: Any, alpha: Any, l1_ratio: Any, gamma: Any, param_ndim: in
             raise ValueError(f"l1_ratio must be in [0, 1] (got l1_ratio={l1_ratio!r})")
         # scikit-learn's ElasticNet: α·ρ‖w‖₁ + α(1−ρ)/2 ‖w‖²
         return ElasticNet(alpha * l1_ratio, alpha * (1 - l1_ratio), param_ndim=param_ndim)
+    if gamma is not None and penalty in ("mcp", "scad") and not _nonnegative(gamma):
+        # float("x") would say only "could not convert string to float: 'x'"
+        raise ValueError(f"gamma must be a finite number (got gamma={gamma!r}); MCP needs "
+                         "gamma > 1 (3.0 by default), SCAD a > 2 (3.7 by default)")
     if penalty == "mcp":
         return MCP(alpha, 3.0 if gamma is None else float(gamma), param_ndim=param_ndim)
     if penalty == "scad":
@@ -155,8 +161,13 @@ def _penalty(penalty: Any, alpha: Any, l1_ratio: Any, gamma: Any, param_ndim: in
 
 
 def _nonnegative(value: Any) -> bool:
-    return bool(isinstance(value, int | float | np.integer | np.floating)
-                and not isinstance(value, bool) and np.isfinite(value) and value >= 0)
+    """A real number in ``[0, inf)`` (an integer past a float's range is not)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        return False
+    try:
+        return bool(math.isfinite(float(value)) and value >= 0)
+    except OverflowError:
+        return False
 
 
 def _algorithm(algorithm: Any, algorithm_params: Any, client_lr: Any, problem: Problem
@@ -173,6 +184,9 @@ def _algorithm(algorithm: Any, algorithm_params: Any, client_lr: Any, problem: P
     if ALGORITHMS.entry(algorithm).execution != "rounds":
         raise ValueError(f"algorithm {algorithm!r} runs on an event clock; the estimators run "
                          "synchronous rounds: choose another algorithm")
+    if algorithm_params is not None and not isinstance(algorithm_params, Mapping):
+        raise ValueError(f"algorithm_params must be a dict of {algorithm!r}'s hyperparameters "
+                         f"(got {algorithm_params!r}), e.g. {{'local_steps': 5}}")
     params = dict(algorithm_params or {})
     accepted = inspect.signature(ALGORITHMS.entry(algorithm).factory).parameters
     if "client_lr" in accepted and "client_lr" not in params:
@@ -182,6 +196,9 @@ def _algorithm(algorithm: Any, algorithm_params: Any, client_lr: Any, problem: P
             smoothness = float(np.max(problem.loss.smoothness(problem.data.full_batch())))
             # a constant column and a zero-variance client can give L = 0: any step is exact
             client_lr = 1.0 / (max(int(steps), 1) * max(smoothness, 1e-12))
+        elif not (_nonnegative(client_lr) and client_lr > 0):
+            raise ValueError(f"client_lr must be 'auto' or a number > 0 (got "
+                             f"client_lr={client_lr!r})")
         params["client_lr"] = float(client_lr)
     return make_algorithm(algorithm, **params)
 
