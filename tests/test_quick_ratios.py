@@ -34,12 +34,14 @@ def test_benchmarks_md_records_every_case_once():
 
 
 def test_a_ratio_is_flagged_beyond_its_margin_or_limit():
-    row = quick.Recorded(ratio=1.1, margin=1.5, limit=2.0)
-    assert quick.verdict(1.6, row) == "ok"
-    assert quick.verdict(1.93, row) == "WORSE"  # issue 43's regression, idle: 1.10x -> 1.93x
-    assert quick.verdict(5.9, row) == "OVER LIMIT"  # and beside two busy processes
-    assert quick.verdict(0.9, quick.Recorded(0.5, 1.5, math.inf)) == "WORSE"
-    assert quick.verdict(3.0, None) == "not recorded"
+    row, same = quick.Recorded(ratio=1.1, margin=1.5, limit=2.0), quick.Ratios
+    assert quick.verdict(same(1.6, 1.6, 1.6), row) == "ok"
+    # issue 43's regression, idle: 1.10x -> 1.93x; beside two busy processes 5.9x
+    assert quick.verdict(same(1.93, 1.93, 1.93), row) == "WORSE"
+    assert quick.verdict(same(1.6, 5.9, 5.9), row) == "OVER LIMIT"
+    assert quick.verdict(same(1.6, 5.9, 1.9), row) == "ok"  # the limit is the median's
+    assert quick.verdict(same(0.9, 0.5, 0.5), quick.Recorded(0.5, 1.5, math.inf)) == "WORSE"
+    assert quick.verdict(same(3.0, 3.0, 3.0), None) == "not recorded"
 
 
 def test_a_missing_table_is_one_error_naming_the_fix():
