@@ -38,7 +38,7 @@ from fedcomp import ClientData
 from fedcomp.config import ConfigError
 
 settings.register_profile(
-    "fedcomp-properties", max_examples=25, deadline=None, derandomize=True, database=None,
+    "fedcomp-properties", max_examples=40, deadline=None, derandomize=True, database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                            HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
 #: Every test of this file runs under the profile (not loaded globally: other files keep
@@ -393,23 +393,41 @@ def _damage(path: Path, how: str, rng: np.random.Generator) -> None:
         path.unlink()
 
 
-@BOUNDED
-@given(client_lists(max_clients=3), DAMAGE, st.integers(0, 2**16), st.data())
-def test_load_of_a_damaged_save_is_the_data_or_one_error_naming_the_file(
-        tmp_path_factory, lists, how, seed, data):
+def _damaged_save_loads_or_names_the_file(tmp_path_factory, lists, how, seed, pick):
     features, targets, weights = lists
     saved = ClientData.from_lists(features, targets, sample_weight=weights)
     root = saved.save(tmp_path_factory.mktemp("damaged"))
-    files = sorted(p.name for p in root.iterdir())
-    name = data.draw(st.sampled_from(files))
-    # bytes overwritten inside a CSR archive can decode to out-of-range indices, which
-    # crash SciPy (issue 43's segfault): the sparse checks' own tests run those in a
-    # subprocess; here the archive is only cut, replaced or removed
-    assume(not (name.endswith(".npz") and how == "overwrite"))
+    name = pick(sorted(p.name for p in root.iterdir()))
     _damage(root / name, how, np.random.default_rng(seed))
     result, error = outcome(lambda: ClientData.load(root), names=(str(root), name))
     if error is None:  # the damage missed what is read (a padding byte, say)
         _check_equal_to_lists(result, features, targets, weights)
+
+
+@BOUNDED
+@given(client_lists(max_clients=3), DAMAGE, st.integers(0, 2**16), st.data())
+def test_load_of_a_damaged_save_is_the_data_or_one_error_naming_the_file(
+        tmp_path_factory, lists, how, seed, data):
+    """Any file of a save cut, replaced, emptied or removed, and bytes overwritten in the
+    .npy and .json files (a CSR archive's bytes: the test below)."""
+    assume(not (how == "overwrite" and sparse.issparse(lists[0][0])))
+    _damaged_save_loads_or_names_the_file(tmp_path_factory, lists, how, seed,
+                                          lambda files: data.draw(st.sampled_from(files)))
+
+
+@_data_finding("bytes overwritten in a features.npz (a zip archive) can give zipfile's raw "
+               "NotImplementedError ('zip file version 9.7', 'That compression method is not "
+               "supported', 'strong encryption (flag bit 6)'): 8 of 400 random damages; no "
+               "crash since the CSR checks of f6ad6a4")
+@BOUNDED
+@given(client_lists(max_clients=3).filter(lambda lists: sparse.issparse(lists[0][0])),
+       st.integers(0, 2**16))
+def test_load_of_a_csr_archive_with_bytes_overwritten_names_the_file(tmp_path_factory, lists,
+                                                                      seed):
+    """Safe in process since the full CSR check of ``load`` (f6ad6a4): decoded garbage
+    indices are refused before SciPy reads them (400 random damages, no crash)."""
+    _damaged_save_loads_or_names_the_file(tmp_path_factory, lists, "overwrite", seed,
+                                          lambda files: "features.npz")
 
 
 #: Edits of client_data.json: a field given another value of any JSON type.
@@ -616,10 +634,7 @@ def checkpoint_run(tmp_path_factory):
     return path.read_bytes(), resume
 
 
-@BOUNDED
-@given(DAMAGE.filter(lambda how: how != "remove"), st.integers(0, 2**16))
-def test_a_damaged_checkpoint_resumes_or_is_one_error_naming_the_file(
-        tmp_path_factory, checkpoint_run, how, seed):
+def _damaged_checkpoint_resumes_or_names_the_file(tmp_path_factory, checkpoint_run, how, seed):
     raw, resume = checkpoint_run
     path = tmp_path_factory.mktemp("damaged-checkpoint") / "run.npz"
     path.write_bytes(raw)
@@ -627,6 +642,41 @@ def test_a_damaged_checkpoint_resumes_or_is_one_error_naming_the_file(
     result, error = outcome(lambda: resume(path), names=(str(path),))
     if error is None:  # the damage missed what is read
         assert result.n_rounds == 4 and np.isfinite(np.asarray(result.x)).all()
+
+
+@BOUNDED
+@given(st.sampled_from(["truncate", "garbage", "empty"]), st.integers(0, 2**16))
+def test_a_damaged_checkpoint_resumes_or_is_one_error_naming_the_file(
+        tmp_path_factory, checkpoint_run, how, seed):
+    _damaged_checkpoint_resumes_or_names_the_file(tmp_path_factory, checkpoint_run, how, seed)
+
+
+_CHECKPOINT_ZIP_FINDING = pytest.mark.xfail(strict=False, reason=(
+    "issue 43, fedcomp/runtime/_checkpoint.py (checkpoint owner): bytes overwritten in a "
+    "checkpoint's zip headers give zipfile's raw NotImplementedError ('strong encryption "
+    "(flag bit 6)', 'zip file version ...', 'That compression method is not supported'): "
+    "_read catches BadZipFile, zlib.error, OSError, EOFError, ValueError, KeyError only"))
+
+
+@_CHECKPOINT_ZIP_FINDING
+@BOUNDED
+@given(st.integers(0, 2**16))
+def test_a_checkpoint_with_bytes_overwritten_resumes_or_names_the_file(
+        tmp_path_factory, checkpoint_run, seed):
+    _damaged_checkpoint_resumes_or_names_the_file(tmp_path_factory, checkpoint_run,
+                                                  "overwrite", seed)
+
+
+@_CHECKPOINT_ZIP_FINDING
+def test_a_checkpoint_whose_member_claims_encryption_names_the_file(tmp_path, checkpoint_run):
+    """The reproduction: flag bit 6 (strong encryption) set in the central directory."""
+    raw, resume = checkpoint_run
+    damaged = bytearray(raw)
+    damaged[damaged.rfind(b"PK\x01\x02") + 8] |= 0x40
+    path = tmp_path / "run.npz"
+    path.write_bytes(bytes(damaged))
+    with pytest.raises(ValueError, match=re.escape(str(path))):
+        resume(path)
 
 
 # --- the Flower Strategy's constructor ---------------------------------------------------------
