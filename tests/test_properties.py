@@ -270,6 +270,16 @@ def test_a_strength_that_is_not_a_real_number_is_one_error_naming_it(strength, v
     assert not RAW_MESSAGES.match(str(caught.value)), caught.value
 
 
+@pytest.mark.parametrize("param_ndim", [True, 1.0, "1", None])
+def test_param_ndim_is_an_integer_not_a_flag_or_a_float(param_ndim):
+    """Found by the property above (fixed): ``True == 1`` and ``1.0 == 1`` passed the check
+    ``param_ndim in (1, 2)`` and were stored as the model's number of axes."""
+    from fedcomp.regularizers import L1
+
+    with pytest.raises(ValueError, match="L1: param_ndim must be 1"):
+        L1(0.1, param_ndim=param_ndim)
+
+
 # --- the scikit-learn estimators ----------------------------------------------------------------
 ESTIMATOR_VALUES = st.one_of(
     st.none(), st.booleans(), st.integers(-2, 6), st.sampled_from([10**400, 0.5, -0.1, "auto"]),
