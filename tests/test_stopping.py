@@ -1,4 +1,5 @@
-"""Stopping rules, callbacks, checkpoints, divergence as a status, and results as data frames."""
+"""Stopping rules, callbacks, divergence as a status, and results as data frames (checkpoints:
+test_checkpoint.py)."""
 
 from __future__ import annotations
 
@@ -12,16 +13,14 @@ from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning
 import fedcomp
 from fedcomp import (
     ALGORITHMS,
-    Checkpoint,
     ConvergenceWarning,
     EarlyStopping,
     load_results,
     simulate,
     solve_reference,
 )
-from fedcomp.algorithms import fedavg, feddr, make_algorithm, scaffold, za1
+from fedcomp.algorithms import fedavg, make_algorithm, za1
 from fedcomp.metrics import CSVLogger
-from fedcomp.runtime import jax_like
 
 
 def test_a_run_stops_at_the_first_row_below_tol_and_is_near_the_solution():
@@ -87,52 +86,6 @@ def test_a_callback_stops_a_run_and_early_stopping_waits_its_patience():
     assert run.status == "stopped" and run.n_rounds == 3
     with pytest.raises(KeyError, match="add it to metrics"):
         simulate(fedavg(0.5, 1), p, 5, callbacks=[EarlyStopping("accuracy")], metrics=[])
-
-
-CASES = [
-    ("scaffold", lambda: scaffold(client_lr=0.3, local_steps=2), dict()),
-    ("feddr warm-up", lambda: feddr(eta=1.0, alpha=1.0, local_steps=2), dict()),
-    ("za1 sampled minibatches", lambda: za1(client_lr=0.3, local_steps=3),
-     dict(clients_per_round=None, batch_size=4)),
-    ("fedavg sampled", lambda: fedavg(0.3, 2), dict(clients_per_round=3, batch_size=4)),
-]
-
-
-@pytest.mark.parametrize("backend", ["numpy", "jax"])
-@pytest.mark.parametrize("name, build, kwargs", CASES, ids=[c[0] for c in CASES])
-def test_a_checkpoint_resumes_to_the_iterates_of_an_uninterrupted_run(
-        tmp_path, backend, name, build, kwargs):
-    p = make_problem("logistic")
-    if backend == "jax":
-        p = fedcomp.Problem(p.loss, p.regularizer, p.data.to(jax_like()),
-                            weighting=p.weighting)
-    common = dict(eval_every=2, seed=3, metrics=["objective", "nnz"], **kwargs)
-    whole = simulate(build(), p, 10, **common)
-    path = tmp_path / "run.npz"
-    checkpoint = Checkpoint(path, every=3)  # rows 0, 2, 4, 6: written at 0 and 6
-    cut = simulate(build(), p, 10, callbacks=[checkpoint, lambda v: v.round >= 8], **common)
-    assert cut.status == "stopped" and checkpoint.last_round == 6 and path.exists()
-    resumed = simulate(build(), p, 10, resume_from=path, **common)
-    assert resumed.status == "completed" and resumed.n_rounds == 10
-    np.testing.assert_array_equal(np.asarray(resumed.x), np.asarray(whole.x))
-    for a, b in zip(resumed.client_states, whole.client_states, strict=True):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    strip = [{k: v for k, v in row.items() if k != "wall_s"} for row in whole.history]
-    assert [{k: v for k, v in row.items() if k != "wall_s"} for row in resumed.history] == strip
-
-
-def test_a_checkpoint_of_another_algorithm_or_problem_is_refused(tmp_path):
-    p = make_problem("logistic")
-    path = tmp_path / "c.npz"
-    simulate(za1(0.3, 2), p, 2, callbacks=[Checkpoint(path)], metrics=[])
-    with pytest.raises(ValueError, match="checkpoint of 'za1', not of 'fedavg'"):
-        simulate(fedavg(0.3, 2), p, 4, resume_from=path)
-    with pytest.raises(ValueError, match="shape"):
-        simulate(za1(0.3, 2), make_problem("logistic", n_clients=4), 4, resume_from=path)
-    with pytest.raises(ValueError, match="past this run's rounds=1"):
-        simulate(za1(0.3, 2), p, 1, resume_from=path)
-    with pytest.raises(FileNotFoundError, match="no checkpoint"):
-        simulate(za1(0.3, 2), p, 4, resume_from=tmp_path / "none.npz")
 
 
 def test_a_diverging_run_returns_its_rows_with_status_diverged():

@@ -4,12 +4,26 @@ A checkpoint (:class:`Checkpoint`, :func:`save_checkpoint`) is one ``.npz`` file
 server's and the clients' states field by field, the counters, the rows so far and the
 round, so that ``simulate(..., resume_from=path)`` continues to the iterates an
 uninterrupted run reaches, bit for bit (every random draw is keyed by the round).
+
+A checkpoint knows the run it belongs to: its ``meta`` holds the run's fingerprint
+(:mod:`fedcomp.runtime._fingerprint`: the algorithm and its hyperparameters, the loss, the
+regularizer, a hash of the clients' data, the weighting, the seed, the participation, the
+batch size and the start), and ``resume_from`` refuses a checkpoint whose fingerprint is
+not the resuming run's, naming the field that differs; the shapes of the states alone
+would accept another problem's or another seed's. A checkpoint without a fingerprint
+(written by an earlier fedcomp) is refused too: nothing tells whose it is. Its ``meta``
+(round, rows, counters) is checked before anything is restored, and a damaged file is one
+``ValueError`` naming the file, never a raw ``zipfile`` or ``json`` error.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -17,30 +31,92 @@ import numpy as np
 
 from .._array import asarray_like, to_numpy
 from ..oracle import Counters
-from ._stopping import RunView
+from ._fingerprint import FINGERPRINT_FIELDS, first_difference
+from ._stopping import RunView, check_callbacks
 
+#: ``meta["format"]`` of the checkpoints this version writes (2: with the run's fingerprint).
+FORMAT = 2
 
 class Checkpoint:
     """Write the run's state to ``path`` every ``every`` evaluated rounds (and never stop it).
 
     The file is replaced atomically (written beside it, then renamed), so an interrupted
     run leaves the last complete checkpoint. Resume with
-    ``simulate(..., resume_from=path)``.
+    ``simulate(..., resume_from=path)``: :func:`~fedcomp.runtime.simulate` ties each
+    ``Checkpoint`` of its ``callbacks`` to the run (:meth:`bind`), so that the file
+    carries the run's fingerprint, which ``resume_from`` checks.
     """
 
     def __init__(self, path: str | os.PathLike[str], every: int = 1) -> None:
-        if not (isinstance(every, int) and every >= 1):
+        if not (isinstance(every, int) and not isinstance(every, bool) and every >= 1):
             raise ValueError(f"every must be an integer >= 1 (got {every!r})")
         self.path, self.every = Path(path), every
+        _check_not_directory(self.path)
         self.last_round: int | None = None
+        self._run: tuple[list[dict[str, Any]], dict[str, Any]] | None = None
+
+    def bind(self, history: list[dict[str, Any]], fingerprint: dict[str, Any]) -> None:
+        """Tie the checkpoint to the run whose rows are ``history``: the files it writes
+        for that run carry ``fingerprint``, the run's
+        :func:`~fedcomp.runtime._fingerprint.run_fingerprint`."""
+        self._run = (history, fingerprint)
 
     def __call__(self, view: RunView) -> None:
         if view.round % self.every == 0:
-            save_checkpoint(self.path, view)
+            # the rows' list is the run's identity: a Checkpoint reused by a later run of
+            # another runner never writes an earlier run's fingerprint
+            bound = self._run is not None and self._run[0] is view.history
+            save_checkpoint(self.path, view, self._run[1] if bound else None)  # type: ignore[index]
             self.last_round = view.round
 
 
-# --- checkpoints --------------------------------------------------------------------------
+def bind_checkpoints(callbacks: Any, history: list[dict[str, Any]],
+                     fingerprint: dict[str, Any]) -> None:
+    """Tie every :class:`Checkpoint` of ``callbacks`` to the run whose rows are
+    ``history``."""
+    for callback in check_callbacks(callbacks):
+        if isinstance(callback, Checkpoint):
+            callback.bind(history, fingerprint)
+
+
+def has_checkpoint(callbacks: Any) -> bool:
+    """Whether ``callbacks`` hold a :class:`Checkpoint`."""
+    return any(isinstance(callback, Checkpoint) for callback in check_callbacks(callbacks))
+
+
+def _check_not_directory(path: Path) -> None:
+    if path.is_dir():
+        raise ValueError(f"the checkpoint path {path} is a directory; name a file in it, "
+                         f"e.g. {path / 'checkpoint.npz'}")
+
+
+def check_fingerprint(path: Path, meta: dict[str, Any], fingerprint: dict[str, Any]) -> None:
+    """Refuse a checkpoint whose fingerprint is not ``fingerprint`` (this run's), or that
+    has none."""
+    if "fingerprint" not in meta:
+        raise ValueError(f"{path} was written by an earlier fedcomp, without the fingerprint "
+                         "of its run (algorithm, hyperparameters, data, seed, ...): nothing "
+                         "tells whether it belongs to this run, so it is refused; run again "
+                         "from the start (without resume_from)")
+    saved = meta["fingerprint"]
+    if saved is None:
+        raise ValueError(f"{path} was written without its run's fingerprint (by a Checkpoint "
+                         "called outside simulate's callbacks, or by another runner), so it "
+                         "is refused; pass the Checkpoint itself in simulate(callbacks=[...]) "
+                         "and run again")
+    if not isinstance(saved, dict):
+        raise _meta_error(path, "fingerprint", f"is {saved!r}, not a table")
+    found = first_difference(saved, fingerprint)
+    if found is not None:
+        field, theirs, ours = found
+        what = FINGERPRINT_FIELDS.get(field.split(".")[0])
+        raise ValueError(f"{path} is a checkpoint of another run: its {field}"
+                         f"{f' ({what})' if what else ''} is "
+                         f"{theirs!r}, this run's is {ours!r}; resume with the arguments of "
+                         "the run that wrote it, or start afresh without resume_from")
+
+
+# --- writing --------------------------------------------------------------------------------
 def _fields(prefix: str, state: Any) -> dict[str, np.ndarray]:
     if state is None:
         return {}
@@ -51,16 +127,21 @@ def _fields(prefix: str, state: Any) -> dict[str, np.ndarray]:
             zip(state._fields, state, strict=True)}
 
 
-def save_checkpoint(path: str | os.PathLike[str], view: RunView) -> Path:
-    """Write ``view``'s states, counters and rows to ``path`` (``.npz``), atomically."""
+def save_checkpoint(path: str | os.PathLike[str], view: RunView,
+                    fingerprint: dict[str, Any] | None = None) -> Path:
+    """Write ``view``'s states, counters and rows to ``path`` (``.npz``), atomically, with
+    the run's ``fingerprint`` (:func:`~fedcomp.runtime._fingerprint.run_fingerprint`;
+    without it, ``resume_from`` refuses the file)."""
     if view.client_states is None:
         raise ValueError("this client executor keeps its client states out of this process "
                          "(Ray actors, Flower nodes): a checkpoint needs the in-process "
                          "simulator")
     path = Path(path)
+    _check_not_directory(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    meta = {"round": view.round, "algorithm": view.algorithm,
-            "counters": view.counters.as_dict(), "history": view.history}
+    meta = {"format": FORMAT, "round": view.round, "algorithm": view.algorithm,
+            "fingerprint": fingerprint, "counters": view.counters.as_dict(),
+            "history": view.history}
     arrays = {**_fields("server", view.server_state), **_fields("clients", view.client_states),
               "meta": np.array(json.dumps(meta, default=float))}
     scratch = path.with_name(path.name + ".partial.npz")
@@ -69,6 +150,7 @@ def save_checkpoint(path: str | os.PathLike[str], view: RunView) -> Path:
     return path
 
 
+# --- reading --------------------------------------------------------------------------------
 def adopt_states(given: Any, template: Any, what: str) -> Any:
     """``given`` states (a previous run's) in the type, namespace and device of
     ``template`` (this run's ``init``), their shapes checked: ``what`` names them."""
@@ -88,6 +170,18 @@ def adopt_states(given: Any, template: Any, what: str) -> Any:
     return type(template)(*values)
 
 
+def adopt_initial_states(given: Any, server_template: Any, client_template: Any
+                         ) -> tuple[Any, Any]:
+    """``simulate``'s ``initial_states`` (a pair) adopted into ``init``'s states."""
+    if not (isinstance(given, tuple | list) and len(given) == 2):
+        raise ValueError(f"initial_states must be a pair (server_state, client_states), e.g. "
+                         f"(run.server_state, run.client_states) of an earlier RunResult "
+                         f"(got a {type(given).__name__}"
+                         f"{f' of {len(given)}' if isinstance(given, tuple | list) else ''})")
+    return (adopt_states(given[0], server_template, "initial_states' server state"),
+            adopt_states(given[1], client_template, "initial_states' client states"))
+
+
 class Restored(NamedTuple):
     """A checkpoint read back: the states on the data's device, the rest as saved."""
 
@@ -98,31 +192,136 @@ class Restored(NamedTuple):
     history: list[dict[str, Any]]
 
 
-def _restore(npz: Any, prefix: str, template: Any) -> Any:
+def _meta_error(path: Path, field: str, problem: str) -> ValueError:
+    return ValueError(f"{path}: the checkpoint's {field} {problem}; the file was edited or "
+                      "damaged: resume from another checkpoint, or start afresh without "
+                      "resume_from")
+
+
+def _read(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The meta (a JSON table) and the arrays of the checkpoint at ``path``."""
+    if not path.exists():
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory, not a checkpoint: name the .npz file that "
+                         "a Checkpoint wrote")
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"{path} is not a checkpoint: not an .npz archive (truncated, "
+                         "damaged, or another kind of file)")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {name: npz[name] for name in npz.files}
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError, KeyError) as exc:
+        raise ValueError(f"{path} is a damaged checkpoint ({type(exc).__name__}: {exc}); "
+                         "resume from another checkpoint, or start afresh") from None
+    text = arrays.pop("meta", None)
+    if text is None or text.shape != () or text.dtype.kind != "U":
+        raise ValueError(f"{path} is not a checkpoint: it has no 'meta' text (the run's round, "
+                         "rows and fingerprint)")
+    try:
+        meta = json.loads(str(text))
+    except json.JSONDecodeError as exc:
+        raise _meta_error(path, "meta", f"is not JSON ({exc})") from None
+    if not isinstance(meta, dict):
+        raise _meta_error(path, "meta", f"is a {type(meta).__name__}, not a table")
+    return meta, arrays
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_count(value: Any) -> bool:
+    """A nonnegative whole number (JSON may have written an integer as ``12.0``)."""
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value) and value >= 0 and value == int(value))
+
+
+def _check_history(path: Path, history: Any, round_: int) -> list[dict[str, Any]]:
+    """The rows: tables whose rounds rise from 0 or more to the checkpoint's round."""
+    if not (isinstance(history, list) and history):
+        raise _meta_error(path, "history", f"is {str(history)[:60]}, not a list of rows")
+    previous = -1
+    for i, row in enumerate(history):
+        if not (isinstance(row, dict) and _is_int(row.get("round"))):
+            raise _meta_error(path, f"history[{i}]", f"is {str(row)[:60]}, not a row with "
+                              "an integer round")
+        if row["round"] <= previous:
+            raise _meta_error(path, f"history[{i}]['round']", f"is {row['round']}, after a "
+                              f"row of round {previous}: rounds must rise")
+        previous = row["round"]
+    if previous != round_:
+        raise _meta_error(path, "history", f"ends at round {previous}, not at the checkpoint's "
+                          f"round {round_}")
+    for column in ("wall_s", "sim_time"):
+        value = history[-1].get(column, 0.0)
+        if not (isinstance(value, int | float) and not isinstance(value, bool)
+                and math.isfinite(value) and value >= 0):
+            raise _meta_error(path, f"history[-1][{column!r}]", f"is {value!r}, not a time "
+                              ">= 0")
+    return history
+
+
+def _check_counters(path: Path, counters: Any, last_row: dict[str, Any]) -> Counters:
+    """The counters: known names with nonnegative whole numbers, those of the last row."""
+    known = [f.name for f in dataclasses.fields(Counters)]
+    if not isinstance(counters, dict):
+        raise _meta_error(path, "counters", f"are {counters!r}, not a table")
+    restored = Counters()
+    for name, value in counters.items():
+        if name not in known:
+            raise _meta_error(path, f"counters[{name!r}]", f"is not a counter (those are "
+                              f"{', '.join(known)})")
+        if not _is_count(value):
+            raise _meta_error(path, f"counters[{name!r}]", f"is {value!r}, not a whole "
+                              "number >= 0")
+        if name in last_row and last_row[name] != value:
+            raise _meta_error(path, f"counters[{name!r}]", f"is {value!r}, but the last row "
+                              f"says {last_row[name]!r}")
+        setattr(restored, name, int(value))
+    return restored
+
+
+def _restore(arrays: dict[str, np.ndarray], prefix: str, template: Any) -> Any:
     """The ``prefix`` state of a checkpoint, adopted into ``template``'s type, namespace and
     device by :func:`adopt_states` (which checks the shapes)."""
-    missing = [f"{prefix}/{name}" for name in template._fields if f"{prefix}/{name}" not in npz]
+    if template is None:
+        return None
+    missing = [f"{prefix}/{name}" for name in template._fields if f"{prefix}/{name}" not in arrays]
     if missing:
         raise ValueError(f"the checkpoint has no {missing[0]!r}: it was written by another "
                          "algorithm or fedcomp version")
-    saved = type(template)(*(npz[f"{prefix}/{name}"] for name in template._fields))
+    saved = type(template)(*(arrays[f"{prefix}/{name}"] for name in template._fields))
     return adopt_states(saved, template, f"the checkpoint's {prefix} state")
 
 
-def load_checkpoint(path: str | os.PathLike[str], algorithm: str, server_template: Any,
-                    client_template: Any) -> Restored:
-    """Read a checkpoint of ``algorithm`` into states shaped as the templates (``init``'s)."""
+def load_checkpoint(path: str | os.PathLike[str], fingerprint: dict[str, Any], rounds: int,
+                    server_template: Any, client_template: Any) -> Restored:
+    """Read a checkpoint of the run whose fingerprint is ``fingerprint``
+    (:func:`~fedcomp.runtime._fingerprint.run_fingerprint`) and whose budget is ``rounds``,
+    into states shaped as the templates (``init``'s).
+
+    Raises ``FileNotFoundError`` without a file, else one ``ValueError`` naming the file
+    and what is wrong: not a checkpoint or damaged, a meta field out of shape (round,
+    rows, counters), a checkpoint of another algorithm or another run (the fingerprint
+    field that differs), a round past ``rounds``, states of other shapes.
+    """
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no checkpoint at {path}")
-    with np.load(path, allow_pickle=False) as npz:
-        meta = json.loads(str(npz["meta"]))
-        if meta["algorithm"] != algorithm:
-            raise ValueError(f"{path} is a checkpoint of {meta['algorithm']!r}, not of "
-                             f"{algorithm!r}")
-        server = _restore(npz, "server", server_template)
-        clients = _restore(npz, "clients", client_template)
-    counters = Counters()
-    for name, value in meta["counters"].items():
-        setattr(counters, name, value)
-    return Restored(int(meta["round"]), server, clients, counters, list(meta["history"]))
+    meta, arrays = _read(path)
+    round_: Any = meta.get("round")
+    if not (_is_int(round_) and round_ >= 0):
+        raise _meta_error(path, "round", f"is {round_!r}, not an integer >= 0"
+                          if "round" in meta else "is missing")
+    history = _check_history(path, meta.get("history"), round_)
+    counters = _check_counters(path, meta.get("counters"), history[-1])
+    algorithm = fingerprint["algorithm"]
+    if meta.get("algorithm") != algorithm:
+        raise ValueError(f"{path} is a checkpoint of {meta.get('algorithm')!r}, not of "
+                         f"{algorithm!r}")
+    check_fingerprint(path, meta, fingerprint)
+    if round_ > rounds:
+        raise ValueError(f"the checkpoint {path} is at round {round_}, past this run's "
+                         f"rounds={rounds}")
+    server = _restore(arrays, "server", server_template)
+    clients = _restore(arrays, "clients", client_template)
+    return Restored(round_, server, clients, counters, history)

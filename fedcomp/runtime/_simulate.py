@@ -27,7 +27,12 @@ from ..oracle import Counters
 from ..problem import Problem
 from ._backends import backend_of_data
 from ._blocks import measured_block_size
-from ._checkpoint import adopt_states, load_checkpoint
+from ._checkpoint import (
+    adopt_initial_states,
+    bind_checkpoints,
+    has_checkpoint,
+    load_checkpoint,
+)
 from ._clients import (
     ClientSettings,
     LocalClients,
@@ -35,6 +40,7 @@ from ._clients import (
 )
 from ._clock import ComputeTimes
 from ._compiled import check_compile
+from ._fingerprint import run_fingerprint
 from ._recording import Recorder
 from ._round import counted_prox, star_round
 from ._stopping import COMPLETED, NonFiniteError, RunView, StopRule
@@ -322,9 +328,12 @@ def simulate(
         far with status ``"diverged"`` and a :class:`RuntimeWarning` naming the round and
         what to change, or raise :class:`NonFiniteError`.
     resume_from : path, optional
-        A :class:`~fedcomp.runtime.Checkpoint` file of this algorithm on this problem: the
-        run continues from its round, to the same iterates as an uninterrupted run (the
-        same arguments otherwise).
+        A :class:`~fedcomp.runtime.Checkpoint` file of this run: the run continues from its
+        round, to the same iterates as an uninterrupted run (``rounds`` may be more). The
+        file's fingerprint of its run (algorithm, hyperparameters, loss, regularizer, data,
+        weighting, seed, participation, batch size, start) must be this run's: a checkpoint
+        of another run, one without a fingerprint, a hand-edited or a damaged one is a
+        ``ValueError`` naming the file and the field.
     initial_states : (server_state, client_states), optional
         Start from these states (an earlier run's ``RunResult.server_state`` and
         ``client_states`` of this algorithm, same clients) instead of ``init(x0)``: a warm
@@ -378,14 +387,20 @@ def simulate(
     sim_time = 0.0
     first = 0  # the first round to run (a resumed run's checkpoint round)
     if initial_states is not None:
-        server_state, client_states = (
-            adopt_states(initial_states[0], server_state, "initial_states' server state"),
-            adopt_states(initial_states[1], client_states, "initial_states' client states"))
+        server_state, client_states = adopt_initial_states(initial_states, server_state,
+                                                           client_states)
+    if resume_from is not None or has_checkpoint(callbacks):
+        # what this run's checkpoints carry and a checkpoint it resumes from must match:
+        # made once (a pass over the data), only by a run that checkpoints or resumes
+        fingerprint = run_fingerprint(
+            algorithm, problem, x, seed=seed, batch_size=batch_size,
+            clients_per_round=clients_per_round, sampling=sampling,
+            compute_times=compute_times,
+            initial_states=None if initial_states is None else (server_state, client_states))
+        bind_checkpoints(callbacks, recorder.history, fingerprint)
     if resume_from is not None:
-        restored = load_checkpoint(resume_from, algorithm.name, server_state, client_states)
-        if restored.round > rounds:
-            raise ValueError(f"the checkpoint {resume_from} is at round {restored.round}, past "
-                             f"this run's rounds={rounds}")
+        restored = load_checkpoint(resume_from, fingerprint, rounds, server_state,
+                                   client_states)
         first, server_state, client_states, counters = restored[:4]
         recorder.history.extend(restored.history)
         wall = float(restored.history[-1].get("wall_s", 0.0))
