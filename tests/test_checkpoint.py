@@ -308,6 +308,14 @@ def _without(name):
     return lambda arrays: arrays.pop(name)
 
 
+def _encrypted(path):
+    """Flag bit 6 (strong encryption) set in the central directory: zipfile's own
+    NotImplementedError."""
+    data = bytearray(path.read_bytes())
+    data[data.rfind(b"PK\x01\x02") + 8] |= 0x40
+    path.write_bytes(bytes(data))
+
+
 DAMAGED = [
     ("not a zip", lambda p: p.write_bytes(b"hello world"), "not an .npz archive"),
     ("empty", lambda p: p.write_bytes(b""), "not an .npz archive"),
@@ -323,6 +331,12 @@ DAMAGED = [
      "no 'server/x'"),
     ("a state of another shape", lambda p: rewrite(
         p, p, edit_arrays=lambda a: a.update({"server/x": np.zeros(3)})), "shape"),
+    ("a state of text", lambda p: rewrite(
+        p, p, edit_arrays=lambda a: a.update({"server/x": np.full(6, "a")})), "<U1 values"),
+    ("a state of complex numbers", lambda p: rewrite(
+        p, p, edit_arrays=lambda a: a.update({"server/x": np.zeros(6, complex)})),
+     "complex128 values"),
+    ("a header claiming encryption", _encrypted, r"damaged checkpoint \(NotImplementedError"),
 ]
 
 
@@ -331,7 +345,7 @@ def test_a_damaged_checkpoint_is_one_error_naming_the_file(written, what, damage
     damage(written)
     with pytest.raises(ValueError, match=message) as error:
         resume(written)
-    assert str(written) in str(error.value) or "server" in str(error.value)
+    assert str(written) in str(error.value)
 
 
 def test_a_corrupted_member_is_named_as_damage_not_a_zipfile_error(written):
@@ -402,6 +416,6 @@ def test_any_edit_of_a_checkpoint_resumes_correctly_or_names_the_file(written, e
     try:
         run = resume(bad)
     except ValueError as error:
-        assert str(bad) in str(error) or "checkpoint's server" in str(error)
+        assert str(bad) in str(error)
     else:  # an edit that changes nothing the resume reads (e.g. "format")
         assert [row["round"] for row in run.history] == [0, 1, 2, 3, 4, 5]

@@ -23,7 +23,6 @@ import json
 import math
 import os
 import zipfile
-import zlib
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -211,7 +210,10 @@ def _read(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     try:
         with np.load(path, allow_pickle=False) as npz:
             arrays = {name: npz[name] for name in npz.files}
-    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError, KeyError) as exc:
+    except Exception as exc:
+        # whatever the archive's bytes make zipfile or NumPy raise is damage: BadZipFile,
+        # zlib.error, EOFError, a NumPy header's ValueError, struct.error, and a flag bit
+        # or version overwritten in a zip header gives NotImplementedError
         raise ValueError(f"{path} is a damaged checkpoint ({type(exc).__name__}: {exc}); "
                          "resume from another checkpoint, or start afresh") from None
     text = arrays.pop("meta", None)
@@ -282,17 +284,22 @@ def _check_counters(path: Path, counters: Any, last_row: dict[str, Any]) -> Coun
     return restored
 
 
-def _restore(arrays: dict[str, np.ndarray], prefix: str, template: Any) -> Any:
-    """The ``prefix`` state of a checkpoint, adopted into ``template``'s type, namespace and
-    device by :func:`adopt_states` (which checks the shapes)."""
+def _restore(path: Path, arrays: dict[str, np.ndarray], prefix: str, template: Any) -> Any:
+    """The ``prefix`` state of the checkpoint at ``path``, adopted into ``template``'s type,
+    namespace and device by :func:`adopt_states` (which checks the shapes)."""
     if template is None:
         return None
-    missing = [f"{prefix}/{name}" for name in template._fields if f"{prefix}/{name}" not in arrays]
+    names = [f"{prefix}/{name}" for name in template._fields]
+    missing = [name for name in names if name not in arrays]
     if missing:
-        raise ValueError(f"the checkpoint has no {missing[0]!r}: it was written by another "
-                         "algorithm or fedcomp version")
-    saved = type(template)(*(arrays[f"{prefix}/{name}"] for name in template._fields))
-    return adopt_states(saved, template, f"the checkpoint's {prefix} state")
+        raise ValueError(f"{path} has no {missing[0]!r}: a checkpoint of another algorithm "
+                         "or fedcomp version")
+    for name in names:
+        if arrays[name].dtype.kind not in "biuf":  # strings, bytes, complex: not a state
+            raise _meta_error(path, name, f"holds {arrays[name].dtype} values, not real "
+                              "numbers")
+    saved = type(template)(*(arrays[name] for name in names))
+    return adopt_states(saved, template, f"{path}: the checkpoint's {prefix} state")
 
 
 def load_checkpoint(path: str | os.PathLike[str], fingerprint: dict[str, Any], rounds: int,
@@ -322,6 +329,6 @@ def load_checkpoint(path: str | os.PathLike[str], fingerprint: dict[str, Any], r
     if round_ > rounds:
         raise ValueError(f"the checkpoint {path} is at round {round_}, past this run's "
                          f"rounds={rounds}")
-    server = _restore(arrays, "server", server_template)
-    clients = _restore(arrays, "clients", client_template)
+    server = _restore(path, arrays, "server", server_template)
+    clients = _restore(path, arrays, "clients", client_template)
     return Restored(round_, server, clients, counters, history)
