@@ -84,6 +84,29 @@ def test_features_of_another_width_are_refused_naming_the_client():
         ClientData.from_lists([np.ones((2, 3)), np.ones((2, 4))], [np.ones(2), np.ones(2)])
 
 
+@pytest.mark.parametrize("bad, message", [
+    (np.full((2, 3), "a"), r"client 1: its features are not real numbers \(dtype <U1, e\.g\. "
+                           r"'a'\)"),
+    (np.ones((2, 3)) * 1j, r"client 1: its features are not real numbers \(dtype complex"),
+    ([[0.0] * 3, [0.0]], r"client 1: its features are not an array of one shape"),
+], ids=["strings", "complex", "ragged"])
+def test_features_that_are_not_an_array_of_numbers_are_refused_naming_the_client(bad,
+                                                                                 message):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # complex to real was only a ComplexWarning
+        with pytest.raises(ValueError, match=message):
+            ClientData.from_lists([np.ones((2, 3)), bad], [np.ones(2), np.ones(2)])
+
+
+def test_an_array_of_clients_is_taken_like_the_list():
+    features = np.arange(12.0).reshape(2, 3, 2)
+    data = ClientData.from_lists(features, np.ones((2, 3)))
+    assert data.counts.tolist() == [3, 3]
+    np.testing.assert_array_equal(data.features, features)
+
+
 def test_a_problem_of_per_client_pairs_refuses_a_scalar_target():
     X = np.random.default_rng(1).normal(size=(ROWS, 3))
     with pytest.raises(ValueError, match=r"client 0 has 6 samples but its target is one"):
@@ -365,6 +388,15 @@ def test_a_sparse_libsvm_file_with_a_huge_index_names_the_file_and_line(tmp_path
     small.write_text("+1 1:0.5 3:2\n-1 2:1\n")
     X, y = load_libsvm(small, sparse=True)
     assert X.shape == (2, 3) and y.tolist() == [1.0, -1.0]
+
+
+def test_a_libsvm_index_past_int64_names_the_file_and_line(tmp_path):
+    path = tmp_path / "huge.svm"
+    path.write_text(f"+1 1:0.5\n-1 2:1 {2**63}:1\n")
+    for as_sparse in (False, True):
+        with pytest.raises(ValueError, match=rf"{path}, line 2: a feature index is 2\*\*63 "
+                                             rf"or more \({2**63}\); check that index"):
+            load_libsvm(path, sparse=as_sparse)
 
 
 def test_dense_padding_past_memory_is_refused_naming_the_largest_client(monkeypatch):

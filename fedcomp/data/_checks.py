@@ -171,6 +171,15 @@ def per_sample(values: Any, n_samples: int, where: str, what: str = "target") ->
         raise ValueError(f"{where} has {n_samples} samples but {what}s of shape "
                          f"{array.shape}; give one {what} per sample: an array of shape "
                          f"({n_samples},){column}")
+    return real_numbers(array, where, f"{what}s",
+                        "class names as ids: np.unique(y, return_inverse=True)[1]")
+
+
+def real_numbers(array: np.ndarray, where: str, what: str, fix: str) -> np.ndarray:
+    """``array`` if it holds real numbers (bool, integer, float; an object array of numbers
+    converted to float64), else a ``ValueError`` naming ``where`` and an entry that is not
+    one: NumPy would fail naming no client on strings, or drop the imaginary part of
+    complex values with only a ``ComplexWarning``."""
     if array.dtype.kind in "biuf":
         return array
     if array.dtype.kind == "O":
@@ -178,11 +187,73 @@ def per_sample(values: Any, n_samples: int, where: str, what: str = "target") ->
             return array.astype(np.float64)
         except (TypeError, ValueError):
             pass
-    example = next((v for v in array.tolist() if not isinstance(v, numbers.Real)),
-                   array.tolist()[0] if array.size else None)
-    raise ValueError(f"{where}: its {what}s are not real numbers (dtype {array.dtype}, e.g. "
-                     f"{example!r}); give numbers (class names as ids: "
-                     "np.unique(y, return_inverse=True)[1])")
+    flat = array.reshape(-1).tolist()
+    example = next((v for v in flat if not isinstance(v, numbers.Real)),
+                   flat[0] if flat else None)
+    raise ValueError(f"{where}: its {what} are not real numbers (dtype {array.dtype}, e.g. "
+                     f"{example!r}); give numbers ({fix})")
+
+
+# --- ClientData.from_lists's lists -----------------------------------------------------
+def is_sparse_matrix(values: Any) -> bool:
+    """True for a ``scipy.sparse`` matrix or array (without importing SciPy for others)."""
+    return type(values).__module__.startswith("scipy.sparse")
+
+
+def checked_lists(features: list[Any], targets: list[Any], sample_weight: list[Any] | None
+                   ) -> tuple[list[Any], list[np.ndarray], list[np.ndarray] | None]:
+    """:meth:`ClientData.from_lists`'s arguments checked client by client before anything
+    is allocated: one kind of features (all dense or all ``scipy.sparse``), each client
+    with samples of one shape, and one target (and weight) per sample
+    (:func:`~fedcomp.data._checks.per_sample`: never broadcast). Dense features come back
+    as arrays (nested lists converted), the targets and weights as NumPy arrays."""
+    where = "ClientData.from_lists:"
+    if len(features) == 0 or len(features) != len(targets) or (
+            sample_weight is not None and len(sample_weight) != len(features)):
+        weights = "" if sample_weight is None else f", {len(sample_weight)} sample weights"
+        raise ValueError(f"{where} need one feature array, one target array (and one sample "
+                         f"weight array) per client, for one client at least (got "
+                         f"{len(features)} features, {len(targets)} targets{weights})")
+    sparse = [is_sparse_matrix(f) for f in features]
+    if any(sparse) and not all(sparse):
+        dense = np.flatnonzero(~np.array(sparse)).tolist()
+        raise ValueError(f"{where} clients {dense} are dense but others are scipy.sparse; give "
+                         "every client the same kind (scipy.sparse.csr_array(x) of a dense "
+                         "array)")
+    features = [f if s else dense_features(f, f"{where} client {i}")
+                for i, (f, s) in enumerate(zip(features, sparse, strict=True))]
+    sample_shape = tuple(features[0].shape[1:])
+    for i, f in enumerate(features):
+        if len(f.shape) == 0 or tuple(f.shape[1:]) != sample_shape:
+            raise ValueError(f"{where} client {i}'s features have shape {tuple(f.shape)} but "
+                             f"client 0's samples have shape {sample_shape}; give every "
+                             "client an array (n_samples, *feature_shape) of the same "
+                             "feature_shape")
+        if f.shape[0] == 0:
+            empty = [k for k, g in enumerate(features) if g.shape[0] == 0]
+            raise ValueError(f"{where} clients {empty} have no samples; drop them or "
+                             "repartition")
+    targets = [per_sample(t, int(f.shape[0]), f"{where} client {i}")
+               for i, (f, t) in enumerate(zip(features, targets, strict=True))]
+    if sample_weight is not None:
+        sample_weight = [per_sample(w, int(f.shape[0]), f"{where} client {i}",
+                                    "sample weight").astype(np.float64)
+                         for i, (f, w) in enumerate(zip(features, sample_weight, strict=True))]
+    return features, targets, sample_weight
+
+
+def dense_features(values: Any, where: str) -> Any:
+    """One client's dense features: an array of real numbers (a nested list converted; an
+    array of another library, a torch tensor, kept as it is), else one error naming
+    ``where``."""
+    if hasattr(values, "shape") and not isinstance(values, np.ndarray):
+        return values
+    try:
+        array = np.asarray(values)
+    except ValueError as exc:  # rows of different lengths
+        raise ValueError(f"{where}: its features are not an array of one shape ({exc}); give "
+                         "an array (n_samples, *feature_shape)") from None
+    return real_numbers(array, where, "features", "encode categories as numbers first")
 
 
 # --- sparse structure ------------------------------------------------------------------

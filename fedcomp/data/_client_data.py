@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._array import Array, asarray_like, namespace, take_rows
-from ._checks import check_compressed, check_memory, first_non_finite, per_sample
+from ._checks import check_compressed, check_memory, checked_lists, first_non_finite
 from ._sparse import SparseFeatures, is_sparse_matrix
 
 #: The file :meth:`ClientData.save` describes its arrays in, and its ``format`` tag.
@@ -219,7 +219,7 @@ class ClientData:
         >>> data.sparse, data.features.shape, data.features.nnz
         (True, (2, 3, 5), 5)
         """
-        features, targets, sample_weight = _checked_lists(features, targets, sample_weight)
+        features, targets, sample_weight = checked_lists(features, targets, sample_weight)
         counts = np.array([f.shape[0] for f in features], dtype=np.int64)
         m = int(counts.max())
         feats: Any
@@ -506,48 +506,6 @@ class ClientData:
         else:
             stacked = np.concatenate(feats)
         return stacked, np.concatenate(targs), np.concatenate(owner)
-
-
-def _checked_lists(features: list[Any], targets: list[Any], sample_weight: list[Any] | None
-                   ) -> tuple[list[Any], list[np.ndarray], list[np.ndarray] | None]:
-    """:meth:`ClientData.from_lists`'s arguments checked client by client before anything
-    is allocated: one kind of features (all dense or all ``scipy.sparse``), each client
-    with samples of one shape, and one target (and weight) per sample
-    (:func:`~fedcomp.data._checks.per_sample`: never broadcast). Dense features come back
-    as arrays (nested lists converted), the targets and weights as NumPy arrays."""
-    where = "ClientData.from_lists:"
-    if not features or len(features) != len(targets) or (
-            sample_weight is not None and len(sample_weight) != len(features)):
-        weights = "" if sample_weight is None else f", {len(sample_weight)} sample weights"
-        raise ValueError(f"{where} need one feature array, one target array (and one sample "
-                         f"weight array) per client, for one client at least (got "
-                         f"{len(features)} features, {len(targets)} targets{weights})")
-    sparse = [is_sparse_matrix(f) for f in features]
-    if any(sparse) and not all(sparse):
-        dense = np.flatnonzero(~np.array(sparse)).tolist()
-        raise ValueError(f"{where} clients {dense} are dense but others are scipy.sparse; give "
-                         "every client the same kind (scipy.sparse.csr_array(x) of a dense "
-                         "array)")
-    features = [f if s or hasattr(f, "shape") else np.asarray(f)
-                for f, s in zip(features, sparse, strict=True)]
-    sample_shape = tuple(features[0].shape[1:])
-    for i, f in enumerate(features):
-        if len(f.shape) == 0 or tuple(f.shape[1:]) != sample_shape:
-            raise ValueError(f"{where} client {i}'s features have shape {tuple(f.shape)} but "
-                             f"client 0's samples have shape {sample_shape}; give every "
-                             "client an array (n_samples, *feature_shape) of the same "
-                             "feature_shape")
-        if f.shape[0] == 0:
-            empty = [k for k, g in enumerate(features) if g.shape[0] == 0]
-            raise ValueError(f"{where} clients {empty} have no samples; drop them or "
-                             "repartition")
-    targets = [per_sample(t, int(f.shape[0]), f"{where} client {i}")
-               for i, (f, t) in enumerate(zip(features, targets, strict=True))]
-    if sample_weight is not None:
-        sample_weight = [per_sample(w, int(f.shape[0]), f"{where} client {i}",
-                                    "sample weight").astype(np.float64)
-                         for i, (f, w) in enumerate(zip(features, sample_weight, strict=True))]
-    return features, targets, sample_weight
 
 
 def _read_metadata(root: Path) -> dict[str, dict[str, Any]]:

@@ -150,6 +150,9 @@ def load_libsvm(path: str | Path, n_features: int | None = None, zero_based: Any
             bad = next(k for k, pair in enumerate(pairs, start=2) if not _is_pair(pair))
             raise ValueError(where + f"token {bad} is not index:value (an integer index, a "
                              "number)") from None
+        except OverflowError:  # an index past int64: no array of features could hold it
+            raise ValueError(f"{path}, line {number}: a feature index is 2**63 or more "
+                             f"({max(int(i) for i, _ in pairs)}); check that index") from None
         if not (math.isfinite(labels[-1]) and np.isfinite(val).all()):
             what = (f"label {labels[-1]}" if not math.isfinite(labels[-1]) else
                     f"feature {idx[~np.isfinite(val)][0]} = {val[~np.isfinite(val)][0]}")

@@ -44,7 +44,7 @@ from .._array import (
     to_numpy,
 )
 from .._extras import require
-from ._checks import check_compressed, check_memory, first_non_finite
+from ._checks import check_compressed, check_memory, first_non_finite, is_sparse_matrix
 
 #: The largest ``min(samples, features)`` of a client whose Gram matrix
 #: :meth:`SparseBlock.max_eigenvalues` forms densely; larger clients use Lanczos.
@@ -52,11 +52,6 @@ DENSE_GRAM_SIDE = 2048
 
 #: Sparse features run on these namespaces (array-api-strict has no sparse arrays).
 SPARSE_LIBRARIES = "NumPy (scipy.sparse), torch or jax"
-
-
-def is_sparse_matrix(values: Any) -> bool:
-    """True for a ``scipy.sparse`` matrix or array (without importing SciPy for others)."""
-    return type(values).__module__.startswith("scipy.sparse")
 
 
 def index_dtype(n_columns: int, nnz: int) -> Any:
