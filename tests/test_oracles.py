@@ -325,3 +325,18 @@ def test_epsilon_is_never_below_prv_accountants_bounds(sigma, rounds, n, m, samp
         return
     assert ours >= upper - 2 * eps_error - 1e-9, (ours, lower, upper)
     assert ours <= upper + 0.01 * upper, (ours, lower, upper)  # tight: not 2x over either
+
+
+def test_pld_counts_a_replaced_clients_2c_once():
+    """Found by the test above (fixed in fedcomp/privacy): with fixed-size sampling and no
+    amplification the PLD accountant said ε = 33.1 where prv-accountant's bounds are
+    13.20-13.22 (σ = 0.8, one round, δ = 1e-5): dp_accounting's REPLACE_ONE already moves a
+    Gaussian by two sensitivities, and dp_event's σ/2 counted the 2C again. As with RDP,
+    fixed sampling at σ is now Poisson's add-or-remove at σ/2."""
+    logging.getLogger("absl").setLevel(logging.ERROR)
+    fixed = epsilon(2.0, 5, 1e-5, n_clients=10, sampling="fixed", accountant="pld")
+    assert fixed == pytest.approx(
+        epsilon(1.0, 5, 1e-5, n_clients=10, sampling="poisson", accountant="pld"), rel=1e-9)
+    lower, _, upper = _prv_bounds(0.8, 1, 100, 100, "fixed", False, 1e-5, 1e-2)
+    ours = epsilon(0.8, 1, 1e-5, n_clients=100, sampling="fixed", accountant="pld")
+    assert lower <= ours <= upper, (lower, ours, upper)
