@@ -130,3 +130,21 @@ def wait_until_dead(pids, timeout):
     while time.monotonic() < deadline and any(alive(pid) for pid in pids):
         time.sleep(0.1)
     return [pid for pid in pids if alive(pid)]
+
+
+@pytest.mark.xdist_group("serial")
+def test_without_proc_the_teardown_still_kills_what_ignores_sigterm(tmp_path, monkeypatch):
+    """Where there is no /proc (macOS), the teardown goes by our own processes."""
+    from fedcomp.flower import _local
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(_local, "_process_table", lambda: None)
+    monkeypatch.setattr(_local, "descendants", lambda roots: set())
+    group = _local.ProcessGroup()
+    proc = start_shell(group, tmp_path, 'trap "" TERM; touch ready; while :; do sleep 0.05; done')
+    try:
+        group.stop(grace=1.0)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.wait(timeout=30) == -9  # SIGKILLed after the grace period

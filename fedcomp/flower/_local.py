@@ -238,14 +238,17 @@ class ProcessGroup:
         self._update()
         return self.seen
 
-    def _update(self) -> dict[int, tuple[int, int, str]]:
-        """:meth:`refresh`; the process table it read."""
+    def _update(self) -> dict[int, tuple[int, int, str]] | None:
+        """:meth:`refresh`; the process table it read (None without ``/proc``)."""
         table = _process_table()
         for pid in descendants([p.pid for _, p in self.procs]):
             self._see(pid)
+        if table is None:
+            return None
         self.groups |= {table[pid][1] for pid in self.seen if self._is_ours(pid, table)}
         # a group with no member is gone for good: its number may be reused by another
-        self.groups = {group for _, group, _ in table.values() if group in self.groups}
+        self.groups = {group for _, group, _ in table.values()
+                       if group in self.groups and group != os.getpgrp()}
         for pid, (_, group, _) in table.items():
             if group in self.groups:
                 self._see(pid)
@@ -258,6 +261,8 @@ class ProcessGroup:
     def live(self) -> set[int]:
         """The processes of ours still running (zombies are dead)."""
         table = self._update()
+        if table is None:  # no /proc (macOS): our own processes, as far as we can tell
+            return {p.pid for _, p in self.procs if p.poll() is None}
         return {pid for pid in self.seen if self._is_ours(pid, table)}
 
     def _signal(self, sig: int, live: set[int]) -> None:
@@ -294,16 +299,17 @@ class ProcessGroup:
                     pass
 
 
-def _process_table() -> dict[int, tuple[int, int, str]]:
+def _process_table() -> dict[int, tuple[int, int, str]] | None:
     """PID → (parent, process group, start time) of every running process (zombies left
-    out; empty without ``/proc``)."""
-    table = {}
+    out; None without ``/proc``)."""
     proc = Path("/proc")
-    if proc.is_dir():
-        for entry in proc.iterdir():
-            fields = _stat(int(entry.name)) if entry.name.isdigit() else None
-            if fields is not None and fields[0] != "Z":
-                table[int(entry.name)] = (int(fields[1]), int(fields[2]), fields[19])
+    if not proc.is_dir():
+        return None
+    table = {}
+    for entry in proc.iterdir():
+        fields = _stat(int(entry.name)) if entry.name.isdigit() else None
+        if fields is not None and fields[0] != "Z":
+            table[int(entry.name)] = (int(fields[1]), int(fields[2]), fields[19])
     return table
 
 
