@@ -1,7 +1,7 @@
 """What a SuperNode sends back, checked before the server uses any of it.
 
 A node's reply is data from another process, maybe another machine and another person's
-code: a user's ClientApp may return a reshaped, rounded or diverged upload, and a
+code: a user's ClientApp may return a reshaped, integer or diverged upload, and a
 different fedcomp version may send other fields. The server never aggregates such a reply:
 :func:`check_upload`, :func:`check_counts` and :func:`check_report` turn each of them into
 one :class:`BadReply` naming the field, what was wrong and the fix, which the server turns

@@ -272,9 +272,8 @@ class Strategy(FlowerStrategy):
         """``F = Σ π_i f_i + g`` at the model, and the π-weighted accuracy."""
         if not self._evaluates(server_round):  # Flower asks every round
             return None
-        by_client = self._replies_by_client(list(replies), np.arange(self.num_clients),
-                                            f"evaluating round {server_round}")
         where = f"evaluating round {server_round}"
+        by_client = self._replies_by_client(list(replies), np.arange(self.num_clients), where)
         reported = []
         for c in range(self.num_clients):
             with self._naming(c, where):
