@@ -376,6 +376,16 @@ def test_a_directory_is_neither_a_checkpoint_nor_where_to_write_one(tmp_path):
     assert not list(tmp_path.glob("*.partial.npz"))
 
 
+def test_a_checkpoint_path_is_a_path_not_under_a_file(tmp_path):
+    (tmp_path / "notes.txt").write_text("a file")
+    with pytest.raises(ValueError, match="notes.txt, which is a file, not a directory"):
+        Checkpoint(tmp_path / "notes.txt" / "c.npz")
+    with pytest.raises(TypeError, match="Checkpoint's path must be a file path .* got int 3"):
+        Checkpoint(3)
+    with pytest.raises(TypeError, match="resume_from must be a file path .* got bool True"):
+        resume(True)
+
+
 @pytest.mark.parametrize("every", [True, 0, 1.0, "2"])
 def test_checkpoint_every_is_a_positive_integer(tmp_path, every):
     with pytest.raises(ValueError, match=f"every must be an integer >= 1 \\(got {every!r}"):
@@ -402,7 +412,7 @@ FIELDS = st.sampled_from(["round", "history", "counters", "fingerprint", "algori
                           "format"])
 
 
-@settings(max_examples=40, deadline=None,
+@settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(edits=st.lists(st.tuples(FIELDS, JSON), min_size=1, max_size=3),
        flip=st.none() | st.tuples(st.floats(0, 1), st.integers(1, 255)))

@@ -49,8 +49,8 @@ class Checkpoint:
     def __init__(self, path: str | os.PathLike[str], every: int = 1) -> None:
         if not (isinstance(every, int) and not isinstance(every, bool) and every >= 1):
             raise ValueError(f"every must be an integer >= 1 (got {every!r})")
-        self.path, self.every = Path(path), every
-        _check_not_directory(self.path)
+        self.path, self.every = checkpoint_path(path), every
+        _check_writable(self.path)
         self.last_round: int | None = None
         self._run: tuple[list[dict[str, Any]], dict[str, Any]] | None = None
 
@@ -83,10 +83,23 @@ def has_checkpoint(callbacks: Any) -> bool:
     return any(isinstance(callback, Checkpoint) for callback in check_callbacks(callbacks))
 
 
-def _check_not_directory(path: Path) -> None:
+def checkpoint_path(path: Any, what: str = "Checkpoint's path") -> Path:
+    """``path`` (a ``str`` or ``os.PathLike``) as a :class:`~pathlib.Path`."""
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"the {what} must be a file path (str or os.PathLike), got "
+                        f"{type(path).__name__} {path!r}")
+    return Path(path)
+
+
+def _check_writable(path: Path) -> None:
+    """Where a checkpoint can be written: not a directory, nor under a file."""
     if path.is_dir():
         raise ValueError(f"the checkpoint path {path} is a directory; name a file in it, "
                          f"e.g. {path / 'checkpoint.npz'}")
+    above = next((parent for parent in path.parents if parent.exists()), None)
+    if above is not None and not above.is_dir():
+        raise ValueError(f"the checkpoint path {path} is under {above}, which is a file, "
+                         "not a directory; name another path")
 
 
 def check_fingerprint(path: Path, meta: dict[str, Any], fingerprint: dict[str, Any]) -> None:
@@ -136,7 +149,7 @@ def save_checkpoint(path: str | os.PathLike[str], view: RunView,
                          "(Ray actors, Flower nodes): a checkpoint needs the in-process "
                          "simulator")
     path = Path(path)
-    _check_not_directory(path)
+    _check_writable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     meta = {"format": FORMAT, "round": view.round, "algorithm": view.algorithm,
             "fingerprint": fingerprint, "counters": view.counters.as_dict(),
@@ -313,7 +326,7 @@ def load_checkpoint(path: str | os.PathLike[str], fingerprint: dict[str, Any], r
     rows, counters), a checkpoint of another algorithm or another run (the fingerprint
     field that differs), a round past ``rounds``, states of other shapes.
     """
-    path = Path(path)
+    path = checkpoint_path(path, "resume_from")
     meta, arrays = _read(path)
     round_: Any = meta.get("round")
     if not (_is_int(round_) and round_ >= 0):
