@@ -252,7 +252,8 @@ STRENGTHS = {"L1.alpha": ("L1", {}, "alpha"), "ElasticNet.l2": ("ElasticNet", {"
              "Box.upper": ("Box", {"lower": -1.0}, "upper")}
 
 
-@pytest.mark.parametrize("value", ["0.1", None, [1], 10**400])
+@pytest.mark.parametrize("value", ["0.1", None, [1], 10**400],
+                         ids=["text", "none", "list", "10**400"])
 @pytest.mark.parametrize("strength", list(STRENGTHS))
 def test_a_strength_that_is_not_a_real_number_is_one_error_naming_it(strength, value):
     """Found by the property above (fedcomp/regularizers, fixed): each was a raw TypeError
