@@ -58,16 +58,20 @@ THREE = np.arange(3)
 
 
 # --- scikit-learn's lasso toy ------------------------------------------------------------------
+@pytest.mark.parametrize("estimator", ["FederatedLinearRegression", "FederatedEstimator"])
 @pytest.mark.parametrize("alpha, coef, predictions", [
     (1e-8, 1.0, [2.0, 3.0, 4.0]),
     (0.1, 0.85, [1.7, 2.55, 3.4]),
     (0.5, 0.25, [0.5, 0.75, 1.0]),
     (1.0, 0.0, [0.0, 0.0, 0.0]),
 ])
-def test_scikit_learns_lasso_toy_values_over_three_clients(alpha, coef, predictions):
+def test_scikit_learns_lasso_toy_values_over_three_clients(alpha, coef, predictions, estimator):
     """sklearn's test_lasso_toy asserts decimal 3; the federated fit converges to 1e-6."""
+    import fedcomp.sklearn
+
     X, y, T = [[-1.0], [0.0], [1.0]], [-1.0, 0.0, 1.0], [[2.0], [3.0], [4.0]]
-    model = FederatedLinearRegression(alpha=alpha, tol=1e-12).fit(X, y, clients=THREE)
+    build = getattr(fedcomp.sklearn, estimator)  # the generic one: least squares + l1
+    model = build(alpha=alpha, tol=1e-12).fit(X, y, clients=THREE)
     assert model.converged_
     np.testing.assert_allclose(model.coef_, [coef], atol=1e-6)
     np.testing.assert_allclose(model.predict(T), predictions, atol=1e-6)
