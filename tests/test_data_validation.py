@@ -158,6 +158,17 @@ def test_mixed_type_client_ids_are_refused_naming_them(ids):
         FederatedLinearRegression(alpha=0.1, max_iter=2).fit(X, X[:, 0], clients=ids)
 
 
+def test_mixed_type_writer_ids_are_refused_by_the_partitions_by_writer():
+    from fedcomp.data import federate
+
+    X, y = np.arange(12.0).reshape(ROWS, 2), np.array([1.0, -1.0] * 3)
+    for groups in ([0, "0", 1, 1, 0, "0"], np.array([0, "a", 1, 1, 0, "a"], dtype=object)):
+        with pytest.raises(ValueError, match=r"partition_groups: groups mixes ids of "
+                                             r"different types.*would be one group"):
+            federate(X, y, 2, "writers", groups=groups)
+    assert federate(X, y, 3, "writers", groups=[0, 2, 1, 1, 0, 2]).n_clients == 3
+
+
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_client_ids_of_one_type_keep_their_own_dtype():
     from fedcomp.sklearn import FederatedLinearRegression

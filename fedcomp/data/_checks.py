@@ -325,12 +325,14 @@ def _id_kind(value: Any) -> str | None:
     return "string" if isinstance(value, str | bytes) else type(value).__name__
 
 
-def distinct_ids(ids: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
+def distinct_ids(ids: Any, name: str, unit: str = "client", where: str = ""
+                 ) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(ids, return_inverse=True)`` of ids of one type: numbers or strings.
 
     Mixed ids such as ``[0, "a", 1]`` are refused naming two of them: NumPy either turns
-    them into text (where ``0`` and ``"0"`` become one client, silently) or, as objects,
-    cannot sort them (a raw ``TypeError``).
+    them into text (where ``0`` and ``"0"`` become one ``unit``, silently) or, as objects,
+    cannot sort them (a raw ``TypeError``). The error starts with ``where`` and names the
+    argument ``name``.
 
     Examples
     --------
@@ -350,16 +352,16 @@ def distinct_ids(ids: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
         kinds = [kind for kind in first if kind is not None]
         if len(kinds) > 1:
             a, b = first[kinds[0]], first[kinds[1]]
-            raise ValueError(f"{what} mixes ids of different types, e.g. {a!r} "
+            raise ValueError(f"{where}{name} mixes ids of different types, e.g. {a!r} "
                              f"({type(a).__name__}) and {b!r} ({type(b).__name__}): numbers "
                              "and strings do not sort together, and as text 0 and '0' would "
-                             f"be one client; give ids of one type, e.g. [str(c) for c in "
-                             f"{what}]")
+                             f"be one {unit}; give ids of one type, e.g. [str(c) for c in "
+                             f"{name}]")
         if None not in first and set(kinds) <= {"number", "string"}:
             values = np.asarray(values.tolist())  # one type: NumPy's own dtype for it
     try:
         found, inverse = np.unique(values, return_inverse=True)
     except TypeError as exc:
-        raise ValueError(f"{what}: its ids cannot be sorted ({exc}); give numbers or "
+        raise ValueError(f"{where}{name}: its ids cannot be sorted ({exc}); give numbers or "
                          "strings") from None
     return found, inverse.reshape(-1)

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from .._registry import Entry, Registry
+from ._checks import distinct_ids
 
 #: Dirichlet label-skew draws tried before giving up on ``min_size``.
 MAX_RETRIES = 1000
@@ -326,12 +327,12 @@ def _dirichlet_sizes(name: str, rng: np.random.Generator, total: int, n_clients:
 
 def _group_ids(name: str, groups: Any, n_clients: int) -> tuple[np.ndarray, int]:
     """Dense ids ``0..n_groups-1`` of each sample's group (sorted group order), checked."""
-    groups = np.asarray(groups)
+    given, groups = groups, np.asarray(groups)
     n_clients = check_integer(name, "n_clients", n_clients)
     if groups.ndim != 1 or len(groups) == 0:
         raise ValueError(f"{name}: groups must be a nonempty 1-D array (one writer id per "
                          f"sample), got shape {groups.shape}")
-    _, dense = np.unique(groups, return_inverse=True)
+    _, dense = distinct_ids(given, "groups", "group", f"{name}: ")  # 0 and "0" stay apart
     n_groups = int(dense.max()) + 1
     if n_clients < 1 or n_groups < n_clients:
         raise ValueError(f"{name}: {n_groups} groups (writers) cannot give {n_clients} clients "
