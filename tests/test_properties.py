@@ -161,10 +161,6 @@ def test_from_lists_refuses_targets_and_weights_of_other_lengths(lists, data):
     assert error is not None, f"{which} of shape {shape} for {n} samples were accepted"
 
 
-def _data_finding(what):
-    return pytest.mark.xfail(strict=False, reason=f"issue 43, fedcomp/data (data owner): {what}")
-
-
 #: Element types from_lists cannot hold, each in place of client 1's features or targets.
 #: Strings, complex numbers, ragged rows and an ndarray of clients were NumPy's words (or a
 #: ComplexWarning dropping the imaginary part), found here; fixed in fedcomp/data (03a3238).
@@ -424,10 +420,6 @@ def test_load_of_a_damaged_save_is_the_data_or_one_error_naming_the_file(
                                           lambda files: data.draw(st.sampled_from(files)))
 
 
-@_data_finding("bytes overwritten in a features.npz (a zip archive) can give zipfile's raw "
-               "NotImplementedError ('zip file version 9.7', 'That compression method is not "
-               "supported', 'strong encryption (flag bit 6)'): 8 of 400 random damages; no "
-               "crash since the CSR checks of f6ad6a4")
 @BOUNDED
 @given(client_lists(max_clients=3).filter(lambda lists: sparse.issparse(lists[0][0])),
        st.integers(0, 2**16))
@@ -439,8 +431,6 @@ def test_load_of_a_csr_archive_with_bytes_overwritten_names_the_file(tmp_path_fa
                                           lambda files: "features.npz")
 
 
-@_data_finding("a features.npz whose zip header names an unknown version, strong encryption "
-               "or an unknown compression method is zipfile's raw NotImplementedError")
 @pytest.mark.parametrize("offset, value", [(6, 99), (8, 0x41), (10, 77)],
                          ids=["version-9.9", "encryption-flag", "compression-method"])
 def test_a_csr_archive_with_an_unreadable_zip_header_names_the_file(tmp_path, offset, value):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import zipfile
+import zlib
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -611,7 +612,10 @@ def _load_sparse(path: Path, spec: dict[str, Any]) -> Any:
     try:
         with np.load(path, allow_pickle=False) as archive:
             parts = {key: archive[key] for key in CSR_KEYS}
-    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as error:
+    # zipfile says NotImplementedError of a header naming an unknown version, method or
+    # encryption, and zlib.error of a damaged compressed member: damage, as the others
+    except (ValueError, OSError, EOFError, KeyError, NotImplementedError, zlib.error,
+            zipfile.BadZipFile) as error:
         # the first sentence only: NumPy's next one advises allow_pickle, never wanted here
         reason = str(error).strip("'").split(". ")[0]
         raise ValueError(f"{where} is not a readable sparse .npz file with the arrays "
