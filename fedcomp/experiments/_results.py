@@ -153,30 +153,17 @@ RUN_FOLDERS = ("models", "parts")
 
 def start_directory(out: Path, meta: dict[str, Any], resume: bool
                     ) -> dict[str, dict[str, Any]]:
-    """Create ``out`` (or check it matches for a resume); the finished runs by key."""
+    """Create ``out`` (a resume checked already: :mod:`~fedcomp.experiments._resume`); the
+    finished runs by key. A refusal comes before anything in ``out`` changes."""
+    if not resume and (out / "results.csv").exists():
+        raise OutputExistsError(f"{out}/results.csv already exists; pass another --out, "
+                                "remove it, or --resume")
     (out / "models").mkdir(parents=True, exist_ok=True)
     shutil.rmtree(out / "parts", ignore_errors=True)  # an interrupted run's partial rows
     (out / "parts").mkdir()
     if not resume:
-        if (out / "results.csv").exists():
-            raise OutputExistsError(f"{out}/results.csv already exists; pass another --out, "
-                                    "remove it, or --resume")
         (out / "runs.jsonl").unlink(missing_ok=True)
         return {}
-    if (out / "config.json").exists():
-        before = json.loads((out / "config.json").read_text())
-        differences = config_differences(
-            {"config": {k: v for k, v in before.get("config", {}).items() if k != "seeds"},
-             "sweep": before.get("sweep", {})},
-            json.loads(json.dumps({"config": {k: v for k, v in meta["config"].items()
-                                              if k != "seeds"}, "sweep": meta["sweep"]},
-                                  default=str)))
-        if differences:
-            raise ConfigMismatchError(
-                f"--resume: {out} was run with another configuration; differing: "
-                f"{'; '.join(differences[:8])}. Use the same config, --set and --sweep (seeds "
-                "may differ), or another --out")
-        meta["settings"] = before.get("settings", {})
     drop_torn_record(out / "runs.jsonl")
     return finished_runs(out)
 

@@ -34,6 +34,7 @@ from ._results import (
     write_outputs,
     write_summary,
 )
+from ._resume import check_resume
 from ._setting import Experiment, resolve
 
 
@@ -80,8 +81,10 @@ def run_experiment(config: dict[str, Any] | Experiment, out_dir: str | Path, *,
     resume : bool, default False
         Continue in an ``out_dir`` written before with the same configuration and sweep
         (the seeds may differ): runs recorded in ``runs.jsonl`` are kept, the rows of
-        unfinished ones dropped, the rest run. A different configuration is an error
-        (:class:`~fedcomp.experiments.ConfigMismatchError`).
+        unfinished ones dropped, the rest run. A different configuration, or a setting whose
+        problem (its data read again) or backend differs from the one its kept runs used, is
+        an error (:class:`~fedcomp.experiments.ConfigMismatchError`) that changes nothing in
+        ``out``.
 
     Returns
     -------
@@ -130,6 +133,8 @@ def run_experiment(config: dict[str, Any] | Experiment, out_dir: str | Path, *,
                                 "seeds": list(experiment.seeds),
                                 "sweep": experiment.sweep_values, "versions": versions(),
                                 "settings": {}}
+        if resume:  # before anything in out changes
+            meta["settings"] = check_resume(out, experiment, meta)
         finished = start_directory(out, meta, resume)
         try:
             return _run(experiment, out, meta, finished, progress=progress, stream=stream,

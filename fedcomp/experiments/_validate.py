@@ -361,6 +361,12 @@ def _check_finite(table: dict[str, Any], where: str, unbounded: tuple[str, ...] 
         raise ConfigError(str(exc)) from None
 
 
+#: The largest minibatch, 2**31 - 1 samples: more than a client holds (a batch beyond its
+#: count only redraws samples). A batch's indices are drawn in memory, 8 bytes each per
+#: client, so a larger one could only fail mid-run, in NumPy's words naming no value.
+MAX_BATCH_SIZE = 2**31 - 1
+
+
 def _check_setting(cfg: dict[str, Any]) -> None:
     """Validate one setting (the base config, or a variant merged over it)."""
     from ..algorithms import REGISTRY
@@ -381,6 +387,11 @@ def _check_setting(cfg: dict[str, Any]) -> None:
     if not modes or len(set(modes)) != len(modes):  # no runs at all, or one run label twice
         raise ConfigError(f"batch_size must be 'full', a positive integer or a list of distinct "
                           f"ones, e.g. batch_size = ['full', 32] (got {cfg['batch_size']!r})")
+    for mode in modes:  # NumPy would fail mid-run ("Maximum allowed size exceeded")
+        if mode is not None and mode > MAX_BATCH_SIZE:
+            raise ConfigError(f"batch_size = {mode} is above the largest minibatch, "
+                              f"{MAX_BATCH_SIZE} (2**31 - 1) samples; use 'full' for full "
+                              "gradients, or a batch below the clients' sample counts")
     if not (isinstance(cfg["metrics"], list) and cfg["metrics"]
             and all(isinstance(m, str) for m in cfg["metrics"])):
         raise ConfigError(f"metrics must be a non-empty list of names, e.g. metrics = "
