@@ -149,3 +149,21 @@ def test_a_huge_batch_size_fails_before_any_work_in_the_command(tmp_path, capsys
                           f"batch_size={10**23}", "--out", out, "--quiet")
     assert status == 2 and f"batch_size = {10**23} is above" in one_error_line(err)
     assert not out.exists()
+
+
+def test_a_setting_recorded_without_a_finished_run_is_recorded_afresh(svm_run, capsys):
+    """A run killed between recording its setting and its own line left a stale setting
+    in config.json; it runs again, so its setting is recorded again (the old code kept the
+    stale one)."""
+    config, _, out = svm_run
+    path = out / "config.json"
+    meta = json.loads(path.read_text())
+    meta["settings"]["base (data seed 1)"] = {**meta["settings"]["base (data seed 0)"],
+                                              "data_seed": 1}
+    meta["settings"]["base (data seed 1)"]["problem"] = {"fingerprint": "stale"}
+    path.write_text(json.dumps(meta))
+    status, err = resume(capsys, config, out)
+    assert status == 0, err
+    settings = json.loads(path.read_text())["settings"]
+    assert settings["base (data seed 1)"]["problem"]["fingerprint"] not in (
+        "stale", settings["base (data seed 0)"]["problem"]["fingerprint"])

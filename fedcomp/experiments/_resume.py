@@ -68,9 +68,10 @@ def check_resume(out: Path, experiment: Experiment, meta: dict[str, Any]
         first.setdefault(run.setting_name, run)
         if run_key(run.tags, keys) in finished:
             kept.add(run.setting_name)
+    fingerprints: dict[str, str] = {}  # by problem: the sweep of a step size shares one
     for name in sorted(kept):
         if recorded.get(name):
-            difference = setting_difference(first[name], recorded[name])
+            difference = setting_difference(first[name], recorded[name], fingerprints)
             if difference:
                 raise ConfigMismatchError(f"--resume in {out}: {difference}; {FIX}")
     return {name: value for name, value in recorded.items()
@@ -92,12 +93,14 @@ def _check_same_config(out: Path, before: dict[str, Any], meta: dict[str, Any]) 
             "may differ), or another --out")
 
 
-def setting_difference(run: Run, recorded: dict[str, Any]) -> str | None:
+def setting_difference(run: Run, recorded: dict[str, Any],
+                       fingerprints: dict[str, str] | None = None) -> str | None:
     """What differs between a setting as ``config.json`` recorded it and as ``run``'s
     setting builds now (its backend, then its problem's fingerprint), or None.
 
     The problem is built for the run's seed: a setting's name in ``config.json`` holds
-    its data seed, so that is the data the recorded fingerprint is of.
+    its data seed, so that is the data the recorded fingerprint is of. ``fingerprints``
+    caches the problems' fingerprints by :meth:`~fedcomp.experiments.Setting.problem_key`.
     """
     name = run.setting_name
     chosen = backend_of(run.setting)
@@ -106,8 +109,14 @@ def setting_difference(run: Run, recorded: dict[str, Any]) -> str | None:
         return (f"the backend of setting {name!r}: recorded {then.get('name')} on "
                 f"{then.get('device')}, now {chosen.name} on {chosen.device} ({chosen.reason})")
     fingerprint = (recorded.get("problem") or {}).get("fingerprint")
-    now = build_problem(run.setting, run.seed).fingerprint()
-    if fingerprint and fingerprint != now:
+    if not fingerprint:  # recorded without one: nothing to compare
+        return None
+    fingerprints = {} if fingerprints is None else fingerprints
+    key = run.setting.problem_key(run.setting.data_seed(run.seed))
+    if key not in fingerprints:
+        fingerprints[key] = build_problem(run.setting, run.seed).fingerprint()
+    now = fingerprints[key]
+    if fingerprint != now:
         return (f"the data of setting {name!r}: problem fingerprint recorded "
                 f"sha256:{fingerprint}, now sha256:{now} (the data read now are not "
                 "those the kept runs used)")
