@@ -257,7 +257,8 @@ algorithm entries (--set and --sweep algorithms.X.PARAM=...):
 output and resume:
   each finished run's rows are appended to DIR/results.csv and the run is recorded in
   DIR/runs.jsonl. After a crash or Ctrl-C, the same command with --resume runs only what
-  is missing (the config and sweep must match; more seeds may be added).
+  is missing (the config and sweep must match, and every kept run's data and backend, as
+  read now: a changed data file is refused; more seeds may be added).
   Progress: one line per finished run (runs done/total, elapsed, ETA) on stderr, and with
   --jobs 1 on a terminal the per-run rounds/s line; --quiet prints neither.
 
