@@ -915,9 +915,15 @@ def start_flower_local(tmp_path, rounds=50, extra=()):
     out = tmp_path / "run"
     (tmp_path / "tmp").mkdir()
     env = {**os.environ, "TMPDIR": str(tmp_path / "tmp")}
+    # Ctrl-C's default action, whatever this process inherited: a suite started in the
+    # background by a script (`pytest &`, no job control) ignores SIGINT, and so did its
+    # fedcomp, which then never saw the test's SIGINT (the 180 s "hang" under load)
+    launcher = ("import runpy, signal, sys; signal.signal(signal.SIGINT, "
+                "signal.default_int_handler); sys.argv[0] = 'fedcomp'; "
+                "runpy.run_module('fedcomp', run_name='__main__')")
     # its output to a file: a pipe nobody reads while it runs could fill and block it
     with (tmp_path / "flower-local.log").open("wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "fedcomp", "flower", "local", str(cfg),
+        proc = subprocess.Popen([sys.executable, "-c", launcher, "flower", "local", str(cfg),
                                  "--nodes", "2", "--out", str(out), *extra],
                                 stdout=log, stderr=subprocess.STDOUT, env=env)
     return proc, out
