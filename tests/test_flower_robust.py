@@ -148,3 +148,51 @@ def test_without_proc_the_teardown_still_kills_what_ignores_sigterm(tmp_path, mo
         if proc.poll() is None:
             proc.kill()
     assert proc.wait(timeout=30) == -9  # SIGKILLed after the grace period
+
+
+# --- the Strategy's constructor: one error naming the argument (issue 43) ------------------------
+def strategy(**changes):
+    pytest.importorskip("flwr")
+    from fedcomp.flower import Strategy
+
+    arguments = dict(algorithm="za1", loss="logistic", regularizer="l1", num_clients=4)
+    arguments.update(changes)
+    return Strategy(arguments.pop("algorithm"), **arguments)
+
+
+@pytest.mark.flower
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"regularizer": {"alpha": 0.1}}, r"the regularizer table \{'alpha': 0.1\} needs 'name', "
+                                      r"a registered regularizer \(zero, l1"),
+    ({"loss": {"name": 3}}, r"the loss table \{'name': 3\} needs 'name'"),
+    ({"regularizer": {"name": "l1", "alpha": "big"}},
+     r"regularizer=\{'name': 'l1', 'alpha': 'big'\}: L1: alpha must be a real number"),
+    ({"loss": {"name": "logistic", "x": 1.0}},
+     r"loss=\{'name': 'logistic', 'x': 1.0\}: loss 'logistic': unknown parameter"),
+    ({"evaluate_every": True}, r"evaluate_every must be an integer >= 0 \(got True\)"),
+    ({"clients_per_round": True}, r"clients_per_round must be an integer in 1..4 \(got True\)"),
+    ({"batch_size": False}, r"batch_size must be a positive integer or None \(got False\)"),
+    ({"n_classes": 1.5}, r"n_classes must be an integer >= 2.*\(got n_classes=1.5\)"),
+    ({"node_timeout": float("inf")}, r"node_timeout must be > 0 and finite \(got "
+                                     r"node_timeout=inf\); give the seconds"),
+    ({"max_norm": "x"}, r"max_norm must be a real number \(got max_norm='x'"),
+    ({"weighting": [1.0, 2.0]}, r"weighting must be 4 nonnegative numbers"),
+    ({"weighting": "by_samples"}, r"unknown weighting 'by_samples'; use 'uniform', 'samples'"),
+    ({"minibatch": ["with_replacement"]}, r"minibatch must be one of \('with_replacement'"),
+    ({"algorithm": 3}, r"algorithm must be a fedcomp algorithm .* or a registered name .*"
+                       r"\(got algorithm=3\)"),
+], ids=repr)
+def test_the_strategy_names_each_bad_argument_and_its_fix(changes, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        strategy(**changes)
+
+
+@pytest.mark.flower
+def test_the_strategy_keeps_good_arguments_exactly():
+    """What the checks let through is stored as given: the seed not truncated, a NumPy
+    integer taken, a weighting name on a large federation checked without per-client arrays."""
+    built = strategy(seed=np.int64(7), node_timeout=2, max_norm=None, n_classes=3,
+                     num_clients=10**12, weighting="uniform", clients_per_round=5)
+    assert (built.seed, built.node_timeout, built.norm_limit) == (7, 2.0, float("inf"))
+    assert built.num_clients == 10**12 and built.clients_per_round == 5
+    assert strategy(weighting=[1.0, 0.0, 2.0, 1.0]).weighting == [1.0, 0.0, 2.0, 1.0]

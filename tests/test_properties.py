@@ -701,14 +701,6 @@ STRATEGY_ARGUMENTS = ["algorithm", "loss", "regularizer", "num_clients", "client
 
 
 @pytest.mark.flower
-@pytest.mark.xfail(strict=False, reason=(
-    "issue 43, fedcomp/flower (Strategy owner): loss={} or regularizer={} is a raw "
-    "KeyError('name'); seed='x' NumPy's 'invalid literal for int()', seed=None a raw "
-    "TypeError, seed=1.5 truncated silently; node_timeout='x' 'could not convert string to "
-    "float', node_timeout=None a raw TypeError, -1 and nan accepted; max_norm='x' a raw "
-    "'>' TypeError; weighting='x', minibatch='x', n_classes=-1/'x'/1.5 accepted; "
-    "num_clients=True accepted as 1; algorithm=None or 3 says 'runs by gossip between "
-    "nodes'"))
 @BOUNDED
 @given(st.dictionaries(st.sampled_from(STRATEGY_ARGUMENTS), STRATEGY_VALUES, min_size=1,
                        max_size=3))
@@ -726,8 +718,6 @@ def test_the_strategys_constructor_builds_or_is_one_error_naming_the_argument(ch
 
 
 @pytest.mark.flower
-@pytest.mark.xfail(strict=False, reason="issue 43, fedcomp/flower (Strategy owner): the "
-                   "reproductions of the property above, one per argument")
 @pytest.mark.parametrize("changes", [
     {"loss": {}}, {"regularizer": {}}, {"seed": "x"}, {"seed": None}, {"seed": 1.5},
     {"node_timeout": "x"}, {"node_timeout": None}, {"node_timeout": -1.0},

@@ -60,11 +60,12 @@ from ..algorithms._base import SetupContext
 from ..config import to_jsonable
 from ..losses import LOSSES, make_loss
 from ..oracle import Counters
-from ..problem import normalised_weights
+from ..problem import MINIBATCH, normalised_weights
 from ..regularizers import REGULARIZERS, make_regularizer
+from ..regularizers._base import check_positive, check_real
 from ..runtime._clients import _concat, _gather
 from ..runtime._round import count_downloads, counted_prox, server_step
-from ..runtime._simulate import NonFiniteError, _norm_limit, check_divergence
+from ..runtime._simulate import NonFiniteError, _is_int, _norm_limit, check_divergence, check_seed
 from ._client import CONFIG_KEY, INITIAL_KEY, MESSAGE_KEY
 from ._codec import encode
 from ._replies import BadReply, check_evaluation, check_report, checked_uploads
@@ -95,6 +96,9 @@ def component_spec(component: Any, registry: Any, what: str) -> dict[str, Any]:
         spec: dict[str, Any] = {"name": component}
     elif isinstance(component, Mapping):
         spec = dict(component)
+        if not isinstance(spec.get("name"), str):
+            raise ValueError(f"the {what} table {spec!r} needs 'name', a registered {what} "
+                             f"({', '.join(registry)}): e.g. {{'name': {next(iter(registry))!r}}}")
     elif dataclasses.is_dataclass(component) and not isinstance(component, type):
         names = [e.name for e in registry.entries() if e.factory is type(component)]
         if not names:
@@ -113,10 +117,53 @@ def component_spec(component: Any, registry: Any, what: str) -> dict[str, Any]:
     return spec
 
 
-def build_component(spec: Mapping[str, Any], make: Callable[..., Any]) -> Any:
-    """The loss or regularizer a :func:`component_spec` describes."""
+def build_component(spec: Mapping[str, Any], make: Callable[..., Any],
+                    what: str = "component") -> Any:
+    """The loss or regularizer a :func:`component_spec` describes.
+
+    The factory's own error (an unknown name or parameter, a value of the wrong type) is
+    raised as a ``ValueError`` or ``TypeError`` that also says which ``what`` it was.
+    """
     params = {k: v for k, v in spec.items() if k != "name"}
-    return make(str(spec["name"]), **params)
+    try:
+        return make(str(spec["name"]), **params)
+    except TypeError as exc:
+        raise TypeError(f"{what}={dict(spec)!r}: {exc}") from exc
+    except ValueError as exc:
+        raise ValueError(f"{what}={dict(spec)!r}: {exc}") from exc
+
+
+def _star_algorithm(algorithm: Any) -> Any:
+    """``algorithm`` (or the registered one it names), refused unless it runs in rounds."""
+    built = make_algorithm(algorithm) if isinstance(algorithm, str) else algorithm
+    execution = getattr(built, "execution", None)
+    if execution is None:  # neither a name nor an algorithm: not one of the two others
+        raise TypeError(f"algorithm must be a fedcomp algorithm such as fedcomp.fedmid("
+                        f"client_lr=0.1) or a registered name such as 'fedmid' (got "
+                        f"algorithm={algorithm!r})")
+    if execution != "rounds":
+        raise ValueError(
+            f"{getattr(built, 'name', algorithm)} runs "
+            f"{'on an event clock' if execution == 'async' else 'by gossip between nodes'}"
+            "; fedcomp.flower.Strategy runs the star-topology algorithms in rounds. Run it "
+            "with fedcomp's own Flower app ('fedcomp flower app') or 'fedcomp run'")
+    return built
+
+
+def _check_counts(num_clients: Any, clients_per_round: Any, batch_size: Any,
+                  evaluate_every: Any) -> None:
+    """The integer arguments (Python or NumPy integers, not bools), as the simulator's."""
+    if not (_is_int(num_clients) and num_clients >= 1):
+        raise ValueError(f"num_clients must be a positive integer (got {num_clients!r})")
+    if clients_per_round is not None and not (
+            _is_int(clients_per_round) and 1 <= clients_per_round <= num_clients):
+        raise ValueError(f"clients_per_round must be an integer in 1..{num_clients} "
+                         f"(got {clients_per_round!r}); None takes every client")
+    if batch_size is not None and not (_is_int(batch_size) and batch_size >= 1):
+        raise ValueError(f"batch_size must be a positive integer or None (got "
+                         f"{batch_size!r})")
+    if not (_is_int(evaluate_every) and evaluate_every >= 0):
+        raise ValueError(f"evaluate_every must be an integer >= 0 (got {evaluate_every!r})")
 
 
 class Strategy(FlowerStrategy):
@@ -157,6 +204,11 @@ class Strategy(FlowerStrategy):
         A model whose norm exceeds this counts as diverged (the run stops with an error
         naming the round), as in :func:`fedcomp.simulate`.
 
+    Raises
+    ------
+    ValueError, TypeError
+        One error naming the first bad argument, its value and the fix; nothing is sent.
+
     Examples
     --------
     >>> from fedcomp import fedmid
@@ -173,30 +225,26 @@ class Strategy(FlowerStrategy):
                  minibatch: str = "with_replacement", n_classes: int | None = None,
                  evaluate_every: int = 0, node_timeout: float = 120.0,
                  max_norm: float | None = 1e12) -> None:
-        self.algorithm = make_algorithm(algorithm) if isinstance(algorithm, str) else algorithm
-        execution = getattr(self.algorithm, "execution", None)
-        if execution != "rounds":
-            raise ValueError(
-                f"{getattr(self.algorithm, 'name', algorithm)} runs "
-                f"{'on an event clock' if execution == 'async' else 'by gossip between nodes'}"
-                "; fedcomp.flower.Strategy runs the star-topology algorithms in rounds. Run it "
-                "with fedcomp's own Flower app ('fedcomp flower app') or 'fedcomp run'")
-        if not (isinstance(num_clients, int) and num_clients >= 1):
-            raise ValueError(f"num_clients must be a positive integer (got {num_clients!r})")
-        if clients_per_round is not None and not (
-                isinstance(clients_per_round, int) and 1 <= clients_per_round <= num_clients):
-            raise ValueError(f"clients_per_round must be an integer in 1..{num_clients} "
-                             f"(got {clients_per_round!r}); None takes every client")
-        if batch_size is not None and not (isinstance(batch_size, int) and batch_size >= 1):
-            raise ValueError(f"batch_size must be a positive integer or None (got "
-                             f"{batch_size!r})")
-        if not (isinstance(evaluate_every, int) and evaluate_every >= 0):
-            raise ValueError(f"evaluate_every must be an integer >= 0 (got {evaluate_every!r})")
+        self.algorithm = _star_algorithm(algorithm)
+        _check_counts(num_clients, clients_per_round, batch_size, evaluate_every)
+        check_seed(seed)
+        # the simulator's and Problem's own checks, on what the nodes will be sent
+        normalised_weights(weighting, 1 if isinstance(weighting, str) else num_clients,
+                           lambda: np.ones(1))  # a name's check allocates nothing per client
+        if not (isinstance(minibatch, str) and minibatch in MINIBATCH):  # Problem's values
+            raise ValueError(f"minibatch must be one of {MINIBATCH} (got minibatch={minibatch!r})")
+        if n_classes is not None and not (_is_int(n_classes) and n_classes >= 2):
+            raise ValueError(f"n_classes must be an integer >= 2, the classes of a loss such "
+                             f"as 'softmax', or None (got n_classes={n_classes!r})")
+        check_positive("node_timeout", node_timeout, "Strategy",
+                       "give the seconds to wait for the SuperNodes, e.g. node_timeout=120")
+        if max_norm is not None:
+            check_real("max_norm", max_norm, "Strategy")
         self.loss_spec = component_spec(loss, LOSSES, "loss")
         self.regularizer_spec = component_spec(regularizer, REGULARIZERS, "regularizer")
         # built here too: a bad name or parameter fails in the ServerApp, before any node
-        build_component(self.loss_spec, make_loss)
-        self.regularizer = build_component(self.regularizer_spec, make_regularizer)
+        build_component(self.loss_spec, make_loss, "loss")
+        self.regularizer = build_component(self.regularizer_spec, make_regularizer, "regularizer")
         self.problem_json = json.dumps(to_jsonable({
             "loss": self.loss_spec, "regularizer": self.regularizer_spec,
             "minibatch": minibatch, "n_classes": n_classes}), sort_keys=True)
