@@ -1,8 +1,12 @@
-"""Partitions that refuse what they would silently change (issue 43): the ``flwr``
-partitioner's ``num_partitions``, ``partition_by`` and its count of partitions, and a
-``group_column`` that the partition would ignore."""
+"""Refusals of what would silently change or damage a Flower run (issue 43): the ``flwr``
+partitioner's ``num_partitions``, ``partition_by`` and its count of partitions, a
+``group_column`` that the partition would ignore, the teardown of a local deployment, the
+``fedcomp.flower.Strategy`` constructor's arguments and a SuperNode's ``data-path`` file."""
 
 from __future__ import annotations
+
+import json
+import zipfile
 
 import numpy as np
 import pytest
@@ -196,3 +200,94 @@ def test_the_strategy_keeps_good_arguments_exactly():
     assert (built.seed, built.node_timeout, built.norm_limit) == (7, 2.0, float("inf"))
     assert built.num_clients == 10**12 and built.clients_per_round == 5
     assert strategy(weighting=[1.0, 0.0, 2.0, 1.0]).weighting == [1.0, 0.0, 2.0, 1.0]
+
+
+# --- a SuperNode's data-path file: damage is one error naming the file and the node --------------
+def node_file_config():
+    from fedcomp.experiments import validate
+
+    return json.dumps(validate({
+        "name": "node-file", "rounds": 1, "seeds": [0], "batch_size": [10], "reference": False,
+        "metrics": ["objective"], "problem": {"loss": "logistic"},
+        "data": {"generator": "synthetic_fedprox", "n_clients": 4, "samples_per_client": 5,
+                 "n_features": 3, "n_classes": 2},
+        "regularizer": {"name": "l1", "alpha": 1e-3}, "algorithms": [{"name": "za1"}]}),
+        sort_keys=True)
+
+
+def write_node_file(path, **changes):
+    """A good data-path file of clients 2 and 0 (2 samples of 3 features each), changed."""
+    arrays = dict(features=np.ones((2, 2, 3)), targets=np.array([[1.0, -1.0], [-1.0, 1.0]]),
+                  counts=np.array([2, 2]), client_ids=np.array([2, 0]))
+    arrays.update(changes)
+    np.savez(path, **{k: v for k, v in arrays.items() if v is not None})
+    return path
+
+
+def load_node_file(path):
+    pytest.importorskip("flwr")
+    from fedcomp.flower._data import load_node_data
+
+    return load_node_data(node_file_config(), (("data-path", str(path)), ("partition-id", 7)))
+
+
+@pytest.mark.flower
+@pytest.mark.parametrize(("damage", "message"), [
+    ("truncated", r"is not an \.npz archive \(truncated, damaged"),
+    ("not a zip", r"is not an \.npz archive"),
+    ("a .npy", r"is not an \.npz archive"),
+    ("no counts", r"is not a readable \.npz with the arrays features, targets, counts, "
+                  r"client_ids \(KeyError: counts is not a file"),
+    ("pickled ids", r"is not a readable \.npz .*\(ValueError: Object arrays cannot be loaded"),
+    ("damaged member", r"is not a readable \.npz .*\((BadZipFile|error)"),
+    ("float ids", r"client_ids must be distinct nonnegative integers, one per row "
+                  r"\(got float64 of shape \(2,\)\)"),
+    ("repeated ids", r"client_ids must be distinct nonnegative integers"),
+    ("one row short", r"\['features'\] must hold one row per client id \(2 rows; got shapes "
+                      r"\[\(1, 2, 3\)\]\)"),
+    ("counts too big", r"\(node_config \{'partition-id': 7\}\): ClientData: every client "
+                       r"needs 1\.\.2 samples, got counts in \[2, 5\]"),
+], ids=str)
+def test_a_damaged_node_file_is_one_error_naming_the_file_and_the_node(tmp_path, damage,
+                                                                       message):
+    path = write_node_file(tmp_path / "node.npz")
+    raw = path.read_bytes()
+    if damage == "truncated":
+        path.write_bytes(raw[:len(raw) // 2])
+    elif damage == "not a zip":
+        path.write_text("client_id,feature\n0,1.5\n")
+    elif damage == "a .npy":
+        np.save(tmp_path / "node.npy", np.ones(3))
+        (tmp_path / "node.npy").rename(path)
+    elif damage == "no counts":
+        write_node_file(path, counts=None)
+    elif damage == "pickled ids":
+        write_node_file(path, client_ids=np.array([2, 0], dtype=object))
+    elif damage == "damaged member":  # a compressed member whose deflate stream is garbage
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+            for name in ("features", "targets", "counts", "client_ids"):
+                archive.writestr(f"{name}.npy", b"\x00" * 64)
+        data = bytearray(path.read_bytes())
+        start = data.find(b"counts.npy") + len("counts.npy")
+        data[start:start + 8] = b"\xff" * 8
+        path.write_bytes(bytes(data))
+    elif damage == "float ids":
+        write_node_file(path, client_ids=np.array([2.0, 0.5]))
+    elif damage == "repeated ids":
+        write_node_file(path, client_ids=np.array([2, 2]))
+    elif damage == "one row short":
+        write_node_file(path, features=np.ones((1, 2, 3)))
+    elif damage == "counts too big":
+        write_node_file(path, counts=np.array([2, 5]))
+    with pytest.raises(ValueError, match=message) as error:
+        load_node_file(path)
+    assert f"data-path {str(path)!r} (node_config {{'partition-id': 7}})" in str(error.value)
+    assert "save_partition" in str(error.value) or damage == "counts too big"
+
+
+@pytest.mark.flower
+def test_a_good_node_file_loads_its_rows_in_client_id_order(tmp_path):
+    node = load_node_file(write_node_file(tmp_path / "node.npz",
+                                          targets=np.array([[1.0, 1.0], [-1.0, -1.0]])))
+    assert node.client_ids.tolist() == [0, 2] and node.n_clients == 4
+    np.testing.assert_array_equal(node.problem.data.targets, [[-1.0, -1.0], [1.0, 1.0]])

@@ -22,6 +22,8 @@ parameters on every node, ``data-path`` ones included), again keyed by global cl
 from __future__ import annotations
 
 import json
+import zipfile
+import zlib
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -89,6 +91,55 @@ def save_partition(problem: Problem, client_ids: Any, path: str | Path) -> Path:
     return path
 
 
+#: The arrays of a node's ``data-path`` file, as :func:`save_partition` writes them.
+NODE_FILE_KEYS = ("features", "targets", "counts", "client_ids")
+#: What zipfile and NumPy raise for a damaged or foreign archive (as ``ClientData.load``):
+#: NotImplementedError of a zip header naming an unknown method, zlib.error of a damaged
+#: compressed member, ValueError of a NumPy header or of pickled (object) arrays.
+ARCHIVE_DAMAGE = (ValueError, OSError, EOFError, KeyError, NotImplementedError, zlib.error,
+                  zipfile.BadZipFile)
+
+
+def read_node_file(path: Path, options: dict[str, Any]) -> tuple[np.ndarray, ClientData]:
+    """The global client ids (sorted) and the data of a node's ``data-path`` file.
+
+    Raises one ``ValueError`` naming the file and the node (its ``node_config``) for a
+    file that is not a readable ``.npz`` with :data:`NODE_FILE_KEYS`, or whose arrays do not
+    hold one row per client id.
+    """
+    others = {k: v for k, v in options.items() if k != "data-path"}  # the node's other keys
+    where = f"the SuperNode's data-path {str(path)!r}" + (
+        f" (node_config {others})" if others else "")
+    fix = "write it again with fedcomp.flower.save_partition"
+    if not zipfile.is_zipfile(path):  # np.load would read a .npy, or try a pickle
+        raise ValueError(f"{where} is not an .npz archive (truncated, damaged, or another "
+                         f"kind of file); {fix}")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {key: npz[key] for key in NODE_FILE_KEYS}
+    except ARCHIVE_DAMAGE as error:
+        # the first sentence only: NumPy's next one advises allow_pickle, never wanted here
+        reason = str(error).strip("'").split(". ")[0]
+        raise ValueError(f"{where} is not a readable .npz with the arrays "
+                         f"{', '.join(NODE_FILE_KEYS)} ({type(error).__name__}: {reason}); "
+                         f"{fix}") from None
+    ids = arrays["client_ids"]
+    if ids.ndim != 1 or ids.dtype.kind not in "iu" or np.any(ids < 0) or (
+            np.unique(ids).size != ids.size):
+        raise ValueError(f"{where}: client_ids must be distinct nonnegative integers, one per "
+                         f"row (got {ids.dtype} of shape {ids.shape}); {fix}")
+    short = [k for k in NODE_FILE_KEYS[:3] if arrays[k].ndim == 0 or len(arrays[k]) != ids.size]
+    if short:
+        raise ValueError(f"{where}: {short} must hold one row per client id ({ids.size} rows; "
+                         f"got shapes {[arrays[k].shape for k in short]}); {fix}")
+    order = np.argsort(ids, kind="stable")  # rows in global-id order, like participants
+    try:
+        data = ClientData(*(arrays[k][order] for k in NODE_FILE_KEYS[:3]))
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{where}: {error}") from None
+    return ids[order].astype(np.int64), data
+
+
 @lru_cache(maxsize=4)
 def _full_problem(config_json: str, seed: int | None) -> Problem:
     return build_problem(resolve(json.loads(config_json)).base, seed)
@@ -110,12 +161,7 @@ def load_node_data(config_json: str, node_config: tuple[tuple[str, Any], ...],
         path = Path(str(options["data-path"]))
         if not path.exists():
             raise FileNotFoundError(f"node_config data-path={str(path)!r} does not exist")
-        with np.load(path, allow_pickle=False) as npz:
-            ids = np.asarray(npz["client_ids"], dtype=np.int64)
-            order = np.argsort(ids, kind="stable")  # rows in global-id order, like participants
-            ids = ids[order]
-            data = ClientData(npz["features"][order], npz["targets"][order],
-                              npz["counts"][order])
+        ids, data = read_node_file(path, options)
         n_clients = int(options.get("num-clients", cfg["data"].get("n_clients", 0)))
         if n_clients <= int(ids.max(initial=-1)):
             raise ValueError(f"data-path {str(path)!r} holds client ids up to {ids.max()}, but "
