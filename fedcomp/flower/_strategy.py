@@ -55,7 +55,7 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy as FlowerStrategy
 
 from .._random import sample_clients
-from ..algorithms import make_algorithm
+from ..algorithms import DecentralizedAlgorithm, make_algorithm
 from ..algorithms._base import SetupContext
 from ..config import to_jsonable
 from ..losses import LOSSES, make_loss
@@ -136,8 +136,9 @@ def build_component(spec: Mapping[str, Any], make: Callable[..., Any],
 def _star_algorithm(algorithm: Any) -> Any:
     """``algorithm`` (or the registered one it names), refused unless it runs in rounds."""
     built = make_algorithm(algorithm) if isinstance(algorithm, str) else algorithm
-    execution = getattr(built, "execution", None)
-    if execution is None:  # neither a name nor an algorithm: not one of the two others
+    execution = ("gossip" if isinstance(built, DecentralizedAlgorithm)
+                 else getattr(built, "execution", None))
+    if execution is None:  # neither a name nor an algorithm
         raise TypeError(f"algorithm must be a fedcomp algorithm such as fedcomp.fedmid("
                         f"client_lr=0.1) or a registered name such as 'fedmid' (got "
                         f"algorithm={algorithm!r})")
