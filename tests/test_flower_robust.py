@@ -174,8 +174,10 @@ def strategy(**changes):
     ({"loss": {"name": "logistic", "x": 1.0}},
      r"loss=\{'name': 'logistic', 'x': 1.0\}: loss 'logistic': unknown parameter"),
     ({"evaluate_every": True}, r"evaluate_every must be an integer >= 0 \(got True\)"),
-    ({"clients_per_round": True}, r"clients_per_round must be an integer in 1..4 \(got True\)"),
-    ({"batch_size": False}, r"batch_size must be a positive integer or None \(got False\)"),
+    ({"clients_per_round": True}, r"clients_per_round must be an integer in 1\.\.4 or None "
+                                  r"for all clients \(got True\)"),
+    ({"batch_size": False}, r"batch_size must be a positive integer or None for full "
+                            r"gradients \(got False\)"),
     ({"n_classes": 1.5}, r"n_classes must be an integer >= 2.*\(got n_classes=1.5\)"),
     ({"node_timeout": float("inf")}, r"node_timeout must be > 0 and finite \(got "
                                      r"node_timeout=inf\); give the seconds"),

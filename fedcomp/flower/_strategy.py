@@ -65,7 +65,14 @@ from ..regularizers import REGULARIZERS, make_regularizer
 from ..regularizers._base import check_positive, check_real
 from ..runtime._clients import _concat, _gather
 from ..runtime._round import count_downloads, counted_prox, server_step
-from ..runtime._simulate import NonFiniteError, _is_int, _norm_limit, check_divergence, check_seed
+from ..runtime._simulate import (
+    NonFiniteError,
+    _is_int,
+    _norm_limit,
+    check_divergence,
+    check_sampling,
+    check_seed,
+)
 from ._client import CONFIG_KEY, INITIAL_KEY, MESSAGE_KEY
 from ._codec import encode
 from ._replies import BadReply, check_evaluation, check_report, checked_uploads
@@ -153,16 +160,10 @@ def _star_algorithm(algorithm: Any) -> Any:
 
 def _check_counts(num_clients: Any, clients_per_round: Any, batch_size: Any,
                   evaluate_every: Any) -> None:
-    """The integer arguments (Python or NumPy integers, not bools), as the simulator's."""
+    """The integer arguments (Python or NumPy integers, not bools), the simulator's way."""
     if not (_is_int(num_clients) and num_clients >= 1):
         raise ValueError(f"num_clients must be a positive integer (got {num_clients!r})")
-    if clients_per_round is not None and not (
-            _is_int(clients_per_round) and 1 <= clients_per_round <= num_clients):
-        raise ValueError(f"clients_per_round must be an integer in 1..{num_clients} "
-                         f"(got {clients_per_round!r}); None takes every client")
-    if batch_size is not None and not (_is_int(batch_size) and batch_size >= 1):
-        raise ValueError(f"batch_size must be a positive integer or None (got "
-                         f"{batch_size!r})")
+    check_sampling(num_clients, clients_per_round, batch_size)
     if not (_is_int(evaluate_every) and evaluate_every >= 0):
         raise ValueError(f"evaluate_every must be an integer >= 0 (got {evaluate_every!r})")
 

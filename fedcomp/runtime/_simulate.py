@@ -542,6 +542,18 @@ def check_seed(seed: Any) -> None:
         raise ValueError(f"seed must be a nonnegative integer (got seed={seed!r})")
 
 
+def check_sampling(n_clients: int, clients_per_round: Any, batch_size: Any) -> None:
+    """Participants per round and minibatch size of a run on ``n_clients`` clients (also
+    the Flower Strategy's, whose server holds no problem)."""
+    if clients_per_round is not None and not (_is_int(clients_per_round)
+                                              and 1 <= clients_per_round <= n_clients):
+        raise ValueError(f"clients_per_round must be an integer in 1..{n_clients} or None "
+                         f"for all clients (got {clients_per_round!r})")
+    if batch_size is not None and not (_is_int(batch_size) and batch_size >= 1):
+        raise ValueError(f"batch_size must be a positive integer or None for full gradients "
+                         f"(got {batch_size!r})")
+
+
 def _check_run_args(problem: Problem, rounds: Any, clients_per_round: Any, batch_size: Any,
                     eval_every: Any, seed: Any = 0, rounds_name: str = "rounds") -> None:
     """The checks of the arguments every runner shares (``rounds_name``: what the runner
@@ -549,12 +561,6 @@ def _check_run_args(problem: Problem, rounds: Any, clients_per_round: Any, batch
     check_seed(seed)
     if not (_is_int(rounds) and rounds >= 0):
         raise ValueError(f"{rounds_name} must be a nonnegative integer (got {rounds!r})")
-    if clients_per_round is not None and not (_is_int(clients_per_round)
-                                              and 1 <= clients_per_round <= problem.n_clients):
-        raise ValueError(f"clients_per_round must be an integer in 1..{problem.n_clients} or None "
-                         f"for all clients (got {clients_per_round!r})")
-    if batch_size is not None and not (_is_int(batch_size) and batch_size >= 1):
-        raise ValueError(f"batch_size must be a positive integer or None for full gradients "
-                         f"(got {batch_size!r})")
+    check_sampling(problem.n_clients, clients_per_round, batch_size)
     if not (_is_int(eval_every) and eval_every >= 1):
         raise ValueError(f"eval_every must be a positive integer (got {eval_every!r})")
