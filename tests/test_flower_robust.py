@@ -211,8 +211,8 @@ def node_file_config():
     return json.dumps(validate({
         "name": "node-file", "rounds": 1, "seeds": [0], "batch_size": [10], "reference": False,
         "metrics": ["objective"], "problem": {"loss": "logistic"},
-        "data": {"generator": "synthetic_fedprox", "n_clients": 4, "samples_per_client": 5,
-                 "n_features": 3, "n_classes": 2},
+        "data": {"generator": "synthetic_fedprox", "alpha": 1.0, "beta": 1.0, "n_clients": 4,
+                 "samples_per_client": 5, "n_features": 3, "n_classes": 2},
         "regularizer": {"name": "l1", "alpha": 1e-3}, "algorithms": [{"name": "za1"}]}),
         sort_keys=True)
 
@@ -249,6 +249,7 @@ def load_node_file(path):
                       r"\[\(1, 2, 3\)\]\)"),
     ("counts too big", r"\(node_config \{'partition-id': 7\}\): ClientData: every client "
                        r"needs 1\.\.2 samples, got counts in \[2, 5\]"),
+    ("0/1 labels", r"\(node_config \{'partition-id': 7\}\): Logistic needs labels -1 and \+1"),
 ], ids=str)
 def test_a_damaged_node_file_is_one_error_naming_the_file_and_the_node(tmp_path, damage,
                                                                        message):
@@ -281,10 +282,12 @@ def test_a_damaged_node_file_is_one_error_naming_the_file_and_the_node(tmp_path,
         write_node_file(path, features=np.ones((1, 2, 3)))
     elif damage == "counts too big":
         write_node_file(path, counts=np.array([2, 5]))
+    elif damage == "0/1 labels":  # the configuration's loss (logistic) refuses them
+        write_node_file(path, targets=np.array([[1.0, 0.0], [0.0, 1.0]]))
     with pytest.raises(ValueError, match=message) as error:
         load_node_file(path)
     assert f"data-path {str(path)!r} (node_config {{'partition-id': 7}})" in str(error.value)
-    assert "save_partition" in str(error.value) or damage == "counts too big"
+    assert "save_partition" in str(error.value) or damage in ("counts too big", "0/1 labels")
 
 
 @pytest.mark.flower
@@ -293,3 +296,20 @@ def test_a_good_node_file_loads_its_rows_in_client_id_order(tmp_path):
                                           targets=np.array([[1.0, 1.0], [-1.0, -1.0]])))
     assert node.client_ids.tolist() == [0, 2] and node.n_clients == 4
     np.testing.assert_array_equal(node.problem.data.targets, [[-1.0, -1.0], [1.0, 1.0]])
+
+
+@pytest.mark.flower
+@pytest.mark.parametrize(("key", "value"), [("partition-id", 1.5), ("num-partitions", "two"),
+                                            ("num-partitions", True)])
+def test_a_node_config_that_is_not_an_integer_is_refused_naming_the_key(key, value):
+    """1.5 was truncated to partition 1, 'two' was int()'s 'invalid literal', True was 1."""
+    pytest.importorskip("flwr")
+    from fedcomp.flower._data import load_node_data
+
+    node_config = {"num-partitions": 2, "partition-id": 1, key: value}
+    with pytest.raises(ValueError, match=rf"node_config {key}={value!r} is not an integer; "
+                                         rf"start the SuperNode with --node-config '{key}=K'"):
+        load_node_data(node_file_config(), tuple(sorted(node_config.items())))
+    # digits as text are an integer, as before
+    node = load_node_data(node_file_config(), (("num-partitions", "2"), ("partition-id", 1)))
+    assert node.client_ids.tolist() == [2, 3]

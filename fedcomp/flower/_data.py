@@ -91,6 +91,25 @@ def save_partition(problem: Problem, client_ids: Any, path: str | Path) -> Path:
     return path
 
 
+def node_integer(options: dict[str, Any], key: str, default: Any = None) -> int:
+    """``node_config[key]`` (or ``default``) as an integer: Flower parses ``K`` as one, and
+    a string of digits is taken too; anything else (``1.5``, ``"two"``) is refused, not
+    truncated or left to ``int()``'s words.
+
+    Examples
+    --------
+    >>> node_integer({"partition-id": "2"}, "partition-id")
+    2
+    """
+    value = options.get(key, default)
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ValueError(f"node_config {key}={value!r} is not an integer; start the SuperNode "
+                         f"with --node-config '{key}=K' (an integer K)")
+    return int(value)
+
+
 #: The arrays of a node's ``data-path`` file, as :func:`save_partition` writes them.
 NODE_FILE_KEYS = ("features", "targets", "counts", "client_ids")
 #: What zipfile and NumPy raise for a damaged or foreign archive (as ``ClientData.load``):
@@ -100,6 +119,13 @@ ARCHIVE_DAMAGE = (ValueError, OSError, EOFError, KeyError, NotImplementedError, 
                   zipfile.BadZipFile)
 
 
+def node_file(path: Path, options: dict[str, Any]) -> str:
+    """The node's ``data-path`` file and its other ``node_config`` keys, for messages."""
+    others = {k: v for k, v in options.items() if k != "data-path"}
+    return f"the SuperNode's data-path {str(path)!r}" + (
+        f" (node_config {others})" if others else "")
+
+
 def read_node_file(path: Path, options: dict[str, Any]) -> tuple[np.ndarray, ClientData]:
     """The global client ids (sorted) and the data of a node's ``data-path`` file.
 
@@ -107,9 +133,7 @@ def read_node_file(path: Path, options: dict[str, Any]) -> tuple[np.ndarray, Cli
     file that is not a readable ``.npz`` with :data:`NODE_FILE_KEYS`, or whose arrays do not
     hold one row per client id.
     """
-    others = {k: v for k, v in options.items() if k != "data-path"}  # the node's other keys
-    where = f"the SuperNode's data-path {str(path)!r}" + (
-        f" (node_config {others})" if others else "")
+    where = node_file(path, options)
     fix = "write it again with fedcomp.flower.save_partition"
     if not zipfile.is_zipfile(path):  # np.load would read a .npy, or try a pickle
         raise ValueError(f"{where} is not an .npz archive (truncated, damaged, or another "
@@ -162,7 +186,7 @@ def load_node_data(config_json: str, node_config: tuple[tuple[str, Any], ...],
         if not path.exists():
             raise FileNotFoundError(f"node_config data-path={str(path)!r} does not exist")
         ids, data = read_node_file(path, options)
-        n_clients = int(options.get("num-clients", cfg["data"].get("n_clients", 0)))
+        n_clients = node_integer(options, "num-clients", cfg["data"].get("n_clients", 0))
         if n_clients <= int(ids.max(initial=-1)):
             raise ValueError(f"data-path {str(path)!r} holds client ids up to {ids.max()}, but "
                              f"the federation has n_clients={n_clients}; set node_config "
@@ -172,15 +196,21 @@ def load_node_data(config_json: str, node_config: tuple[tuple[str, Any], ...],
         if missing:
             raise ValueError(f"SuperNode node_config lacks {missing}: start it with "
                              "--node-config 'partition-id=K num-partitions=N' (or data-path=...)")
+        partition = (node_integer(options, "partition-id"),
+                     node_integer(options, "num-partitions"))  # checked before the data
         full = _full_problem(config_json, seed)  # the simulator's generator and partitioner
         n_clients = full.n_clients
-        ids = partition_clients(n_clients, int(options["partition-id"]),
-                                int(options["num-partitions"]))
+        ids = partition_clients(n_clients, *partition)
         data = subset(full.data, ids)
     loss, regularizer, n_classes = build_components(setting)
     # streaming (``streaming = true``): minibatches are fresh draws of the generator keyed by
     # the global client id, as in the simulator; the node's data then only fix shapes
-    problem = Problem(loss, regularizer, data, n_classes=n_classes, name=setting.name,
-                      sampler=build_sampler(setting, seed),
-                      minibatch=setting.problem.get("minibatch", "with_replacement"))
+    try:
+        problem = Problem(loss, regularizer, data, n_classes=n_classes, name=setting.name,
+                          sampler=build_sampler(setting, seed),
+                          minibatch=setting.problem.get("minibatch", "with_replacement"))
+    except ValueError as error:  # a file's labels or shapes the configuration's loss refuses
+        if "data-path" not in options:
+            raise
+        raise ValueError(f"{node_file(path, options)}: {error}") from None
     return NodeData(problem, ids, n_clients)
