@@ -191,3 +191,9 @@ def test_an_experiment_whose_personal_models_diverge_counts_them_and_exits_nonze
     # every setting diverged, and the summary table says so (its last column)
     rows = [line for line in out.out.splitlines() if line.startswith("| ditto_")]
     assert len(rows) == 4 and all(row.rstrip(" |").endswith("1") for row in rows), rows
+
+
+@pytest.mark.parametrize("max_norm", ["x", True, [1.0]])
+def test_max_norm_that_is_not_a_number_is_one_error_naming_it(max_norm):
+    with pytest.raises(TypeError, match=r"max_norm must be a positive number or None \(got "):
+        simulate(za1(client_lr=0.1), tiny_problem(), 2, max_norm=max_norm)

@@ -212,6 +212,10 @@ def _divergence_of(norm_sq: float, limit: float) -> str:
 def _norm_limit(max_norm: float | None) -> float:
     if max_norm is None:
         return float("inf")
+    if isinstance(max_norm, bool) or not isinstance(max_norm, int | float | np.floating):
+        # before the comparison: 'x' > 0 would be Python's TypeError, naming nothing
+        raise TypeError(f"max_norm must be a positive number or None (got {max_norm!r} of type "
+                        f"{type(max_norm).__name__}); the default is 1e12")
     if not max_norm > 0:
         raise ValueError(f"max_norm must be positive or None (got {max_norm!r})")
     return float(max_norm)
