@@ -470,3 +470,11 @@ def test_a_run_starts_from_the_configured_random_model(tmp_path):
 def test_a_bad_start_names_the_key(x0, message):
     with pytest.raises(ConfigError, match=message):
         validate({**tiny_config(), "x0": x0})
+
+
+def test_a_generator_parameter_without_a_default_is_named_before_any_work():
+    config = tiny_config()
+    config["data"] = {"generator": "synthetic_fedprox", "n_clients": 3, "alpha": 1.0}
+    with pytest.raises(ConfigError, match=r"synthetic_fedprox' needs beta \(no default\); add "
+                                          r"them to the \[data\] table"):
+        validate(config)

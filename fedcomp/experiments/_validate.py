@@ -547,7 +547,8 @@ def _check_privacy(table: Any, name: str, label: str) -> None:
 
 
 def _check_data_size(generator: str, data: dict[str, Any]) -> None:
-    """Refuse data that cannot fit in memory before the generator tries to allocate them.
+    """Refuse data the generator cannot build (a parameter without a default missing) or
+    that cannot fit in memory, before the generator tries to allocate them.
 
     The estimate is the float64 features of a generated data set, ``n_clients ×
     samples_per_client × n_features`` (a ``size × size`` matrix for matrix data; one
@@ -560,6 +561,12 @@ def _check_data_size(generator: str, data: dict[str, Any]) -> None:
 
     params = {name: p.default for name, p in
               inspect.signature(DATASETS[generator]).parameters.items()}
+    # a parameter without a default was Python's "missing 2 required positional arguments"
+    missing = [name for name, default in params.items() if default is inspect.Parameter.empty
+               and name != "seed" and name not in data]  # the seed is the run's
+    if missing:
+        raise ConfigError(f"data: the generator {generator!r} needs {', '.join(missing)} (no "
+                          f"default); add them to the [data] table, e.g. {missing[0]} = ...")
     params.update(data)
     n_clients, per_client = params.get("n_clients"), params.get("samples_per_client")
     width = params.get("n_features", params.get("size"))
