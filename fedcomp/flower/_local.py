@@ -246,6 +246,12 @@ class ProcessGroup:
         if table is None:
             return None
         self.groups |= {table[pid][1] for pid in self.seen if self._is_ours(pid, table)}
+        if self.groups - {group for _, group, _ in table.values()}:
+            # /proc is read entry by entry, not at once: a process forked as its parent
+            # exits can be missing from the listing while the parent already reads as
+            # exited, and its group looks empty. A second read, begun after the first
+            # ended, lists it (the clean-clone suite once left such an orphan running).
+            table = _process_table() or {}
         # a group with no member is gone for good: its number may be reused by another
         self.groups = {group for _, group, _ in table.values()
                        if group in self.groups and group != os.getpgrp()}
