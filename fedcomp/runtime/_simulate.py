@@ -84,7 +84,9 @@ class RunResult(NamedTuple):
 
 def auto_block_size(problem: Problem, batch_size: int | None = None) -> int:
     """Clients per block: all of them on a GPU or jax; on a CPU measured once per machine
-    and shape (:mod:`fedcomp.runtime._blocks`).
+    and shape for NumPy, and by the cache rule for torch (:mod:`fedcomp.runtime._blocks`:
+    a torch round's cost is a fixed dispatch cost per block that the measured gradient
+    does not see).
 
     Each block runs *all* its local steps before the next block starts, so the block's
     data stay in cache across the ``K`` local gradient passes instead of streaming from
@@ -94,7 +96,7 @@ def auto_block_size(problem: Problem, batch_size: int | None = None) -> int:
     client is 3-4x slower than a block of 32 — while a block larger than the
     last-level cache streams from memory (all 30 of seed 000's 960 KB clients in one
     block: 1.6x slower than blocks of 3). Where the balance lies depends on the CPU, so
-    the block is measured (the gradient on growing blocks, cached in ``blocks.json``); a
+    NumPy's block is measured (the gradient on growing blocks, cached in ``blocks.json``); a
     population under 1 MiB of data is one block, and ``FEDCOMP_BLOCKS=rule`` uses the
     former rule, :data:`~fedcomp.runtime._clients.BLOCK_BYTES` (4 MiB) or a quarter of
     the last-level cache. With minibatches the working set is one minibatch per client.
