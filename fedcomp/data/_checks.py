@@ -9,12 +9,21 @@ estimators' client ids, a Flower node's arrays).
 from __future__ import annotations
 
 import numbers
+import zipfile
+import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
 from .._array import namespace
+
+#: What zipfile and NumPy raise for a damaged or foreign ``.npz`` archive: NotImplementedError
+#: of a zip header naming an unknown version, method or encryption, zlib.error of a damaged
+#: compressed member, ValueError of a NumPy header or of pickled (object) arrays, KeyError of
+#: a missing array. ``ClientData.load`` and a Flower node's ``data-path`` catch these alike.
+ARCHIVE_DAMAGE = (ValueError, OSError, EOFError, KeyError, NotImplementedError, zlib.error,
+                  zipfile.BadZipFile)
 
 
 def physical_memory() -> int | None:

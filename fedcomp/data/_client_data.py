@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import zipfile
-import zlib
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -30,7 +28,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._array import Array, asarray_like, namespace, take_rows
-from ._checks import check_compressed, check_memory, checked_lists, first_non_finite
+from ._checks import ARCHIVE_DAMAGE, check_compressed, check_memory, checked_lists, first_non_finite
 from ._sparse import SparseFeatures, is_sparse_matrix
 
 #: The file :meth:`ClientData.save` describes its arrays in, and its ``format`` tag.
@@ -612,10 +610,7 @@ def _load_sparse(path: Path, spec: dict[str, Any]) -> Any:
     try:
         with np.load(path, allow_pickle=False) as archive:
             parts = {key: archive[key] for key in CSR_KEYS}
-    # zipfile says NotImplementedError of a header naming an unknown version, method or
-    # encryption, and zlib.error of a damaged compressed member: damage, as the others
-    except (ValueError, OSError, EOFError, KeyError, NotImplementedError, zlib.error,
-            zipfile.BadZipFile) as error:
+    except ARCHIVE_DAMAGE as error:
         # the first sentence only: NumPy's next one advises allow_pickle, never wanted here
         reason = str(error).strip("'").split(". ")[0]
         raise ValueError(f"{where} is not a readable sparse .npz file with the arrays "

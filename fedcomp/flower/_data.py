@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import zipfile
-import zlib
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -31,6 +30,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..data import ClientData
+from ..data._checks import ARCHIVE_DAMAGE
 from ..experiments import build_components, build_problem, build_sampler, resolve
 from ..problem import Problem
 
@@ -112,11 +112,6 @@ def node_integer(options: dict[str, Any], key: str, default: Any = None) -> int:
 
 #: The arrays of a node's ``data-path`` file, as :func:`save_partition` writes them.
 NODE_FILE_KEYS = ("features", "targets", "counts", "client_ids")
-#: What zipfile and NumPy raise for a damaged or foreign archive (as ``ClientData.load``):
-#: NotImplementedError of a zip header naming an unknown method, zlib.error of a damaged
-#: compressed member, ValueError of a NumPy header or of pickled (object) arrays.
-ARCHIVE_DAMAGE = (ValueError, OSError, EOFError, KeyError, NotImplementedError, zlib.error,
-                  zipfile.BadZipFile)
 
 
 def node_file(path: Path, options: dict[str, Any]) -> str:
