@@ -12,7 +12,7 @@ collect_ignore_glob = [] if importlib.util.find_spec("flwr") else ["fedcomp/flow
 # at load 4; no difference when idle). Set before anything imports torch or numpy's BLAS.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-# Two virtual CPU devices for jax (tests/test_devices.py commits data to the second one, which
+# Two virtual CPU devices for jax (tests/engines/test_devices.py commits data to the second one, which
 # refuses to meet the first in a computation, as a GPU refuses the host). Set before anything
 # imports jax; the default device stays the first, so every other test runs as before.
 _flags = os.environ.get("XLA_FLAGS", "")

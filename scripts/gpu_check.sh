@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# The checks that need a GPU, in one pass (CI has none: tests/test_gpu.py skips there).
+# The checks that need a GPU, in one pass (CI has none: tests/engines/test_gpu.py skips there).
 #
 #   bash scripts/gpu_check.sh OUT [PYTHON]
 #
 # writes five files to OUT, each step's output as it finishes, so that a run stopped
 # part-way keeps what it did:
 #   env.txt        the GPU, torch's and jax's versions and devices, the load
-#   tests.txt      tests/test_devices.py (every algorithm on the GPU, kinds cuda and
-#                  jax-gpu, beside the CPU stand-ins), tests/test_gpu.py and the device
+#   tests.txt      tests/engines/test_devices.py (every algorithm on the GPU, kinds cuda and
+#                  jax-gpu, beside the CPU stand-ins), tests/engines/test_gpu.py and the device
 #                  tests of test_timing_devices.py and test_backends.py
 #   rounds.txt     benchmarks/gpu.py --device cuda, one size at a time (ms per ZA1 round,
 #                  every engine, against the memory roofline)
@@ -48,7 +48,7 @@ step() {  # step LIMIT FILE COMMAND...: run COMMAND for at most LIMIT s, output 
 workers=$(( $(nproc) > 8 ? 8 : $(nproc) ))
 step "${GPU_CHECK_LIMIT_TESTS:-240}" tests.txt "$py" -m pytest -q -p no:cacheprovider \
     -n "$workers" -o addopts="-ra --strict-markers" \
-    tests/test_devices.py tests/test_gpu.py tests/test_timing_devices.py tests/test_backends.py
+    tests/engines/test_devices.py tests/engines/test_gpu.py tests/engines/test_timing_devices.py tests/engines/test_backends.py
 
 for size in ${GPU_CHECK_SIZES:-100x1024x20 1000x100x20 10000x1000x20 100000x100x20}; do
     step "${GPU_CHECK_LIMIT_SIZE:-60}" rounds.txt "$py" benchmarks/gpu.py \

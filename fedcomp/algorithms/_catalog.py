@@ -68,7 +68,7 @@ NOT_PRIVATE_RUNNING_SUM = ("the server keeps a running sum of every client's lat
 CLIENT, BOTH = ("client update",), ("client update", "server update")
 #: The values an algorithm reads on the host inside a round (:class:`HostValue`): the
 #: compiled engine runs those parts eagerly, saying why. Checked against the engine by
-#: tests/test_jax_engine.py (each is still needed: tracing that part really fails).
+#: tests/engines/test_jax_engine.py (each is still needed: tracing that part really fails).
 CONSTRAINED_PROX = HostValue(BOTH, "the ball-constrained prox bisects until converged, a host "
                              "test per step")
 NEWTON = HostValue(CLIENT, "the exact local prox is a damped Newton solve that stops when "

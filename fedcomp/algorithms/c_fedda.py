@@ -334,7 +334,7 @@ def c_fedda(radius: float | None = 1.0, smoothness: float | str = "auto",
     ``strong_convexity=0.1`` and a random start ``x0 = randn`` (``simulate(x0=...)``).
     Its μ-term, ``0.5*mu*xr/r`` with ``xr`` the sum of ``x0`` and the server models, held
     fixed within a round, is the paper's ``μE w̃_r/2`` under uniform weights: no option.
-    Tested in ``tests/test_bao_readings.py``.
+    Tested in ``tests/papers/test_bao_readings.py``.
 
     Examples
     --------

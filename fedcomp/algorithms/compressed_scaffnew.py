@@ -97,7 +97,7 @@ def compressed_scaffnew(client_lr: float = 0.1, comm_prob: float = 0.2, s: int =
     With ``s = n`` (and so ``χ = 1``) this is Scaffnew; fedcomp's ``scaffnew`` uploads
     ``x̂_i − (γ/p) h_i`` (for its server prox), whose average differs from that of the
     ``x̂_i`` only by rounding, so the two agree to rounding error, not bit for bit
-    (``tests/test_condat.py``).
+    (``tests/algorithms/test_condat.py``).
 
     The paper's algorithm box could not be read in full here (the search tool returns the
     papers' first pages only); the update above is written from the paper's description,

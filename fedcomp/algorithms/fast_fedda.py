@@ -195,7 +195,7 @@ def fast_fedda(smoothness: float | str = "auto", strong_convexity: float = 0.0,
     0.71 and 0.89. Why: with ``μ = 0``, ``c = γ_t = Lα_t`` and the newest gradient enters
     ``w`` with the constant step ``α_t/c = 1/L``, so each round's E local steps drift
     towards the client's own minimiser as FedDA's do; the ``μA_t/2`` term makes that step
-    about ``4/(μt)`` and the drift decays. Tested in ``tests/test_fast_fedda.py``.
+    about ``4/(μt)`` and the drift decays. Tested in ``tests/algorithms/test_fast_fedda.py``.
 
     **As run.** The defaults are the paper's equations. The authors' MATLAB
     (github.com/MingruiLiu-ML-Lab/Federated-Sparse-Learning) made Figs. 1-2 with
@@ -203,7 +203,7 @@ def fast_fedda(smoothness: float | str = "auto", strong_convexity: float = 0.0,
     ``order="prox_first"`` (``NuclearRun.m``), ``smoothness=550``, ``strong_convexity=0.1``
     and a random start ``x0 = randn`` (``simulate(x0=...)``; ``LassoRun.m`` line 44,
     ``NuclearRun.m`` line 35; ``EmnistRun.m`` starts from zeros, ``gamma = 25``).
-    Tested in ``tests/test_bao_readings.py``.
+    Tested in ``tests/papers/test_bao_readings.py``.
 
     Examples
     --------

@@ -166,7 +166,7 @@ def mc_fedda(stages: int = 3, stage_rounds: int | Sequence[int] = 100, radius: f
     ``nuc_prox_cs.m`` projects only when every singular value of ``A_st − W0`` exceeds ρ
     (line 10) and then multiplies by ``Vv``, not ``Vv'`` (line 12): at those radii its
     ball never acts, whereas ``soft_then_project`` projects correctly.
-    Tested in ``tests/test_bao_readings.py``.
+    Tested in ``tests/papers/test_bao_readings.py``.
 
     .. warning::
         The stages are a round schedule, and the algorithm cannot see how many rounds the

@@ -23,7 +23,7 @@ say which of its options this follows). Each iteration:
    ``y = A/(A + a') x + a'/(A + a') v``.
 
 With ``g = 0`` every step is the official code's (no stopping criterion, no adaptive λ,
-full gradients, every client), which ``tests/test_sdane.py`` checks against a NumPy
+full gradients, every client), which ``tests/algorithms/test_sdane.py`` checks against a NumPy
 transcription of it to 1e-12. ``g`` enters through the two proxes, which reduce to the
 identity at ``g = 0``; at the solution ``x*`` of ``f + g`` every local problem is solved
 by ``x*`` and the dual step keeps ``v = x*``.

@@ -54,8 +54,9 @@ def tamuna(client_lr: float = 0.1, comm_prob: float = 0.2, s: int = 2,
     Notes
     -----
     Problem: ``min (1/n) Σ_i f_i`` (``g = 0``, equal client weights; other regularizers and
-    weights are refused — see below; ``tests/test_condat.py::test_why_tamuna_has_no_prox_of_g``
-    shows that ProxSkip's server prox grafted onto the pattern-compressed average misses
+    weights are refused — see below;
+    ``tests/algorithms/test_condat.py::test_why_tamuna_has_no_prox_of_g`` shows that ProxSkip's
+    server prox grafted onto the pattern-compressed average misses
     ``x*``: each coordinate's shifts are averaged over ``s`` clients, not all).
     Control variates ``h_i = 0`` (so ``Σ h_i = 0``).
     Round ``r``: draw the cohort ``Ω`` (``c`` clients) and ``L ≥ 1``; every ``i ∈ Ω``

@@ -14,9 +14,9 @@ and extends the analysis to a nonconvex smooth ``f`` with a convex ``g``: sublin
 to a residual set by the stochastic-gradient variance and the batch size, linear under the
 proximal Polyak-Łojasiewicz inequality. Only the paper's abstract and introduction could be
 read here (its algorithm box could not), so fedcomp's ``za1`` follows the ICASSP Algorithm 1;
-``tests/test_za1_nonconvex.py`` checks the journal's phenomena on a loss verified nonconvex
-(:class:`fedcomp.losses.Logistic` with ``nonconvex > 0``): exact stationarity at a linear
-rate with full gradients, and a residual floor ``∝ 1/√b`` with minibatches of size ``b``.
+``tests/algorithms/test_za1_nonconvex.py`` checks the journal's phenomena on a loss verified
+nonconvex (:class:`fedcomp.losses.Logistic` with ``nonconvex > 0``): exact stationarity at a
+linear rate with full gradients, and a residual floor ``∝ 1/√b`` with minibatches of size ``b``.
 
 References
 ----------

@@ -22,7 +22,7 @@ from .. import __version__
 from .._lifetime import exit_code, signals_as_interrupt
 from . import _bench, _best, _completion, _data, _flower, _list, _plot, _report, _run, _show
 from ._common import DEFAULT_EXPERIMENT, default_jobs, default_out
-from ._common import _load_config as _load_config  # tests/test_readme.py reads configs with it
+from ._common import _load_config as _load_config  # tests/product/test_readme.py reads it
 from ._plot import PLOT_AXES
 from ._run import dry_run, idle_sweeps, resolve_run, resume_command, with_trackers
 

@@ -23,7 +23,7 @@ about 1.5 minutes. Final optimality with full gradients / b = 20 after 500 round
 * Fast-FedDA (Bao et al. 2022), μ = ϑ₂ = 0.01, L = the largest client constant (auto),
   E = 5: 8.0e-2 / 7.8e-2 — its decaying step gives a 1/T rate, no drift floor;
 * FedCanon (seed 002), β = 1, K = 5, α = βK = 5: 1.0e-3 / 8.3e-3 — linear convergence to
-  its bias plateau (clients never see g; see ``tests/test_fedcanon_bias.py``);
+  its bias plateau (clients never see g; see ``tests/papers/test_fedcanon_bias.py``);
 * FedDR (seed 003), η = 20 ≈ 1/√(μL), α = 1, local solver 5 gradient steps of size 1:
   5.8e-11 / 8.9e-3 — converges to x* like ZA1.
 
@@ -31,7 +31,7 @@ Left out, and why:
 
 * the same iterates as an algorithm already here: FedCanon II is FedCanon, and so is
   SCAFFOLD with ``server_prox`` under full participation, with α = η_g K η_l (both tested
-  in ``tests/test_fedcanon.py``); FedADMM with ρ = 1/η tracks FedDR (ρ = 0.05: 6.1e-11 /
+  in ``tests/algorithms/test_fedcanon.py``); FedADMM with ρ = 1/η tracks FedDR (ρ = 0.05: 6.1e-11 /
   8.9e-3, FedDR at η = 20: 5.8e-11 / 8.9e-3);
 * time: Scaffnew/ProxSkip with ``server_prox`` (γ = 1, p = 0.2: 2.9e-12 / 8.3e-3), FedProx
   with a server prox (μ = 0.01, server step 5: 0.30 / 0.30, FedMiD's drift floor) and FedPD

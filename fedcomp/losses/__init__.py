@@ -3,8 +3,8 @@
 Every loss is a frozen dataclass of hyperparameters whose ``value``, ``grad`` and
 ``smoothness`` take a block of models ``(B, *param_shape)`` and a :class:`fedcomp.data.Batch`
 with the same leading axis B. Register new ones in :data:`LOSSES` (name, class, one-line
-description): the contract tests in ``tests/test_losses.py`` and ``tests/test_contract.py``
-then cover them.
+description): the contract tests in ``tests/core/test_losses.py`` and
+``tests/core/test_contract.py`` then cover them.
 """
 
 from __future__ import annotations

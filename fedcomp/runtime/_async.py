@@ -183,8 +183,8 @@ def simulate_async(
     On jax arrays (``backend = "jax"`` or ``"jax-float32"``) this runner is not compiled:
     each arrival's client update and the server update run eagerly, operation by operation,
     on the jax arrays, with NumPy's iterates, counters and arrival order to rounding
-    (``tests/test_jax_runners.py``); only :func:`~fedcomp.runtime.simulate` traces its rounds
-    with ``jax.jit``. One client's update per server step is many small operations, each
+    (``tests/engines/test_jax_runners.py``); only :func:`~fedcomp.runtime.simulate` traces its
+    rounds with ``jax.jit``. One client's update per server step is many small operations, each
     dispatched on its own, so NumPy is the faster backend here.
 
     Examples

@@ -173,7 +173,7 @@ def simulate_decentralized(
     On jax arrays (``backend = "jax"`` or ``"jax-float32"``) this runner is not compiled:
     the local phase, the gossip and the evaluations run eagerly, operation by operation, on
     the jax arrays (all nodes in one block by default), with NumPy's iterates and counters
-    to rounding (``tests/test_jax_runners.py``); only :func:`~fedcomp.runtime.simulate`
+    to rounding (``tests/engines/test_jax_runners.py``); only :func:`~fedcomp.runtime.simulate`
     traces its rounds with ``jax.jit``. NumPy is the faster backend here.
 
     Examples

@@ -12,7 +12,7 @@ so ``F`` is the loss averaged over *all* N samples plus the regularizer — what
 split, the same objective a centralized fit minimises — and a federated algorithm
 (:func:`fedcomp.simulate`) solves it. The estimators are ordinary scikit-learn estimators
 (``get_params``/``set_params``, ``GridSearchCV``, ``Pipeline``, ``clone``, pickling) and
-pass every check of scikit-learn's ``check_estimator`` (``tests/test_sklearn.py``).
+pass every check of scikit-learn's ``check_estimator`` (``tests/product/test_sklearn.py``).
 
 * :class:`FederatedLinearRegression` — ``ℓ = ½(aᵀx + b − y)²``: with ``penalty="l1"`` it has
   *the same objective as* :class:`sklearn.linear_model.Lasso` with the same ``alpha``

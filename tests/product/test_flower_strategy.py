@@ -1,0 +1,513 @@
+"""``fedcomp.flower.Strategy`` in a user's own Flower apps: the simulator's iterates.
+
+The fast tests run Flower's own ``Strategy.start`` loop on an in-process grid whose nodes
+are a user's ``train``/``evaluate`` handlers (:func:`client_train`, :func:`client_evaluate`
+on each node's own arrays); the slow one runs a user's app directory on a SuperLink and
+SuperNodes started as separate processes, submitted with ``flwr run``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests._flower_cases import REGISTRY_OVERRIDES, SMOOTH_ONLY, sampled_or_all
+
+flwr = pytest.importorskip("flwr")
+
+from flwr.app import ArrayRecord, Context, Error, Message, MessageType, RecordDict  # noqa: E402
+
+from fedcomp import Problem, simulate  # noqa: E402
+from fedcomp.algorithms import ALGORITHMS, ditto, make_algorithm, rebuild_algorithm  # noqa: E402
+from fedcomp.data import ClientData  # noqa: E402
+from fedcomp.flower import FlowerRunError, Strategy, client_evaluate, client_train  # noqa: E402
+from fedcomp.losses import Logistic  # noqa: E402
+from fedcomp.privacy import private  # noqa: E402
+from fedcomp.regularizers import L1, Zero  # noqa: E402
+from fedcomp.runtime import setup_context  # noqa: E402
+
+pytestmark = pytest.mark.flower
+
+N_CLIENTS, DIM, ROUNDS, SEED, BATCH = 4, 6, 3, 3, 10
+
+
+@pytest.fixture(autouse=True)
+def _flower_env(tmp_path_factory, monkeypatch):
+    """A throwaway FLWR_HOME; no update check, no telemetry; what Flower's runtime sets
+    before a ServerApp creates messages."""
+    from flwr.supercore.task_identity import TaskIdentity
+
+    monkeypatch.setenv("FLWR_HOME", str(tmp_path_factory.mktemp("flwr-home")))
+    monkeypatch.setenv("FLWR_DISABLE_UPDATE_CHECK", "1")
+    monkeypatch.setenv("FLWR_TELEMETRY_ENABLED", "0")
+    for key, value in {"_run_id": 1, "_task_id": 1, "_node_id": 0}.items():
+        monkeypatch.setattr(TaskIdentity, key, value)
+
+
+def client_arrays(seed=0, n=N_CLIENTS, d=DIM):
+    """Each client's own (features, labels ±1), of different sizes."""
+    rng = np.random.default_rng(seed)
+    truth = rng.normal(size=d)
+    features = [rng.normal(size=(20 + 5 * k, d)) + 0.3 * k for k in range(n)]
+    labels = [np.where(f @ truth + rng.normal(size=len(f)) > 0, 1.0, -1.0) for f in features]
+    return features, labels
+
+
+class UserGrid:
+    """A grid whose nodes are a user's ClientApp handlers, each on its own arrays.
+
+    Node ``1000 + k`` has ``partition-id = k`` (``ids`` may renumber them); what a handler
+    raises becomes an error reply, as Flower's runtime does.
+    """
+
+    def __init__(self, features, labels, ids=None, train=client_train,
+                 evaluate=client_evaluate):
+        ids = list(range(len(features))) if ids is None else ids
+        self.contexts = {
+            1000 + k: Context(run_id=1, node_id=1000 + k, state=RecordDict(), run_config={},
+                              node_config={"partition-id": ids[k]})
+            for k in range(len(features))}
+        self.data = {1000 + k: (features[k], labels[k]) for k in range(len(features))}
+        self.train, self.evaluate = train, evaluate
+        self.replies: dict[str, Message] = {}
+        self.sent: list[Message] = []
+
+    def get_node_ids(self):
+        return list(self.contexts)
+
+    def push_messages(self, messages):
+        ids = []
+        for msg in messages:
+            msg.metadata.__dict__["_message_id"] = f"m{len(self.sent)}"
+            self.sent.append(msg)
+            ids.append(msg.metadata.message_id)
+            node = msg.metadata.dst_node_id
+            handler = (self.train if msg.metadata.message_type == MessageType.TRAIN
+                       else self.evaluate)
+            try:
+                reply = handler(msg, self.contexts[node], *self.data[node])
+            except Exception as exc:  # what Flower does with a ClientApp's exception
+                reply = Message(Error(code=2, reason=f"{type(exc).__name__}: {exc}"),
+                                reply_to=msg)
+            self.replies[msg.metadata.message_id] = reply
+        return ids
+
+    def pull_messages(self, message_ids):
+        return [self.replies.pop(i) for i in message_ids if i in self.replies]
+
+    def send_and_receive(self, messages, *, timeout=None):
+        return self.pull_messages(self.push_messages(list(messages)))
+
+
+def simulator_run(algorithm, features, labels, regularizer, clients_per_round, rounds=ROUNDS,
+                  weighting="samples"):
+    problem = Problem(Logistic(l2=0.05), regularizer, ClientData.from_lists(features, labels),
+                      weighting=weighting)
+    return simulate(algorithm, problem, rounds=rounds, clients_per_round=clients_per_round,
+                    batch_size=BATCH, seed=SEED, progress=False)
+
+
+def strategy_run(algorithm, features, labels, regularizer, clients_per_round,
+                 rounds=ROUNDS, **options):
+    strategy = Strategy(algorithm, loss={"name": "logistic", "l2": 0.05},
+                        regularizer=regularizer, num_clients=len(features),
+                        clients_per_round=clients_per_round, batch_size=BATCH, seed=SEED,
+                        **options)
+    grid = UserGrid(features, labels)
+    result = strategy.start(grid, ArrayRecord([np.zeros(DIM)]), num_rounds=rounds)
+    return strategy, result, grid
+
+
+ROUND_BASED = sorted(name for name in ALGORITHMS if ALGORITHMS.entry(name).execution == "rounds")
+
+
+def participation(algorithm, features, labels, regularizer, weighting):
+    """2 of 4 clients per round, or all for an algorithm defined for full participation."""
+    return sampled_or_all(algorithm, Problem(Logistic(l2=0.05), regularizer,
+                                             ClientData.from_lists(features, labels),
+                                             weighting=weighting))
+
+
+def assert_same_iterates(strategy, result, run):
+    model = result.arrays.to_numpy_ndarrays()[0]
+    np.testing.assert_allclose(model, np.asarray(run.x), rtol=0, atol=1e-12)
+    counted = result.train_metrics_clientapp[max(result.train_metrics_clientapp)]
+    for key, value in run.counters.as_dict().items():
+        assert counted[key] == value, key
+
+
+@pytest.mark.parametrize("name", ROUND_BASED)
+def test_every_round_based_algorithm_gives_the_simulators_iterates(name):
+    """Each registered round-based algorithm, defaults, through a user's handlers.
+
+    Condat et al.'s methods solve (1/n) Σ f_i: they run with uniform weights, on both sides.
+    """
+    features, labels = client_arrays()
+    regularizer = Zero() if name in SMOOTH_ONLY else L1(1e-3)
+    weighting = "uniform" if name in SMOOTH_ONLY else "samples"
+    algorithm = make_algorithm(name, **REGISTRY_OVERRIDES.get(name, {}))
+    cpr = participation(algorithm, features, labels, regularizer, weighting)
+    strategy, result, _ = strategy_run(algorithm, features, labels, regularizer, cpr,
+                                       weighting=weighting)
+    assert_same_iterates(strategy, result, simulator_run(algorithm, features, labels,
+                                                         regularizer, cpr, weighting=weighting))
+
+
+WRAPPED = {
+    # FedDR's warm-up round (every client) runs before Flower's round 1
+    "feddr-warmup": (lambda: make_algorithm("feddr", eta=2.0, alpha=1.5, client_lr=0.3,
+                                            local_steps=3), 1),
+    "ditto-fedmid": (lambda: ditto(make_algorithm("fedmid", client_lr=0.3, local_steps=3),
+                                   lam=0.1), 2),
+    "top_k-ef21": (lambda: rebuild_algorithm("fedmid", client_lr=0.3, local_steps=3,
+                                             compressor={"name": "top_k", "k": 2}, ef21=True),
+                   None),
+    "private-local": (lambda: private(make_algorithm("fedavg", client_lr=0.3, local_steps=3),
+                                      clip=0.5, noise_multiplier=0.8, local=True), 2),
+    "private-central": (lambda: private(make_algorithm("fedavg", client_lr=0.3,
+                                                       local_steps=3),
+                                        clip=0.5, noise_multiplier=0.8), 2),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WRAPPED))
+def test_wrapped_algorithms_give_the_simulators_iterates(case):
+    """Warm-up phases, personal models, compressed and private uploads."""
+    build, cpr = WRAPPED[case]
+    features, labels = client_arrays(1)
+    strategy, result, _ = strategy_run(build(), features, labels, L1(1e-3), cpr)
+    assert_same_iterates(strategy, result,
+                         simulator_run(build(), features, labels, L1(1e-3), cpr))
+
+
+def test_auto_step_resolves_on_every_clients_smoothness():
+    """The server prepares 'auto' from the L_i the nodes report: as the simulator does."""
+    features, labels = client_arrays(2)
+    algorithm = make_algorithm("fast_fedda", smoothness="auto", strong_convexity=0.05,
+                               local_steps=3)
+    strategy, result, _ = strategy_run(algorithm, features, labels, L1(1e-3), None)
+    problem = Problem(Logistic(l2=0.05), L1(1e-3), ClientData.from_lists(features, labels))
+    resolved = algorithm.prepare(setup_context(problem)).hyperparameters["smoothness"]
+    assert strategy.algorithm.hyperparameters["smoothness"] == resolved != "auto"
+    assert_same_iterates(strategy, result,
+                         simulator_run(algorithm, features, labels, L1(1e-3), None))
+
+
+def test_client_evaluation_gives_the_federated_objective():
+    features, labels = client_arrays(3)
+    algorithm = make_algorithm("fedmid", client_lr=0.3, local_steps=3)
+    _, result, _ = strategy_run(algorithm, features, labels, L1(1e-2), 2, evaluate_every=1)
+    run = simulator_run(algorithm, features, labels, L1(1e-2), 2)
+    assert sorted(result.evaluate_metrics_clientapp) == [1, 2, 3]
+    for row in run.history[1:]:
+        metrics = result.evaluate_metrics_clientapp[row["round"]]
+        assert metrics["objective"] == pytest.approx(row["objective"], rel=1e-12)
+        assert 0.0 <= metrics["accuracy"] <= 1.0
+
+
+def test_without_evaluate_every_no_evaluate_message_is_sent():
+    features, labels = client_arrays()
+    _, _, grid = strategy_run(make_algorithm("fedavg", client_lr=0.3), features, labels,
+                              L1(1e-3), None)
+    assert {m.metadata.message_type for m in grid.sent} == {MessageType.TRAIN}
+
+
+def test_a_user_handler_without_client_train_fails_discovery_naming_the_fix():
+    features, labels = client_arrays()
+
+    def fedavg_style_train(msg, context, x, y):  # reads Flower's "arrays" record
+        return Message(RecordDict({"arrays": msg.content["arrays"]}), reply_to=msg)
+
+    strategy = Strategy("fedavg", loss="logistic", num_clients=N_CLIENTS)
+    grid = UserGrid(features, labels, train=fedavg_style_train)
+    with pytest.raises(FlowerRunError, match=r"discovery.*client_train\(msg, context"):
+        strategy.start(grid, ArrayRecord([np.zeros(DIM)]), num_rounds=1)
+
+
+def test_two_nodes_with_one_partition_id_are_refused():
+    features, labels = client_arrays()
+    grid = UserGrid(features, labels, ids=[0, 1, 1, 2])
+    strategy = Strategy("fedavg", loss="logistic", num_clients=N_CLIENTS)
+    with pytest.raises(FlowerRunError, match="both client 1.*own partition-id"):
+        strategy.start(grid, ArrayRecord([np.zeros(DIM)]), num_rounds=1)
+
+
+def test_too_few_nodes_time_out_naming_the_count():
+    features, labels = client_arrays(n=3)
+    strategy = Strategy("fedavg", loss="logistic", num_clients=4, node_timeout=0.5)
+    with pytest.raises(FlowerRunError, match="for 4 SuperNodes .* but 3 connected"):
+        strategy.start(UserGrid(features, labels), ArrayRecord([np.zeros(DIM)]), num_rounds=1)
+
+
+def test_a_failing_node_names_its_client_and_round():
+    features, labels = client_arrays()
+    calls = {"n": 0}
+
+    def flaky(msg, context, x, y):
+        if msg.content.config_records["fedcomp"]["phase"] == "train":
+            calls["n"] += 1
+            if calls["n"] == 6:  # round 2, the second client
+                raise RuntimeError("disk full")
+        return client_train(msg, context, x, y)
+
+    strategy = Strategy("fedavg", loss="logistic", num_clients=N_CLIENTS)
+    grid = UserGrid(features, labels, train=flaky)
+    with pytest.raises(FlowerRunError, match=r"client 1 \(SuperNode 1001\) failed in round 2"
+                                             r".*disk full"):
+        strategy.start(grid, ArrayRecord([np.zeros(DIM)]), num_rounds=3)
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ({"algorithm": "async_feddr"}, "event clock"),
+    ({"algorithm": "dfedda"}, "gossip"),
+    ({"num_clients": 0}, "num_clients must be a positive integer"),
+    ({"clients_per_round": 5}, r"clients_per_round must be an integer in 1\.\.4"),
+    ({"batch_size": 0}, "batch_size must be a positive integer"),
+    ({"evaluate_every": -1}, "evaluate_every must be an integer >= 0"),
+    ({"loss": "hinge"}, "unknown loss 'hinge'"),
+    ({"regularizer": {"name": "l1", "strength": 1}}, "strength"),
+    ({"regularizer": object()}, "regularizer must be a registered name"),
+])
+def test_bad_arguments_are_refused_before_any_node_is_asked(arguments, message):
+    kwargs = {"algorithm": "fedavg", "loss": "logistic", "num_clients": N_CLIENTS, **arguments}
+    with pytest.raises(ValueError, match=message):
+        Strategy(kwargs.pop("algorithm"), **kwargs)
+
+
+def test_initial_arrays_must_be_one_floating_model():
+    features, labels = client_arrays()
+    strategy = Strategy("fedavg", loss="logistic", num_clients=N_CLIENTS)
+    with pytest.raises(ValueError, match="holds 2 arrays; a fedcomp model is one array"):
+        strategy.start(UserGrid(features, labels),
+                       ArrayRecord([np.zeros(DIM), np.zeros(1)]), num_rounds=1)
+
+
+def test_a_node_without_partition_id_names_the_node_config():
+    features, labels = client_arrays()
+    grid = UserGrid(features, labels)
+    for context in grid.contexts.values():
+        context.node_config.clear()
+    strategy = Strategy("fedavg", loss="logistic", num_clients=N_CLIENTS)
+    with pytest.raises(FlowerRunError, match="no partition-id in its node config"):
+        strategy.start(grid, ArrayRecord([np.zeros(DIM)]), num_rounds=1)
+
+
+# --- a real deployment of a user's own app: SuperLink + SuperNodes as processes -----------------
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "flower.md"
+
+
+def docs_block(marker):
+    """The one ```python block of docs/flower.md containing ``marker``."""
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", DOCS.read_text(), re.S)
+              if marker in b]
+    assert len(blocks) == 1, marker
+    return blocks[0]
+
+
+def write_user_app(directory, model_path):
+    """The documentation's two apps, verbatim, as a Flower app directory."""
+    package = directory / "yourapp"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text('"""A Flower app of its own using fedcomp."""\n')
+    (package / "server_app.py").write_text(docs_block("Strategy(feddr("))
+    (package / "client_app.py").write_text(docs_block("client_train(msg, context"))
+    (directory / "pyproject.toml").write_text(textwrap.dedent(f"""\
+        [build-system]
+        requires = ["hatchling"]
+        build-backend = "hatchling.build"
+
+        [project]
+        name = "yourapp"
+        version = "1.0.0"
+        license = "MIT"
+        dependencies = ["fedcomp[flower]"]
+
+        [tool.hatch.build.targets.wheel]
+        packages = ["."]
+
+        [tool.flwr.app]
+        publisher = "someone"
+
+        [tool.flwr.app.components]
+        serverapp = "yourapp.server_app:app"
+        clientapp = "yourapp.client_app:app"
+
+        [tool.flwr.app.config]
+        model-path = {json.dumps(str(model_path))}
+        """))
+    return directory
+
+
+@pytest.mark.xdist_group("serial")  # processes, ports (Ray, Flower servers)
+@pytest.mark.slow
+def test_the_documented_app_on_a_localhost_deployment_gives_the_simulators_iterates(tmp_path):
+    """docs/flower.md's ServerApp and ClientApp (each node's own data file) on a SuperLink
+    and three SuperNodes started as processes (TLS, SuperNode authentication), submitted
+    with ``flwr run``: FedDR's warm-up, 2 of 3 clients per round, minibatches, evaluation."""
+    from fedcomp._lifetime import alive
+    from fedcomp.flower._local import run_local_app
+
+    features, labels = client_arrays(4, n=3)
+    files = []
+    for k in range(3):
+        files.append(tmp_path / f"client{k}.npz")
+        np.savez(files[-1], x=features[k], y=labels[k])
+    app = write_user_app(tmp_path / "app", tmp_path / "model.npy")
+    lines = []
+    status = run_local_app(app, tmp_path / "out", nodes=3, timeout=500, echo=lines.append,
+                           node_config=lambda k: f'partition-id={k} data-file="{files[k]}"')
+    assert status["status"] == "ok", (status, lines[-40:])
+    assert [pid for pid in status["pids"] if alive(pid)] == []
+    assert any("objective" in line for line in lines)  # the evaluation rounds were logged
+
+    # the same run in the simulator: the documented algorithm, problem and settings
+    problem = Problem(Logistic(), L1(1e-3), ClientData.from_lists(features, labels))
+    algorithm = make_algorithm("feddr", eta=2.0, alpha=1.5, client_lr=0.3, local_steps=3)
+    run = simulate(algorithm, problem, rounds=3, clients_per_round=2, batch_size=10, seed=0,
+                   progress=False)
+    model = np.load(tmp_path / "model.npy")
+    assert np.abs(model).max() > 1e-3  # it trained
+    np.testing.assert_allclose(model, np.asarray(run.x), rtol=0, atol=1e-12)
+
+
+# --- replies the server refuses: never aggregated, one error naming node, client and round ------
+def upload_record(**fields):
+    """An ``upload`` record of these arrays, as a tampered ClientApp would send."""
+    from flwr.app import Array
+
+    return ArrayRecord({k: Array.from_numpy_ndarray(np.asarray(v)) for k, v in fields.items()})
+
+
+def bad_counts(content, counts):
+    from flwr.app import MetricRecord
+
+    content["counts"] = MetricRecord(counts)
+
+
+BAD_UPLOADS = {
+    "shape": (lambda c: c.__setitem__("upload", upload_record(delta=np.zeros((1, DIM - 1)))),
+              r"upload field 'delta' has shape \(1, 5\) where \(1, 6\) \(the model's shape \(6,\)"),
+    "integer": (lambda c: c.__setitem__("upload", upload_record(delta=np.ones((1, DIM), int))),
+                r"upload field 'delta' has dtype int64; uploads are floating"),
+    "nan": (lambda c: c.__setitem__("upload", upload_record(
+        delta=np.where(np.arange(DIM) == 2, np.nan, 0.1)[None])),
+            r"upload field 'delta' holds 1 non-finite value .*lower the step size"),
+    "other-field": (lambda c: c.__setitem__("upload", upload_record(d=np.zeros((1, DIM)))),
+                    r"upload fields \['d'\] differ from the other participants' \['delta'\]"),
+    "undecodable": (lambda c: c.__setitem__("upload", upload_record(
+        **{"delta.shape": np.array([1, DIM]), "delta.idx": np.array([99], np.int32),
+           "delta.val": np.array([1.0])})),
+                    r"the upload record does not decode \(IndexError"),
+    "no-upload": (lambda c: c.array_records.pop("upload"), r"the reply has no 'upload' record"),
+    "negative-count": (lambda c: bad_counts(c, {"grad_evals": -3}),
+                       r"count 'grad_evals' is -3; counts are integers >= 0"),
+    "fractional-count": (lambda c: bad_counts(c, {"grad_evals": 2.5}),
+                         r"count 'grad_evals' is 2\.5"),
+    "unknown-count": (lambda c: bad_counts(c, {"samples_seen": 5}),
+                      r"count 'samples_seen' is not one of fedcomp's counters"),
+}
+
+
+def tampering(change, client=1, flower_round=2):
+    """A user's train handler that sends client ``client``'s reply of ``flower_round``
+    changed by ``change(content)`` (every other reply is client_train's)."""
+    def train(msg, context, x, y):
+        reply = client_train(msg, context, x, y)
+        spec = msg.content.config_records["fedcomp"]
+        if (spec["phase"] == "train" and spec["round"] == flower_round - 1
+                and context.node_config["partition-id"] == client):
+            change(reply.content)
+        return reply
+
+    return train
+
+
+@pytest.mark.parametrize("case", sorted(BAD_UPLOADS))
+def test_a_bad_upload_stops_the_run_naming_node_client_round_and_field(case):
+    """Wrong shape, integer or NaN arrays, other fields, a record that does not decode, bad
+    counts: refused before anything of the round is aggregated or counted."""
+    change, message = BAD_UPLOADS[case]
+    features, labels = client_arrays()
+    algorithm = make_algorithm("fedavg", client_lr=0.3, local_steps=2)
+    clean, result, _ = strategy_run(algorithm, features, labels, L1(1e-3), None, rounds=1)
+    strategy = Strategy(algorithm, loss={"name": "logistic", "l2": 0.05}, regularizer=L1(1e-3),
+                        num_clients=N_CLIENTS, batch_size=BATCH, seed=SEED)
+    grid = UserGrid(features, labels, train=tampering(change))
+    with pytest.raises(FlowerRunError, match=r"client 1 \(SuperNode 1001\) sent a reply the "
+                                             r"server refuses in round 2: " + message):
+        strategy.start(grid, ArrayRecord([np.zeros(DIM)]), num_rounds=3)
+    # nothing of round 2 was used: the model and the counts are round 1's (but for round
+    # 2's broadcast, which was sent)
+    np.testing.assert_array_equal(strategy.algorithm.output(strategy.server_state),
+                                  result.arrays.to_numpy_ndarrays()[0])
+    sent = {"floats_down", "bits_down"}
+    assert ({k: v for k, v in strategy.counters.as_dict().items() if k not in sent}
+            == {k: v for k, v in clean.counters.as_dict().items() if k not in sent})
+
+
+@pytest.mark.parametrize("report, message", [
+    ({"samples": -5.0}, r"samples is -5\.0; it must be finite and > 0"),
+    ({"samples": float("nan")}, r"samples is nan"),
+    ({"smoothness": float("inf")}, r"smoothness is inf; it must be finite and >= 0"),
+    ({"client-id": 1.5}, r"client-id is 1\.5, not an integer"),
+])
+def test_a_bad_discovery_report_is_refused_naming_the_node(report, message):
+    """A negative or NaN sample total would make negative or NaN client weights."""
+    from flwr.app import ConfigRecord
+
+    features, labels = client_arrays()
+
+    def discover(msg, context, x, y):
+        reply = client_train(msg, context, x, y)
+        if context.node_config["partition-id"] == 2:
+            info = dict(reply.content.config_records["fedcomp"])
+            reply.content["fedcomp"] = ConfigRecord({**info, **report})
+        return reply
+
+    strategy = Strategy("fedavg", loss="logistic", num_clients=N_CLIENTS)
+    with pytest.raises(FlowerRunError, match="SuperNode 1002 sent a discovery reply the server "
+                                             "refuses: " + message):
+        strategy.start(UserGrid(features, labels, train=discover),
+                       ArrayRecord([np.zeros(DIM)]), num_rounds=1)
+
+
+def test_a_bad_evaluation_is_refused_naming_client_and_round():
+    from flwr.app import MetricRecord
+
+    features, labels = client_arrays()
+
+    def evaluate(msg, context, x, y):
+        reply = client_evaluate(msg, context, x, y)
+        if context.node_config["partition-id"] == 3:
+            reply.content["metrics"] = MetricRecord({"loss": float("nan"), "accuracy": 0.5})
+        return reply
+
+    strategy = Strategy(make_algorithm("fedavg", client_lr=0.3), loss="logistic",
+                        num_clients=N_CLIENTS, evaluate_every=1)
+    with pytest.raises(FlowerRunError, match=r"client 3 \(SuperNode 1003\) .* evaluating round 1"
+                                             r": the evaluation's loss is nan"):
+        strategy.start(UserGrid(features, labels, evaluate=evaluate),
+                       ArrayRecord([np.zeros(DIM)]), num_rounds=1)
+
+
+def test_a_reply_from_a_node_outside_the_federation_is_refused():
+    features, labels = client_arrays()
+
+    def impostor(msg, context, x, y):
+        reply = client_train(msg, context, x, y)
+        spec = msg.content.config_records["fedcomp"]
+        if spec["phase"] == "train" and context.node_config["partition-id"] == 0:
+            reply.metadata.__dict__["_src_node_id"] = 4242
+        return reply
+
+    strategy = Strategy(make_algorithm("fedavg", client_lr=0.3), loss="logistic",
+                        num_clients=N_CLIENTS)
+    with pytest.raises(FlowerRunError, match=r"in round 1 came from SuperNodes \[4242\], which "
+                                             "are none of the federation's clients"):
+        strategy.start(UserGrid(features, labels, train=impostor),
+                       ArrayRecord([np.zeros(DIM)]), num_rounds=1)
