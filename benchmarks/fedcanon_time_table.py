@@ -26,7 +26,7 @@ import argparse
 import copy
 
 from fedcomp.config import ConfigError, load
-from fedcomp.experiments import fedcanon_vs_composite as exp
+from fedcomp.experiments.claims import fedcanon_vs_composite as exp
 
 
 def main() -> None:

@@ -54,7 +54,8 @@ from ._base import (
 )
 
 #: Rounds of one S-DANE iteration: the gradient exchange at the centre, then the local solve
-#: (the official code's x-axis counts the two as one; ``fedcomp.experiments.sdane_polyhedron``).
+#: (the official code's x-axis counts the two as one;
+#: ``fedcomp.experiments.claims.sdane_polyhedron``).
 ROUNDS_PER_ITERATION = 2
 
 

@@ -1,7 +1,7 @@
 """The built-in experiments' rules: which module judges which experiment.
 
 An experiment is its TOML file (``fedcomp/configs/NAME.toml``, :func:`fedcomp.config.load`)
-and, when it makes a claim, a module ``fedcomp/experiments/NAME.py`` holding the claim's
+and, when it makes a claim, a module ``fedcomp/experiments/claims/NAME.py`` holding the claim's
 verdict rule (``verdict(finals, config) -> (verdict, rule)``) and whatever else code must
 compute for it. The module is found by the experiment's name, so adding an experiment
 touches no list. A timing experiment (``kind = "timing"`` in its TOML) is measured by its
@@ -20,11 +20,11 @@ from ..config import ConfigError, experiment_names, load
 
 
 def rule_module(name: str) -> ModuleType | None:
-    """The module judging experiment ``name``: ``fedcomp.experiments.NAME``, or None (a
+    """The module judging experiment ``name``: ``fedcomp.experiments.claims.NAME``, or None (a
     configuration of the user's, or an experiment without a claim)."""
     if not name.isidentifier() or name.startswith("_"):
         return None
-    module = f"{__package__}.{name}"
+    module = f"{__package__}.claims.{name}"
     if importlib.util.find_spec(module) is None:
         return None
     return importlib.import_module(module)

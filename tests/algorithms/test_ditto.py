@@ -187,7 +187,7 @@ def _finals(personal, global_, f1_personal, f1_global):
      "not reproduced"),
 ], ids=["reproduced", "gain-does-not-shrink", "no-support-gain"])
 def test_the_personal_sparse_rule(finals, expected):
-    from fedcomp.experiments import personal_sparse
+    from fedcomp.experiments.claims import personal_sparse
 
     verdict, rule = personal_sparse.verdict(finals)
     assert verdict == expected, (verdict, rule)

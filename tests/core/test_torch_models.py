@@ -629,7 +629,7 @@ def test_config_errors_name_the_fix():
 
 def test_prox_cost_timing_experiment(tmp_path):
     from fedcomp.experiments import run_experiment
-    from fedcomp.experiments.prox_cost import verdict
+    from fedcomp.experiments.claims.prox_cost import verdict
 
     config = {"name": "prox_cost", "kind": "timing", "batch_size": 4, "repeats": 1,
               "networks": [{"name": "mlp", "input_shape": [1, 6, 6], "options": {"hidden": [4]}},

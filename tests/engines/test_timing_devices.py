@@ -9,9 +9,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from fedcomp.config import ConfigError, load  # noqa: E402
-from fedcomp.experiments import prox_cost  # noqa: E402
-from fedcomp.experiments._timing import best_time, check_device  # noqa: E402
-from fedcomp.experiments.fedcanon_vs_composite import gpu_backend, on_device  # noqa: E402
+from fedcomp.experiments.claims import prox_cost  # noqa: E402
+from fedcomp.experiments.claims._timing import best_time, check_device  # noqa: E402
+from fedcomp.experiments.claims.fedcanon_vs_composite import gpu_backend, on_device  # noqa: E402
 
 NO_GPU = not torch.cuda.is_available()
 

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from fedcomp.config import load
-from fedcomp.experiments import bao2022_lowrank, bao2022_sparse_regression, run_experiment
+from fedcomp.experiments import run_experiment
+from fedcomp.experiments.claims import bao2022_lowrank, bao2022_sparse_regression
 
 
 def reduced(module, rounds=240):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fedcomp.experiments import dp_utility
+from fedcomp.experiments.claims import dp_utility
 
 pytest.importorskip("dp_accounting")
 

@@ -7,9 +7,9 @@ import io
 from pathlib import Path
 
 from fedcomp.config import apply_override, load
-from fedcomp.experiments import fedcanon_stepsizes as stepsizes
-from fedcomp.experiments import fedcanon_vs_composite as composite
 from fedcomp.experiments import run_experiment
+from fedcomp.experiments.claims import fedcanon_stepsizes as stepsizes
+from fedcomp.experiments.claims import fedcanon_vs_composite as composite
 
 CONFIGS = Path(__file__).resolve().parents[2] / "fedcomp" / "configs"
 

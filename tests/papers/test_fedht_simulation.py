@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fedcomp.data import DATASETS, tong_sparse_regression
-from fedcomp.experiments import fedht_simulation
+from fedcomp.experiments.claims import fedht_simulation
 
 
 def test_the_generator_is_seeded_heterogeneous_and_registered():

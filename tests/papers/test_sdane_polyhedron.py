@@ -100,7 +100,7 @@ BASELINES = {"gd": 120.0, "fedprox": 88.0, "scaffold": 58.0}
     ({"sdane": 130.0, "acc_sdane": 130.0, **BASELINES, "scaffnew": 40.0}, "not reproduced"),
 ], ids=["first", "per-iteration-only", "never", "behind"])
 def test_the_rule(rounds, level):
-    from fedcomp.experiments import sdane_polyhedron
+    from fedcomp.experiments.claims import sdane_polyhedron
 
     verdict, rule = sdane_polyhedron.verdict(finals(rounds))
     assert verdict.split(" (")[0] == level, (verdict, rule)
@@ -108,7 +108,7 @@ def test_the_rule(rounds, level):
 
 
 def test_a_baseline_that_diverged_is_beaten_and_named():
-    from fedcomp.experiments import sdane_polyhedron
+    from fedcomp.experiments.claims import sdane_polyhedron
 
     found = finals({"sdane": 30.0, "acc_sdane": 34.0, **BASELINES, "scaffnew": 40.0})
     found[("gd", "full")] = SeedFinals({"diverged": 3.0, "seeds": 3.0})

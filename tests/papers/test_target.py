@@ -10,7 +10,8 @@ import math
 import pytest
 
 from fedcomp.config import ConfigError, load, quick_config
-from fedcomp.experiments import condat_bits, resolve, run_experiment
+from fedcomp.experiments import resolve, run_experiment
+from fedcomp.experiments.claims import condat_bits
 
 
 def _quick(**changes):

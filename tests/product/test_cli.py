@@ -331,7 +331,7 @@ def test_timing_config_keys_are_checked(tmp_path, capsys):
     import tomllib
 
     from fedcomp.config import ConfigError, quick_config, reading_config, readings
-    from fedcomp.experiments import prox_cost
+    from fedcomp.experiments.claims import prox_cost
 
     path = Path(__file__).parents[2] / "fedcomp" / "configs" / "prox_cost.toml"
     good = tomllib.loads(path.read_text())

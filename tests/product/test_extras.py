@@ -239,7 +239,8 @@ def test_torch_api_without_torch(tmp_path):
         "networks": "import fedcomp.losses; fedcomp.losses.NETWORKS",
         "backend": "from fedcomp.config import load; from fedcomp.experiments import "
                    "resolve; resolve({**load('seed000'), 'backend': 'torch'})",
-        "timing": "from fedcomp.config import load; from fedcomp.experiments import prox_cost; "
+        "timing": "from fedcomp.config import load; "
+                  "from fedcomp.experiments.claims import prox_cost; "
                   "prox_cost.run(load('prox_cost'), "
                   "'timing-out')",
     }, tmp_path)

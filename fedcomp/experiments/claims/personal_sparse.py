@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import load
-from ._verdict import Comparisons, SeedFinals, cannot_judge, entry
+from ...config import load
+from .._verdict import Comparisons, SeedFinals, cannot_judge, entry
 
 NAME = "personal_sparse"
 

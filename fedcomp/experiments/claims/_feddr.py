@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._verdict import Comparisons, baseline, cannot_judge, entry, noted, value
+from .._verdict import Comparisons, baseline, cannot_judge, entry, noted, value
 
 #: The setting of Fig. 7 the synthetic rule judges: synthetic-(1,1), every client every round.
 FIG7 = "synthetic_1_1_full"

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._verdict import Comparisons, cannot_judge, entry, noted, problem
 from ._bao2022 import BASELINES, PROPOSED
-from ._verdict import Comparisons, cannot_judge, entry, noted, problem
 
 NAME = "bao2022_emnist"
 

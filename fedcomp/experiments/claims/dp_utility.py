@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import load
-from ._verdict import cannot_judge, entry, value
+from ...config import load
+from .._verdict import cannot_judge, entry, value
 
 #: The excess at the largest ε, relative to the non-private objective, that counts as near.
 NEAR = 0.05

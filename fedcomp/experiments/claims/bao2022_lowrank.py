@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import load
+from ...config import load
 from . import _bao2022
 
 CLAIM = ("Fig. 2: Fast-FedDA, C-FedDA and MC-FedDA converge faster than FedDA and FedMiD "

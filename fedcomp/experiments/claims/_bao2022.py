@@ -8,7 +8,7 @@ show faster numerical convergence", and every method but FedMiD recovers the sup
 
 from __future__ import annotations
 
-from ._verdict import Comparisons, cannot_judge, entry, noted, problem, value
+from .._verdict import Comparisons, cannot_judge, entry, noted, problem, value
 
 PROPOSED = ("fast_fedda", "c_fedda", "mc_fedda")
 BASELINES = ("fedda", "fedmid")

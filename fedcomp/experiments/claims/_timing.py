@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .._extras import require
+from ..._extras import require
 
 
 def check_device(device: str) -> Any:
@@ -25,7 +25,7 @@ def check_device(device: str) -> Any:
     >>> check_device("cpu")
     device(type='cpu')
     """
-    from ..config import ConfigError
+    from ...config import ConfigError
 
     torch = require("torch", f"a timing on device = {device!r}")
     try:

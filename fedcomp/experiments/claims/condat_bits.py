@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ._verdict import Comparisons, baseline, cannot_judge, entry, noted, value
+from .._verdict import Comparisons, baseline, cannot_judge, entry, noted, value
 
 COMPRESSED = ("compressed_scaffnew", "tamuna", "locodl")
 BASELINES = ("scaffnew", "fedavg")

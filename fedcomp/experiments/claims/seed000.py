@@ -48,8 +48,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import batch_modes, load, mode_name
-from ._verdict import Comparisons, baseline, cannot_judge, entry, noted, value
+from ...config import batch_modes, load, mode_name
+from .._verdict import Comparisons, baseline, cannot_judge, entry, noted, value
 
 CLAIM = ("Fig. 1 (left): with full gradients ZA1 converges exactly while FedMiD and FedDA stall "
          "at a client-drift floor; (right) with b = 20 ZA1 still ends lowest.")

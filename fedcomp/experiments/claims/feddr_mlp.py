@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._verdict import Comparisons, cannot_judge, entry, noted
+from .._verdict import Comparisons, cannot_judge, entry, noted
 
 NAME = "feddr_mlp"
 BASELINES = ("fedavg", "fedprox", "fedpd")

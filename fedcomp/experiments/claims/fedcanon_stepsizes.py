@@ -19,8 +19,8 @@ import math
 import re
 from typing import Any
 
-from ..config import load
-from ._verdict import cannot_judge, entry, value
+from ...config import load
+from .._verdict import cannot_judge, entry, value
 
 BETA_FIXED, ALPHA_FIXED = 0.02, 0.05
 ALPHAS = (0.01, 0.02, 0.05, 0.1, 0.2)

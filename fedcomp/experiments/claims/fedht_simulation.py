@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._verdict import Comparisons, baseline, cannot_judge, entry, noted, value
+from .._verdict import Comparisons, baseline, cannot_judge, entry, noted, value
 
 PROPOSED = ("fed_ht", "fediter_ht")
 BASELINE = "distributed_iht"

@@ -38,8 +38,8 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from .._array import to_numpy, wait_for
-from .._extras import check_installed, require
+from ..._array import to_numpy, wait_for
+from ..._extras import check_installed, require
 from ._timing import best_time, check_device
 
 CLAIM = ("TABLE I: on ResNet-18 one l1 / MCP / SCAD proximal mapping costs 1.38x / 2.57x / "
@@ -95,8 +95,8 @@ def check_config(config: dict[str, Any]) -> None:
         When PyTorch (the ``torch`` extra) is not installed.
     """
 
-    from ..config import ConfigError
-    from ..regularizers import REGULARIZERS
+    from ...config import ConfigError
+    from ...regularizers import REGULARIZERS
 
     def check_keys(table: dict[str, Any], accepted: set[str], where: str) -> None:
         unknown = sorted(set(table) - accepted)
@@ -188,7 +188,7 @@ def prox_call(implementation: str, penalty: dict[str, Any], x: Any, sizes: list[
     device) computed as ``implementation`` does (:data:`IMPLEMENTATIONS`); ``sizes`` are
     the network's parameter tensors' sizes, in order (``per_tensor``)."""
     torch = require("torch", "fedcomp.experiments.prox_cost")
-    from ..regularizers import make_regularizer
+    from ...regularizers import make_regularizer
 
     params = {k: v for k, v in penalty.items() if k != "name"}
     reg = make_regularizer(penalty["name"], **params)
@@ -224,8 +224,8 @@ def time_network(spec: dict[str, Any], penalties: list[dict[str, Any]], batch_si
     one row per prox implementation (the forward-backward pass is timed once)."""
     torch = require("torch", "fedcomp.experiments.prox_cost")
 
-    from ..data import Batch
-    from ..losses import TorchModel
+    from ...data import Batch
+    from ...losses import TorchModel
 
     where = check_device(device)
     loss = TorchModel(spec["name"], input_shape=tuple(spec["input_shape"]),

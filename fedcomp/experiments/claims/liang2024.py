@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ._verdict import Comparisons, SeedFinals, cannot_judge, entry, noted
+from .._verdict import Comparisons, SeedFinals, cannot_judge, entry, noted
 
 CLAIM = "the GT methods (DFedDA-GT, DReFedDA-GT, MReFedDA-GT) lead in l1 error"
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..algorithms.sdane import ROUNDS_PER_ITERATION
-from ..config import load
-from ._verdict import Comparisons, SeedFinals, cannot_judge, entry, noted, value
+from ...algorithms.sdane import ROUNDS_PER_ITERATION
+from ...config import load
+from .._verdict import Comparisons, SeedFinals, cannot_judge, entry, noted, value
 
 NAME = "sdane_polyhedron"
 

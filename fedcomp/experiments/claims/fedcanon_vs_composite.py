@@ -28,9 +28,9 @@ import copy
 import math
 from typing import Any
 
-from ..config import load
+from ...config import load
+from .._verdict import baseline, cannot_judge, noted, problem, value
 from ._timing import check_device
-from ._verdict import baseline, cannot_judge, noted, problem, value
 
 CLAIM = ("Fig. 3 / TABLE V: at equal rounds FedCanon reaches at least the accuracy of FedMiD, "
          "FedDA and ZA1 while needing the least time (one prox per round instead of |S|K+1).")
@@ -153,8 +153,8 @@ def variant_times(config: dict[str, Any], repeats: int = TIME_REPEATS
     so that load from other processes hits all alike. Keys: variant labels (``""`` for a
     configuration without variants).
     """
-    from ._build import build_problem
-    from ._setting import resolve
+    from .._build import build_problem
+    from .._setting import resolve
 
     out: dict[str, dict[str, float]] = {}
     for setting in resolve(copy.deepcopy(config)).settings:
@@ -169,8 +169,8 @@ def _best_times(problem: Any, specs: tuple[Any, ...], methods: tuple[str, ...],
                 rounds: int, repeats: int, local_steps: int | None = None
                 ) -> tuple[dict[str, float], dict[str, int]]:
     """Fastest ``wall_s`` of ``repeats`` runs per method and its prox evaluations."""
-    from ..algorithms import make_algorithm
-    from ..runtime import NonFiniteError, simulate
+    from ...algorithms import make_algorithm
+    from ...runtime import NonFiniteError, simulate
 
     by_name = {spec.name: spec for spec in specs}
     times = dict.fromkeys(methods, float("inf"))
@@ -206,10 +206,10 @@ def on_device(config: dict[str, Any], device: str) -> dict[str, Any]:
     ------
     fedcomp.config.ConfigError
         In one line, when this machine has no such device
-        (:func:`~fedcomp.experiments._timing.check_device`), or for a device the runtime has
+        (:func:`~fedcomp.experiments.claims._timing.check_device`), or for a device the runtime has
         no backend on (``mps``).
     """
-    from ..config import ConfigError
+    from ...config import ConfigError
 
     where = check_device(device)
     if where.type == "cpu":
@@ -228,7 +228,7 @@ def gpu_backend(config: dict[str, Any], index: int | None = None) -> str:
     >>> gpu_backend({"problem": {"loss": "logistic"}}), gpu_backend({"backend": "torch"}, 1)
     ('cuda-float64', 'cuda:1')
     """
-    from ..runtime._backends import resolve_backend
+    from ...runtime._backends import resolve_backend
 
     network = config.get("problem", {}).get("loss") == "torch_model"
     chosen = resolve_backend(str(config.get("backend", "auto")), network=network,
@@ -266,8 +266,8 @@ def time_table(config: dict[str, Any] | None = None,
         ``{"K", "method", "wall_s", "vs_fedcanon", "vs_previous_K", "prox_evals"}`` rows;
         wall time is the runner's (rounds only, no evaluation).
     """
-    from ._build import build_problem
-    from ._setting import resolve
+    from .._build import build_problem
+    from .._setting import resolve
 
     experiment = resolve(on_device(copy.deepcopy(config or load("fedcanon_vs_composite")),
                                    device))
