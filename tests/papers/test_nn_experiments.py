@@ -15,13 +15,8 @@ from pathlib import Path
 import pytest
 
 from fedcomp import config
-from fedcomp.experiments import (
-    bao2022_emnist,
-    fedcanon_nn,
-    feddr_mlp,
-    run_experiment,
-    validate,
-)
+from fedcomp.experiments import run_experiment, validate
+from fedcomp.experiments.claims import bao2022_emnist, fedcanon_nn, feddr_mlp
 
 CONFIGS = Path(__file__).resolve().parents[2] / "fedcomp" / "configs"
 NAMES = ["fedcanon_nn", "feddr_mlp", "bao2022_emnist", "prox_cost"]

@@ -17,7 +17,8 @@ import math
 import pytest
 
 from fedcomp.config import load
-from fedcomp.experiments import (
+from fedcomp.experiments import final_metrics, read_summary, run_experiment
+from fedcomp.experiments.claims import (
     bao2022_emnist,
     bao2022_lowrank,
     bao2022_sparse_regression,
@@ -27,11 +28,8 @@ from fedcomp.experiments import (
     feddr_async,
     feddr_mlp,
     feddr_synthetic,
-    final_metrics,
     liang2024,
     liang2024_linear,
-    read_summary,
-    run_experiment,
     seed000,
 )
 
