@@ -16,7 +16,8 @@ import pytest
 
 from fedcomp import report as rep
 from fedcomp.config import ConfigError, load, quick_config
-from fedcomp.experiments import EXPERIMENTS, seed000, validate
+from fedcomp.experiments import EXPERIMENTS, validate
+from fedcomp.experiments.claims import seed000
 from fedcomp.plotting import COLORS, color_of, results_figure
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "fedcomp" / "configs"

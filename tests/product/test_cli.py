@@ -15,7 +15,8 @@ import pytest
 
 from fedcomp.cli import main
 from fedcomp.config import load, parse_seeds
-from fedcomp.experiments import RESULT_COLUMNS, seed000
+from fedcomp.experiments import RESULT_COLUMNS
+from fedcomp.experiments.claims import seed000
 
 SMALL = ["--set", "rounds=12", "--set", "eval_every=4", "--set", "data.n_clients=5",
          "--set", "data.samples_per_client=80", "--set", "batch_size=['full', 10]"]
