@@ -2,8 +2,9 @@
 
 A toy algorithm lives in a module written to a temporary directory; one
 ``REGISTRY.register(AlgorithmEntry(...))`` later the command line runs it (privately too),
-the API reference documents it, the plots draw it in its own color, the jax engine compiles
-it and the privacy wrapper accepts it — with no other edit anywhere.
+the API reference documents it, the documentation's tables and counts show it (the README's
+check, of the package's own algorithms, still passes), the plots draw it in its own color,
+the jax engine compiles it and the privacy wrapper accepts it — with no other edit anywhere.
 """
 
 from __future__ import annotations
@@ -11,13 +12,13 @@ from __future__ import annotations
 import csv
 import importlib.util
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from fedcomp._registry import AlgorithmEntry
 from fedcomp.algorithms import FAMILIES, REGISTRY
+from scripts.render_tables import ROOT, load_hook, stale
 
 TOY = '''
 """A toy algorithm in a file of its own: local gradient steps, averaged, one server prox."""
@@ -119,14 +120,35 @@ def test_the_command_line_runs_it_and_its_private_variant(toy, tmp_path, capsys)
 
 
 def test_the_api_reference_documents_it_under_its_family(toy):
-    hooks = Path(__file__).resolve().parents[2] / "docs" / "_hooks" / "algorithms.py"
-    spec = importlib.util.spec_from_file_location("algorithms_hook", hooks)
-    hook = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hook)
+    hook = load_hook()
     page = hook.on_page_markdown(f"# API\n\n{hook.MARKER}\n", None, None, None)
     assert "## Toys\n\n::: toy_module.toy_prox_average" in page
     assert page.index("## Decentralized") < page.index("## Toys")  # after the known ones
     assert "Toys" not in FAMILIES
+
+
+def test_the_docs_tables_and_counts_show_it(toy):
+    """The site's algorithm pages, as the docs hook renders them: the toy is counted, in a
+    family of its own, and in the table of every algorithm, with no edit of a page."""
+    hook = load_hook()
+    docs = ROOT / "docs"
+    front = hook.on_page_markdown((docs / "index.md").read_text(encoding="utf-8"),
+                                  None, None, None)
+    assert f"{len(REGISTRY)} algorithms in {len(FAMILIES) + 1} families" in " ".join(
+        front.split())
+    page = hook.on_page_markdown((docs / "algorithms" / "index.md").read_text(encoding="utf-8"),
+                                 None, None, None)
+    assert "| [Toys](../api/algorithms.md) | `toy_prox_average` |" in page
+    assert "| Toys | `toy_prox_average` | a toy: local steps, average, prox |" in page
+    assert page.index("| Decentralized |") < page.index("| Toys |")
+    assert "registry:" not in front + page  # the site shows no marker
+
+
+def test_the_readme_check_counts_only_the_packages_algorithms(toy):
+    """A user's registration is no built-in: the README's check still passes with it."""
+    assert "toy_prox_average" in REGISTRY
+    assert "toy_prox_average" not in {e.name for e in load_hook().builtin_entries(REGISTRY)}
+    assert stale() == {}
 
 
 def test_the_plots_draw_it_in_its_own_color(toy):

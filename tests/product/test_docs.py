@@ -50,6 +50,11 @@ def test_the_site_builds_strictly_with_every_page_and_the_api(site):
     documented = set(re.findall(r'id="fedcomp\.algorithms\.(?:\w+\.)?(\w+)"', api))
     from fedcomp.algorithms import REGISTRY
     assert set(REGISTRY) <= documented, set(REGISTRY) - documented
+    # the algorithm pages' tables and counts, rendered from the registry by the docs hook
+    algorithms = (site / "algorithms" / "index.html").read_text()
+    assert set(REGISTRY) <= set(re.findall(r"<code>(\w+)</code>", algorithms))
+    front = (site / "index.html").read_text()
+    assert f"{len(REGISTRY)} algorithms" in front and "registry:" not in algorithms + front
     # MathJax is part of the site, with its fonts; nothing is loaded from elsewhere
     mathjax = site / "javascripts" / "mathjax"
     assert (mathjax / "tex-chtml.js").is_file()

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from scripts.render_tables import REGENERATE_HINT, load_hook, stale
+
 README = Path(__file__).resolve().parents[2] / "README.md"
 #: the README and the documentation site's pages (not the generated report)
 PAGES = (README, *sorted(p for p in (README.parent / "docs").rglob("*.md")
@@ -210,29 +212,87 @@ def test_readme_run_commands_name_settings_the_config_accepts():
             validate(point)
 
 
-def test_the_algorithm_table_names_every_registered_algorithm():
-    """The README's table of algorithms stays in step with the registry."""
+# --- the algorithm tables and counts are generated from the registry ---------------------------
+def test_the_generated_blocks_are_the_registrys():
+    """Every ``<!-- registry:NAME -->`` block of the README and the pages is what the
+    built-in algorithms' registry entries render (docs/_hooks/algorithms.py)."""
+    found = {str(page.relative_to(README.parent)): names for page, names in stale().items()}
+    assert not found, f"out of date with the registry: {found}; {REGENERATE_HINT}"
+
+
+def test_the_tables_and_counts_stand_in_generated_blocks():
+    """The README's and the algorithm pages' tables and counts are generated blocks, so
+    adding an algorithm edits none of them by hand."""
+    docs = README.parent / "docs"
+    for page, names in ((README, ("algorithm-count", "algorithm-table")),
+                        (docs / "index.md", ("algorithm-count", "family-count")),
+                        (docs / "algorithms" / "index.md", ("family-table", "algorithm-table"))):
+        text = page.read_text(encoding="utf-8")
+        for name in names:
+            assert f"<!-- registry:{name}" in text and f"<!-- /registry:{name} -->" in text, (
+                page.name, name)
+
+
+def test_the_algorithm_table_names_every_built_in_algorithm():
+    """The README's table of algorithms names the package's algorithms, each once."""
     from fedcomp.algorithms import REGISTRY
 
+    builtin = [e.name for e in load_hook().builtin_entries(REGISTRY)]
     table = README.read_text().split("## Algorithms", 1)[1].split("\n## ", 1)[0]
     rows = [line.split("|") for line in table.splitlines() if line.startswith("| ")]
-    named = set(re.findall(r"`([a-z0-9_]+)`", "\n".join(row[2] for row in rows)))
-    assert named == set(REGISTRY), (sorted(set(REGISTRY) - named), sorted(named - set(REGISTRY)))
-    assert f"{len(REGISTRY)} algorithms" in table
+    named = re.findall(r"`([a-z0-9_]+)`", "\n".join(row[2] for row in rows))
+    assert sorted(named) == sorted(builtin), (sorted(set(builtin) - set(named)),
+                                              sorted(set(named) - set(builtin)))
+    assert f"{len(builtin)} algorithms" in table
+
+
+def test_a_stale_block_is_found_and_rendered_afresh():
+    """The check fails on a hand-edited count or a missing row, and the command's rendering
+    restores the block; an unknown block is one error naming it."""
+    from fedcomp.algorithms import FAMILIES, REGISTRY
+
+    hook = load_hook()
+    entries = hook.builtin_entries(REGISTRY)
+    text = README.read_text(encoding="utf-8")
+    edited = text.replace(f">{len(entries)} algorithms<", f">{len(entries) - 1} algorithms<")
+    edited = edited.replace("| `fedmid` |", "| `fedmid_old` |")
+    assert hook.stale_blocks(edited, entries, FAMILIES) == ["algorithm-count",
+                                                            "algorithm-table"]
+    assert hook.render_blocks(edited, entries, FAMILIES) == text
+    with pytest.raises(ValueError, match=r"README.md: unknown generated block "
+                                         r"'registry:algorithm-tabel'; known: algorithm-count"):
+        hook.stale_blocks("<!-- registry:algorithm-tabel -->\n<!-- /registry:algorithm-tabel -->",
+                          entries, FAMILIES, where="README.md")
+
+
+def test_every_family_has_its_page():
+    """Each family of the package links to its page of docs/algorithms/."""
+    from fedcomp.algorithms import FAMILIES
+
+    pages = load_hook().FAMILY_PAGES
+    assert set(pages) == set(FAMILIES)
+    assert all((README.parent / "docs" / "algorithms" / page).is_file()
+               for page in pages.values()), pages
 
 
 def test_the_counts_the_pages_give_are_the_registries():
     """"the 16 built-in experiments", "30 algorithms": every count of the front pages is
-    the registry's (they once said 13 and 24 while 16 and 30 were registered)."""
+    the registry's (they once said 13 and 24 while 16 and 30 were registered); an algorithm
+    count stands in a generated block, rendered from the built-in algorithms."""
     from fedcomp.algorithms import REGISTRY
     from fedcomp.config import experiment_names
 
-    counts = {"experiments": len(experiment_names()), "algorithms": len(REGISTRY)}
+    hook = load_hook()
+    counts = {"experiments": len(experiment_names()),
+              "algorithms": len(hook.builtin_entries(REGISTRY))}
     pages = [README, README.parent / "docs" / "index.md",
              README.parent / "docs" / "getting-started.md"]
     said = [(page.name, int(n), what) for page in pages for n, what in re.findall(
         r"\b(\d+) (?:built-in )?(experiments|algorithms)\b", page.read_text(encoding="utf-8"))]
     assert said and all(n == counts[what] for _, n, what in said), (said, counts)
+    by_hand = [(page.name, n) for page in pages for n in re.findall(
+        r"\b\d+ algorithms\b", hook.BLOCK.sub("", page.read_text(encoding="utf-8")))]
+    assert not by_hand, f"an algorithm count outside a generated block: {by_hand}"
 
 
 # --- the README's verdict table follows the shipped report -----------------------------------
