@@ -9,11 +9,15 @@ the block-size-invariance and simulator/Flower equivalence tests assert.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_MUL1 = np.uint64(0xBF58476D1CE4E5B9)
-_MUL2 = np.uint64(0x94D049BB133111EB)
+#: SplitMix64's constants (as Python ints: each namespace makes its own uint64 of them).
+GOLDEN = 0x9E3779B97F4A7C15
+MUL1 = 0xBF58476D1CE4E5B9
+MUL2 = 0x94D049BB133111EB
+_GOLDEN = np.uint64(GOLDEN)
 
 #: Stream identifiers keep independent uses of the same (seed, round, client) apart.
 STREAM_MINIBATCH = 1
@@ -36,34 +40,50 @@ SERVER_ID = 0xFFFFFFFFFFFFFFFF
 STREAM_PATTERN = 8
 
 
-def _mix(z: np.ndarray) -> np.ndarray:
-    """SplitMix64 finaliser (wrapping uint64 arithmetic, vectorised)."""
+def _mix(z: Any, xp: Any = np) -> Any:
+    """SplitMix64 finaliser (wrapping uint64 arithmetic, vectorised) on ``xp``'s arrays:
+    NumPy's, or jax's inside the compiled engine's trace, whose uint64 wraps alike."""
+    u64 = xp.uint64
     with np.errstate(over="ignore"):
-        z = (z ^ (z >> np.uint64(30))) * _MUL1
-        z = (z ^ (z >> np.uint64(27))) * _MUL2
-    return z ^ (z >> np.uint64(31))
+        z = (z ^ (z >> u64(30))) * u64(MUL1)
+        z = (z ^ (z >> u64(27))) * u64(MUL2)
+    return z ^ (z >> u64(31))
 
 
-def _absorb(key: np.ndarray, value: np.ndarray | int) -> np.ndarray:
+def _absorb(key: Any, value: Any, xp: Any = np) -> Any:
+    """``key`` with ``value`` (uint64, or a host int >= 0) hashed in."""
+    u64 = xp.uint64
     with np.errstate(over="ignore"):
-        return _mix(key ^ (np.asarray(value, dtype=np.uint64) + _GOLDEN))
+        return _mix(key ^ (xp.asarray(value, dtype=u64) + u64(GOLDEN)), xp)
 
 
-def client_keys(seed: int, stream: int, round_: int, client_ids: np.ndarray) -> np.ndarray:
-    """One 64-bit key per client, a hash of ``(seed, stream, round, client_id)``."""
+def client_keys(seed: int, stream: int, round_: Any, client_ids: Any, xp: Any = None) -> Any:
+    """One 64-bit key per client, a hash of ``(seed, stream, round, client_id)``.
+
+    ``xp`` (jax's namespace) computes the keys of a traced ``round_`` and ``client_ids``
+    (int64) inside ``jax.jit``: the key of ``(seed, stream)`` on the host, the rest in
+    wrapping uint64, where int64 -> uint64 wraps as ``& 0xFFFFFFFFFFFFFFFF`` does.
+    """
     key = _mix(np.asarray(seed & 0xFFFFFFFFFFFFFFFF, dtype=np.uint64) + _GOLDEN)
     key = _absorb(key, stream)
+    if xp is not None:
+        u64 = xp.uint64
+        key = _absorb(u64(int(key)), xp.asarray(round_, dtype=xp.int64).astype(u64), xp)
+        ids = xp.asarray(client_ids).astype(xp.int64).astype(u64)
+        return _absorb(xp.full(ids.shape, key, dtype=u64), ids, xp)
     key = _absorb(key, round_ & 0xFFFFFFFFFFFFFFFF)  # round −1 is a warm-up round
     return _absorb(np.full(len(client_ids), key, dtype=np.uint64),
                    np.asarray(client_ids, dtype=np.uint64))
 
 
-def uniform(keys: np.ndarray, counter: int, size: int) -> np.ndarray:
-    """Uniform [0, 1) floats of shape ``(len(keys), size)``; ``counter`` selects a sub-stream."""
-    base = _absorb(keys, counter)[:, None]
+def uniform(keys: Any, counter: int, size: int, xp: Any = np) -> Any:
+    """Uniform [0, 1) floats of shape ``(len(keys), size)``; ``counter`` selects a sub-stream
+    (``xp``: the keys' namespace)."""
+    u64 = xp.uint64
+    base = _absorb(keys, counter, xp)[:, None]
     with np.errstate(over="ignore"):
-        z = _mix(base + (np.arange(1, size + 1, dtype=np.uint64) * _GOLDEN)[None, :])
-    return (z >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
+        z = _mix(base + (xp.arange(1, size + 1, dtype=u64) * u64(GOLDEN))[None, :], xp)
+    return (z >> u64(11)).astype(xp.float64) * (1.0 / 9007199254740992.0)
 
 
 def normal(keys: np.ndarray, counter: int, size: int) -> np.ndarray:
@@ -78,9 +98,9 @@ def normal(keys: np.ndarray, counter: int, size: int) -> np.ndarray:
 
 
 def minibatch_indices(
-    seed: int, round_: int, client_ids: np.ndarray, counts: np.ndarray, draw: int, batch_size: int,
-    replace: bool = True
-) -> np.ndarray:
+    seed: int, round_: Any, client_ids: Any, counts: Any, draw: int, batch_size: int,
+    replace: bool = True, *, xp: Any = None, max_samples: int | None = None
+) -> Any:
     """Indices ``(B, batch_size)`` drawn uniformly from each client's data.
 
     ``draw`` is the number of the gradient call within the round (0, 1, ...), so the k-th
@@ -92,21 +112,30 @@ def minibatch_indices(
     samples sorted by one uniform key each, the first ``batch_size`` taken. Sample j's key
     is the j-th value of the client's ``(seed, round, client, draw)`` stream, whatever the
     block's largest count, so the draw stays a function of the client alone.
+
+    ``xp`` (jax's namespace) draws the same indices inside ``jax.jit``, from a traced
+    ``round_``, ``client_ids`` and ``counts``; ``max_samples`` (a Python int, at least
+    every count) then sizes the keys drawn without replacement, as the host's largest
+    count cannot be read.
     """
-    counts = np.asarray(counts)
-    keys = client_keys(seed, STREAM_MINIBATCH, round_, client_ids)
+    traced = xp is not None
+    xp = np if xp is None else xp
+    counts = xp.asarray(counts)
+    keys = client_keys(seed, STREAM_MINIBATCH, round_, client_ids, xp if traced else None)
     if replace:
-        u = uniform(keys, draw, batch_size)
-        idx = np.floor(u * counts[:, None]).astype(np.int64)
-        return np.minimum(idx, counts[:, None] - 1)
-    if counts.size and int(counts.min()) < batch_size:
+        u = uniform(keys, draw, batch_size, xp)
+        idx = xp.floor(u * counts[:, None].astype(xp.float64)).astype(xp.int64)
+        return xp.minimum(idx, counts[:, None] - 1)
+    if not traced and counts.size and int(counts.min()) < batch_size:
         short = int(np.asarray(client_ids)[int(np.argmin(counts))])
         raise ValueError(f"minibatches without replacement need batch_size <= every client's "
                          f"sample count: client {short} has {int(counts.min())} samples, "
                          f"batch_size={batch_size}; lower batch_size or draw with replacement")
-    u = uniform(keys, draw, int(counts.max(initial=0)))
-    u[np.arange(u.shape[1])[None, :] >= counts[:, None]] = np.inf  # not this client's samples
-    return np.argsort(u, axis=1, kind="stable")[:, :batch_size].astype(np.int64)
+    size = int(counts.max(initial=0)) if max_samples is None else max_samples
+    u = uniform(keys, draw, size, xp)
+    # not this client's samples: sorted last
+    u = xp.where(xp.arange(size)[None, :] >= counts[:, None], xp.inf, u)
+    return xp.argsort(u, axis=1, stable=True)[:, :batch_size].astype(xp.int64)
 
 
 def sample_clients(seed: int, round_: int, n_clients: int, clients_per_round: int | None

@@ -10,6 +10,7 @@ so client i's k-th minibatch in round r never depends on the block it runs in.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -114,13 +115,28 @@ class Oracle:
         if self.batch_size is None:
             return self.full_batch()
         if self.problem.sampler is not None:  # streaming: fresh samples, counter-based
-            return self.problem.sampler.batch(self.seed, self.round, self.client_ids, draw,
-                                              self.batch_size, self.problem.data.like)
-        counts = self.counts
+            return self.streamed_batch(draw)
         # keyed by the global ids: the same draws whichever rows hold these clients here
-        index = minibatch_indices(self.seed, self.round, self.client_ids, counts, draw,
+        index = minibatch_indices(self.seed, self.round, self.client_ids, self.counts, draw,
                                   self.batch_size,
-                                  replace=self.problem.minibatch == "with_replacement")
+                                  replace=self.problem.minibatch == "with_replacement",
+                                  xp=self.xp, max_samples=self.max_samples)
+        return self.minibatch(index)
+
+    #: The namespace the minibatch indices are drawn on (``None``: NumPy, on the host) and
+    #: the padded sample count that sizes them there: the compiled engine's oracle draws
+    #: the same indices inside its trace (:mod:`fedcomp.runtime._compiled_trace`).
+    xp: Any = None
+    max_samples: int | None = None
+
+    def streamed_batch(self, draw: int) -> Batch:
+        """The ``draw``-th batch of fresh samples of a streaming problem."""
+        assert self.problem.sampler is not None and self.batch_size is not None
+        return self.problem.sampler.batch(self.seed, self.round, self.client_ids, draw,
+                                          self.batch_size, self.problem.data.like)
+
+    def minibatch(self, index: Any) -> Batch:
+        """The block's rows at the sample indices ``index``, shape ``(B, batch_size)``."""
         return self.problem.data.minibatch(self._rows, index)
 
     @property

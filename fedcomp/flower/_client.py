@@ -31,9 +31,9 @@ from flwr.clientapp import ClientApp
 from .._array import asarray_like
 from ..algorithms import rebuild_algorithm
 from ..algorithms._base import setup_context
-from ..oracle import Counters, Oracle
-from ..runtime._clients import _gather, _scatter
-from ..runtime._round import client_context, counted_prox
+from ..oracle import Counters
+from ..runtime._clients import ClientSettings, LocalClients, _gather
+from ..runtime._round import counted_prox
 from ._codec import decode, encode
 from ._data import NodeData, load_node_data
 
@@ -212,15 +212,16 @@ def train_clients(msg: Message, context: Context, node: NodeData) -> Message:
     states = _load_states(context, run, template, like, round_, resume, node.client_ids)
     counters = Counters()
     prox, _ = counted_prox(problem.regularizer, counters)
-
-    oracle = Oracle(problem, rows, round_, int(spec["seed"]),
-                    batch_size, counters, client_ids=ids)
-    ctx = client_context(oracle, prox, round_, np.asarray(spec["pi"], dtype=np.float64),
-                         int(spec["n-clients"]), like)
+    # the participants' weights π, sent by the server, at their rows (one block of them)
+    weights = np.zeros(len(node.client_ids))
+    weights[rows] = np.asarray(spec["pi"], dtype=np.float64)
+    clients = LocalClients.of_clients(
+        algorithm, problem, states, counters,
+        ClientSettings(int(spec["seed"]), batch_size, max(1, len(rows)), prox),
+        client_ids=node.client_ids, weights=weights, n_clients=int(spec["n-clients"]))
     message = decode(msg.content.array_records[MESSAGE_KEY], like, name="Message")
-    upload, new_states = algorithm.client_update(message, _gather(states, rows), ctx)
-    _store_states(context, run, round_, states, _scatter(states, rows, new_states),
-                  node.client_ids)
+    upload = clients.run_round(round_, message, rows)
+    _store_states(context, run, round_, states, clients.client_states, node.client_ids)
     counts = MetricRecord({k: int(v) for k, v in counters.as_dict().items()})
     # compact: a compressed upload crosses the network in its sparse or codebook form
     return Message(RecordDict({UPLOAD_KEY: encode(upload, compact=True), COUNTS_KEY: counts}),

@@ -63,16 +63,16 @@ from ..oracle import Counters
 from ..problem import MINIBATCH, normalised_weights
 from ..regularizers import REGULARIZERS, make_regularizer
 from ..regularizers._base import check_positive, check_real
-from ..runtime._clients import _concat, _gather
-from ..runtime._round import count_downloads, counted_prox, server_step
-from ..runtime._simulate import (
-    NonFiniteError,
-    _is_int,
-    _norm_limit,
+from ..runtime._checks import (
     check_divergence,
     check_sampling,
     check_seed,
+    is_int,
+    norm_limit_of,
 )
+from ..runtime._clients import _concat, _gather
+from ..runtime._round import count_downloads, counted_prox, server_step
+from ..runtime._stopping import NonFiniteError
 from ._client import CONFIG_KEY, INITIAL_KEY, MESSAGE_KEY
 from ._codec import encode
 from ._replies import BadReply, check_evaluation, check_report, checked_uploads
@@ -161,10 +161,10 @@ def _star_algorithm(algorithm: Any) -> Any:
 def _check_counts(num_clients: Any, clients_per_round: Any, batch_size: Any,
                   evaluate_every: Any) -> None:
     """The integer arguments (Python or NumPy integers, not bools), the simulator's way."""
-    if not (_is_int(num_clients) and num_clients >= 1):
+    if not (is_int(num_clients) and num_clients >= 1):
         raise ValueError(f"num_clients must be a positive integer (got {num_clients!r})")
     check_sampling(num_clients, clients_per_round, batch_size)
-    if not (_is_int(evaluate_every) and evaluate_every >= 0):
+    if not (is_int(evaluate_every) and evaluate_every >= 0):
         raise ValueError(f"evaluate_every must be an integer >= 0 (got {evaluate_every!r})")
 
 
@@ -235,7 +235,7 @@ class Strategy(FlowerStrategy):
                            lambda: np.ones(1))  # a name's check allocates nothing per client
         if not (isinstance(minibatch, str) and minibatch in MINIBATCH):  # Problem's values
             raise ValueError(f"minibatch must be one of {MINIBATCH} (got minibatch={minibatch!r})")
-        if n_classes is not None and not (_is_int(n_classes) and n_classes >= 2):
+        if n_classes is not None and not (is_int(n_classes) and n_classes >= 2):
             raise ValueError(f"n_classes must be an integer >= 2, the classes of a loss such "
                              f"as 'softmax', or None (got n_classes={n_classes!r})")
         check_positive("node_timeout", node_timeout, "Strategy",
@@ -253,7 +253,7 @@ class Strategy(FlowerStrategy):
         self.num_clients, self.clients_per_round = num_clients, clients_per_round
         self.batch_size, self.seed, self.weighting = batch_size, int(seed), weighting
         self.evaluate_every, self.node_timeout = evaluate_every, float(node_timeout)
-        self.norm_limit = _norm_limit(max_norm)
+        self.norm_limit = norm_limit_of(max_norm)
         self.counters = Counters()
         self.client_prox, self.server_prox = counted_prox(self.regularizer, self.counters)
         self.run = f"strategy-{uuid.uuid4().hex[:12]}"  # keys the nodes' client states

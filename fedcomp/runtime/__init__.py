@@ -6,8 +6,9 @@ from ._allocator import reuse_freed_memory
 from ._async import AsyncRunResult, simulate_async
 from ._checkpoint import Checkpoint
 from ._clock import ComputeTimes
-from ._compiled import JaxEngineWarning, NotCompilableError, jax_like
+from ._compiled_fallback import JaxEngineWarning, NotCompilableError
 from ._decentralized import consensus_error, simulate_decentralized
+from ._jax import jax_like
 from ._jax_cache import JaxCacheWarning
 from ._ray_clients import ray_clients
 from ._simulate import NonFiniteError, RunResult, auto_block_size, simulate

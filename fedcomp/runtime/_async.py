@@ -28,17 +28,12 @@ from ..algorithms._base import FederatedAlgorithm, check_max_delay, setup_contex
 from ..metrics import DEFAULT_METRICS
 from ..oracle import Counters
 from ..problem import Problem
+from ._checks import check_divergence, check_run_args, norm_limit_of
 from ._clients import ClientSettings, LocalClients
 from ._clock import ComputeTimes
 from ._recording import Recorder
 from ._round import count_downloads, counted_prox, server_step
-from ._simulate import (
-    NonFiniteError,
-    _check_run_args,
-    _norm_limit,
-    check_divergence,
-)
-from ._stopping import RunView, StopRule
+from ._stopping import NonFiniteError, RunView, StopRule
 
 
 class AsyncRunResult(NamedTuple):
@@ -202,13 +197,13 @@ def simulate_async(
     >>> len(run.order), bool(np.all(np.diff(run.times) >= 0))
     (8, True)
     """
-    _check_run_args(problem, server_steps, None, batch_size, eval_every, seed,
-                    rounds_name="server_steps")
+    check_run_args(problem, server_steps, None, batch_size, eval_every, seed,
+                   rounds_name="server_steps")
     bound = _delay_bound(max_delay, algorithm)
     n = problem.n_clients
     clock = ComputeTimes.build(ComputeTimes() if compute_times is None else compute_times, n)
     algorithm = algorithm.prepare(setup_context(problem, 1)) or algorithm
-    norm_limit = _norm_limit(max_norm)
+    norm_limit = norm_limit_of(max_norm)
     x = problem.start_model(x0)
     server_state, client_states = algorithm.init(x, n)
     counters = Counters()

@@ -72,12 +72,14 @@ def cache_block_size(problem: Problem, batch_size: int | None = None) -> int:
 
 
 def _blocks(participants: np.ndarray, block_size: int) -> list[slice | np.ndarray]:
-    """Split sorted, distinct participant ids into blocks; consecutive runs become slices
-    (no data copy)."""
+    """Split distinct participant ids (sorted by the runners; a Flower node's rows follow
+    its own order) into blocks; runs of consecutive increasing ids become slices (no data
+    copy)."""
     out: list[slice | np.ndarray] = []
     for start in range(0, len(participants), block_size):
         chunk = participants[start:start + block_size]
-        if len(chunk) and chunk[-1] - chunk[0] == len(chunk) - 1:
+        if len(chunk) and chunk[-1] - chunk[0] == len(chunk) - 1 and bool(
+                (np.diff(chunk) == 1).all()):
             out.append(slice(int(chunk[0]), int(chunk[-1]) + 1))
         else:
             out.append(chunk)
@@ -190,6 +192,18 @@ class LocalClients:
         self.on_disk = settings.state_dir is not None
         self.client_states, self.maps = (states_to_disk(client_states, settings.state_dir)
                                          if self.on_disk else (client_states, []))
+
+    @classmethod
+    def of_clients(cls, algorithm: FederatedAlgorithm, problem: Problem, client_states: Any,
+                   counters: Counters, settings: ClientSettings, *, client_ids: Any,
+                   weights: Any, n_clients: int) -> LocalClients:
+        """The executor of some clients of a federation: ``problem``'s rows are the clients
+        ``client_ids`` (global ids, which key their minibatch draws) of ``n_clients``, with
+        the weights ``π`` ``weights`` (one per row). ``run_round`` then takes rows of
+        ``problem``: a Ray actor's shard, a Flower SuperNode's clients."""
+        return cls(algorithm, problem, client_states, counters, settings,
+                   shard=(np.asarray(client_ids, dtype=np.int64),
+                          np.asarray(weights), int(n_clients)))
 
     def _context(self, oracle: Oracle, block: slice | np.ndarray, round_: int) -> ClientContext:
         """The block's context: global ids, weights and federation size, even on a shard."""

@@ -7,19 +7,23 @@ the same algorithm files through ``jax.jit``: each block's ``client_update`` is 
 gathered and scattered inside the call — and so is ``server_update``. By default one block
 holds every participant of a round (``client_block="auto"``); on a CPU the call cuts it
 into cache-sized sub-blocks (a ``lax.map``, :meth:`CompiledClients.block`), and the rounds
-between two evaluation rows run as one call (:meth:`CompiledEngine.steps`).
+between two evaluation rows run as one call (:meth:`CompiledEngine.run_rounds`, the
+engine's capability as an executor: :func:`~fedcomp.runtime.simulate` has one loop over
+chunks of rounds, of one round for an executor without it).
 
 What stays outside the traced code, and why it needs no value:
 
 * **Counters.** A call's gradient, prox, Hessian and loss-value counts do not depend on
   the data within the call (the number of local steps is a Python constant of the trace),
-  so the counting calls made while tracing are recorded in a :class:`CounterLog` and
+  so the counts made while tracing are kept in a :class:`CounterLog` (the prox counts
+  of :func:`~fedcomp.runtime._round.counted_prox`, the oracle's counting calls) and
   replayed, through the very counting methods of :class:`~fedcomp.oracle.Oracle`, after
   every call of that compiled function: the counters equal NumPy's by construction.
 * **Minibatches.** Indices are the counter-based draws of :mod:`fedcomp._random`,
-  computed inside the trace from the traced round and client ids with the same SplitMix64
-  hash in wrapping uint64 arithmetic (:func:`traced_minibatch_indices`; a test checks them
-  against NumPy's). This is why the engine needs ``jax_enable_x64``.
+  computed inside the trace from the traced round and client ids by the same function on
+  jax's namespace, its SplitMix64 hash in wrapping uint64 arithmetic
+  (:func:`traced_minibatch_indices`; a test checks them against NumPy's). This is why the
+  engine needs ``jax_enable_x64``.
 * **The round and the participants** are traced values, so one compilation serves every
   round (and, with client sampling, every set of participants of the same size).
 
@@ -55,12 +59,12 @@ from ._compiled_fallback import RoundFrom as RoundFrom
 from ._compiled_parts import CompiledClients, CompiledServer, _block_key, participant_context
 from ._compiled_parts import even_part as even_part
 from ._compiled_parts import sub_block_size as sub_block_size
-from ._compiled_trace import DataArrays, _add, _jax
-from ._compiled_trace import _Uncompilable as _Uncompilable
-from ._compiled_trace import check_compile as check_compile
-from ._compiled_trace import jax_like as jax_like
+from ._compiled_trace import DataArrays, _add
 from ._compiled_trace import traced_minibatch_indices as traced_minibatch_indices
-from ._round import Traffic, count_downloads, count_traffic, count_uploads, traffic_of
+from ._jax import Uncompilable as _Uncompilable  # noqa: F401  (the tests import it here)
+from ._jax import jax_like as jax_like
+from ._jax import require_jax
+from ._round import Traffic, count_traffic, star_round, traffic_of
 
 #: Trust the registry's :class:`~fedcomp._registry.HostValue` traits (run those parts
 #: eagerly without tracing them). Tests switch it off to check that each trait is still
@@ -71,7 +75,7 @@ DECLARED_TRAITS = True
 def _wire_bits(message: Any) -> Any:
     """The sum of a message's :data:`WIRE_BITS` field (traced), or ``None``."""
     fields = dict(zip(message._fields, message, strict=True))
-    return None if WIRE_BITS not in fields else _jax().numpy.sum(fields[WIRE_BITS])
+    return None if WIRE_BITS not in fields else require_jax().numpy.sum(fields[WIRE_BITS])
 
 
 def _static_bits(message: Any) -> int | None:
@@ -97,7 +101,7 @@ def chunk_length(problem: Problem, participants: int, batch_size: int | None,
     A round's dispatch — Python, the jit cache lookup, arguments, the host read of
     ``Σ x²`` — costs ~0.1–0.3 ms whatever the problem's size, as much as a whole ZA1 round
     at 30 clients x 60 features; rounds between two evaluation rows need nothing from the
-    host, so they run as one call (:meth:`CompiledEngine.steps`) and the dispatch is paid
+    host, so they run as one call (:meth:`CompiledEngine.run_rounds`) and the dispatch is paid
     once per call. Calls stay short (:data:`CHUNK_FLOATS`, :data:`MAX_CHUNK`), so large
     problems, whose dispatch is negligible beside the round, still run a round per call.
     """
@@ -108,15 +112,18 @@ def chunk_length(problem: Problem, participants: int, batch_size: int | None,
 
 
 class CompiledEngine:
-    """A whole round — broadcast, the clients, the server — as one ``jax.jit`` call.
+    """The client executor of a run on jax data, with fused rounds as its capability.
 
-    When a round's participants form one block (the default ``client_block="auto"``),
-    the broadcast, the block's ``client_update``, ``server_update`` and ``‖output‖²`` (for
-    the divergence check) are traced together: one dispatch per round, as a hand-written
-    ``jax.jit`` round has. Otherwise, or where the whole round cannot be traced, the parts
-    run on their own (:class:`CompiledClients`, :class:`CompiledServer`), each compiled
-    or eager. :meth:`steps` runs several such rounds as one call (a ``fori_loop`` over
-    them), where nothing needs the host between them.
+    As every executor it has ``run_round`` and ``client_states`` (its
+    :class:`CompiledClients`), and :attr:`server` is its server step (a
+    :class:`CompiledServer`), so :func:`~fedcomp.runtime._round.star_round` runs a round of
+    it part by part. Its capability is :meth:`run_rounds`: when a round's participants form
+    one block (the default ``client_block="auto"``), the broadcast, the block's
+    ``client_update``, ``server_update`` and ``‖output‖²`` (for the divergence check) are
+    traced together — one dispatch per round, as a hand-written ``jax.jit`` round has —
+    and several such rounds run as one call (a ``fori_loop`` over them) where nothing needs
+    the host between them (:meth:`chunk_length`). Where the whole round cannot be traced,
+    its rounds go through ``star_round``, each part compiled or eager.
     """
 
     def __init__(self, algorithm: FederatedAlgorithm, problem: Problem, client_states: Any,
@@ -132,10 +139,22 @@ class CompiledEngine:
         self.chunk = _Part(self.rounds_traced, algorithm.name, "rounds", settings.compile,
                            static=("start", "stop", "length"), quiet=True)
         self.n_clients, self.problem = problem.n_clients, problem
+        #: rounds a multi-round call is compiled for (:meth:`chunk_length`)
+        self.length = 1
+        #: whether the server state passed in is on the data's device (:meth:`run_rounds`)
+        self.placed = False
         self.clients.client_states = self.place(client_states)
         if DECLARED_TRAITS:
             self._declare(host_values(algorithm, settings.batch_size,
                                       bool(getattr(problem.loss, "quadratic", False))))
+
+    @property
+    def client_states(self) -> Any:
+        return self.clients.client_states
+
+    def run_round(self, round_: int, message: Any, participants: np.ndarray) -> Any:
+        """The participants' uploads (:meth:`CompiledClients.run_round`)."""
+        return self.clients.run_round(round_, message, participants)
 
     def _declare(self, needs: dict[str, str]) -> None:
         """The parts the algorithm's registry entry says read host values run eagerly from
@@ -154,15 +173,18 @@ class CompiledEngine:
         zeros) are not, and jax compiles a function anew for each placement of its
         arguments: without this the second call compiles the round again (0.8–1 s).
         """
-        jax = _jax()
+        jax = require_jax()
         device = next(iter(self.problem.data.like.devices()))
         return jax.device_put(tree, device)
 
     def chunk_length(self, clients_per_round: int | None, batch_size: int | None,
                      eval_every: int) -> int:
-        """:func:`chunk_length` of this run (participants: ``clients_per_round`` or all)."""
-        return chunk_length(self.problem, clients_per_round or self.n_clients, batch_size,
-                            eval_every)
+        """:func:`chunk_length` of this run (participants: ``clients_per_round`` or all):
+        the most rounds :meth:`run_rounds` is given at once, and the length its
+        multi-round calls are compiled for."""
+        self.length = chunk_length(self.problem, clients_per_round or self.n_clients,
+                                   batch_size, eval_every)
+        return self.length
 
     def round_traced(self, round_: Any, server_state: Any, client_states: Any, ids: Any,
                      weights: Any, pi: Any, arrays: DataArrays, *, low: int | None,
@@ -176,7 +198,7 @@ class CompiledEngine:
         self.traffic[int(ids.shape[0])] = traffic_of(message, uploads, bits=_static_bits)
         down, up = _wire_bits(message), _wire_bits(uploads)
         out = self.algorithm.output(server_state)
-        return server_state, client_states, down, up, _jax().numpy.sum(out * out)
+        return server_state, client_states, down, up, require_jax().numpy.sum(out * out)
 
     def rounds_traced(self, first: Any, count: Any, server_state: Any, client_states: Any,
                       ids: Any, weights: Any, pi: Any, arrays: DataArrays, *, low: int | None,
@@ -188,7 +210,7 @@ class CompiledEngine:
         ``ids``, ``weights`` and ``pi`` are one round's (every round has the same
         participants, ``start:stop``) or stacked per round, shape ``(length, B)``.
         """
-        jax = _jax()
+        jax = require_jax()
         jnp = jax.numpy
         per_round = ids.ndim == 2
 
@@ -207,26 +229,34 @@ class CompiledEngine:
         return jax.lax.fori_loop(jnp.int64(0), count, one_round,
                                  (server_state, client_states, zeros, zeros, zeros))
 
-    def steps(self, server_state: Any, first: int, participants: list[np.ndarray],
-              length: int) -> tuple[Any, list[Any]]:
-        """Rounds ``first, first + 1, ...`` (``participants[k]`` in round ``first + k``):
-        ``(new server state, [Σ x² after each round])``; the counters advance.
+    def run_rounds(self, server_state: Any, first: int, participants: list[np.ndarray]
+                   ) -> tuple[Any, list[Any]]:
+        """Rounds ``first, first + 1, ...`` (``participants[k]`` in round ``first + k``, at
+        most :attr:`length` of them): ``(new server state, [Σ x² after each round])``, the
+        counters advanced. It returns once the rounds are computed (jax dispatches
+        asynchronously), so that the run's ``wall_s`` times the work.
 
         One compiled call runs them all (:meth:`rounds_traced`, compiled once for calls of
-        up to ``length`` rounds) where the whole round compiles and each round's
+        up to :attr:`length` rounds) where the whole round compiles and each round's
         participants form one block; otherwise they run a round at a time (:meth:`step`).
+        Σ x² of a single round is ``None`` where its parts ran on their own (the check
+        reads the model instead).
         """
+        if not self.placed:  # init's or a checkpoint's states: on the device once
+            server_state, self.placed = self.place(server_state), True
         if len(participants) > 1 and all(len(p) <= self.clients.settings.block_size
                                           for p in participants):
-            out = self._chunk(server_state, first, participants, length)
+            out = self._chunk(server_state, first, participants, self.length)
             if out is not EAGER:
                 return out
         sums = []
         for k, who in enumerate(participants):
             server_state, sum_sq = self.step(server_state, first + k, who)
-            if sum_sq is None:  # the round ran in parts: the divergence check needs Σ x²
+            if sum_sq is None and len(participants) > 1:
+                # a round of several that ran in parts: the check of a round before the
+                # last needs Σ x² (its model is gone)
                 out = self.algorithm.output(server_state)
-                sum_sq = float(_jax().numpy.sum(out * out))
+                sum_sq = float(require_jax().numpy.sum(out * out))
             sums.append(sum_sq)
         return server_state, sums
 
@@ -268,7 +298,7 @@ class CompiledEngine:
         """
         server_state, sum_sq = self._step(server_state, round_, participants)
         if sum_sq is None:
-            return _jax().block_until_ready(server_state), None
+            return require_jax().block_until_ready(server_state), None
         return server_state, float(sum_sq)
 
     def _step(self, server_state: Any, round_: int, participants: np.ndarray
@@ -301,10 +331,6 @@ class CompiledEngine:
             bits_up=up if traffic.bits_up is None else traffic.bits_up), n)
 
     def _parts(self, server_state: Any, round_: int, participants: np.ndarray) -> Any:
-        """The round part by part (each compiled or eager), counted as every engine counts
-        (:mod:`fedcomp.runtime._round`)."""
-        message = self.algorithm.broadcast(server_state)
-        stacked = self.clients.run_round(round_, message, participants)
-        count_downloads(self.counters, message, len(participants))
-        count_uploads(self.counters, stacked, len(participants))
-        return self.server.update(server_state, stacked, round_, participants)
+        """The round part by part, each compiled or eager: the round every engine runs."""
+        return star_round(self.algorithm, self.server, self.clients, self.counters,
+                          server_state, round_, participants)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ._compiled_trace import _jax, _Uncompilable
+from ._jax import Uncompilable, require_jax
 
 #: The compiled engine's own modules: a line of theirs never says which value was needed.
 _ENGINE_FILES = ("_compiled.py", "_compiled_trace.py", "_compiled_fallback.py",
@@ -40,7 +40,7 @@ class RoundFrom:
     answered on the host wherever ``r >= low`` decides it (``r < 0``, ``r > 0`` and
     ``r == 0`` for ``low = 1``: a warm-up round, a first round), so an algorithm that
     branches on those compiles once for every later round; any other use of the value
-    (``int(r)``, ``r == 5``, a host hash of it) raises :class:`_Uncompilable`.
+    (``int(r)``, ``r == 5``, a host hash of it) raises :class:`Uncompilable`.
     """
 
     __slots__ = ("low", "value")
@@ -48,8 +48,8 @@ class RoundFrom:
     def __init__(self, value: Any, low: int) -> None:
         self.value, self.low = value, low
 
-    def _undecided(self, what: str) -> _Uncompilable:
-        return _Uncompilable(f"the round is traced (known only to be >= {self.low}): {what}")
+    def _undecided(self, what: str) -> Uncompilable:
+        return Uncompilable(f"the round is traced (known only to be >= {self.low}): {what}")
 
     def _int(self, other: Any) -> int:
         if isinstance(other, int | np.integer) and not isinstance(other, bool):
@@ -203,7 +203,7 @@ class _Traced:
             self.traces += 1
             return fn(*args, **kwargs)
 
-        self.jitted = _jax().jit(counted, **jit_options)
+        self.jitted = require_jax().jit(counted, **jit_options)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         before = self.traces

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .._array import Array, asarray_like
-from ..algorithms._base import ClientContext, FederatedAlgorithm, ServerContext
+from ..algorithms._base import FederatedAlgorithm
 from ..oracle import Counters, Oracle
 from ..problem import Problem
 from ._compiled_fallback import EAGER, _Part, _round
@@ -26,10 +26,9 @@ from ._compiled_trace import (
     Rows,
     TracedOracle,
     _add,
-    _jax,
-    check_x64,
 )
-from ._round import server_context
+from ._jax import check_x64, require_jax
+from ._round import EagerServer, client_context, count_uploads, counted_prox, server_context
 
 
 def _block_ids(block: slice | np.ndarray) -> np.ndarray:
@@ -88,20 +87,20 @@ def sub_block_size(problem: Problem, batch_size: int | None) -> int:
 
 def _flatten(x: Array, rows: int) -> Array:
     """``(blocks, per block, ...)`` -> ``(rows, ...)``."""
-    return _jax().numpy.reshape(x, (rows, *x.shape[2:]))
+    return require_jax().numpy.reshape(x, (rows, *x.shape[2:]))
 
 
 def _concat_traced(parts: list[Any]) -> Any:
     """NamedTuples of arrays concatenated field by field along the clients' axis."""
     if len(parts) == 1:
         return parts[0]
-    jnp = _jax().numpy
+    jnp = require_jax().numpy
     return type(parts[0])(*(jnp.concatenate(fields, axis=0)
                             for fields in zip(*parts, strict=True)))
 
 
 def _device_ids(block: slice | np.ndarray) -> Any:
-    return _jax().numpy.asarray(_block_ids(block), dtype="int64")
+    return require_jax().numpy.asarray(_block_ids(block), dtype="int64")
 
 
 def _bounded(cache: dict[Any, Any], key: Any, make: Callable[[], Any]) -> Any:
@@ -150,6 +149,7 @@ class CompiledClients:
         at each step). Clients never interact within ``client_update``, so the cut
         changes no value.
         """
+        jax = require_jax()
         rows = Rows(start, stop, ids)
         size = int(ids.shape[0])
         data = DataArrays(*(rows.take(f) for f in arrays))
@@ -168,12 +168,12 @@ class CompiledClients:
             logs: list[CounterLog] = []
 
             def cut(x: Array) -> Array:
-                return _jax().numpy.reshape(x[:whole], (whole // sub, sub, *x.shape[1:]))
+                return jax.numpy.reshape(x[:whole], (whole // sub, sub, *x.shape[1:]))
 
-            upload, new = _jax().lax.map(one, _jax().tree.map(cut, (gathered, ids, data)))
+            upload, new = jax.lax.map(one, jax.tree.map(cut, (gathered, ids, data)))
             pieces += [(offset, sub, logs[0]) for offset in range(0, whole, sub)]
-            uploads.append(_jax().tree.map(lambda x: _flatten(x, whole), upload))
-            news.append(_jax().tree.map(lambda x: _flatten(x, whole), new))
+            uploads.append(jax.tree.map(lambda x: _flatten(x, whole), upload))
+            news.append(jax.tree.map(lambda x: _flatten(x, whole), new))
             done = whole
         else:
             done = 0
@@ -181,7 +181,7 @@ class CompiledClients:
             def rest(x: Array) -> Array:
                 return x[done:] if done else x
 
-            upload, new, log = self.local(round_, message, *_jax().tree.map(
+            upload, new, log = self.local(round_, message, *jax.tree.map(
                 rest, (gathered, ids, data)), low=low)
             pieces.append((done, size - done, log))
             uploads.append(upload)
@@ -199,14 +199,9 @@ class CompiledClients:
         log = CounterLog()
         oracle = TracedOracle(self.problem, data, Rows(0, size, ids), round_,
                               self.settings.seed, self.settings.batch_size, log, size)
-        regularizer = self.problem.regularizer
-
-        def prox(v: Array, step: Any) -> Array:
-            log.record("prox_client", int(v.shape[0]))
-            return regularizer.prox(v, step)
-
-        ctx = ClientContext(oracle, prox, _round(round_, low), ids, data.weights,
-                            self.problem.n_clients)
+        prox, _ = counted_prox(self.problem.regularizer, log.counters)
+        ctx = client_context(oracle, prox, _round(round_, low), data.weights,
+                             self.problem.n_clients)
         upload, new = self.algorithm.client_update(message, states, ctx)
         return upload, new, log
 
@@ -255,45 +250,38 @@ class CompiledClients:
 
 
 class CompiledServer:
-    """``server_update`` under ``jax.jit`` (eagerly where it cannot be traced)."""
+    """``server_update`` under ``jax.jit`` (eagerly where it cannot be traced): the
+    compiled server step of :func:`~fedcomp.runtime._round.star_round`, whose
+    :meth:`update` is :class:`~fedcomp.runtime._round.EagerServer`'s."""
 
     def __init__(self, algorithm: FederatedAlgorithm, problem: Problem, counters: Counters,
                  seed: int, compile_: Any, server_prox: Callable[[Array, Any], Array]) -> None:
         self.algorithm, self.problem, self.counters, self.seed = (
             algorithm, problem, counters, seed)
-        self.server_prox = server_prox
+        self.eager = EagerServer(algorithm, problem, server_prox, counters, seed)
         self.logs: dict[int | None, CounterLog] = {}
         self.contexts: dict[bytes, tuple[Any, Any, Any]] = {}
         self.part = _Part(self.update_traced, algorithm.name, "server update", compile_)
 
     def update_traced(self, round_: Any, state: Any, uploads: Any, ids: Any, weights: Any,
                       pi: Any, *, low: int | None) -> Any:
-        """The traced server step (its prox calls recorded in :attr:`logs`)."""
+        """The traced server step (its prox calls counted in :attr:`logs`)."""
         log = CounterLog()
-        regularizer = self.problem.regularizer
-
-        def prox(v: Array, step: Any) -> Array:
-            log.record("prox_server")
-            return regularizer.prox(v[None, ...], step)[0, ...]
-
-        ctx = ServerContext(prox, _round(round_, low), ids, weights, pi, self.problem.n_clients,
-                            self.seed)
+        _, prox = counted_prox(self.problem.regularizer, log.counters)
+        ctx = server_context(prox, _round(round_, low), ids, weights, pi,
+                             self.problem.n_clients, self.seed)
         new = self.algorithm.server_update(state, uploads, ctx)
         self.logs[low] = log
         return new
 
     def update(self, state: Any, uploads: Any, round_: int, participants: np.ndarray) -> Any:
+        """The new server state after the uploads of ``participants`` (counted)."""
         out = self.part(round_, state, uploads, *self.context(participants))
         if out is EAGER:
-            return self.update_eager(state, uploads, round_, participants)
+            return self.eager.update(state, uploads, round_, participants)
+        count_uploads(self.counters, uploads, len(participants))
         _add(self.counters, self.logs[self.part.low].delta(None))
         return out
-
-    def update_eager(self, state: Any, uploads: Any, round_: int, participants: np.ndarray
-                     ) -> Any:
-        return self.algorithm.server_update(
-            state, uploads, server_context(self.problem, self.server_prox, round_, participants,
-                                           self.problem.data.like, self.seed))
 
     def context(self, participants: np.ndarray) -> tuple[Any, Any, Any]:
         """``(ids, weights, pi)`` of the participants as device arrays (cached per set)."""
@@ -308,5 +296,5 @@ def participant_context(problem: Problem, ids: np.ndarray) -> tuple[Any, Any, An
     # row by row: each round's weights are summed as one round's alone would be
     weights = pi / pi.sum() if pi.ndim == 1 else np.stack([row / row.sum() for row in pi])
     like = problem.data.like
-    return (_jax().numpy.asarray(ids, dtype="int64"), asarray_like(weights, like),
+    return (require_jax().numpy.asarray(ids, dtype="int64"), asarray_like(weights, like),
             asarray_like(pi, like))

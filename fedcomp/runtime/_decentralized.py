@@ -36,18 +36,12 @@ from ..metrics import DEFAULT_METRICS, evaluate
 from ..oracle import Counters, Oracle
 from ..problem import Problem
 from ..topology import Topology
+from ._checks import check_divergence, check_run_args, norm_limit_of
 from ._clients import _blocks, _concat, _gather
 from ._recording import Recorder
 from ._round import counted_prox
-from ._simulate import (
-    NonFiniteError,
-    RunResult,
-    _check_run_args,
-    _norm_limit,
-    check_divergence,
-    resolve_block_size,
-)
-from ._stopping import RunView, StopRule
+from ._simulate import RunResult, resolve_block_size
+from ._stopping import NonFiniteError, RunView, StopRule
 
 #: Oracle round key of the initialisation queries: -1, distinct from every real round and
 #: the key of the federated runners' warm-up round, so DFedDA-GT's c⁰ on the complete graph
@@ -192,7 +186,7 @@ def simulate_decentralized(
     >>> [row["round"] for row in run.history]
     [0, 1, 2]
     """
-    _check_run_args(problem, rounds, None, batch_size, eval_every, seed)
+    check_run_args(problem, rounds, None, batch_size, eval_every, seed)
     if not isinstance(topology, Topology):
         raise TypeError(f"topology must be a fedcomp.topology.Topology (got "
                         f"{type(topology).__name__}); build one with e.g. topology.chain(n)")
@@ -207,7 +201,7 @@ def simulate_decentralized(
         raise ValueError(f"node must be in 0..{problem.n_clients - 1} (got {node})")
     check_sparsity("simulate_decentralized", sparsity)
     algorithm = algorithm.prepare(setup_context(problem)) or algorithm
-    norm_limit = _norm_limit(max_norm)
+    norm_limit = norm_limit_of(max_norm)
     block_size = resolve_block_size(node_block, problem, batch_size)
     n = problem.n_clients
     x = problem.start_model(x0)

@@ -140,9 +140,10 @@ class ClientShard:
         self.counters = Counters()
         prox, _ = counted_prox(problem.regularizer, self.counters)
         ids = np.arange(first, first + problem.n_clients, dtype=np.int64)
-        self.clients = LocalClients(algorithm, problem, states, self.counters,
-                                    ClientSettings(seed, batch_size, block_size, prox),
-                                    shard=(ids, np.asarray(weights), n_clients))
+        self.clients = LocalClients.of_clients(
+            algorithm, problem, states, self.counters,
+            ClientSettings(seed, batch_size, block_size, prox), client_ids=ids,
+            weights=weights, n_clients=n_clients)
 
     def run_round(self, round_: int, message: Any, ids: np.ndarray
                   ) -> tuple[Any, dict[str, int]]:

@@ -14,7 +14,8 @@ run as one traced call. What they count is defined here once:
   (:func:`~fedcomp.algorithms._base.message_bits`), added to the counters in one function —
   by :func:`count_downloads` and :func:`count_uploads` here, and by the compiled engine,
   which reads a traced round's :class:`Traffic` once per trace and replays it per call;
-* :func:`star_round`: the round itself, for an executor with ``run_round``.
+* :func:`star_round`: the round itself, for an executor with ``run_round`` and a server
+  step (:class:`EagerServer`, or the compiled engine's ``CompiledServer``).
 
 The asynchronous runner applies a server step to the uploads of the clients that arrived,
 through the same :func:`count_uploads` and ``server_update`` (:func:`server_step`).
@@ -99,21 +100,25 @@ def count_uploads(counters: Counters, stacked: Any, senders: int) -> None:
     count_traffic(counters, traffic_of(None, stacked), senders)
 
 
-def client_context(oracle: Oracle, client_prox: Prox, round_: int, pi: np.ndarray,
-                   n_clients: int, like: Array) -> ClientContext:
+def client_context(oracle: Oracle, client_prox: Prox, round_: Any, pi: Any, n_clients: int,
+                   like: Array | None = None) -> ClientContext:
     """The :class:`ClientContext` of a block: its clients' ``oracle``, the counted
-    ``client_prox``, their weights ``pi`` (on ``like``'s namespace and device) and the
-    federation's size. The compiled engine builds its traced context from the same fields
-    (:meth:`~fedcomp.runtime._compiled_parts.CompiledClients.local`)."""
+    ``client_prox``, their weights ``pi`` and the federation's size.
+
+    ``pi`` are host values put on ``like``'s namespace and device, or (``like=None``)
+    an array there already: the traced weights of a compiled block
+    (:meth:`~fedcomp.runtime._compiled_parts.CompiledClients.local`, whose ``round_`` and
+    client ids are traced too)."""
     return ClientContext(oracle, client_prox, round_, oracle.client_ids,
-                         asarray_like(pi, like), n_clients)
+                         pi if like is None else asarray_like(pi, like), n_clients)
 
 
-def server_context(problem: Problem, server_prox: Prox, round_: int, participants: np.ndarray,
-                   like: Array, seed: int = 0) -> ServerContext:
-    """The :class:`ServerContext` of a step with these participants (run seed ``seed``)."""
-    return weighted_server_context(problem.weights, server_prox, round_, participants, like,
-                                   seed)
+def server_context(server_prox: Prox, round_: Any, ids: Any, weights: Any, pi: Any,
+                   n_clients: int, seed: int = 0) -> ServerContext:
+    """The :class:`ServerContext` of a step: the participants' ``ids``, their normalised
+    ``weights`` ``π_i / Σπ`` and ``pi`` on the models' namespace and device (traced in a
+    compiled call), the federation's size and the run's seed."""
+    return ServerContext(server_prox, round_, ids, weights, pi, n_clients, int(seed))
 
 
 def weighted_server_context(weights: np.ndarray, server_prox: Prox, round_: int,
@@ -122,8 +127,8 @@ def weighted_server_context(weights: np.ndarray, server_prox: Prox, round_: int,
     """The :class:`ServerContext` of a step with these participants, given every client's
     weight ``π`` (a server that holds no data: :class:`fedcomp.flower.Strategy`)."""
     pi = weights[participants]
-    return ServerContext(server_prox, round_, participants, asarray_like(pi / pi.sum(), like),
-                         asarray_like(pi, like), len(weights), int(seed))
+    return server_context(server_prox, round_, participants, asarray_like(pi / pi.sum(), like),
+                          asarray_like(pi, like), len(weights), seed)
 
 
 def server_step(algorithm: FederatedAlgorithm, weights: np.ndarray, like: Array,
@@ -137,14 +142,35 @@ def server_step(algorithm: FederatedAlgorithm, weights: np.ndarray, like: Array,
         weighted_server_context(weights, server_prox, round_, participants, like, seed))
 
 
-def star_round(algorithm: FederatedAlgorithm, problem: Problem, server_state: Any,
-               round_: int, participants: np.ndarray, clients: Any, server_prox: Prox,
-               counters: Counters, seed: int) -> Any:
+class EagerServer:
+    """The server's step as written: ``server_update`` on the stacked uploads, counted
+    (:func:`server_step`).
+
+    One of the two server-step objects :func:`star_round` takes; the compiled engine's
+    :class:`~fedcomp.runtime._compiled_parts.CompiledServer` is the other, with the same
+    :meth:`update` (and this one for what it cannot trace).
+    """
+
+    def __init__(self, algorithm: FederatedAlgorithm, problem: Problem, server_prox: Prox,
+                 counters: Counters, seed: int) -> None:
+        self.algorithm, self.weights, self.like = algorithm, problem.weights, problem.data.like
+        self.server_prox, self.counters, self.seed = server_prox, counters, seed
+
+    def update(self, server_state: Any, stacked: Any, round_: int, participants: np.ndarray
+               ) -> Any:
+        """The new server state after the uploads ``stacked`` of ``participants``."""
+        return server_step(self.algorithm, self.weights, self.like, server_state, stacked,
+                           round_, participants, self.server_prox, self.counters, self.seed)
+
+
+def star_round(algorithm: FederatedAlgorithm, server: Any, clients: Any, counters: Counters,
+               server_state: Any, round_: int, participants: np.ndarray) -> Any:
     """One round: broadcast, the participants' client updates on ``clients`` (an executor
-    with ``run_round(round_, message, participants)``), the server's update; returns the
-    new server state."""
+    with ``run_round(round_, message, participants)``), the server's step ``server`` (an
+    object with ``update(server_state, stacked, round_, participants)`` that counts the
+    uploads: :class:`EagerServer`, or the compiled engine's); returns the new server
+    state."""
     message = algorithm.broadcast(server_state)
     stacked = clients.run_round(round_, message, participants)
     count_downloads(counters, message, len(participants))
-    return server_step(algorithm, problem.weights, problem.data.like, server_state, stacked,
-                       round_, participants, server_prox, counters, seed)
+    return server.update(server_state, stacked, round_, participants)

@@ -9,14 +9,13 @@ the whole block at once, scatter the states back, stack the uploads and call
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._array import Array, namespace, quiet_overflow, to_numpy, wait_for
+from .._array import Array, quiet_overflow, wait_for
 from .._random import sample_clients
 from ..algorithms._base import (
     FederatedAlgorithm,
@@ -33,16 +32,22 @@ from ._checkpoint import (
     has_checkpoint,
     load_checkpoint,
 )
+from ._checks import (
+    check_divergence,
+    check_personal_divergence,
+    check_run_args,
+    norm_limit_of,
+)
 from ._clients import (
     ClientSettings,
     LocalClients,
     cache_block_size,
 )
 from ._clock import ComputeTimes
-from ._compiled import check_compile
 from ._fingerprint import run_fingerprint
+from ._jax import check_compile
 from ._recording import Recorder
-from ._round import counted_prox, star_round
+from ._round import EagerServer, counted_prox, star_round
 from ._stopping import COMPLETED, NonFiniteError, RunView, StopRule
 
 
@@ -139,88 +144,21 @@ def _sampled(sampling: Any, round_: int, n_clients: int) -> np.ndarray:
     return np.sort(ids)
 
 
-def check_divergence(x: Array | None, limit: float, algorithm: Any, tags: dict[str, Any],
-                     where: str, what: str = "the model", sum_sq: Any = None,
-                     hint: str = "") -> None:
-    """Raise :class:`NonFiniteError` when ``x`` diverged, naming the run, ``where`` (e.g.
-    "in round 7") and the algorithm's hint for what to change.
+def _executor(algorithm: FederatedAlgorithm, problem: Problem, clients: Any,
+              client_states: Any, counters: Counters, settings: ClientSettings,
+              server_prox: Any, compiled: bool) -> tuple[Any, Any]:
+    """``(client executor, server step)`` of a run: the compiled engine and its compiled
+    server step (data on jax arrays), or ``clients`` (default :class:`LocalClients`) and
+    the eager server step."""
+    if compiled:
+        from ._compiled import CompiledEngine
 
-    ``sum_sq`` is ``Σ x²`` where the caller has it already (the compiled engine computes
-    it inside the round's call): a model whose ``Σ x²`` is finite and within ``limit²``
-    is fine without another pass over ``x``; with ``x = None`` (a round of a compiled
-    call before its last, whose model is gone) ``sum_sq`` decides alone.
-    """
-    if sum_sq is not None:
-        norm_sq = float(sum_sq)
-        # a NaN or inf entry makes Σ x² NaN or inf: a finite one is a finite model
-        if math.isfinite(norm_sq) and math.sqrt(norm_sq) <= limit:
-            return
-    text = _divergence(x, limit) if x is not None else _divergence_of(float(sum_sq), limit)
-    if text:
-        raise NonFiniteError(
-            f"{tags.get('algorithm', algorithm.name)}: {what} {text} {where} "
-            f"(hyperparameters {algorithm.hyperparameters}); "
-            f"{hint or algorithm.divergence_hint}")
-
-
-def check_personal_divergence(client_states: Any, limit: float, algorithm: Any,
-                              tags: dict[str, Any], where: str) -> None:
-    """:func:`check_divergence` for the clients' own models (``algorithm.personal_field``
-    of their states, stacked ``(n_clients, ...)``), naming the first client that diverged.
-
-    They never reach the server's model, so its check cannot see them: a Ditto run with
-    a personal step far too large wrote personal objectives of 1e250 under "completed".
-    """
-    if algorithm.personal_field is None or client_states is None:
-        return
-    personal = getattr(client_states, algorithm.personal_field, None)
-    if personal is None:  # states kept out of this process (Ray, disk maps)
-        return
-    xp = namespace(personal)
-    flat = xp.reshape(personal, (personal.shape[0], -1))
-    finite = to_numpy(xp.all(xp.isfinite(flat), axis=1))
-    norms = to_numpy(xp.sqrt(xp.sum(flat * flat, axis=1)))
-    bad = np.flatnonzero(~np.asarray(finite) | (np.asarray(norms) > limit))
-    if bad.size:
-        i = int(bad[0])
-        check_divergence(personal[i, ...], limit, algorithm, tags, where,
-                         what=f"client {i}'s personal model ({bad.size} of "
-                              f"{personal.shape[0]} clients)",
-                         hint="try a smaller personal step (personal_lr; 'auto' is "
-                              "1/(max_i L_i + lam))")
-
-
-def _divergence(x: Array, limit: float) -> str:
-    """Why ``x`` counts as diverged ("" when it does not): non-finite, or norm above ``limit``."""
-    xp = namespace(x)
-    if not bool(xp.all(xp.isfinite(x))):
-        return "became non-finite"
-    norm = float(xp.sqrt(xp.sum(x * x)))
-    if norm > limit:
-        return f"diverged (norm {norm:.3g} > max_norm {limit:.3g})"
-    return ""
-
-
-def _divergence_of(norm_sq: float, limit: float) -> str:
-    """:func:`_divergence` told by ``Σ x²`` alone (``x`` is gone: a later round's model
-    replaced it); an infinite ``Σ x²`` is an infinite norm, whether an entry is infinite
-    or the squares overflowed."""
-    if math.isnan(norm_sq):
-        return "became non-finite"
-    norm = math.sqrt(norm_sq)
-    return f"diverged (norm {norm:.3g} > max_norm {limit:.3g})" if norm > limit else ""
-
-
-def _norm_limit(max_norm: float | None) -> float:
-    if max_norm is None:
-        return float("inf")
-    if isinstance(max_norm, bool) or not isinstance(max_norm, int | float | np.floating):
-        # before the comparison: 'x' > 0 would be Python's TypeError, naming nothing
-        raise TypeError(f"max_norm must be a positive number or None (got {max_norm!r} of type "
-                        f"{type(max_norm).__name__}); the default is 1e12")
-    if not max_norm > 0:
-        raise ValueError(f"max_norm must be positive or None (got {max_norm!r})")
-    return float(max_norm)
+        engine = CompiledEngine(algorithm, problem, client_states, counters, settings,
+                                server_prox)
+        return engine, engine.server
+    executor = (LocalClients if clients is None else clients)(
+        algorithm, problem, client_states, counters, settings)
+    return executor, EagerServer(algorithm, problem, server_prox, counters, settings.seed)
 
 
 @quiet_overflow
@@ -371,7 +309,7 @@ def simulate(
     >>> [row["round"] for row in run.history]
     [0, 1, 2, 3]
     """
-    _check_run_args(problem, rounds, clients_per_round, batch_size, eval_every, seed)
+    check_run_args(problem, rounds, clients_per_round, batch_size, eval_every, seed)
     check_compile(compile, problem.data.like, problem.data.sparse)
     rule = StopRule(problem, tol, stop, callbacks, on_divergence,
                     hint=algorithm.divergence_hint)
@@ -381,7 +319,7 @@ def simulate(
     # a custom sampling is checked round by round (below): it may well pick every client
     setup = setup_context(problem, clients_per_round if sampling is None else None)
     algorithm = algorithm.prepare(setup) or algorithm
-    norm_limit = _norm_limit(max_norm)
+    norm_limit = norm_limit_of(max_norm)
     block_size = resolve_block_size(client_block, problem, batch_size)
     x = problem.start_model(x0)
     server_state, client_states = algorithm.init(x, problem.n_clients)
@@ -441,71 +379,54 @@ def simulate(
         backend_of_data(like).compiles and not problem.data.sparse
     settings = ClientSettings(seed, batch_size, block_size, client_prox,
                               state_dir if client_state == "disk" else None, compile)
-    engine: Any = None
-    if compiled:
-        from ._compiled import CompiledEngine
-
-        engine = CompiledEngine(algorithm, problem, client_states, counters, settings,
-                                server_prox)
-        server_state = engine.place(server_state)
-        run_clients: Any = engine.clients
-    else:
-        run_clients = (LocalClients if clients is None else clients)(
-            algorithm, problem, client_states, counters, settings)
-    # ‖output‖² of the last round where the compiled engine computed it with the round
-    sum_sq: Any = None
-    # rounds per compiled call (the jax engine without a sampling callback), and the
-    # rounds run so far
-    chunk = 1 if engine is None or sampling is not None else engine.chunk_length(
+    run_clients, server = _executor(algorithm, problem, clients, client_states, counters,
+                                    settings, server_prox, compiled)
+    # fused rounds (several in one call) are a capability of an executor: the compiled
+    # engine's, without a sampling callback; others run chunks of one round
+    fused = getattr(run_clients, "run_rounds", None)
+    chunk = 1 if fused is None or sampling is not None else run_clients.chunk_length(
         clients_per_round, batch_size, eval_every)
-    done = first
 
-    def step(r: int, participants: np.ndarray) -> None:
-        nonlocal server_state, sim_time, sum_sq
-        if engine is not None:
-            server_state, sum_sq = engine.step(server_state, r, participants)
+    def participants_of(r: int) -> np.ndarray:
+        if sampling is None:
+            return sample_clients(seed, r, problem.n_clients, clients_per_round)
+        participants = _sampled(sampling, r, problem.n_clients)
+        if len(participants) < problem.n_clients:  # raises what this round breaks
+            algorithm.prepare(setup._replace(clients_per_round=len(participants)))
+        return participants
+
+    def run(r: int, group: list[np.ndarray]) -> list[Any]:
+        """Rounds ``r, r + 1, ...`` (``group[k]``: round ``r + k``'s participants), done
+        when it returns: ``Σ x²`` after each (``None``: the check reads the model)."""
+        nonlocal server_state, sim_time
+        if fused is None:
+            server_state = star_round(algorithm, server, run_clients, counters, server_state,
+                                      r, group[0])
+            wait_for(like, server_state)  # a GPU computes the queued round after it returns
+            sums: list[Any] = [None]
         else:
-            server_state = star_round(algorithm, problem, server_state, r, participants,
-                                      run_clients, server_prox, counters, seed)
+            server_state, sums = fused(server_state, r, group)
         if clock is not None:  # a synchronous round waits for its slowest participant
-            sim_time += float(clock.draw(seed, r, participants, problem.n_clients).max(initial=0.0))
+            sim_time += sum(float(clock.draw(seed, r + k, who, problem.n_clients)
+                                  .max(initial=0.0)) for k, who in enumerate(group))
+        return sums
 
+    done = first  # the rounds run so far
     try:
         stopped = False
         if resume_from is None:
             if algorithm.warmup:  # round −1: every client (e.g. FedDR's x_i⁰ = prox_{ηf_i}(x⁰))
                 tic = time.perf_counter()
-                step(-1, np.arange(problem.n_clients))
+                run(-1, [np.arange(problem.n_clients)])
                 wait_for(like, server_state)
                 wall += time.perf_counter() - tic
             stopped = record(0)
-        for r in range(first, rounds):
-            if stopped:
-                break
-            if r < done:  # run by the compiled engine's last call
-                continue
+        while done < rounds and not stopped:
+            r = done
             tic = time.perf_counter()
-            if sampling is None:
-                participants = sample_clients(seed, r, problem.n_clients, clients_per_round)
-            else:
-                participants = _sampled(sampling, r, problem.n_clients)
-                if len(participants) < problem.n_clients:  # raises what this round breaks
-                    algorithm.prepare(setup._replace(clients_per_round=len(participants)))
             count = 1 if chunk == 1 else min(chunk, recorder.next_due(r) - r)
-            if count == 1:
-                step(r, participants)
-                sums = [sum_sq]
-            else:  # rounds r .. r + count - 1 in one compiled call (no sampling callback)
-                group = [participants] + [
-                    sample_clients(seed, r + k, problem.n_clients, clients_per_round)
-                    for k in range(1, count)]
-                server_state, sums = engine.steps(server_state, r, group, chunk)
-                if clock is not None:
-                    sim_time += sum(float(clock.draw(seed, r + k, who, problem.n_clients)
-                                          .max(initial=0.0)) for k, who in enumerate(group))
+            sums = run(r, [participants_of(r + k) for k in range(count)])
             done = r + count
-            if engine is None:  # a GPU computes the queued round after step() returns
-                wait_for(like, server_state)
             wall += time.perf_counter() - tic
             try:
                 for k, sum_k in enumerate(sums):
@@ -535,38 +456,3 @@ def simulate(
     rule.finish(recorder.tags.get("algorithm", algorithm.name), done)
     return RunResult(algorithm.output(server_state), recorder.history, server_state,
                      final_states, counters, rule.status, done)
-
-
-def _is_int(v: Any) -> bool:
-    """A Python or NumPy integer, not a bool."""
-    return isinstance(v, int | np.integer) and not isinstance(v, bool)
-
-
-def check_seed(seed: Any) -> None:
-    """A run's seed is an integer ``>= 0`` (NumPy's client sampling takes no other)."""
-    if not (_is_int(seed) and seed >= 0):
-        raise ValueError(f"seed must be a nonnegative integer (got seed={seed!r})")
-
-
-def check_sampling(n_clients: int, clients_per_round: Any, batch_size: Any) -> None:
-    """Participants per round and minibatch size of a run on ``n_clients`` clients (also
-    the Flower Strategy's, whose server holds no problem)."""
-    if clients_per_round is not None and not (_is_int(clients_per_round)
-                                              and 1 <= clients_per_round <= n_clients):
-        raise ValueError(f"clients_per_round must be an integer in 1..{n_clients} or None "
-                         f"for all clients (got {clients_per_round!r})")
-    if batch_size is not None and not (_is_int(batch_size) and batch_size >= 1):
-        raise ValueError(f"batch_size must be a positive integer or None for full gradients "
-                         f"(got {batch_size!r})")
-
-
-def _check_run_args(problem: Problem, rounds: Any, clients_per_round: Any, batch_size: Any,
-                    eval_every: Any, seed: Any = 0, rounds_name: str = "rounds") -> None:
-    """The checks of the arguments every runner shares (``rounds_name``: what the runner
-    calls its rounds, e.g. ``"server_steps"``; ``clients_per_round=None`` where it has none)."""
-    check_seed(seed)
-    if not (_is_int(rounds) and rounds >= 0):
-        raise ValueError(f"{rounds_name} must be a nonnegative integer (got {rounds!r})")
-    check_sampling(problem.n_clients, clients_per_round, batch_size)
-    if not (_is_int(eval_every) and eval_every >= 1):
-        raise ValueError(f"eval_every must be a positive integer (got {eval_every!r})")
