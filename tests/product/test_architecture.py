@@ -130,12 +130,38 @@ def test_the_verdict_rules_read_results_not_runs():
     """An experiment's module judges summaries: it may build a setting (a timing re-run) but
     never plans, executes or writes an output directory."""
     graph = import_graph()
-    rules = [m for m in graph if m.startswith("fedcomp.experiments.")
+    rules = [m for m in graph if m.startswith("fedcomp.experiments.claims.")
              and not m.rsplit(".", 1)[-1].startswith("_")]
     assert len(rules) >= 13
     forbidden = {"fedcomp.experiments._plan", "fedcomp.experiments._execute",
                  "fedcomp.experiments._results", "fedcomp.experiments._runner"}
     assert {m: graph[m] & forbidden for m in rules if graph[m] & forbidden} == {}
+
+
+def test_experiments_holds_the_pipeline_and_claims_the_paper_experiments():
+    """experiments/ is the pipeline's stages (private modules) and the package that gathers
+    them; every module of a paper's claim is in experiments/claims/."""
+    top = sorted(p.stem for p in (PACKAGE / "experiments").glob("*.py"))
+    assert [m for m in top if not m.startswith("_")] == [], \
+        "a public module in experiments/: a claim goes to experiments/claims/"
+    from fedcomp.experiments import EXPERIMENTS
+
+    assert {m.__name__.rsplit(".", 1)[0] for m in EXPERIMENTS.values()} == {
+        "fedcomp.experiments.claims"}
+
+
+#: The folders of tests/, one per layer, each named in ARCHITECTURE.md.
+TEST_LAYERS = ("core", "algorithms", "engines", "papers", "product")
+
+
+def test_every_test_module_sits_in_the_folder_of_its_layer():
+    tests = ROOT / "tests"
+    loose = sorted(p.name for p in tests.glob("test_*.py"))
+    assert loose == [], f"tests/ holds test modules outside a layer's folder: {loose}"
+    folders = sorted(p.parent.name for p in tests.glob("*/test_*.py"))
+    assert set(folders) == set(TEST_LAYERS), set(folders) ^ set(TEST_LAYERS)
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    assert [layer for layer in TEST_LAYERS if f"`tests/{layer}/`" not in text] == []
 
 
 # --- no dead code ------------------------------------------------------------------------------
