@@ -78,6 +78,7 @@ from .runtime import (  # noqa: E402
     ComputeTimes,
     EarlyStopping,
     NonFiniteError,
+    RunOptions,
     RunResult,
     RunView,
     simulate,
@@ -98,6 +99,7 @@ __all__ = [
 __all__ += ["AsyncRunResult", "ComputeTimes", "async_feddr", "fedadmm", "feddr", "fedpd",
             "fedprox", "fedsplit", "simulate_async"]
 __all__ += ["MissingExtraError"]
+__all__ += ["RunOptions"]
 # every algorithm factory of the registry, the stopping rules and the results as data
 __all__ += ["compressed", "compressed_scaffnew", "ditto", "fed_ht", "fedexprox", "fediter_ht",
             "locodl", "pfedme", "sdane", "tamuna", "Checkpoint", "ConvergenceWarning",

@@ -10,13 +10,14 @@ from ._compiled_fallback import JaxEngineWarning, NotCompilableError
 from ._decentralized import consensus_error, simulate_decentralized
 from ._jax import jax_like
 from ._jax_cache import JaxCacheWarning
+from ._options import RunOptions
 from ._ray_clients import ray_clients
 from ._simulate import NonFiniteError, RunResult, auto_block_size, simulate
 from ._stopping import STOP_MEASURES, EarlyStopping, RunView, convergence_warning
 
 __all__ = ["STOP_MEASURES", "Checkpoint", "ConvergenceWarning", "EarlyStopping", "RunView",
            "AsyncRunResult", "ComputeTimes", "JaxCacheWarning", "JaxEngineWarning",
-           "NonFiniteError", "NotCompilableError", "RunResult", "SetupContext",
+           "NonFiniteError", "NotCompilableError", "RunOptions", "RunResult", "SetupContext",
            "auto_block_size", "consensus_error", "jax_like", "ray_clients",
            "reuse_freed_memory", "setup_context", "simulate", "simulate_async",
            "simulate_decentralized"]

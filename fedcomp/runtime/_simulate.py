@@ -46,6 +46,12 @@ from ._clients import (
 from ._clock import ComputeTimes
 from ._fingerprint import run_fingerprint
 from ._jax import check_compile
+from ._options import (
+    RunOptions,
+    check_client_block,
+    options_of,
+    refuse_option_keywords,
+)
 from ._recording import Recorder
 from ._round import EagerServer, counted_prox, star_round
 from ._stopping import COMPLETED, NonFiniteError, RunView, StopRule
@@ -116,14 +122,12 @@ def auto_block_size(problem: Problem, batch_size: int | None = None) -> int:
 
 def resolve_block_size(client_block: Any, problem: Problem, batch_size: int | None = None
                        ) -> int:
+    check_client_block(client_block)
     if client_block == "auto":
         return auto_block_size(problem, batch_size)
     if client_block in ("all", None):
         return problem.n_clients
-    if isinstance(client_block, int) and not isinstance(client_block, bool) and client_block >= 1:
-        return client_block
-    raise ValueError(f"client_block must be 'auto', 'all' or a positive integer "
-                     f"(got {client_block!r})")
+    return int(client_block)
 
 
 def _sampled(sampling: Any, round_: int, n_clients: int) -> np.ndarray:
@@ -161,6 +165,7 @@ def _executor(algorithm: FederatedAlgorithm, problem: Problem, clients: Any,
     return executor, EagerServer(algorithm, problem, server_prox, counters, settings.seed)
 
 
+@refuse_option_keywords
 @quiet_overflow
 def simulate(
     algorithm: FederatedAlgorithm,
@@ -168,29 +173,14 @@ def simulate(
     rounds: int,
     *,
     x0: Any = None,
+    seed: int = 0,
     clients_per_round: int | None = None,
     batch_size: int | None = None,
-    client_block: Any = "auto",
     eval_every: int = 1,
     metrics: Sequence[Any] = DEFAULT_METRICS,
     reference: Any = None,
-    logger: Any = None,
-    seed: int = 0,
-    progress: Any = "auto",
-    tags: dict[str, Any] | None = None,
-    max_norm: float | None = 1e12,
-    clients: Any = None,
-    sampling: Any = None,
-    compute_times: Any = None,
-    client_state: str = "memory",
-    state_dir: Any = None,
-    compile: Any = "auto",
     tol: float | None = None,
-    stop: str = "relative_prox_step",
-    callbacks: Any = None,
-    on_divergence: str = "return",
-    resume_from: Any = None,
-    initial_states: Any = None,
+    options: RunOptions | None = None,
 ) -> RunResult:
     """Run a federated algorithm on a problem in one process, clients vectorised in blocks.
 
@@ -203,86 +193,28 @@ def simulate(
     x0 : array, optional
         Initial model, shape ``problem.param_shape`` (default ``problem.initial_model()``:
         zeros, or a network's seeded initial parameters).
+    seed : int, default 0
+        Keys client sampling and minibatches.
     clients_per_round : int, optional
         Participants sampled uniformly without replacement each round (all by default).
     batch_size : int, optional
         Minibatch size for every gradient call; ``None`` = full local gradients.
-    client_block : "auto", "all" or int, default "auto"
-        Clients per vectorised block (results do not depend on it).
     eval_every : int, default 1
         Evaluate the metrics every this many rounds (and at round 0 and at the end).
     metrics : sequence of str or callable
         See :mod:`fedcomp.metrics`.
     reference : Reference, optional
         The centralized solution, for ``optimality``/``suboptimality``.
-    logger : object with ``log(row)``, optional
-        Receives each evaluation row as it is produced.
-    seed : int, default 0
-        Keys client sampling and minibatches.
-    progress : "auto" or bool
-        A progress line on stderr (default: when stderr is a terminal).
-    tags : dict, optional
-        Extra columns added to every row (e.g. ``{"algorithm": ..., "seed": ...}``).
-    max_norm : float or None, default 1e12
-        A model whose norm exceeds this counts as diverged (long before it overflows);
-        ``None`` checks only for NaN/inf.
-    clients : class, optional
-        The client executor (default :class:`LocalClients`, vectorised blocks in this
-        process); :mod:`fedcomp.flower` passes one that runs the participants on SuperNodes.
-        Sampling, server updates, counters, evaluation and logging stay here either way.
-    sampling : callable, optional
-        ``sampling(round) -> client ids``: any other client sampling (non-uniform, a fixed
-        schedule); overrides ``clients_per_round``. It must be a pure function of the round.
-    compute_times : ComputeTimes or dict, optional
-        Each client's compute-time distribution (see :class:`ComputeTimes`): rows then get a
-        ``sim_time`` column, a round lasting as long as its slowest participant.
-    client_state : {"memory", "disk"}, default "memory"
-        Where the stacked client states live. ``"disk"`` keeps them in memory-mapped
-        ``.npy`` files under ``state_dir``, reads one block of clients at a time and drops
-        its pages from memory after writing it back, for client states that do not fit in
-        RAM (NumPy backend; same iterates, bit for bit; the states' share of the peak memory
-        then grows with ``client_block``, not ``n_clients``).
-    state_dir : path, optional
-        Directory of the state files for ``client_state="disk"`` (default: a fresh
-        temporary directory, removed after the run).
-    compile : "auto", True or False, default "auto"
-        With the data on jax arrays (``backend = "jax"``), run each block's
-        ``client_update`` and the ``server_update`` under ``jax.jit``
-        (:mod:`fedcomp.runtime._compiled`): ``"auto"`` runs a part that cannot be traced
-        (it needs a host value inside the round: a random number of local steps, a
-        converged Newton solve) eagerly on the jax arrays, with a warning saying why;
-        ``True`` raises :class:`~fedcomp.runtime.NotCompilableError` instead; ``False``
-        runs everything eagerly. Ignored for other arrays (``True`` raises).
     tol : float, optional
-        Stop at the first evaluation row whose ``stop`` measure is ``<= tol`` (status
-        ``"converged"``); a run whose ``rounds`` end first warns with a
+        Stop at the first evaluation row whose ``options.stop`` measure is ``<= tol``
+        (status ``"converged"``); a run whose ``rounds`` end first warns with a
         :class:`~fedcomp.runtime.ConvergenceWarning`. ``None`` (default): run every round.
-    stop : str, default "relative_prox_step"
-        The measure ``tol`` bounds (:data:`~fedcomp.runtime._stopping.STOP_MEASURES`): the
-        relative prox-gradient step ``‖x − prox_{sg}(x − s∇f(x))‖ / ‖x‖``, the
-        ``prox_grad_norm`` metric, or the ``relative_change`` between two rows. Its value
-        is a column of every row.
-    callbacks : callable or list of callables, optional
-        Each is called with a :class:`~fedcomp.runtime.RunView` after every evaluation row;
-        one returning ``True`` stops the run (status ``"stopped"``).
-        :class:`~fedcomp.runtime.EarlyStopping` and :class:`~fedcomp.runtime.Checkpoint`
-        are two such.
-    on_divergence : {"return", "raise"}, default "return"
-        A diverged model (non-finite, or its norm above ``max_norm``): return the rows so
-        far with status ``"diverged"`` and a :class:`RuntimeWarning` naming the round and
-        what to change, or raise :class:`NonFiniteError`.
-    resume_from : path, optional
-        A :class:`~fedcomp.runtime.Checkpoint` file of this run: the run continues from its
-        round, to the same iterates as an uninterrupted run (``rounds`` may be more). The
-        file's fingerprint of its run (algorithm, hyperparameters, loss, regularizer, data,
-        weighting, seed, participation, batch size, start) must be this run's: a checkpoint
-        of another run, one without a fingerprint, a hand-edited or a damaged one is a
-        ``ValueError`` naming the file and the field.
-    initial_states : (server_state, client_states), optional
-        Start from these states (an earlier run's ``RunResult.server_state`` and
-        ``client_states`` of this algorithm, same clients) instead of ``init(x0)``: a warm
-        start that keeps what an algorithm carries besides its model (ZA1's pre-prox
-        server variable, control variates). The warm-up round, if any, still runs.
+    options : RunOptions, optional
+        How the run executes and reports (:class:`~fedcomp.runtime.RunOptions`: client
+        blocks, the jax engine, the executor, client states on disk, a sampling schedule,
+        compute times, logger, progress line, tags, stopping measure, callbacks, divergence
+        limit, resuming and warm starts); default ``RunOptions()``. Passing one of its
+        fields as a keyword of ``simulate`` is a ``TypeError`` naming the fix.
 
     Returns
     -------
@@ -309,6 +241,14 @@ def simulate(
     >>> [row["round"] for row in run.history]
     [0, 1, 2, 3]
     """
+    opts = options_of(options)
+    client_block, compile, clients = opts.client_block, opts.compile, opts.clients
+    client_state, state_dir, sampling = opts.client_state, opts.state_dir, opts.sampling
+    compute_times, logger, progress, tags = (opts.compute_times, opts.logger, opts.progress,
+                                             opts.tags)
+    stop, callbacks, max_norm = opts.stop, opts.callbacks, opts.max_norm
+    on_divergence, resume_from, initial_states = (opts.on_divergence, opts.resume_from,
+                                                  opts.initial_states)
     check_run_args(problem, rounds, clients_per_round, batch_size, eval_every, seed)
     check_compile(compile, problem.data.like, problem.data.sparse)
     rule = StopRule(problem, tol, stop, callbacks, on_divergence,
@@ -362,8 +302,6 @@ def simulate(
 
     like = problem.data.like
     clock = None if compute_times is None else ComputeTimes.build(compute_times, problem.n_clients)
-    if client_state not in ("memory", "disk"):
-        raise ValueError(f"client_state must be 'memory' or 'disk' (got {client_state!r})")
     if client_state == "disk" and clients is not None:
         raise ValueError("client_state='disk' applies to the in-process simulator; a custom "
                          "executor (clients=...) keeps its own client state")

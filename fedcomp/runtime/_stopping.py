@@ -96,8 +96,7 @@ class StopMeasure:
     def __init__(self, name: str, problem: Problem) -> None:
         from ..metrics._functions import prox_grad_norm, stationarity_step
 
-        if name not in STOP_MEASURES:
-            raise ValueError(f"stop must be one of {', '.join(STOP_MEASURES)} (got {name!r})")
+        check_stop(name)
         self.name, self.problem = name, problem
         self.previous: Array | None = None
         if name != "relative_change":
@@ -124,6 +123,19 @@ STOP_MEASURES = {
     "prox_grad_norm": "||x - prox_{s g}(x - s grad f(x))|| / s (the metric, absolute)",
     "relative_change": "||x_k - x_j|| / ||x_k|| between two evaluation rows j < k",
 }
+
+
+def check_stop(name: Any) -> None:
+    """``stop`` names one of :data:`STOP_MEASURES`."""
+    if not isinstance(name, str) or name not in STOP_MEASURES:  # a list is unhashable
+        raise ValueError(f"stop must be one of {', '.join(STOP_MEASURES)} (got {name!r})")
+
+
+def check_on_divergence(on_divergence: Any) -> None:
+    """What a diverged run does: ``"return"`` its rows, or ``"raise"``."""
+    if on_divergence not in ("return", "raise"):
+        raise ValueError(f"on_divergence must be 'return' or 'raise' (got "
+                         f"{on_divergence!r})")
 
 
 def check_tol(tol: Any) -> float | None:
@@ -232,9 +244,7 @@ class StopRule:
         self.problem, self.hint = problem, hint
         self.tol = check_tol(tol)
         self.callbacks = check_callbacks(callbacks)
-        if on_divergence not in ("return", "raise"):
-            raise ValueError(f"on_divergence must be 'return' or 'raise' (got "
-                             f"{on_divergence!r})")
+        check_on_divergence(on_divergence)
         self.on_divergence, self.stop = on_divergence, stop
         self.measure = StopMeasure(stop, problem) if self.tol is not None else None
         self.status = COMPLETED
