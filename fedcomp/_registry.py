@@ -153,10 +153,18 @@ class HostValue(NamedTuple):
     applies: Callable[[Mapping[str, Any], int | None, bool], bool] | None = None
 
 
+#: What an algorithm may require of the problem and the run (an entry's ``requires``):
+#: ``"smooth"``, ``g = 0`` only (its paper has no prox); ``"full_participation"``, every
+#: client in every round (``clients_per_round = None``). Its ``prepare`` refuses the
+#: rest with its own message; the entry states the fact for whoever must know it first.
+REQUIREMENTS = ("smooth", "full_participation")
+
+
 @dataclass(frozen=True, kw_only=True)
 class AlgorithmEntry(Entry):
-    """An algorithm, with how the runner executes it (one of :data:`EXECUTIONS`) and the
-    values it reads on the host inside a round (:class:`HostValue`)."""
+    """An algorithm, with how the runner executes it (one of :data:`EXECUTIONS`), the
+    values it reads on the host inside a round (:class:`HostValue`) and what it requires
+    (of :data:`REQUIREMENTS`)."""
 
     execution: Execution = "rounds"
     host_values: tuple[HostValue, ...] = ()
@@ -170,8 +178,15 @@ class AlgorithmEntry(Entry):
     private_uploads: Mapping[str, str | None] | None = None
     #: Why the privacy wrapper refuses the algorithm (``None``: not refused).
     not_private: str | None = None
+    #: What it requires (of :data:`REQUIREMENTS`): the problems and runs its ``prepare``
+    #: refuses otherwise.
+    requires: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        unknown = sorted(set(self.requires) - set(REQUIREMENTS))
+        if unknown:
+            raise ValueError(f"{self.name}: unknown requirement(s) {unknown} in requires; "
+                             f"valid: {_names(REQUIREMENTS)}")
         if not re.fullmatch(r"#[0-9a-fA-F]{6}", self.color):
             raise ValueError(f"{self.name}: give the algorithm its line color, color='#rrggbb' "
                              f"(got {self.color!r}); see fedcomp.plotting for the rule")
@@ -184,6 +199,29 @@ class AlgorithmEntry(Entry):
             if not host.parts or not set(host.parts) <= set(PARTS):
                 raise ValueError(f"{self.name}: a host value's parts must be among {PARTS} "
                                  f"(got {host.parts!r})")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TransformEntry(Entry):
+    """A transform: a wrapper that turns an algorithm into another (compression, Ditto,
+    privacy), with its own traits.
+
+    ``factory(algorithm, **params)`` applies it, ``params`` being what the transform
+    records of itself in the wrapped algorithm's recipe (JSON values): how a Flower node
+    rebuilds it. The name is the one the recipe records.
+
+    Parameters
+    ----------
+    host_values : tuple of HostValue
+        The values it reads on the host inside a round, beside those of the algorithm it
+        wraps; a trait's ``applies`` gets the transform's own ``params``.
+    rename : callable
+        ``rename(name) -> name``: the display name of the wrapped algorithm (the name in
+        result files and figures); the name unchanged when omitted.
+    """
+
+    host_values: tuple[HostValue, ...] = ()
+    rename: Callable[[str], str] = str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -447,6 +485,7 @@ class _View(Registry[E]):
     def unregister(self, name: str) -> None:
         raise TypeError(f"unregister {name!r} from the full {self.kind} registry")
 
-__all__ = ["EXECUTIONS", "AlgorithmEntry", "DatasetEntry", "Entry", "Execution",
+__all__ = ["EXECUTIONS", "REQUIREMENTS", "AlgorithmEntry", "DatasetEntry", "Entry", "Execution",
+           "TransformEntry",
            "MissingParameterError", "NonFiniteParameterError", "Registry", "UnknownNameError",
            "UnknownParameterError", "check_finite"]

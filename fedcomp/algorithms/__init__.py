@@ -6,14 +6,21 @@ Every factory closes over its hyperparameters and returns a :class:`FederatedAlg
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from .._registry import HostValue
-from ._base import ClientContext, EmptyState, FederatedAlgorithm, ServerContext
+from ._base import (
+    ClientContext,
+    EmptyState,
+    FederatedAlgorithm,
+    Recipe,
+    ServerContext,
+    Step,
+    recipe_of,
+    transformed,
+)
 from ._catalog import (
     ALGORITHMS,
-    BOTH,
-    CLIENT,
     DECENTRALIZED,
     DESCRIPTIONS,
     FAMILIES,
@@ -22,6 +29,7 @@ from ._catalog import (
 from ._compressed import compressed
 from ._decentralized import DecentralizedAlgorithm, NodeContext
 from ._private import private
+from ._transforms import TRANSFORMS, apply_transforms, display_name
 from .c_fedda import c_fedda
 from .compressed_scaffnew import compressed_scaffnew
 from .dfedda import dfedda, dfedda_gt, dfedmid, drefedda_gt
@@ -67,11 +75,12 @@ def execution_of(name: str) -> str:
 def host_values(algorithm: FederatedAlgorithm, batch_size: int | None = None,
                 quadratic: bool = False) -> dict[str, str]:
     """``{part: why}`` for the parts of a round in which ``algorithm`` reads a value on the
-    host (its registry entry's :class:`~fedcomp._registry.HostValue` traits, and those of
-    a compression or privacy wrapper around it); empty when the whole round can compile.
+    host (the :class:`~fedcomp._registry.HostValue` traits of its recipe's base entry, and
+    those of each transform around it, :data:`TRANSFORMS`); empty when the whole round can
+    compile.
 
-    An algorithm that is not registered (a user's own) has no declared traits: the
-    compiled engine then learns by tracing it.
+    An algorithm that is not registered (a user's own), or a transform that is not, has
+    no declared traits: the compiled engine then learns by tracing it.
 
     Examples
     --------
@@ -80,23 +89,17 @@ def host_values(algorithm: FederatedAlgorithm, batch_size: int | None = None,
     >>> host_values(za1())
     {}
     """
-    hp = algorithm.hyperparameters
-    name = algorithm.name
-    traits = list(REGISTRY.entry(name).host_values) if name in REGISTRY else []
-    for prefix in ("dp_", "ditto_"):  # a wrapper's name around a registered algorithm
-        if name not in REGISTRY and name.startswith(prefix) and name[len(prefix):] in REGISTRY:
-            traits += REGISTRY.entry(name[len(prefix):]).host_values
-    if "compressor" in hp:  # fedcomp.algorithms.compressed
-        traits.append(HostValue(BOTH if hp.get("ef21") else CLIENT,
-                                "the compressor's draws are hashes of the round and the "
-                                "client ids, on the host"))
-    if "noise_multiplier" in hp and "clip" in hp:  # fedcomp.privacy.private
-        traits.append(HostValue(CLIENT if hp.get("local") else ("server update",),
-                                "the Gaussian noise is drawn on the host, keyed by a hash of "
-                                "the round"))
+    recipe = recipe_of(algorithm)
+    # each trait with the parameters it reads: the base's hyperparameters, a transform's own
+    traits = [(trait, recipe.params) for trait in
+              (REGISTRY.entry(recipe.base).host_values if recipe.base in REGISTRY else ())]
+    for step in recipe.transforms:
+        if step.transform in TRANSFORMS:
+            traits += [(trait, step.params)
+                       for trait in TRANSFORMS.entry(step.transform).host_values]
     found: dict[str, str] = {}
-    for trait in traits:
-        if trait.applies is None or trait.applies(hp, batch_size, quadratic):
+    for trait, params in traits:
+        if trait.applies is None or trait.applies(params, batch_size, quadratic):
             for part in trait.parts:
                 found[part] = f"{found[part]}; {trait.reason}" if part in found else trait.reason
     return found
@@ -133,42 +136,29 @@ def make_algorithm(name: str, **hyperparameters: Any) -> Any:
     return REGISTRY.make(name, **hyperparameters)
 
 
-def rebuild_algorithm(name: str, **hyperparameters: Any) -> Any:
-    """An algorithm rebuilt from its name and its (JSON) ``hyperparameters``.
+def rebuild_algorithm(recipe: Recipe | Mapping[str, Any]) -> Any:
+    """The algorithm a :class:`Recipe` (or its JSON form, :meth:`Recipe.to_json`) describes.
 
-    :func:`make_algorithm`, and for the ``compressor`` / ``ef21`` entries that
-    :func:`compressed` adds, the same compression around it, and for a ``dp_NAME`` with
-    the ``clip`` / ``noise_multiplier`` / ``local`` entries of :func:`fedcomp.privacy.private`,
-    the same privacy around that: what a Flower node does with the hyperparameters the
-    server sends.
+    Its base algorithm by :func:`make_algorithm`, then each transform applied in order by
+    its :data:`TRANSFORMS` entry, from the parameters the recipe records: what a Flower
+    node does with the recipe the server sends.
+
+    Raises
+    ------
+    ValueError
+        For a value that is not a recipe, an unknown algorithm or transform (listing the
+        valid ones), a parameter they do not take, or an invalid value.
 
     Examples
     --------
     >>> from fedcomp.compressors import QSGD
     >>> alg = compressed(make_algorithm("fedavg", client_lr=0.1), QSGD(levels=4))
-    >>> rebuild_algorithm("fedavg", **alg.hyperparameters).hyperparameters == alg.hyperparameters
-    True
+    >>> again = rebuild_algorithm(recipe_of(alg).to_json())
+    >>> again.hyperparameters == alg.hyperparameters, recipe_of(again) == recipe_of(alg)
+    (True, True)
     """
-    from ..compressors import make_compressor
-
-    if name.startswith("dp_") and "clip" in hyperparameters:
-        # private(...) named it dp_NAME and added its three keys around the rest
-        clip, sigma = hyperparameters.pop("clip"), hyperparameters.pop("noise_multiplier")
-        local = hyperparameters.pop("local")
-        return private(rebuild_algorithm(name.removeprefix("dp_"), **hyperparameters),
-                       clip=float(clip), noise_multiplier=float(sigma), local=local)
-    if name.startswith("ditto_") and "ditto" in hyperparameters:
-        # ditto(...) named it ditto_NAME and added its table to the rest
-        table = hyperparameters.pop("ditto")
-        return ditto(rebuild_algorithm(name.removeprefix("ditto_"), **hyperparameters),
-                     **table)
-    table = hyperparameters.pop("compressor", None)
-    ef21 = hyperparameters.pop("ef21", False)
-    algorithm = make_algorithm(name, **hyperparameters)
-    if table is None:
-        return algorithm
-    params = {k: v for k, v in table.items() if k != "name"}
-    return compressed(algorithm, make_compressor(table["name"], **params), ef21=ef21)
+    recipe = recipe if isinstance(recipe, Recipe) else Recipe.from_json(recipe)
+    return apply_transforms(make_algorithm(recipe.base, **recipe.params), recipe)
 
 
 __all__ = ["ALGORITHMS", "DECENTRALIZED", "DESCRIPTIONS", "REGISTRY", "ClientContext",
@@ -180,5 +170,6 @@ __all__ = ["ALGORITHMS", "DECENTRALIZED", "DESCRIPTIONS", "REGISTRY", "ClientCon
 __all__ += ["fed_ht", "fedexprox", "fediter_ht", "host_values"]
 __all__ += ["compressed_scaffnew", "locodl", "tamuna"]
 __all__ += ["FAMILIES", "ditto", "pfedme", "private", "sdane"]
+__all__ += ["Recipe", "Step", "TRANSFORMS", "display_name", "recipe_of", "transformed"]
 __all__ += ["compressed", "rebuild_algorithm", "execution_of", "async_feddr", "fedadmm", "feddr",
             "fedpd", "fedprox", "fedsplit"]

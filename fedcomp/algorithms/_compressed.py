@@ -9,6 +9,7 @@ the runner adds to ``bits_up``.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 from collections import namedtuple
@@ -26,7 +27,7 @@ from .._array import (
     stacked_zeros,
     take_rows,
 )
-from ..compressors import Compressor, ef21_step
+from ..compressors import Compressor, ef21_step, make_compressor
 from ._base import (
     WIRE_BITS,
     ClientContext,
@@ -34,6 +35,7 @@ from ._base import (
     ServerContext,
     SetupContext,
     check_flag,
+    transformed,
 )
 
 #: The client-state field holding EF21's estimate ``g_i`` of the client's upload.
@@ -194,10 +196,21 @@ def compressed(algorithm: FederatedAlgorithm, compressor: Compressor, ef21: bool
         prepared = algorithm.prepare(setup)
         return None if prepared is None else compressed(prepared, compressor, ef21)
 
-    return algorithm._replace(
+    params = {"compressor": {"name": compressor.name, **dataclasses.asdict(compressor)},
+              "ef21": ef21}
+    return transformed(
+        algorithm, "compress", params,
         init=init, broadcast=broadcast, client_update=client_update,
         server_update=server_update, output=output, prepare=prepare,
-        hyperparameters={**algorithm.hyperparameters,
-                         "compressor": {"name": compressor.name,
-                                        **dataclasses.asdict(compressor)},
-                         "ef21": ef21})
+        hyperparameters={**algorithm.hyperparameters, **copy.deepcopy(params)})
+
+
+def compress(algorithm: FederatedAlgorithm, compressor: dict[str, Any], ef21: bool = False
+             ) -> FederatedAlgorithm:
+    """:func:`compressed` with the compressor given as its table (``{"name": ..., **its
+    parameters}``, what a recipe records): the ``compress`` transform's rebuild."""
+    if not isinstance(compressor, dict) or "name" not in compressor:
+        raise ValueError(f"compress: compressor must be a table {{'name': ..., **parameters}} "
+                         f"(got {compressor!r})")
+    params = {k: v for k, v in compressor.items() if k != "name"}
+    return compressed(algorithm, make_compressor(compressor["name"], **params), ef21=ef21)

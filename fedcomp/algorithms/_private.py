@@ -27,6 +27,7 @@ from ._base import (
     ServerContext,
     SetupContext,
     check_flag,
+    transformed,
 )
 from ._catalog import REGISTRY
 
@@ -255,9 +256,15 @@ def private(algorithm: FederatedAlgorithm, clip: float = 1.0, noise_multiplier: 
         ready = algorithm.prepare(setup)
         return None if ready is None else private(ready, clip, sigma, local, fields)
 
-    return algorithm._replace(
-        name=f"dp_{algorithm.name}", client_update=client_update, server_update=server_update,
-        prepare=prepare,
-        hyperparameters={**algorithm.hyperparameters, "clip": clip, "noise_multiplier": sigma,
-                         "local": local})
+    params = {"clip": clip, "noise_multiplier": sigma, "local": local}
+    return transformed(
+        algorithm, "dp", {**params, **({} if fields is None else {"fields": dict(fields)})},
+        name=dp_name(algorithm.name), client_update=client_update,
+        server_update=server_update, prepare=prepare,
+        hyperparameters={**algorithm.hyperparameters, **params})
+
+
+def dp_name(name: str) -> str:
+    """The display name of ``name`` made private (``dp_fedavg``)."""
+    return f"dp_{name}"
 

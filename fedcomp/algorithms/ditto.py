@@ -40,6 +40,7 @@ from ._base import (
     ServerContext,
     SetupContext,
     check_local_steps,
+    transformed,
 )
 from ._personal import check_personal_lr, ready_step, resolve_personal_lr
 
@@ -148,12 +149,17 @@ def ditto(algorithm: FederatedAlgorithm, lam: float, personal_steps: int = 5,
             return None
         return ditto(inner, lam, personal_steps, resolved)
 
-    return algorithm._replace(
-        name=f"ditto_{owner}", init=init, broadcast=broadcast, client_update=client_update,
+    params = {"lam": lam, "personal_steps": personal_steps, "personal_lr": personal_lr}
+    return transformed(
+        algorithm, "ditto", params,
+        name=ditto_name(owner), init=init, broadcast=broadcast, client_update=client_update,
         server_update=server_update, prepare=prepare, personal_field=PERSONAL,
-        hyperparameters={**algorithm.hyperparameters,
-                         "ditto": {"lam": lam, "personal_steps": personal_steps,
-                                   "personal_lr": personal_lr}})
+        hyperparameters={**algorithm.hyperparameters, "ditto": dict(params)})
 
 
-__all__ = ["GLOBAL", "PERSONAL", "ditto"]
+def ditto_name(name: str) -> str:
+    """The display name of ``name`` personalised by Ditto (``ditto_fedmid``)."""
+    return f"ditto_{name}"
+
+
+__all__ = ["GLOBAL", "PERSONAL", "ditto", "ditto_name"]

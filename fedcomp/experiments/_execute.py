@@ -57,9 +57,9 @@ def run_one(run: Run, built: Prepared, logger: Any, progress: Any, clients: Any 
     """
     setting, spec, tags = run.setting, run.algorithm, run.tags
     problem, reference = built.problem, built.reference
-    algorithm = spec.build()
+    algorithm = spec.build(setting.rounds, problem.n_clients)  # every transform, one stage
     if spec.privacy is not None:
-        algorithm, logger = _private(algorithm, spec, setting.rounds, problem.n_clients, logger)
+        logger = _epsilon_column(algorithm, spec, problem.n_clients, logger)
     row: dict[str, Any] = {**tags, "status": "ok"}
     common = {"batch_size": run.batch_size, "metrics": list(setting.metrics),
               "reference": reference, "logger": logger, "seed": run.seed,
@@ -181,16 +181,16 @@ class _EpsilonColumn:
             self.logger.log(row)
 
 
-def _private(algorithm: Any, spec: Any, rounds: int, n_clients: int, logger: Any
-             ) -> tuple[Any, Any]:
-    """The entry's algorithm made private (:mod:`fedcomp.privacy`: ``target_epsilon`` sets
-    ``σ`` for the planned rounds) and a logger adding the ``epsilon`` column."""
-    from ..privacy import privacy_plan
+def _epsilon_column(algorithm: Any, spec: Any, n_clients: int, logger: Any) -> Any:
+    """``logger`` adding the ``epsilon`` column: the ``ε(δ)`` the rounds of the private
+    ``algorithm`` spend (:mod:`fedcomp.privacy`), at the ``σ`` its recipe records."""
+    from ..algorithms import recipe_of
 
-    plan = privacy_plan(spec.privacy, spec.name)
-    sigma = plan.noise(rounds, n_clients, spec.clients_per_round)
-    return plan.wrap(algorithm, sigma), _EpsilonColumn(
-        logger, lambda r: plan.epsilon(sigma, r, n_clients, spec.clients_per_round))
+    plan = spec.privacy_plan()
+    (sigma,) = [step.params["noise_multiplier"] for step in recipe_of(algorithm).transforms
+                if step.transform == "dp"]
+    return _EpsilonColumn(logger, lambda r: plan.epsilon(sigma, r, n_clients,
+                                                         spec.clients_per_round))
 
 
 def trackers(run: Run, tracking: dict[str, Any] | None) -> list[Any]:

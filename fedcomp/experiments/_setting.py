@@ -33,7 +33,6 @@ from ._validate import (
     TARGET_COLUMNS,
     TOPOLOGY_EVAL_KEYS,
     check_name,
-    execution_of,
     validate,
 )
 
@@ -51,8 +50,6 @@ class AlgorithmSpec(NamedTuple):
         The factory's keyword arguments.
     clients_per_round : int or None
         Participants per round (the entry's own, else the setting's; None: every client).
-    execution : str
-        ``"rounds"``, ``"async"`` or ``"decentralized"`` (:func:`execution_of`).
     compressor : dict or None
         The entry's ``compressor`` table (``name``, the compressor's parameters, ``ef21``):
         the uploads are compressed (:func:`fedcomp.algorithms.compressed`); None: not.
@@ -68,26 +65,59 @@ class AlgorithmSpec(NamedTuple):
     name: str
     params: dict[str, Any]
     clients_per_round: int | None
-    execution: str
     compressor: dict[str, Any] | None = None
     privacy: dict[str, Any] | None = None
     personalization: dict[str, Any] | None = None
 
-    def build(self) -> Any:
-        """The algorithm object (a fresh one per call: factories are pure)."""
-        from ..algorithms import compressed, ditto, make_algorithm
+    @property
+    def execution(self) -> str:
+        """``"rounds"``, ``"async"`` or ``"decentralized"``: the algorithm's registry entry's."""
+        from ..algorithms import execution_of
 
-        algorithm = make_algorithm(self.name, **self.params)
+        return execution_of(self.name)
+
+    def recipe(self, rounds: int | None = None, n_clients: int | None = None) -> Any:
+        """The entry as a :class:`~fedcomp.algorithms.Recipe`: its algorithm, then its
+        transforms in the one order a configuration applies them (compressed uploads,
+        Ditto's personal models, client-level privacy).
+
+        Privacy needs the run: its ``σ`` is the table's, or the one whose ``rounds`` spend
+        the table's ``target_epsilon`` on ``n_clients`` (:mod:`fedcomp.privacy`). Without
+        ``n_clients`` the recipe stops before privacy: what a check of the entry's
+        hyperparameters builds before any problem exists.
+        """
+        from ..algorithms import Recipe
+
+        recipe = Recipe(self.name, copy.deepcopy(self.params))
         if self.compressor is not None:
-            from ..compressors import make_compressor
-
             table = {k: v for k, v in self.compressor.items() if k not in COMPRESSOR_KEYS}
-            algorithm = compressed(algorithm, make_compressor(self.compressor["name"], **table),
-                                   ef21=self.compressor.get("ef21", False))
+            recipe = recipe.then("compress", {
+                "compressor": {"name": self.compressor["name"], **table},
+                "ef21": self.compressor.get("ef21", False)})
         if self.personalization is not None:
-            algorithm = ditto(algorithm, **{k: v for k, v in self.personalization.items()
-                                            if k != "name"})
-        return algorithm
+            recipe = recipe.then(self.personalization["name"], {
+                k: v for k, v in self.personalization.items() if k != "name"})
+        if self.privacy is not None and n_clients is not None:
+            if rounds is None:
+                raise TypeError(f"{self.label}: a private entry's recipe for a run needs its "
+                                "rounds beside n_clients (they set the noise)")
+            plan = self.privacy_plan()
+            sigma = plan.noise(rounds, n_clients, self.clients_per_round)
+            recipe = recipe.then("dp", {"clip": plan.clip, "noise_multiplier": sigma,
+                                        "local": plan.local})
+        return recipe
+
+    def privacy_plan(self) -> Any:
+        """The entry's checked privacy table (:func:`fedcomp.privacy.privacy_plan`)."""
+        from ..privacy import privacy_plan
+
+        return privacy_plan(self.privacy, self.name)
+
+    def build(self, rounds: int | None = None, n_clients: int | None = None) -> Any:
+        """The algorithm object of :meth:`recipe` (a fresh one per call: factories are pure)."""
+        from ..algorithms import rebuild_algorithm
+
+        return rebuild_algorithm(self.recipe(rounds, n_clients))
 
     def entry(self) -> dict[str, Any]:
         """The ``[[algorithms]]`` table this spec was resolved from (for ``config.json``)."""
@@ -275,7 +305,6 @@ def _setting(cfg: dict[str, Any], variant: str | None, swept: dict[str, Any]) ->
         specs.append(AlgorithmSpec(
             label=entry.get("label", entry["name"]), name=entry["name"], params=params,
             clients_per_round=entry.get("clients_per_round", cfg["clients_per_round"]),
-            execution=execution_of(entry["name"]),
             compressor=copy.deepcopy(entry.get("compressor")),
             privacy=copy.deepcopy(entry.get("privacy")),
             personalization=copy.deepcopy(entry.get("personalization"))))

@@ -184,8 +184,7 @@ def train_clients(msg: Message, context: Context, node: NodeData) -> Message:
     spec: dict[str, Any] = dict(msg.content.config_records[CONFIG_KEY])
     problem = node.problem
     like = problem.data.like
-    algorithm = rebuild_algorithm(str(spec["algorithm"]),
-                                  **json.loads(str(spec["hyperparameters"])))
+    algorithm = rebuild_algorithm(json.loads(str(spec["recipe"])))
     # as the simulator does: algorithms whose constants come from the problem (C-FedDA's
     # norm, FedCanon II's evaluation prox) are placeholders until prepared. The node's set-up
     # context is the server's but for what only the server knows: the participation (the

@@ -174,30 +174,30 @@ def connect_nodes(grid: Grid, config_json: str, n_clients: int, num_nodes: int,
         time.sleep(poll)
 
 
-def portable_hyperparameters(algorithm: Any, setup: Any) -> str:
-    """The prepared ``algorithm``'s hyperparameters as JSON, checked to rebuild it on a node.
+def portable_recipe(algorithm: Any, setup: Any) -> str:
+    """The prepared ``algorithm``'s recipe as JSON, checked to rebuild it on a node.
 
-    Nodes rebuild the algorithm from its name and these hyperparameters and prepare it on
-    their own clients (``setup``, the server's set-up context, stands in for theirs): the
-    rebuilt algorithm must carry the very same hyperparameters, or a node would run another
-    algorithm than the server's.
+    Nodes rebuild the algorithm from its recipe (its base algorithm's name and
+    hyperparameters, and the transforms around it: :class:`~fedcomp.algorithms.Recipe`)
+    and prepare it on their own clients (``setup``, the server's set-up context, stands in
+    for theirs): the rebuilt algorithm must have the very same recipe, or a node would run
+    another algorithm than the server's.
     """
-    from ..algorithms import rebuild_algorithm
+    from ..algorithms import rebuild_algorithm, recipe_of
 
-    hyperparameters = json.dumps(to_jsonable(algorithm.hyperparameters))
-    try:  # nodes rebuild the (prepared) algorithm from its name and hyperparameters
-        rebuilt = rebuild_algorithm(algorithm.name, **json.loads(hyperparameters))
+    recipe = json.dumps(to_jsonable(recipe_of(algorithm).to_json()))
+    try:  # nodes rebuild the (prepared) algorithm from its recipe
+        rebuilt = rebuild_algorithm(json.loads(recipe))
         rebuilt = rebuilt.prepare(setup) or rebuilt
     except (TypeError, ValueError) as exc:
-        raise FlowerRunError(f"{algorithm.name}: its hyperparameters "
-                             f"{algorithm.hyperparameters} do not rebuild it on a node "
-                             f"({exc})") from exc
-    again = json.dumps(to_jsonable(rebuilt.hyperparameters))
-    if again != hyperparameters:  # prepare must record what it resolved
-        raise FlowerRunError(f"{algorithm.name}: rebuilt from its hyperparameters "
-                             f"{hyperparameters} and prepared, it has {again}; its "
-                             "prepare must record every value it resolves")
-    return hyperparameters
+        raise FlowerRunError(f"{algorithm.name}: its recipe {recipe} does not rebuild it on a "
+                             f"node ({exc})") from exc
+    again = json.dumps(to_jsonable(recipe_of(rebuilt).to_json()))
+    if again != recipe:  # prepare must record what it resolved
+        raise FlowerRunError(f"{algorithm.name}: rebuilt from its recipe {recipe} and "
+                             f"prepared, it is {again}; its prepare must record every value "
+                             "it resolves in its hyperparameters")
+    return recipe
 
 
 class FlowerClients:
@@ -225,7 +225,7 @@ class FlowerClients:
         self.trained: set[tuple[int, ...]] = set()  # partitions that ran a round of this run
         self.dead: set[int] = set()
         self.owner = {c: n for n, info in nodes.items() for c in info["client-ids"]}
-        self.hyperparameters = portable_hyperparameters(algorithm, setup_context(problem))
+        self.recipe = portable_recipe(algorithm, setup_context(problem))
 
     def _train_message(self, node_id: int, ids: list[int], record: Any, round_: int
                        ) -> Message:
@@ -233,7 +233,7 @@ class FlowerClients:
         fresh = self._partition(node_id) not in self.trained
         spec = ConfigRecord({
             "run": self.run, "algorithm": self.algorithm.name,
-            "hyperparameters": self.hyperparameters, "round": round_, "seed": s.seed,
+            "recipe": self.recipe, "round": round_, "seed": s.seed,
             "batch-size": s.batch_size or 0, "client-ids": ids,
             "pi": [float(p) for p in self.problem.weights[ids]],
             "n-clients": self.problem.n_clients,

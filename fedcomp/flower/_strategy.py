@@ -76,7 +76,7 @@ from ..runtime._stopping import NonFiniteError
 from ._client import CONFIG_KEY, INITIAL_KEY, MESSAGE_KEY
 from ._codec import encode
 from ._replies import BadReply, check_evaluation, check_report, checked_uploads
-from ._server import FlowerRunError, exchange, portable_hyperparameters
+from ._server import FlowerRunError, exchange, portable_recipe
 
 #: the ``phase`` of a strategy's ``train`` message: discovery, or a round
 DISCOVER, TRAIN = "discover", "train"
@@ -261,7 +261,7 @@ class Strategy(FlowerStrategy):
         self.weights = np.empty(0)
         self.server_state: Any = None
         self.initial_states: Any = None      # init(x⁰)'s client states (rows alike)
-        self.hyperparameters = ""
+        self.recipe = ""
         self.trained: set[int] = set()       # clients that have their state on their node
         self.participants = np.empty(0, dtype=np.int64)
 
@@ -356,7 +356,7 @@ class Strategy(FlowerStrategy):
         setup = SetupContext(self.num_clients, self.clients_per_round, tuple(x0.shape),
                              x0.dtype, self.regularizer, lambda: smoothness)
         self.algorithm = self.algorithm.prepare(setup) or self.algorithm
-        self.hyperparameters = portable_hyperparameters(self.algorithm, setup)
+        self.recipe = portable_recipe(self.algorithm, setup)
         self.server_state, self.initial_states = self.algorithm.init(x0, self.num_clients)
         if self.algorithm.warmup:  # round −1, every client (FedDR's x_i⁰ = prox_{ηf_i}(x⁰))
             everyone = np.arange(self.num_clients)
@@ -416,7 +416,7 @@ class Strategy(FlowerStrategy):
                        config: ConfigRecord) -> Message:
         spec = ConfigRecord({
             "phase": TRAIN, "run": self.run, "problem": self.problem_json,
-            "algorithm": self.algorithm.name, "hyperparameters": self.hyperparameters,
+            "algorithm": self.algorithm.name, "recipe": self.recipe,
             "round": round_, "seed": self.seed, "batch-size": self.batch_size or 0,
             "client-ids": [client], "pi": [float(self.weights[client])],
             "n-clients": self.num_clients,

@@ -8,7 +8,15 @@ import numpy as np
 import pytest
 
 from fedcomp import simulate, toy
-from fedcomp.algorithms import ditto, fedavg, fedmid, make_algorithm, rebuild_algorithm, za1
+from fedcomp.algorithms import (
+    ditto,
+    fedavg,
+    fedmid,
+    make_algorithm,
+    rebuild_algorithm,
+    recipe_of,
+    za1,
+)
 from fedcomp.metrics import personal_metrics, support_overlap
 
 
@@ -67,9 +75,9 @@ def test_only_participants_move_their_personal_model():
     assert sum(moved) == 1
 
 
-def test_ditto_rebuilds_from_its_hyperparameters_and_checks_its_arguments():
+def test_ditto_rebuilds_from_its_recipe_and_checks_its_arguments():
     algorithm = ditto(make_algorithm("fedmid", client_lr=0.1), lam=0.2, personal_lr=0.01)
-    again = rebuild_algorithm(algorithm.name, **dict(algorithm.hyperparameters))
+    again = rebuild_algorithm(recipe_of(algorithm).to_json())
     assert again.name == "ditto_fedmid" and again.hyperparameters == algorithm.hyperparameters
     with pytest.raises(ValueError, match="lam must be a finite number >= 0"):
         ditto(fedmid(), lam=-1.0)

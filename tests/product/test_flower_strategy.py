@@ -23,7 +23,13 @@ flwr = pytest.importorskip("flwr")
 from flwr.app import ArrayRecord, Context, Error, Message, MessageType, RecordDict  # noqa: E402
 
 from fedcomp import Problem, simulate  # noqa: E402
-from fedcomp.algorithms import ALGORITHMS, ditto, make_algorithm, rebuild_algorithm  # noqa: E402
+from fedcomp.algorithms import (  # noqa: E402
+    ALGORITHMS,
+    Recipe,
+    ditto,
+    make_algorithm,
+    rebuild_algorithm,
+)
 from fedcomp.data import ClientData  # noqa: E402
 from fedcomp.flower import FlowerRunError, Strategy, client_evaluate, client_train  # noqa: E402
 from fedcomp.losses import Logistic  # noqa: E402
@@ -164,9 +170,9 @@ WRAPPED = {
                                             local_steps=3), 1),
     "ditto-fedmid": (lambda: ditto(make_algorithm("fedmid", client_lr=0.3, local_steps=3),
                                    lam=0.1), 2),
-    "top_k-ef21": (lambda: rebuild_algorithm("fedmid", client_lr=0.3, local_steps=3,
-                                             compressor={"name": "top_k", "k": 2}, ef21=True),
-                   None),
+    "top_k-ef21": (lambda: rebuild_algorithm(Recipe(
+        "fedmid", {"client_lr": 0.3, "local_steps": 3}).then(
+            "compress", {"compressor": {"name": "top_k", "k": 2}, "ef21": True})), None),
     "private-local": (lambda: private(make_algorithm("fedavg", client_lr=0.3, local_steps=3),
                                       clip=0.5, noise_multiplier=0.8, local=True), 2),
     "private-central": (lambda: private(make_algorithm("fedavg", client_lr=0.3,
