@@ -82,6 +82,11 @@ class ClientData:
         ``(n_test, *feature_shape)`` and targets ``(n_test,)``, in the namespace and
         dtype conventions of ``features`` / ``targets`` (float features; class ids stay
         integer). Evaluation data only: losses, oracles and padding never see it.
+    backend : BackendEntry or None, default None
+        The backend (an entry of :data:`fedcomp.runtime._backends.BACKENDS`) the arrays were
+        moved to, recorded by :meth:`to`: the runtime reads what the backend does (its
+        engine, its blocks) from it. ``None``: data built or moved by hand, whose backend
+        the runtime reads from the arrays.
 
     Examples
     --------
@@ -98,6 +103,7 @@ class ClientData:
     counts: np.ndarray
     holdout: tuple[Array, Array] | None = None
     sample_weight: np.ndarray | None = None
+    backend: Any = None
 
     def __post_init__(self) -> None:
         counts = np.asarray(self.counts, dtype=np.int64)
@@ -367,12 +373,20 @@ class ClientData:
         return self.features.values if self.sparse else self.features
 
     # --- conversion --------------------------------------------------------------------
-    def to(self, like: Array, dtype: Any = None) -> ClientData:
+    def to(self, like: Any, dtype: Any = None) -> ClientData:
         """The same data in the namespace/device of ``like`` (float features cast to ``dtype``
-        or to ``like.dtype``); integer targets stay integer. The holdout is converted too."""
+        or to ``like.dtype``); integer targets stay integer. The holdout is converted too.
+
+        ``like`` is an array, or a backend (an entry of
+        :data:`fedcomp.runtime._backends.BACKENDS`, or a resolved one; anything with a
+        ``like()`` method): the data then take its arrays and record its entry as their
+        :attr:`backend`."""
+        backend = None
+        if callable(getattr(like, "like", None)):  # a backend: its empty array, its entry
+            backend, like = getattr(like, "entry", like), like.like()
         feats, targs = self._convert(self.features, self.targets, like, dtype)
         holdout = None if self.holdout is None else self._convert(*self.holdout, like, dtype)
-        return ClientData(feats, targs, self.counts, holdout, self.sample_weight)
+        return ClientData(feats, targs, self.counts, holdout, self.sample_weight, backend)
 
     @staticmethod
     def _convert(features: Array, targets: Array, like: Array, dtype: Any
@@ -477,7 +491,7 @@ class ClientData:
             take_rows(self.features, clients)
         return ClientData(features, take_rows(self.targets, clients), self.counts[clients],
                           sample_weight=None if self.sample_weight is None
-                          else self.sample_weight[clients])
+                          else self.sample_weight[clients], backend=self.backend)
 
     def client_arrays(self, i: int) -> tuple[Any, np.ndarray]:
         """The real (unpadded) samples of client ``i`` as NumPy arrays (the features a SciPy

@@ -11,7 +11,7 @@ import time
 from typing import Any, NamedTuple
 
 from ..config import ConfigError
-from ..runtime._backends import Chosen, resolve_backend
+from ..runtime._backends import Chosen, data_backend, resolve_backend
 from ._setting import TOPOLOGY_EVAL_KEYS, Setting, resolve
 
 
@@ -107,17 +107,18 @@ def backend_of(setting: Setting) -> Chosen:
 
 
 def _on_backend(data: Any, setting: Setting) -> Any:
-    """The data on the setting's backend (NumPy float64 data stay as they are)."""
+    """The data on the setting's backend, which they record (:meth:`ClientData.to`); data
+    whose arrays already are that backend's (the generators' NumPy float64) stay as they
+    are, and the runtime reads the same entry from their arrays."""
     chosen = backend_of(setting)
-    if chosen.entry.library == "numpy" and chosen.entry.dtype == "float64":
+    if data_backend(data) is chosen.entry:
         return data
     try:
-        like = chosen.like()
+        # float32 backends make float32 data; the jax backends switch on jax_enable_x64
+        # for the process (the engine's uint64 hashes and the float64 backend need it)
+        return data.to(chosen)
     except ValueError as exc:  # no GPU where the backend needs one
         raise ConfigError(str(exc)) from None
-    # float32 backends make float32 data; the jax backends switch on jax_enable_x64 for the
-    # process (the engine's uint64 hashes and the float64 backend need it)
-    return data.to(like)
 
 
 def build_components(setting: Setting | dict[str, Any]) -> tuple[Any, Any, int | None]:

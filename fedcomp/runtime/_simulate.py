@@ -24,7 +24,7 @@ from ..algorithms._base import (
 from ..metrics import DEFAULT_METRICS
 from ..oracle import Counters
 from ..problem import Problem
-from ._backends import backend_of_data
+from ._backends import data_backend
 from ._blocks import measured_block_size
 from ._checkpoint import (
     adopt_initial_states,
@@ -112,7 +112,7 @@ def auto_block_size(problem: Problem, batch_size: int | None = None) -> int:
     former rule, :data:`~fedcomp.runtime._clients.BLOCK_BYTES` (4 MiB) or a quarter of
     the last-level cache. With minibatches the working set is one minibatch per client.
     """
-    entry = backend_of_data(problem.data.like)
+    entry = data_backend(problem.data)  # the entry the data were moved to
     if entry.block_policy == "all":
         # one call per block whatever its size: on a GPU, and in the compiled (jax) engine,
         # which cuts measured sub-blocks inside its call on a CPU (sub_block_size)
@@ -314,7 +314,7 @@ def simulate(
     # the compiled engine: the data on jax arrays, the clients in this process
     # sparse jax data run eagerly: the compiled engine's traced gathers are dense
     compiled = clients is None and client_state == "memory" and compile is not False and \
-        backend_of_data(like).compiles and not problem.data.sparse
+        data_backend(problem.data).compiles and not problem.data.sparse
     settings = ClientSettings(seed, batch_size, block_size, client_prox,
                               state_dir if client_state == "disk" else None, compile)
     run_clients, server = _executor(algorithm, problem, clients, client_states, counters,
