@@ -65,6 +65,13 @@ NOT_PRIVATE_RUNNING_SUM = ("the server keeps a running sum of every client's lat
                            "clipped part is never sent again, so the sum drifts from the "
                            "clients' models")
 
+#: What an algorithm requires (its entry's ``requires``, of
+#: :data:`fedcomp._registry.REQUIREMENTS`): every client in every round (its update uses the
+#: previous round's server update, or it draws its own cohort), and also ``g = 0`` (Condat
+#: et al.'s methods: their papers have no prox).
+FULL = ("full_participation",)
+SMOOTH_FULL = ("smooth", "full_participation")
+
 CLIENT, BOTH = ("client update",), ("client update", "server update")
 #: The values an algorithm reads on the host inside a round (:class:`HostValue`): the
 #: compiled engine runs those parts eagerly, saying why. Checked against the engine by
@@ -111,6 +118,7 @@ REGISTRY: Registry[AlgorithmEntry] = Registry("algorithm", [
     AlgorithmEntry("za1", za1,
                    "Decoupled prox + drift correction (Zhang, Hu, Johansson 2024, seed 000)",
                    color="#d62728", family=LOCAL_STEPS,
+                   requires=FULL,
                    private_uploads={"z_hat": "x"}),
     AlgorithmEntry("fast_fedda", fast_fedda,
                    "Dual averaging with increasing weights, strongly convex (Bao et al. 2022)",
@@ -132,6 +140,7 @@ REGISTRY: Registry[AlgorithmEntry] = Registry("algorithm", [
                    "Peaceman-Rachford = FedDR with alpha=2, exact prox (Pathak, Wainwright 2020)",
                    host_values=(NEWTON,),
                    color="#7570b3", family=SPLITTING,
+                   requires=FULL,
                    not_private=NOT_PRIVATE_RUNNING_SUM),
     AlgorithmEntry("async_feddr", async_feddr,
                    "Asynchronous FedDR on an event clock, stale models (Tran-Dinh et al. 2021)",
@@ -147,6 +156,7 @@ REGISTRY: Registry[AlgorithmEntry] = Registry("algorithm", [
     AlgorithmEntry("fedpd", fedpd,
                    "Federated primal-dual, communicate with probability p (Zhang et al. 2021)",
                    color="#6a3d9a", family=SPLITTING,
+                   requires=FULL,
                    not_private=("its upload x_i + eta lambda_i carries the client's dual lambda_i, "
                                 "which does not vanish at the solution: clipping it "
                                 "biases the fixed point")),
@@ -159,7 +169,8 @@ REGISTRY: Registry[AlgorithmEntry] = Registry("algorithm", [
                    "a dual point; the prox of g in both (Jiang, Rodomanov, Stich 2024)",
                    host_values=(HostValue(BOTH, "a round's phase (gradient exchange or local "
                                           "solve) is read on the host"),),
-                   color="#3a5a40", family=SPLITTING),
+                   color="#3a5a40", family=SPLITTING,
+                   requires=FULL),
     AlgorithmEntry("fedprox", fedprox,
                    "Local proximal term mu/2||x - xbar||^2, optional server prox (Li et al. 2020)",
                    host_values=(EPOCHS,),
@@ -189,10 +200,12 @@ REGISTRY: Registry[AlgorithmEntry] = Registry("algorithm", [
                    "Prox-free local steps + control variates, one server prox "
                    "(Zhou et al., seed 002)",
                    color="#17becf", family=LOCAL_STEPS,
+                   requires=FULL,
                    not_private=NOT_PRIVATE_CONTROL),
     AlgorithmEntry("fedcanon2", fedcanon2,
                    "FedCanon II: each client applies the prox, only the average is broadcast",
                    color="#00429d", family=LOCAL_STEPS,
+                   requires=FULL,
                    not_private=NOT_PRIVATE_CONTROL),
     AlgorithmEntry("scaffold", scaffold,
                    "SCAFFOLD, option II control variates, optional server prox (Karimireddy 2020)",
@@ -202,25 +215,30 @@ REGISTRY: Registry[AlgorithmEntry] = Registry("algorithm", [
                    "Scaffnew/ProxSkip: communicate with probability p per step (Mishchenko 2022)",
                    host_values=(GEOMETRIC_STEPS,),
                    color="#b8860b", family=LOCAL_STEPS,
+                   requires=FULL,
                    not_private=NOT_PRIVATE_CONTROL),
     AlgorithmEntry("compressed_scaffnew", compressed_scaffnew,
                    "Scaffnew with a shared mask: each coordinate sent by s of n clients "
                    "(Condat, Agarsky, Richtarik 2022)",
                    host_values=(SHARED_MASK,),
-                   color="#8338ec", family=COMPRESSED_TRAINING),
+                   color="#8338ec", family=COMPRESSED_TRAINING,
+                   requires=SMOOTH_FULL),
     AlgorithmEntry("tamuna", tamuna,
                    "Local training, shared-mask compression, own cohort of c clients a round "
                    "(Condat et al. 2023)",
                    host_values=(SHARED_MASK,),
-                   color="#4361ee", family=COMPRESSED_TRAINING),
+                   color="#4361ee", family=COMPRESSED_TRAINING,
+                   requires=SMOOTH_FULL),
     AlgorithmEntry("locodl", locodl,
                    "Local training + any unbiased compressor of x_i - y, shared y "
                    "(Condat, Maranjyan, Richtarik 2025)",
                    host_values=(HostValue(BOTH, GEOMETRIC_STEPS.reason),),
-                   color="#b5179e", family=COMPRESSED_TRAINING),
+                   color="#b5179e", family=COMPRESSED_TRAINING,
+                   requires=SMOOTH_FULL),
     AlgorithmEntry("fedda_gt", fedda_gt,
                    "l_q dual averaging with gradient tracking, server form (Liang et al. 2023)",
                    color="#1b9e77", family=DUAL_AVERAGING,
+                   requires=FULL,
                    not_private=NOT_PRIVATE_CONTROL + " (gradient tracking)"),
     AlgorithmEntry("refedda_gt", refedda_gt,
                    "Restricted FedDA-GT, l_q-ball dual-to-primal map, top-s output (Liang et al.)",

@@ -35,6 +35,7 @@ from fedcomp.algorithms import (
     DecentralizedAlgorithm,
     FederatedAlgorithm,
     make_algorithm,
+    recipe_of,
 )
 from fedcomp.catalogue import catalogue
 from fedcomp.regularizers import Zero
@@ -228,7 +229,8 @@ CONTRACT_PARAMS["fedsplit"] = dict(eta=0.5)
 CONTRACT_PARAMS["compressed_scaffnew"] = dict(client_lr=0.5, comm_prob=0.4, s=3)
 CONTRACT_PARAMS["tamuna"] = dict(client_lr=0.5, comm_prob=0.4, s=2, cohort_size=4)
 CONTRACT_PARAMS["locodl"] = dict(client_lr=0.5, comm_prob=0.4, codec={"name": "rand_k", "k": 2})
-SMOOTH_ONLY = ("compressed_scaffnew", "tamuna", "locodl")
+#: the algorithms whose entry declares g = 0 only (a live view of the registry)
+SMOOTH_ONLY = REGISTRY.filter(lambda entry: "smooth" in entry.requires)
 # constant extrapolation: on this logistic problem (no interpolation) the adaptive rules
 # give alpha = 25 (GraDS) and 1000 (StoPS), which multiply float32's rounding of the
 # averaged prox by as much; test_fedexprox.py checks them on backends in float64
@@ -251,12 +253,11 @@ def contract_problem(alg, n_clients=7):
                         reg=Zero() if alg.name in SMOOTH_ONLY else None)
 
 
-def supports_sampling(alg, problem) -> bool:
-    try:
-        alg.prepare(setup_context(problem, 2))
-    except ValueError:
-        return False
-    return True
+def supports_sampling(alg, problem=None) -> bool:
+    """Whether ``alg`` (or the registered algorithm a transform wraps) runs with client
+    sampling: its entry does not declare full participation (``problem``: unused, the
+    declaration does not depend on it; test_composition.py checks it against prepare)."""
+    return "full_participation" not in REGISTRY.entry(recipe_of(alg).base).requires
 
 
 @pytest.mark.parametrize("alg", SYNCHRONOUS, ids=lambda a: a.name)
