@@ -86,20 +86,21 @@ the data set's keys)::
 Every pooled loader takes ``n_clients``, ``partition`` and ``seed`` (built on
 ``fedcomp.data.federate``), so a new loader or partitioner needs no change here.
 
-The package's modules, one job each: ``_load`` (files and TOML, the key tables,
-:class:`ConfigError`), ``_overrides`` (``--set`` and ``[quick]``), ``_readings``
-(``[readings]``) and ``_grid`` (seeds, variants, sweeps, gradient modes, the bound on
-their product).
+The package's modules, one job each: ``_schema`` (:class:`Schema`: every top-level key
+declared once, with its default, whether a variant may set it and the check of its value;
+:class:`ConfigError`), ``_load`` (files and TOML), ``_overrides`` (``--set`` and
+``[quick]``), ``_readings`` (``[readings]``) and ``_grid`` (seeds, variants, sweeps,
+gradient modes, the bound on their product).
 
 Unknown names fail with the list of valid ones; unknown keys fail with the accepted keys
-(checked by :func:`fedcomp.experiments.resolve`).
+(checked by :func:`fedcomp.experiments.resolve`, which runs each key's check and checks
+the tables together).
 """
 
 from __future__ import annotations
 
 from ._grid import (
     MAX_PLANNED_RUNS,
-    _batch_modes,
     apply_sweep_value,
     batch_modes,
     check_planned,
@@ -111,11 +112,7 @@ from ._grid import (
     variant_settings,
 )
 from ._load import (
-    KEY_ORDER,
     MAX_DEPTH,
-    TOP_LEVEL_KEYS,
-    VARIANT_KEYS,
-    ConfigError,
     experiment_names,
     experiment_source,
     load,
@@ -132,10 +129,26 @@ from ._readings import (
     reading_config,
     readings,
 )
+from ._schema import (
+    KEY_ORDER,
+    TOP_LEVEL_KEYS,
+    VARIANT_KEYS,
+    ConfigError,
+    Schema,
+    _batch_modes,
+    accepted_keys,
+    defaults,
+    key,
+    key_order,
+    variant_keys,
+)
 
 __all__ = [
-    # _load: files, TOML, the key tables
-    "TOP_LEVEL_KEYS", "KEY_ORDER", "VARIANT_KEYS", "MAX_DEPTH", "ConfigError", "experiment_names",
+    # _schema: the keys, their defaults and checks; the error of every stage
+    "Schema", "key", "accepted_keys", "key_order", "variant_keys", "defaults",
+    "TOP_LEVEL_KEYS", "KEY_ORDER", "VARIANT_KEYS", "ConfigError",
+    # _load: files, TOML
+    "MAX_DEPTH", "experiment_names",
     "experiment_source", "load", "to_toml", "parse_value", "to_jsonable",
     # _overrides: --set, [quick]
     "algorithm_entries", "select_algorithms", "apply_override", "quick_config",

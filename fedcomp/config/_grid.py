@@ -12,8 +12,9 @@ import itertools
 import math
 from typing import Any
 
-from ._load import TOP_LEVEL_KEYS, ConfigError, parse_value
+from ._load import parse_value
 from ._overrides import algorithm_entries, apply_override
+from ._schema import ConfigError, _batch_modes, accepted_keys
 
 #: The most runs one experiment may plan (seeds × settings × gradient modes × algorithms):
 #: a typo such as ``--seeds 0:100000000`` fails in one line instead of filling the memory.
@@ -101,8 +102,10 @@ def merge_variant(cfg: dict[str, Any], variant: dict[str, Any]) -> dict[str, Any
     override = {k: v for k, v in variant.items() if k != "label"}
     merged = _deep_merge(cfg, override)
     for table, key in (("data", "generator"), ("problem", "loss")):
-        new = override.get(table, {})
-        if key in new and new[key] != cfg.get(table, {}).get(key):
+        new, old = override.get(table), cfg.get(table)
+        # not a table: replaced as it is, and refused by the setting's check naming it
+        if isinstance(new, dict) and key in new and (
+                not isinstance(old, dict) or new[key] != old.get(key)):
             merged[table] = copy.deepcopy(new)
     return merged
 
@@ -165,10 +168,10 @@ def apply_sweep_value(config: dict[str, Any], key: str, text: str) -> dict[str, 
         for entry in matched:
             entry[parts[1]] = copy.deepcopy(value)
         return config
-    if parts[0] not in TOP_LEVEL_KEYS:
+    if parts[0] not in accepted_keys():
         raise ConfigError(f"--sweep {key}: unknown key {parts[0]!r}; use algorithm.PARAM "
                           f"(every algorithm), algorithms.NAME.PARAM or one of "
-                          f"{sorted(TOP_LEVEL_KEYS)}")
+                          f"{sorted(accepted_keys())}")
     return apply_override(config, f"{key}={text}")
 
 
@@ -199,20 +202,6 @@ def expand_sweep(config: dict[str, Any], sweeps: list[tuple[str, list[str]]]
             cfg = apply_sweep_value(cfg, key, text)
         points.append(({k: parse_value(t) for k, t in zip(keys, texts, strict=True)}, cfg))
     return points
-
-
-def _batch_modes(value: Any) -> list[int | None]:
-    values = value if isinstance(value, list) else [value]
-    modes: list[int | None] = []
-    for v in values:
-        if v in ("full", None, 0):
-            modes.append(None)
-        elif isinstance(v, int) and not isinstance(v, bool) and v > 0:
-            modes.append(v)
-        else:
-            raise ConfigError(f"batch_size entries must be 'full' or a positive integer "
-                              f"(got {v!r})")
-    return modes
 
 
 def batch_modes(cfg: dict[str, Any]) -> list[int | None]:

@@ -1,8 +1,9 @@
-"""Configuration files: the built-in experiments, TOML in and out, and the key tables.
+"""Configuration files: the built-in experiments, TOML in and out.
 
 A configuration is a TOML file, or the name of one shipped in ``fedcomp/configs/``
 (:func:`load`, :func:`experiment_source`); :func:`to_toml` writes one back (``fedcomp
-show``). :class:`ConfigError` is the error of every stage of a configuration.
+show``) with the keys in :class:`~fedcomp.config.Schema`'s order. :class:`ConfigError`
+(declared with the schema) is the error of every stage of a configuration.
 """
 
 from __future__ import annotations
@@ -14,41 +15,12 @@ from typing import Any
 
 import numpy as np
 
-#: Top-level keys of a training configuration.
-TOP_LEVEL_KEYS = {"name", "description", "rounds", "eval_every", "seeds", "batch_size",
-                  "clients_per_round", "client_block", "metrics", "data", "problem",
-                  "regularizer", "algorithms", "reference", "claim", "variants", "topology",
-                  "streaming", "compute_times", "backend", "client_state", "quick",
-                  "readings", "reading", "x0", "tracking", "target", "stop"}
-
-#: The order :func:`to_toml` writes the top-level keys in (tables after the values).
-KEY_ORDER = ("name", "reading", "kind", "description", "claim", "rounds", "eval_every", "seeds",
-             "batch_size", "clients_per_round", "client_block", "metrics", "reference", "target",
-             "stop",
-             "x0", "backend", "client_state", "streaming", "compute_times", "data", "problem",
-             "regularizer", "topology", "algorithms", "variants", "tracking", "quick",
-             "readings")
-
-
-#: What a ``[[variants]]`` entry may override.
-VARIANT_KEYS = {"data", "problem", "regularizer", "algorithms", "rounds", "eval_every",
-                "batch_size", "clients_per_round", "client_block", "topology", "streaming",
-                "compute_times", "client_state", "x0"}
-
+from ._schema import ConfigError, key_order
 
 #: The deepest nesting of tables and arrays a configuration may hold (the built-in ones nest
 #: 6 levels): deeper dotted keys (``a.a.a... = 1``, which tomllib reads without recursion)
 #: would end in a RecursionError in every later stage that copies or walks the dict.
 MAX_DEPTH = 32
-
-
-class ConfigError(ValueError):
-    """An invalid experiment configuration (the message names the key and the fix)."""
-
-
-# Named where users import it from (tracebacks, doctests and pickles say fedcomp.config,
-# as before the module became a package)
-ConfigError.__module__ = "fedcomp.config"
 
 
 def experiment_names() -> list[str]:
@@ -169,7 +141,7 @@ def to_toml(config: dict[str, Any]) -> str:
             return [clean(v) for v in value if v is not None]
         return value
 
-    order = {key: i for i, key in enumerate(KEY_ORDER)}
+    order = {key: i for i, key in enumerate(key_order())}
     ordered = dict(sorted(config.items(), key=lambda item: order.get(item[0], len(order))))
     return tomli_w.dumps(clean(to_jsonable(ordered)))
 

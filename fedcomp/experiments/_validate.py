@@ -12,72 +12,41 @@ from __future__ import annotations
 
 import copy
 import inspect
-import math
-import numbers
-from typing import Any, TypeGuard
+from typing import Any
 
 from ..config import (
-    TOP_LEVEL_KEYS,
-    VARIANT_KEYS,
     ConfigError,
-    _batch_modes,
+    accepted_keys,
+    defaults,
+    key_order,
     merge_variant,
     reading_config,
     readings,
+    variant_keys,
 )
+from ..config._schema import (
+    DATA_SEED_FOLLOWS_RUN,
+    check_values,
+    required_keys,
+    unrecorded_keys,
+)
+from ..config._schema import MAX_BATCH_SIZE as MAX_BATCH_SIZE  # read from here by tests
+from ..config._schema import check_keys as _check_keys
+from ..config._schema import check_name as check_name  # read from here by _setting
+from ..config._schema import is_integer as _is_integer
+from ..config._schema import is_real as _is_real
 from ..runtime._backends import BACKENDS, split_name
 
 #: Keys of the ``[topology]`` table that configure evaluation, not the graph.
 TOPOLOGY_EVAL_KEYS = {"evaluate_on", "node", "sparsity"}
 
-#: The values of the optional top-level keys when a configuration leaves them out.
-DEFAULTS: dict[str, Any] = {
-    "reading": "as_written",
-    "description": "",
-    "eval_every": 1,
-    "seeds": [0],
-    "batch_size": "full",
-    "clients_per_round": None,
-    "client_block": "auto",
-    "metrics": ["objective", "optimality", "nnz"],
-    "reference": True,
-    "claim": "",
-    "variants": [],
-    "topology": None,
-    "streaming": False,
-    "compute_times": None,
-    "backend": "auto",
-    "client_state": "memory",
-    "x0": "default",
-    "tracking": {},
-    "target": None,
-    "stop": None,
-}
-
-#: Keys of a ``target = {...}`` table: the metric and one threshold, reached when the metric
-#: is at or below ``below`` (a loss, an optimality) or at or above ``above`` (an accuracy).
-TARGET_KEYS = {"metric", "below", "above"}
-
-#: Keys of a ``stop = {...}`` table: a run ends at the first row whose measure is <= tol.
-STOP_KEYS = {"tol", "measure"}
-
 #: What a run reports about its target (:func:`fedcomp.experiments._execute.to_target`): the
 #: counters at the first evaluation that reached it (``inf`` when none did).
 TARGET_COLUMNS = ("rounds_to_target", "floats_up_to_target", "bits_up_to_target")
 
-#: Keys of an ``x0 = {...}`` table: a random start, i.i.d. normal entries.
-X0_KEYS = {"distribution", "scale", "seed"}
-
-#: ``data.seed`` of a configuration whose data follow the run seed (also what an absent
-#: ``data.seed`` means): every seed of the experiment draws its own data.
-DATA_SEED_FOLLOWS_RUN = "run"
-
 #: Losses whose model has one column per class: they need ``data.n_classes``.
 CLASS_LOSSES = ("softmax",)
 
-#: ``client_state`` values: stacked client states in RAM, or memory-mapped ``.npy`` files
-#: (for populations whose state does not fit in memory; see ``fedcomp.simulate``).
-CLIENT_STATES = ("memory", "disk")
 
 def backend_library(name: str) -> str:
     """The array library of a configuration's ``backend`` (``"auto"`` for auto), from its
@@ -111,24 +80,10 @@ def execution_of(name: str) -> str:
     return registered(name)
 
 
-def _check_keys(table: dict[str, Any], accepted: set[str], where: str) -> None:
-    unknown = sorted(set(table) - accepted)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {unknown}; accepted: {sorted(accepted)}")
-
-
 def _check_table(value: Any, key: str, example: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ConfigError(f"{key} must be a table such as {example} (got {value!r})")
     return value
-
-
-def _is_integer(value: Any) -> TypeGuard[int]:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _is_real(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def _is_number_text(value: Any) -> bool:
@@ -164,72 +119,6 @@ def _check_types(table: dict[str, Any], factory: Any, where: str) -> None:
             raise ConfigError(f"{where}.seed must be a non-negative integer (got {value!r})")
 
 
-def _check_seeds(seeds: Any) -> None:
-    if not (isinstance(seeds, list) and seeds and all(_is_integer(s) and s >= 0
-                                                       for s in seeds)):
-        raise ConfigError(f"seeds must be a non-empty list of non-negative integers, e.g. "
-                          f"seeds = [0, 1, 2] (got {seeds!r})")
-
-
-def _reference_settings(value: Any) -> dict[str, Any] | None:
-    """``reference = true | false`` or a table ``{tol = 1e-13}`` → settings or ``None``."""
-    if value is False or value is None:
-        return None
-    if value is True:
-        return {"tol": 1e-10}
-    if isinstance(value, dict):
-        _check_keys(value, {"tol"}, "reference")
-        tol = value.get("tol", 1e-10)
-        if not (isinstance(tol, int | float) and 0 < tol < 1):
-            raise ConfigError(f"reference.tol must be a number in (0, 1) (got {tol!r})")
-        return {"tol": float(tol)}
-    raise ConfigError(f"reference must be true, false or a table {{tol = ...}} (got {value!r})")
-
-
-def tracking_settings(value: Any) -> dict[str, Any]:
-    """The ``[tracking]`` table checked, in its full form (see :mod:`fedcomp.metrics._tracking`).
-
-    ``tensorboard = true`` (event files in ``OUT/tensorboard``) or a directory;
-    ``mlflow = true`` (the SQLite store ``OUT/mlflow.db``, an experiment named after the
-    configuration) or ``{uri = "...", experiment = "..."}``. ``false`` or absent: off.
-
-    Examples
-    --------
-    >>> tracking_settings({"tensorboard": True, "mlflow": {"uri": "http://localhost:5000"}})
-    {'tensorboard': {}, 'mlflow': {'uri': 'http://localhost:5000'}}
-    >>> tracking_settings({"wandb": True})
-    Traceback (most recent call last):
-    ...
-    fedcomp.config.ConfigError: tracking: unknown tracker 'wandb'; valid: ['mlflow', 'tensorboard']
-    """
-    from ..metrics._tracking import TRACKERS
-
-    if not isinstance(value, dict):
-        raise ConfigError(f"tracking must be a table such as {{tensorboard = true}} "
-                          f"(got {value!r})")
-    out: dict[str, Any] = {}
-    for name, setting in value.items():
-        if name not in TRACKERS:
-            raise ConfigError(f"tracking: unknown tracker {name!r}; valid: {sorted(TRACKERS)}")
-        fields = {"tensorboard": ("logdir",), "mlflow": ("uri", "experiment")}[name]
-        if setting is False:
-            continue
-        if setting is True:
-            setting = {}
-        elif name == "tensorboard" and isinstance(setting, str):
-            setting = {"logdir": setting}
-        if not isinstance(setting, dict):
-            raise ConfigError(f"tracking.{name} must be true, false or a table with "
-                              f"{' / '.join(fields)} (got {setting!r})")
-        _check_keys(setting, set(fields), f"tracking.{name}")
-        for key, text in setting.items():
-            if not (isinstance(text, str) and text.strip()):
-                raise ConfigError(f"tracking.{name}.{key} must be a non-empty string "
-                                  f"(got {text!r})")
-        out[name] = dict(setting)
-    return out
-
-
 def validate(config: dict[str, Any]) -> dict[str, Any]:
     """A configuration checked key by key, with its defaults filled in (a new dict).
 
@@ -245,30 +134,23 @@ def validate(config: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(config, dict):
         raise ConfigError(f"a configuration is a table (dict) of keys; got {type(config).__name__}")
 
-    cfg = {**copy.deepcopy(DEFAULTS), **copy.deepcopy(config)}
-    _check_keys(cfg, TOP_LEVEL_KEYS, "config")
-    cfg.pop("quick", None)  # how the config shrinks for --quick (see quick_config)
+    cfg = {**defaults(), **copy.deepcopy(config)}
+    _check_keys(cfg, accepted_keys(), "config")
     written = dict(cfg)
-    cfg.pop("readings", None)
-    if not (isinstance(cfg["reading"], str) and cfg["reading"]):
-        raise ConfigError(f"reading must be the name of a reading (got {cfg['reading']!r})")
-    for key in ("name", "rounds", "data", "problem", "regularizer", "algorithms"):
+    for key in unrecorded_keys():  # quick (see quick_config), readings (checked below)
+        cfg.pop(key, None)
+    for key in required_keys():
         if key not in cfg:
             raise ConfigError(f"config: missing required key {key!r}")
-    check_name(cfg["name"])
-    if "reference" not in config and cfg["problem"].get("loss") == "torch_model":
+    if "reference" not in config and isinstance(cfg["problem"], dict) and cfg["problem"].get(
+            "loss") == "torch_model":
         cfg["reference"] = False  # a network has no centralized x* to compare against
     if backend_library(cfg["backend"]) == "jax" and (cfg.get("problem") or {}).get(
             "loss") == "torch_model":
         raise ConfigError(f"backend = {cfg['backend']!r}: a network (problem.loss = "
                           "'torch_model') computes with torch; use backend = 'torch', "
                           "'torch-float64', 'cuda' or 'auto'")
-    if cfg["client_state"] not in CLIENT_STATES:
-        raise ConfigError(f"client_state: unknown value {cfg['client_state']!r}; valid: "
-                          f"{list(CLIENT_STATES)} ('disk' keeps client states in memory-mapped "
-                          "files)")
-    cfg["reference"] = _reference_settings(cfg["reference"])
-    cfg["tracking"] = tracking_settings(cfg["tracking"])
+    check_values(cfg, variant=False)  # each key of the whole configuration, by its own check
     _check_setting(cfg)
     _check_variants(cfg)
     # the other readings of the paper (see reading_config), each a configuration of its
@@ -281,19 +163,7 @@ def validate(config: dict[str, Any]) -> dict[str, Any]:
             message = str(exc)
             raise ConfigError(message if message.startswith(prefix) else prefix + message
                               ) from None
-    return cfg
-
-
-def check_name(name: Any) -> None:
-    """``name`` names the default output directory ``runs/NAME-TIME``: a plain file name.
-
-    A path (``"../../x"``, ``"/tmp/x"``) would put the outputs outside ``runs/``.
-    """
-    if not (isinstance(name, str) and name.strip() and name not in (".", "..")
-            and not any(c in name for c in "/\\\0:") and name == name.strip()):
-        raise ConfigError(f"name must be a plain file name such as 'my_experiment' (no '/', "
-                          f"'\\', ':' or surrounding spaces): it names the output directory "
-                          f"runs/NAME-TIME (got {name!r})")
+    return {key: cfg[key] for key in key_order() if key in cfg}  # fedcomp show's order
 
 
 def _check_variants(cfg: dict[str, Any]) -> None:
@@ -304,7 +174,7 @@ def _check_variants(cfg: dict[str, Any]) -> None:
     for entry in variants:
         if not isinstance(entry, dict) or not isinstance(entry.get("label"), str):
             raise ConfigError(f"variants: every entry needs a string 'label' (got {entry!r})")
-        _check_keys(entry, {"label", *VARIANT_KEYS}, f"variants ({entry['label']})")
+        _check_keys(entry, {"label", *variant_keys()}, f"variants ({entry['label']})")
         labels.append(entry["label"])
         try:
             _check_setting(merge_variant(cfg, entry))
@@ -312,24 +182,6 @@ def _check_variants(cfg: dict[str, Any]) -> None:
             raise ConfigError(f"variants ({entry['label']}): {exc}") from exc
     if len(set(labels)) != len(labels):
         raise ConfigError(f"variants: labels must be unique (got {labels})")
-
-
-def _check_compute_times(value: Any) -> None:
-    """``compute_times = {mean = ..., distribution = ...}`` (see ``ComputeTimes``) or absent."""
-    if value is None:
-        return
-    from ..runtime import ComputeTimes
-
-    if not isinstance(value, dict):
-        raise ConfigError(f"compute_times must be a table such as {{mean = 1.0, distribution = "
-                          f"'exponential'}} (got {value!r})")
-    try:
-        ComputeTimes(**value)
-    except TypeError as exc:
-        raise ConfigError(f"compute_times: {exc}; accepted: mean, distribution, spread, "
-                          "slow_fraction, slowdown") from exc
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
 
 
 def _check_component(registry: Any, table: dict[str, Any], key: str, where: str,
@@ -361,46 +213,15 @@ def _check_finite(table: dict[str, Any], where: str, unbounded: tuple[str, ...] 
         raise ConfigError(str(exc)) from None
 
 
-#: The largest minibatch, 2**31 - 1 samples: more than a client holds (a batch beyond its
-#: count only redraws samples). A batch's indices are drawn in memory, 8 bytes each per
-#: client, so a larger one could only fail mid-run, in NumPy's words naming no value.
-MAX_BATCH_SIZE = 2**31 - 1
-
-
 def _check_setting(cfg: dict[str, Any]) -> None:
     """Validate one setting (the base config, or a variant merged over it)."""
     from ..algorithms import REGISTRY
     from ..data import DATASETS, PARTITIONERS, partition_noise, partition_spec
     from ..losses import LOSSES
-    from ..metrics import METRICS
     from ..regularizers import REGULARIZERS
 
-    _check_compute_times(cfg.get("compute_times"))
-    if not (isinstance(cfg["rounds"], int) and not isinstance(cfg["rounds"], bool)
-            and cfg["rounds"] >= 1):
-        raise ConfigError(f"config: rounds must be a positive integer (got {cfg['rounds']!r})")
-    if not (_is_integer(cfg["eval_every"]) and cfg["eval_every"] >= 1):
-        raise ConfigError(f"eval_every must be a positive integer, the rounds between "
-                          f"evaluations (got {cfg['eval_every']!r})")
-    _check_seeds(cfg["seeds"])
-    modes = _batch_modes(cfg["batch_size"])
-    if not modes or len(set(modes)) != len(modes):  # no runs at all, or one run label twice
-        raise ConfigError(f"batch_size must be 'full', a positive integer or a list of distinct "
-                          f"ones, e.g. batch_size = ['full', 32] (got {cfg['batch_size']!r})")
-    for mode in modes:  # NumPy would fail mid-run ("Maximum allowed size exceeded")
-        if mode is not None and mode > MAX_BATCH_SIZE:
-            raise ConfigError(f"batch_size = {mode} is above the largest minibatch, "
-                              f"{MAX_BATCH_SIZE} (2**31 - 1) samples; use 'full' for full "
-                              "gradients, or a batch below the clients' sample counts")
-    if not (isinstance(cfg["metrics"], list) and cfg["metrics"]
-            and all(isinstance(m, str) for m in cfg["metrics"])):
-        raise ConfigError(f"metrics must be a non-empty list of names, e.g. metrics = "
-                          f"['objective'] (a single name too is written as a list) "
-                          f"(got {cfg['metrics']!r})")
-    for metric in cfg["metrics"]:
-        if metric not in METRICS:
-            raise ConfigError(f"metrics: unknown metric {metric!r}; valid: {sorted(METRICS)}")
-
+    check_values(cfg, variant=True)  # each key a variant may set, by its own check
+    # the sections: each reads the others' registries
     data = _check_table(cfg["data"], "data", '{generator = "breast_cancer", n_clients = 10}')
     # data.seed = "run" (or no data.seed): every run seed draws its own data
     generator = _check_component(DATASETS, {k: v for k, v in data.items() if not (
@@ -477,9 +298,6 @@ def _check_setting(cfg: dict[str, Any]) -> None:
         raise ConfigError(f"algorithms: labels must be unique (got {labels}); give repeated "
                           "algorithms a distinct 'label'")
     _check_client_state(cfg)
-    _check_x0(cfg["x0"])
-    _check_target(cfg["target"], cfg["metrics"])
-    _check_stop(cfg["stop"])
 
 
 def _check_compressor(entry: dict[str, Any], name: str) -> None:
@@ -585,66 +403,6 @@ def _check_data_size(generator: str, data: dict[str, Any]) -> None:
                      f"{params.get(key)}", f"reduce data.{key} or the samples")
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-
-
-def _check_x0(value: Any) -> None:
-    """``x0 = "default"`` (the problem's own start) or a random start table."""
-    if value == "default":
-        return
-    example = 'x0 = { distribution = "normal", scale = 1.0, seed = "run" }'
-    if not isinstance(value, dict):
-        raise ConfigError(f'x0 must be "default" or a table such as {example} (got {value!r})')
-    _check_keys(value, X0_KEYS, "x0")
-    if value.get("distribution", "normal") != "normal":
-        raise ConfigError(f"x0.distribution: only 'normal' (i.i.d. N(0, scale^2) entries, as "
-                          f"Bao et al.'s randn start) is known (got {value['distribution']!r})")
-    scale = value.get("scale", 1.0)
-    if not (_is_real(scale) and 0 < scale < float("inf")):
-        raise ConfigError(f"x0.scale must be a positive finite number (got {scale!r})")
-    seed = value.get("seed", DATA_SEED_FOLLOWS_RUN)
-    if not (seed == DATA_SEED_FOLLOWS_RUN or (_is_integer(seed) and seed >= 0)):
-        raise ConfigError(f'x0.seed must be "run" (the run\'s seed) or an integer >= 0 '
-                          f"(got {seed!r})")
-
-
-def _check_small_table(value: Any, keys: set[str], name: str, example: str) -> None:
-    """``value`` is a table of the keys ``keys`` (an inline table such as ``example``)."""
-    if not isinstance(value, dict):
-        raise ConfigError(f"{name} must be a table such as {example} (got {value!r})")
-    _check_keys(value, keys, name)
-
-
-def _check_target(value: Any, metrics: list[str]) -> None:
-    """``target = {metric = "train_accuracy", above = 0.97}`` (or ``below = ...``): a metric
-    the runs record and one finite threshold."""
-    if value is None:
-        return
-    example = 'target = { metric = "train_accuracy", above = 0.97 }'
-    _check_small_table(value, TARGET_KEYS, "target", example)
-    if value.get("metric") not in metrics:
-        raise ConfigError(f"target.metric must be one of the recorded metrics {metrics} "
-                          f"(got {value.get('metric')!r}); add it to metrics")
-    given = [k for k in ("below", "above") if k in value]
-    if len(given) != 1 or not _is_real(value[given[0]]) or not math.isfinite(value[given[0]]):
-        raise ConfigError(f"target needs one finite threshold, below (a loss, an optimality) "
-                          f"or above (an accuracy), e.g. {example} (got {value!r})")
-
-
-def _check_stop(value: Any) -> None:
-    """``stop = {tol = 1e-8}`` (and optionally ``measure``, one of
-    :data:`fedcomp.runtime.STOP_MEASURES`): a number ``tol >= 0``."""
-    from ..runtime import STOP_MEASURES
-
-    if value is None:
-        return
-    example = 'stop = { tol = 1e-8, measure = "relative_prox_step" }'
-    _check_small_table(value, STOP_KEYS, "stop", example)
-    if not (_is_real(value.get("tol")) and math.isfinite(value["tol"]) and value["tol"] >= 0):
-        raise ConfigError(f"stop.tol must be a number >= 0, e.g. {example} (got "
-                          f"{value.get('tol')!r})")
-    if value.get("measure", "relative_prox_step") not in STOP_MEASURES:
-        raise ConfigError(f"stop.measure must be one of {sorted(STOP_MEASURES)} (got "
-                          f"{value.get('measure')!r})")
 
 
 def _check_extras(cfg: dict[str, Any]) -> None:

@@ -11,7 +11,10 @@ torch = pytest.importorskip("torch")
 from fedcomp.config import ConfigError, load  # noqa: E402
 from fedcomp.experiments.claims import prox_cost  # noqa: E402
 from fedcomp.experiments.claims._timing import best_time, check_device  # noqa: E402
-from fedcomp.experiments.claims.fedcanon_vs_composite import gpu_backend, on_device  # noqa: E402
+from fedcomp.experiments.claims.fedcanon_vs_composite import (  # noqa: E402
+    device_backend,
+    on_device,
+)
 
 NO_GPU = not torch.cuda.is_available()
 
@@ -64,10 +67,22 @@ def test_a_device_torch_does_not_know_is_refused():
 def test_the_time_table_moves_a_config_to_the_gpu_in_its_precision():
     linear = load("fedcanon_vs_composite")
     assert on_device(linear, "cpu") is linear
-    assert gpu_backend(linear) == "cuda-float64"  # NumPy float64 by default
+    assert device_backend(linear, "cuda") == "cuda-float64"  # NumPy float64 by default
     network = load("fedcanon_nn")
-    assert gpu_backend(network, 1) == "cuda:1"  # torch float32 by default for networks
-    assert gpu_backend({**network, "backend": "torch-float64"}) == "cuda-float64"
+    assert device_backend(network, "cuda:1") == "cuda:1"  # torch float32 for networks
+    assert device_backend({**network, "backend": "torch-float64"}, "cuda") == "cuda-float64"
+
+
+def test_the_time_table_speaks_the_backend_registry_and_never_labels_mps_cuda():
+    # Apple's GPU runs torch float32 only: a network goes to the mps backend, a float64
+    # linear model is refused in one line naming the device (it was sent to cuda before)
+    assert device_backend(load("fedcanon_nn"), "mps") == "mps"
+    with pytest.raises(ConfigError, match=r"device = 'mps': no torch backend runs float64 "
+                                          r"on device 'mps' \(registered: .*mps \(float32\)"):
+        device_backend(load("fedcanon_vs_composite"), "mps")
+    with pytest.raises(ConfigError, match=r"device = 'meta': timings run on 'cpu', "
+                                          r"'cuda\[:N\]' or 'mps'"):
+        check_device("meta")  # a torch device no backend is registered on
 
 
 def test_the_cli_refuses_an_unavailable_device_in_one_line(capsys):

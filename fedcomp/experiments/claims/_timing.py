@@ -14,11 +14,13 @@ from collections.abc import Callable
 from typing import Any
 
 from ..._extras import require
+from ...runtime._backends import BACKENDS, devices
 
 
 def check_device(device: str) -> Any:
     """The ``torch.device`` named by ``device``, or a one-line ``ConfigError`` when this
-    machine does not have it (naming what it has and the fix).
+    machine does not have it (naming what it has and the fix) or no torch backend runs there
+    (the devices are the backend registry's: :func:`fedcomp.runtime._backends.devices`).
 
     Examples
     --------
@@ -31,8 +33,10 @@ def check_device(device: str) -> Any:
     try:
         where = torch.device(device)
     except RuntimeError:
-        raise ConfigError(f"device = {device!r} is not a torch device; use 'cpu', 'cuda', "
-                          "'cuda:N' or 'mps'") from None
+        raise ConfigError(f"device = {device!r} is not a torch device; use "
+                          f"{_devices(indices=True)}") from None
+    if where.type not in devices("torch"):
+        raise ConfigError(f"device = {device!r}: timings run on {_devices()}")
     if where.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if (where.index or 0) >= count:
@@ -42,9 +46,28 @@ def check_device(device: str) -> Any:
     elif where.type == "mps" and not torch.backends.mps.is_available():
         raise ConfigError(f"device = {device!r} is not available: torch "
                           f"{torch.__version__} sees no Apple GPU; use device = 'cpu'")
-    elif where.type not in ("cpu", "cuda", "mps"):
-        raise ConfigError(f"device = {device!r}: timings run on 'cpu', 'cuda[:N]' or 'mps'")
     return where
+
+
+def _devices(indices: bool = False) -> str:
+    """The devices the torch backends run on, in words: ``'cpu', 'cuda[:N]' or 'mps'``
+    (``indices``: ``'cpu', 'cuda', 'cuda:N' or 'mps'``).
+
+    Examples
+    --------
+    >>> _devices(), _devices(indices=True)
+    ("'cpu', 'cuda[:N]' or 'mps'", "'cpu', 'cuda', 'cuda:N' or 'mps'")
+    """
+    indexed = {e.device for e in BACKENDS.entries() if e.indexed}
+    names = []
+    for kind in devices("torch"):
+        if kind not in indexed:
+            names.append(repr(kind))
+        elif indices:
+            names += [repr(kind), repr(f"{kind}:N")]
+        else:
+            names.append(repr(f"{kind}[:N]"))
+    return ", ".join(names[:-1]) + " or " + names[-1]
 
 
 def best_time(call: Callable[[], Any], repeats: int, wait: Callable[[Any], None],

@@ -198,43 +198,45 @@ def _best_times(problem: Any, specs: tuple[Any, ...], methods: tuple[str, ...],
 
 
 def on_device(config: dict[str, Any], device: str) -> dict[str, Any]:
-    """``config`` run on ``device``: ``"cpu"`` leaves its backend; ``"cuda"`` /
-    ``"cuda:N"`` moves it to torch on that GPU in the backend's precision (float32 →
-    ``cuda``, float64 → ``cuda-float64``).
+    """``config`` run on ``device``: ``"cpu"`` leaves its backend; another device
+    (``"cuda"``, ``"cuda:N"``, ``"mps"``) moves it to the backend registered there in the
+    configuration's precision (:func:`device_backend`).
 
     Raises
     ------
     fedcomp.config.ConfigError
         In one line, when this machine has no such device
-        (:func:`~fedcomp.experiments.claims._timing.check_device`), or for a device the runtime has
-        no backend on (``mps``).
+        (:func:`~fedcomp.experiments.claims._timing.check_device`), or when no backend runs
+        the configuration's precision there (float64 on ``mps``).
     """
-    from ...config import ConfigError
-
     where = check_device(device)
     if where.type == "cpu":
         return config
-    if where.type != "cuda":
-        raise ConfigError(f"device = {device!r}: training runs take 'cpu' or 'cuda[:N]'")
-    return {**config, "backend": gpu_backend(config, where.index)}
+    return {**config, "backend": device_backend(config, str(where))}
 
 
-def gpu_backend(config: dict[str, Any], index: int | None = None) -> str:
-    """The GPU backend of ``config``'s precision: ``cuda`` for float32 (networks' default),
-    ``cuda-float64`` for float64 (linear models' NumPy default), ``:index`` appended.
+def device_backend(config: dict[str, Any], device: str) -> str:
+    """The torch backend that runs ``config`` on ``device`` in its precision, by the backend
+    registry (:func:`~fedcomp.runtime._backends.backend_for`): on a GPU ``cuda`` for float32
+    (networks' default), ``cuda-float64`` for float64 (linear models' NumPy default), with
+    the device's ``:index``.
 
     Examples
     --------
-    >>> gpu_backend({"problem": {"loss": "logistic"}}), gpu_backend({"backend": "torch"}, 1)
+    >>> linear, network = {"problem": {"loss": "logistic"}}, {"backend": "torch"}
+    >>> device_backend(linear, "cuda"), device_backend(network, "cuda:1")
     ('cuda-float64', 'cuda:1')
     """
-    from ...runtime._backends import resolve_backend
+    from ...config import ConfigError
+    from ...runtime._backends import backend_for, name_on, resolve_backend
 
     network = config.get("problem", {}).get("loss") == "torch_model"
     chosen = resolve_backend(str(config.get("backend", "auto")), network=network,
                              gpu_visible=lambda: False)
-    backend = "cuda" if chosen.entry.dtype == "float32" else "cuda-float64"
-    return backend if index is None else f"{backend}:{index}"
+    try:
+        return name_on(backend_for(device, chosen.entry.dtype, library="torch"), device)
+    except ValueError as exc:
+        raise ConfigError(f"device = {device!r}: {exc}") from None
 
 
 def time_table(config: dict[str, Any] | None = None,
