@@ -35,7 +35,7 @@ from ..config._schema import check_keys as _check_keys
 from ..config._schema import check_name as check_name  # read from here by _setting
 from ..config._schema import is_integer as _is_integer
 from ..config._schema import is_real as _is_real
-from ..runtime._backends import BACKENDS, split_name
+from ..runtime._backends import BACKENDS, BackendEntry, resolve_backend
 
 #: Keys of the ``[topology]`` table that configure evaluation, not the graph.
 TOPOLOGY_EVAL_KEYS = {"evaluate_on", "node", "sparsity"}
@@ -48,15 +48,18 @@ TARGET_COLUMNS = ("rounds_to_target", "floats_up_to_target", "bits_up_to_target"
 CLASS_LOSSES = ("softmax",)
 
 
-def backend_library(name: str) -> str:
-    """The array library of a configuration's ``backend`` (``"auto"`` for auto), from its
-    registry entry (:data:`fedcomp.runtime._backends.BACKENDS`); ``ConfigError`` naming the
-    valid backends for an unknown one."""
+def backend_entry(cfg: dict[str, Any]) -> BackendEntry:
+    """The registry entry of a configuration's ``backend``
+    (:data:`fedcomp.runtime._backends.BACKENDS`), whose fields say what it needs and allows;
+    ``ConfigError`` naming the valid backends for an unknown one.
+
+    ``auto`` is decided as on a machine without a GPU: what the checks read (the extra,
+    networks, disk states) is the same for torch on the CPU and on a GPU."""
+    network = (cfg.get("problem") or {}).get("loss") == "torch_model"
     try:
-        base, _ = split_name(name)
+        return resolve_backend(cfg["backend"], network=network, gpu_visible=lambda: False).entry
     except ValueError as exc:
         raise ConfigError(f"backend: {exc}") from None
-    return BACKENDS.entry(base).library
 
 
 #: Keys of an ``[[algorithms]]`` entry that are not the factory's hyperparameters.
@@ -145,11 +148,11 @@ def validate(config: dict[str, Any]) -> dict[str, Any]:
     if "reference" not in config and isinstance(cfg["problem"], dict) and cfg["problem"].get(
             "loss") == "torch_model":
         cfg["reference"] = False  # a network has no centralized x* to compare against
-    if backend_library(cfg["backend"]) == "jax" and (cfg.get("problem") or {}).get(
+    if not backend_entry(cfg).networks and (cfg.get("problem") or {}).get(
             "loss") == "torch_model":
         raise ConfigError(f"backend = {cfg['backend']!r}: a network (problem.loss = "
-                          "'torch_model') computes with torch; use backend = 'torch', "
-                          "'torch-float64', 'cuda' or 'auto'")
+                          "'torch_model') computes with torch; use backend = one of "
+                          f"{[e.name for e in BACKENDS.entries() if e.networks]}")
     check_values(cfg, variant=False)  # each key of the whole configuration, by its own check
     _check_setting(cfg)
     _check_variants(cfg)
@@ -419,11 +422,8 @@ def _check_extras(cfg: dict[str, Any]) -> None:
     if cfg["problem"]["loss"] == "torch_model":
         needs.append("torch")
         reasons.append("problem.loss = 'torch_model'")
-    elif backend_library(cfg["backend"]) == "jax":
-        needs.append("jax")
-        reasons.append(f"backend = {cfg['backend']!r}")
-    elif backend_library(cfg["backend"]) == "torch":
-        needs.append("torch")
+    elif backend_entry(cfg).extra:
+        needs.append(backend_entry(cfg).extra)
         reasons.append(f"backend = {cfg['backend']!r}")
     check_installed(needs, f"config {cfg['name']!r} ({', '.join(reasons)})")
 
@@ -432,11 +432,11 @@ def _check_client_state(cfg: dict[str, Any]) -> None:
     """``client_state = "disk"`` (memory-mapped NumPy states) fits NumPy, synchronous runs only."""
     if cfg.get("client_state", "memory") != "disk":
         return
-    if cfg["problem"].get("loss") == "torch_model" or backend_library(cfg["backend"]) in (
-            "torch", "jax"):
+    if cfg["problem"].get("loss") == "torch_model" or not backend_entry(cfg).disk_states:
+        keeps = " or ".join(repr(e.name) for e in BACKENDS.entries() if e.disk_states)
         raise ConfigError("client_state = 'disk' keeps NumPy client states in memory-mapped "
-                          "files: use backend = 'numpy' (not torch, jax or a network), or "
-                          "client_state = 'memory'")
+                          f"files: use backend = {keeps} (not {cfg['backend']!r} or a "
+                          "network), or client_state = 'memory'")
     other_engines = [entry["name"] for entry in cfg["algorithms"]
                      if execution_of(entry["name"]) != "rounds"]
     if other_engines:
