@@ -18,6 +18,7 @@ Usage::
     python benchmarks/fedcanon_time_table.py [--rounds 200] [--repeats 3]
     python benchmarks/fedcanon_time_table.py --config configs/fedcanon_nn.toml --rounds 10
     python benchmarks/fedcanon_time_table.py --device cuda   # on a GPU (timings synchronised)
+    python benchmarks/fedcanon_time_table.py --config configs/fedcanon_nn.toml --device mps
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import copy
 
 from fedcomp.config import ConfigError, load
 from fedcomp.experiments.claims import fedcanon_vs_composite as exp
+from fedcomp.runtime._backends import devices
 
 
 def main() -> None:
@@ -35,15 +37,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--config", help="a FedCanon configuration file (default: the linear "
                         "fedcanon_vs_composite setting, with a second SCAD table)")
-    parser.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
+    gpus = ", ".join(kind for kind in devices("torch") if kind != "cpu")
+    parser.add_argument("--device", default="cpu", help="cpu (default), or a device a torch "
+                        f"backend is registered on: {gpus} (cuda:N for the N-th GPU)")
     args = parser.parse_args()
-    try:
-        exp.on_device({}, args.device)  # an unavailable device: one line, before any run
+    config = load(args.config) if args.config else {}
+    try:  # an unavailable device, or none for the config's precision: one line, before any run
+        exp.on_device(config, args.device)
     except ConfigError as exc:
         parser.exit(2, f"error: {exc}\n")
     where = f", on {args.device}"
     if args.config:
-        config = load(args.config)
         methods = tuple(entry["name"] for entry in config["algorithms"])
         variant = config["variants"][0]["label"] if config.get("variants") else None
         rows = exp.time_table(config, rounds=args.rounds, repeats=args.repeats,
