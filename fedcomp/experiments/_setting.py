@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
 from ..config import (
@@ -132,6 +132,11 @@ class AlgorithmSpec(NamedTuple):
 @dataclass(frozen=True)
 class Setting:
     """One fully resolved setting: the base configuration, a variant of it, or a sweep point.
+
+    A field named as a configuration key (:class:`fedcomp.config.Schema`) holds that key's
+    checked value, copied as it is; the others are resolved from keys (``batch_modes``
+    from ``batch_size``, ``reference_tol`` from ``reference``) or say where the setting
+    sits (``variant``, ``swept``).
 
     Read-only: the tables (``data``, ``problem``, ``regularizer``, ``topology``,
     ``compute_times``) are plain dicts so that a setting pickles into worker processes;
@@ -309,19 +314,16 @@ def _setting(cfg: dict[str, Any], variant: str | None, swept: dict[str, Any]) ->
             privacy=copy.deepcopy(entry.get("privacy")),
             personalization=copy.deepcopy(entry.get("personalization"))))
     reference = cfg["reference"]
-    return Setting(
-        name=cfg["name"], rounds=cfg["rounds"], eval_every=cfg["eval_every"],
-        batch_modes=tuple(_batch_modes(cfg["batch_size"])),
-        clients_per_round=cfg["clients_per_round"], client_block=cfg["client_block"],
-        metrics=tuple(cfg["metrics"]), data=copy.deepcopy(cfg["data"]),
-        problem=copy.deepcopy(cfg["problem"]), regularizer=copy.deepcopy(cfg["regularizer"]),
-        algorithms=tuple(specs), reference_tol=None if reference is None else reference["tol"],
-        topology=copy.deepcopy(cfg["topology"]), streaming=bool(cfg["streaming"]),
-        compute_times=copy.deepcopy(cfg["compute_times"]), backend=cfg["backend"],
-        client_state=cfg["client_state"], variant=variant, swept=dict(swept),
-        x0=None if cfg["x0"] == "default" else {"distribution": "normal", "scale": 1.0,
-                                                 "seed": "run", **cfg["x0"]},
-        target=copy.deepcopy(cfg["target"]), stop=copy.deepcopy(cfg["stop"]))
+    resolved = {  # the fields a key does not give as it is
+        "batch_modes": tuple(_batch_modes(cfg["batch_size"])), "metrics": tuple(cfg["metrics"]),
+        "algorithms": tuple(specs), "streaming": bool(cfg["streaming"]),
+        "reference_tol": None if reference is None else reference["tol"],
+        "x0": None if cfg["x0"] == "default" else {"distribution": "normal", "scale": 1.0,
+                                                   "seed": "run", **cfg["x0"]},
+        "variant": variant, "swept": dict(swept)}
+    as_given = {f.name: copy.deepcopy(cfg[f.name]) for f in fields(Setting)
+                if f.name in cfg and f.name not in resolved}
+    return Setting(**as_given, **resolved)
 
 
 
