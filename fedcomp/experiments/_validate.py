@@ -1,11 +1,13 @@
 """Between configuration and setting: every check of a configuration, key by key.
 
-:func:`validate` checks a configuration dict (:mod:`fedcomp.config`) section by section —
-the run's own keys, the data, problem and regularizer, each ``[[algorithms]]`` entry with
-its ``compressor``, ``privacy`` and ``personalization`` tables, the topology, the start
-``x0``, the target, the stop rule and the trackers — and fills in the defaults; the types it
-produces are :mod:`._setting`'s. Errors are :class:`~fedcomp.config.ConfigError` naming
-the key, the bad value and the fix.
+:func:`validate` checks a configuration dict (:mod:`fedcomp.config`) against its schema
+(:class:`fedcomp.config.Schema`: the accepted and required keys, the defaults it fills
+in, each key's own check, once or in every variant) and then checks the sections that read
+each other's registries — the data, problem and regularizer, each ``[[algorithms]]`` entry
+with its ``compressor``, ``privacy`` and ``personalization`` tables, the topology, the
+backend — in the base setting and in every variant; the types it produces are
+:mod:`._setting`'s. Errors are :class:`~fedcomp.config.ConfigError` naming the key, the bad
+value and the fix.
 """
 
 from __future__ import annotations
