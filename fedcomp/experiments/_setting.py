@@ -314,7 +314,7 @@ def _setting(cfg: dict[str, Any], variant: str | None, swept: dict[str, Any]) ->
             privacy=copy.deepcopy(entry.get("privacy")),
             personalization=copy.deepcopy(entry.get("personalization"))))
     reference = cfg["reference"]
-    resolved = {  # the fields a key does not give as it is
+    resolved: dict[str, Any] = {  # the fields a key does not give as it is
         "batch_modes": tuple(_batch_modes(cfg["batch_size"])), "metrics": tuple(cfg["metrics"]),
         "algorithms": tuple(specs), "streaming": bool(cfg["streaming"]),
         "reference_tol": None if reference is None else reference["tol"],
