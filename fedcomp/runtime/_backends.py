@@ -5,10 +5,9 @@ them for the runtime: whether the synchronous rounds compile (the jax engine), h
 simulator cuts a round's participants into blocks (``"cache"``: blocks sized to the CPU's
 cache; ``"all"``: one block per round, as a GPU or a compiled call wants), whether client
 states may go to disk and whether a network runs there. A configuration names one
-(``backend = "cuda"``), :func:`resolve_backend` turns the name into an entry and a device,
-:meth:`fedcomp.ClientData.to` moves data there and records the entry, and nothing
-downstream inspects array types or library names to learn what the backend is: code reads
-the entry's fields. Adding a backend is one ``BACKENDS.register(BackendEntry(...))``.
+(``backend = "cuda"``), :func:`resolve_backend` resolves it, :meth:`fedcomp.ClientData.to`
+moves data there and records the entry, and code reads the entry's fields, never array
+types or library names. Adding a backend is one ``BACKENDS.register(BackendEntry(...))``.
 
 ``cuda`` and ``cuda-float64`` take a device index (``"cuda:1"``); ``auto`` chooses torch on
 a visible GPU for networks (torch on the CPU without one) and NumPy for linear models, and
@@ -318,8 +317,7 @@ def backend_for(device: str, dtype: str, library: str | None = None) -> BackendE
     Raises
     ------
     ValueError
-        When no entry is registered for that device and dtype, naming what is (a device
-        is never given another device's backend).
+        When no entry is registered for that device and dtype, naming what is.
 
     Examples
     --------
