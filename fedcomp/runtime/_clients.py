@@ -179,6 +179,14 @@ class LocalClients:
     stacked in the participants' order. Another executor with the same constructor and
     ``run_round`` (such as :mod:`fedcomp.flower`'s, which sends the message to SuperNodes)
     can replace it in :func:`simulate` without changing anything else of the run.
+
+    :func:`simulate` runs each round of an executor through
+    :func:`~fedcomp.runtime._round.star_round`. An executor may also offer fused rounds,
+    an optional capability: ``chunk_length(clients_per_round, batch_size, eval_every)``
+    (the most rounds it takes at once) and ``run_rounds(server_state, first,
+    participants) -> (server_state, [Σ x² after each round])``, which then runs the
+    rounds between two evaluation rows in one go (the compiled engine's:
+    :class:`~fedcomp.runtime._compiled.CompiledEngine`).
     """
 
     def __init__(self, algorithm: FederatedAlgorithm, problem: Problem, client_states: Any,

@@ -283,9 +283,7 @@ class CompiledEngine:
         for k, who in enumerate(participants):
             key = (0, size, size) if start is not None else (None, None, size, who.tobytes())
             block = slice(0, size) if start is not None else who
-            self._count(size, bits_down[k], bits_up[k])
-            _add(self.counters, clients.delta(key, block, first + k, low))
-            _add(self.counters, self.server.logs[low].delta(None))
+            self._replay(size, bits_down[k], bits_up[k], key, block, first + k, low)
         return server_state, list(sums[:count])
 
     def step(self, server_state: Any, round_: int, participants: np.ndarray
@@ -314,21 +312,24 @@ class CompiledEngine:
                             start=start, stop=stop)
             if out is not EAGER:
                 server_state, clients.client_states, down, up, sum_sq = out
-                low = self.part.low
-                self._count(len(participants), down, up)
-                _add(self.counters, clients.delta(key, blocks[0], round_, low))
-                _add(self.counters, self.server.logs[low].delta(None))
+                self._replay(len(participants), down, up, key, blocks[0], round_,
+                             self.part.low)
                 return server_state, sum_sq
         return self._parts(server_state, round_, participants), None
 
-    def _count(self, n: int, down: Any, up: Any) -> None:
-        """A compiled round's traffic between the server and ``n`` clients: its trace's,
+    def _replay(self, n: int, down: Any, up: Any, key: tuple[Any, ...], block: Any,
+                round_: int, low: int | None) -> None:
+        """What one fused round of ``n`` clients (``block``, its counters cached under
+        ``key``; traced with ``low``) adds to the counters, from its trace: its traffic,
         with the call's :data:`WIRE_BITS` sums ``down`` and ``up`` where the trace left
-        them (:func:`~fedcomp.runtime._round.count_traffic`, as every engine counts)."""
+        them (:func:`~fedcomp.runtime._round.count_traffic`, as every engine counts), its
+        clients' counting calls and its server's prox counts."""
         traffic = self.traffic[n]
         count_traffic(self.counters, traffic._replace(
             bits_down=down if traffic.bits_down is None else traffic.bits_down,
             bits_up=up if traffic.bits_up is None else traffic.bits_up), n)
+        _add(self.counters, self.clients.delta(key, block, round_, low))
+        _add(self.counters, self.server.logs[low].delta(None))
 
     def _parts(self, server_state: Any, round_: int, participants: np.ndarray) -> Any:
         """The round part by part, each compiled or eager: the round every engine runs."""

@@ -121,25 +121,17 @@ def server_context(server_prox: Prox, round_: Any, ids: Any, weights: Any, pi: A
     return ServerContext(server_prox, round_, ids, weights, pi, n_clients, int(seed))
 
 
-def weighted_server_context(weights: np.ndarray, server_prox: Prox, round_: int,
-                            participants: np.ndarray, like: Array, seed: int = 0
-                            ) -> ServerContext:
-    """The :class:`ServerContext` of a step with these participants, given every client's
-    weight ``π`` (a server that holds no data: :class:`fedcomp.flower.Strategy`)."""
-    pi = weights[participants]
-    return server_context(server_prox, round_, participants, asarray_like(pi / pi.sum(), like),
-                          asarray_like(pi, like), len(weights), seed)
-
-
 def server_step(algorithm: FederatedAlgorithm, weights: np.ndarray, like: Array,
                 server_state: Any, stacked: Any, round_: int, participants: np.ndarray,
                 server_prox: Prox, counters: Counters, seed: int) -> Any:
     """The server's step on the stacked uploads of ``participants`` (counted), given every
-    client's weight ``π`` and an array ``like`` of the models' namespace and device."""
+    client's weight ``π`` and an array ``like`` of the models' namespace and device (a
+    server that holds no data passes its own: :class:`fedcomp.flower.Strategy`)."""
     count_uploads(counters, stacked, len(participants))
-    return algorithm.server_update(
-        server_state, stacked,
-        weighted_server_context(weights, server_prox, round_, participants, like, seed))
+    pi = weights[participants]
+    ctx = server_context(server_prox, round_, participants, asarray_like(pi / pi.sum(), like),
+                         asarray_like(pi, like), len(weights), seed)
+    return algorithm.server_update(server_state, stacked, ctx)
 
 
 class EagerServer:

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedcomp import simulate
+from fedcomp import RunOptions, simulate
 from fedcomp.algorithms import fedavg
 from fedcomp.oracle import Counters
 from fedcomp.runtime import setup_context
@@ -59,7 +59,7 @@ def test_an_executor_with_fused_rounds_gets_chunks_between_rows_and_the_same_run
                   metrics=["objective"])
     alg = fedavg(client_lr=0.3, local_steps=2)
     FusedClients.log = []
-    got = simulate(alg, p, 7, clients=FusedClients, **kwargs)
+    got = simulate(alg, p, 7, **kwargs, options=RunOptions(clients=FusedClients))
     assert FusedClients.log == [(0, 3), (3, 3), (6, 1)]  # rows at rounds 3, 6 and 7
     want = simulate(alg, p, 7, **kwargs)
     np.testing.assert_array_equal(got.x, want.x)
@@ -69,8 +69,8 @@ def test_an_executor_with_fused_rounds_gets_chunks_between_rows_and_the_same_run
 def test_a_sampling_callback_runs_chunks_of_one_round():
     p = make_problem("logistic", n_clients=5)
     FusedClients.log = []
-    simulate(fedavg(client_lr=0.3, local_steps=2), p, 4, clients=FusedClients, eval_every=4,
-             sampling=lambda r: [r, 4], metrics=[])
+    simulate(fedavg(client_lr=0.3, local_steps=2), p, 4, eval_every=4, metrics=[],
+             options=RunOptions(clients=FusedClients, sampling=lambda r: [r, 4]))
     assert FusedClients.log == [(0, 1), (1, 1), (2, 1), (3, 1)]
 
 
