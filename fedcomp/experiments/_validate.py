@@ -50,6 +50,13 @@ TARGET_COLUMNS = ("rounds_to_target", "floats_up_to_target", "bits_up_to_target"
 CLASS_LOSSES = ("softmax",)
 
 
+def is_network(cfg: dict[str, Any]) -> bool:
+    """Whether the model is a network (``problem.loss = "torch_model"``); False for a
+    ``problem`` that is not a table (refused, naming it, by the setting's check)."""
+    problem = cfg.get("problem")
+    return isinstance(problem, dict) and problem.get("loss") == "torch_model"
+
+
 def backend_entry(cfg: dict[str, Any]) -> BackendEntry:
     """The registry entry of a configuration's ``backend``
     (:data:`fedcomp.runtime._backends.BACKENDS`), whose fields say what it needs and allows;
@@ -57,7 +64,7 @@ def backend_entry(cfg: dict[str, Any]) -> BackendEntry:
 
     ``auto`` is decided as on a machine without a GPU: what the checks read (the extra,
     networks, disk states) is the same for torch on the CPU and on a GPU."""
-    network = (cfg.get("problem") or {}).get("loss") == "torch_model"
+    network = is_network(cfg)
     try:
         return resolve_backend(cfg["backend"], network=network, gpu_visible=lambda: False).entry
     except ValueError as exc:
@@ -147,11 +154,9 @@ def validate(config: dict[str, Any]) -> dict[str, Any]:
     for key in required_keys():
         if key not in cfg:
             raise ConfigError(f"config: missing required key {key!r}")
-    if "reference" not in config and isinstance(cfg["problem"], dict) and cfg["problem"].get(
-            "loss") == "torch_model":
+    if "reference" not in config and is_network(cfg):
         cfg["reference"] = False  # a network has no centralized x* to compare against
-    if not backend_entry(cfg).networks and (cfg.get("problem") or {}).get(
-            "loss") == "torch_model":
+    if not backend_entry(cfg).networks and is_network(cfg):
         raise ConfigError(f"backend = {cfg['backend']!r}: a network (problem.loss = "
                           "'torch_model') computes with torch; use backend = one of "
                           f"{[e.name for e in BACKENDS.entries() if e.networks]}")

@@ -140,3 +140,32 @@ def test_the_default_metrics_are_the_metrics_modules():
     cfg = config()
     cfg.pop("metrics")
     assert validate(cfg)["metrics"] == list(DEFAULT_METRICS) == defaults()["metrics"]
+
+
+def test_a_key_a_variant_sets_is_checked_in_the_variant():
+    """client_state's own check runs in every setting (a variant's bad value was accepted)."""
+    cfg = small_config()
+    cfg["variants"][0]["client_state"] = "ssd"
+    with pytest.raises(ConfigError, match=r"variants \(homogeneous\): client_state: unknown "
+                                          r"value 'ssd'; valid: \['memory', 'disk'\]"):
+        validate(cfg)
+
+
+@pytest.mark.parametrize("backend", ["auto", "jax"])
+@pytest.mark.parametrize("problem", ["logistic", 0, None, [1]])
+def test_a_problem_that_is_not_a_table_is_named(problem, backend):
+    """Not a raw AttributeError from the checks that ask whether the model is a network."""
+    cfg = config(problem=problem, backend=backend)
+    cfg.pop("reference")  # the default reference depends on the model
+    with pytest.raises(ConfigError, match=r"problem must be a table such as"):
+        validate(cfg)
+
+
+@pytest.mark.parametrize("table", ["data", "problem"])
+def test_a_variant_table_that_is_not_a_table_is_named(table):
+    """Not a raw TypeError from the merge of the variant over the base."""
+    cfg = small_config()
+    cfg["variants"][0][table] = 1
+    with pytest.raises(ConfigError, match=rf"variants \(homogeneous\): {table} must be a "
+                                          r"table such as .* \(got 1\)"):
+        validate(cfg)
