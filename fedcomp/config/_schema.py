@@ -119,6 +119,13 @@ def _name(value: Any, setting: dict[str, Any]) -> Any:
     return value
 
 
+def _paper(value: Any, setting: dict[str, Any]) -> Any:
+    if not (isinstance(value, str) and value.strip() and value == value.strip()):
+        raise ConfigError(f"paper must name the paper the experiment follows, e.g. paper = "
+                          f"'seed000' (the report groups experiments by it; got {value!r})")
+    return value
+
+
 def _reading(value: Any, setting: dict[str, Any]) -> Any:
     if not (isinstance(value, str) and value):
         raise ConfigError(f"reading must be the name of a reading (got {value!r})")
@@ -375,6 +382,7 @@ class Schema:
     kind: str = key(ABSENT, training=False)  # a timing experiment's mark (kind = "timing")
     description: str = key("")
     claim: str = key("")
+    paper: str = key(ABSENT, check=_paper)  # the report's paper (fedcomp.report.PAPERS)
     rounds: int = key(check=_rounds, variant=True)
     eval_every: int = key(1, check=_eval_every, variant=True)
     seeds: list[int] = key([0], check=_seeds)

@@ -57,19 +57,20 @@ PAPER_NAMES = {
 }
 
 
-#: Experiment name prefix → paper.
-_PAPER_OF_PREFIX = {"seed000": "seed000", "bao2022": "seed001", "fedcanon": "seed002",
-                    "prox_cost": "seed002", "feddr": "seed003", "liang2024": "seed004",
-                    "fedht": "tong2021", "condat": "condat2023", "dp_": "mcmahan2018",
-                    "personal_": "li2021", "sdane_": "jiang2024"}
+#: The paper of an experiment whose configuration names none (its ``paper`` key).
+NO_PAPER = "other"
 
 
-def paper_of(name: str) -> str:
-    """The paper key (``seed00k``) an experiment belongs to, by its name."""
-    for prefix, paper in _PAPER_OF_PREFIX.items():
-        if name.startswith(prefix):
-            return paper
-    return "other"
+def paper_of(config: dict[str, Any]) -> str:
+    """The paper an experiment follows (a key of :data:`PAPERS`): its configuration's
+    ``paper``, or :data:`NO_PAPER`.
+
+    Examples
+    --------
+    >>> paper_of(load("dp_utility")), paper_of({"name": "mine"})
+    ('mcmahan2018', 'other')
+    """
+    return str(config.get("paper", NO_PAPER))
 
 
 def paper_name(paper: str) -> str:
@@ -95,7 +96,7 @@ def experiment_configs(config_dir: str | Path | None = None, only: list[str] | N
         configs = {name: cfg for name, cfg in configs.items() if name in only}
     order = list(PAPERS)
     return sorted(configs.items(), key=lambda item: (
-        order.index(paper_of(item[0])) if paper_of(item[0]) in order else len(order), item[0]))
+        order.index(paper_of(item[1])) if paper_of(item[1]) in order else len(order), item[0]))
 
 
 def reading_names(config: dict[str, Any], only: list[str] | None = None) -> list[str]:

@@ -41,7 +41,7 @@ def _by_paper(results: list[ExperimentResult]) -> dict[str, dict[str, list[Exper
     """Paper → experiment → its readings' results, in the order they ran."""
     papers: dict[str, dict[str, list[ExperimentResult]]] = {}
     for result in results:
-        papers.setdefault(paper_of(result.name), {}).setdefault(result.name, []).append(result)
+        papers.setdefault(paper_of(result.config), {}).setdefault(result.name, []).append(result)
     return papers
 
 
@@ -121,7 +121,8 @@ def markdown_report(results: list[ExperimentResult], quick: bool, seconds: float
               "| experiment | paper | as written | other readings | diagnoses | time (s) |",
               "|---|---|---|---|---|---:|"]
     for name, group in groups.items():
-        lines.append(f"| [{name}](#{name}) | {paper_name(paper_of(name))} | {group[0].verdict} | "
+        paper = paper_of(group[0].config)
+        lines.append(f"| [{name}](#{name}) | {paper_name(paper)} | {group[0].verdict} | "
                      f"{verdicts_cell(group)} | {diagnoses_cell(group)} | "
                      f"{seconds_cell(group)} |")
     lines += ["", BACK_MD]
@@ -273,7 +274,8 @@ def html_report(results: list[ExperimentResult], quick: bool, seconds: float,
     summary = _raw_table(["experiment", "paper", "as written", "other readings", "diagnoses",
                           "time (s)"], [
         [f"<a href='#{esc(name)}'>{esc(name)}</a>",
-         f"<a href='#paper-{esc(paper_of(name))}'>{esc(paper_name(paper_of(name)))}</a>",
+         f"<a href='#paper-{esc(paper_of(group[0].config))}'>"
+         f"{esc(paper_name(paper_of(group[0].config)))}</a>",
          f"<span class='{verdict_class(group[0].verdict)}'>{esc(group[0].verdict)}</span>",
          esc(verdicts_cell(group)), esc(diagnoses_cell(group)), seconds_cell(group)]
         for name, group in groups.items()], "summary")

@@ -54,6 +54,28 @@ WRAPPED = {
 }
 
 
+def test_no_wrapper_is_recognised_by_a_name_prefix():
+    prefixes = {TRANSFORMS.entry(name).rename("") for name in TRANSFORMS} - {""}
+    assert prefixes == {"dp_", "ditto_"}  # the display names the wrappers give
+    literal = "|".join(re.escape(p) for p in prefixes)
+    # a prefix as a string of its own: startswith("dp_"), removeprefix("ditto_"), a
+    # ("dp_", "ditto_") tuple, a {"dp_": paper} table; f"dp_{name}" (a rename) is not one
+    pattern = re.compile(rf"""(?<![\w{{])["']({literal})["']""")
+    root = Path(fedcomp.__file__).parent
+    found = [f"{path.relative_to(root)}:{number}: {line.strip()}"
+             for path in sorted(root.rglob("*.py"))
+             for number, line in enumerate(path.read_text().splitlines(), 1)
+             if pattern.search(line)]
+    assert not found, "a wrapper recognised by its name prefix:\n" + "\n".join(found)
+
+
+def test_the_prefix_scan_finds_what_it_is_for():
+    pattern = re.compile(r"""(?<![\w{])["'](dp_|ditto_)["']""")
+    assert pattern.search('if name.startswith("dp_"):')
+    assert pattern.search("name.removeprefix('ditto_')")
+    assert not pattern.search('name=f"dp_{algorithm.name}"')
+
+
 @pytest.mark.parametrize("case", sorted(WRAPPED))
 def test_a_recipe_round_trips_through_json_and_rebuilds_the_same_algorithm(case):
     algorithm = WRAPPED[case]()

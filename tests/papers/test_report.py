@@ -46,6 +46,7 @@ def broken() -> dict:
     """A config that passes to the runner and fails there (an unknown loss)."""
     cfg = tiny_seed000()
     cfg["name"] = "broken"
+    del cfg["paper"]  # an experiment of no paper: the report's "other experiments"
     cfg["problem"] = {"loss": "hinge"}
     return cfg
 
@@ -152,7 +153,7 @@ def test_contents_link_every_paper_and_experiment_and_resolve(report_dir):
 def test_paper_names_replace_seed_ids():
     assert rep.paper_name("seed001") == "Bao, Crawshaw, Luo, Liu — ICML 2022"
     assert set(rep.PAPER_NAMES) == set(rep.PAPERS)
-    result = rep.ExperimentResult("bao2022_emnist", {}, verdict="reproduced")
+    result = rep.ExperimentResult("bao2022_emnist", {"paper": "seed001"}, verdict="reproduced")
     summary = rep.markdown_report([result], quick=True, seconds=1.0, header={"date": "today"})
     assert "| Bao, Crawshaw, Luo, Liu — ICML 2022 | reproduced |" in summary
     assert "| seed001 |" not in summary and "## seed001" not in summary
@@ -359,9 +360,10 @@ def test_an_interrupted_experiment_keeps_its_finished_runs(report_dir, tmp_path)
 
 
 def test_experiments_are_grouped_by_paper_in_order():
-    names = [name for name, _ in rep.experiment_configs()]
+    configs = rep.experiment_configs()
+    names = [name for name, _ in configs]
     assert names[0] == "seed000" and set(names) == {p.stem for p in CONFIG_DIR.glob("*.toml")}
-    papers = [rep.paper_of(n) for n in names]
+    papers = [rep.paper_of(config) for _, config in configs]  # each config names its paper
     assert set(papers) <= set(rep.PAPERS)
     order = [list(rep.PAPERS).index(p) for p in papers]
     assert order == sorted(order)  # the PAPERS order, each paper's experiments together

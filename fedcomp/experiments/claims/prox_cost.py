@@ -74,7 +74,7 @@ IMPLEMENTATIONS = {
 #: ``readings`` / ``reading``: a timing may declare diagnosis readings (a measured variant,
 #: e.g. another batch size or prox implementation) like any experiment; ``reading`` names
 #: the one applied.
-KEYS = {"name", "kind", "description", "claim", "batch_size", "repeats", "networks",
+KEYS = {"name", "kind", "description", "claim", "paper", "batch_size", "repeats", "networks",
         "penalties", "quick", "readings", "reading", "device", "implementation"}
 NETWORK_KEYS = {"name", "label", "input_shape", "options"}
 
