@@ -169,3 +169,18 @@ def test_a_variant_table_that_is_not_a_table_is_named(table):
     with pytest.raises(ConfigError, match=rf"variants \(homogeneous\): {table} must be a "
                                           r"table such as .* \(got 1\)"):
         validate(cfg)
+
+
+def test_a_setting_field_named_as_a_key_carries_it_to_the_runs(warmup, monkeypatch):
+    """What the later stages read of a new key: one field of Setting by the key's name,
+    filled in every variant with no edit of its construction."""
+    from fedcomp.experiments import Setting, _setting
+
+    @dataclass(frozen=True)
+    class WarmSetting(Setting):
+        warmup: int = 0
+
+    monkeypatch.setattr(_setting, "Setting", WarmSetting)
+    cfg = config(warmup=3, variants=[{"label": "short", "rounds": 5, "warmup": 1},
+                                     {"label": "plain"}])
+    assert {s.variant: s.warmup for s in resolve(cfg).settings} == {"short": 1, "plain": 3}
