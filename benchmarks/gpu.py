@@ -82,12 +82,12 @@ def size_rows(n: int, d: int, m: int, args: argparse.Namespace, bandwidth: float
               ) -> list[dict[str, Any]]:
     """Every engine at one size, interleaved ``--repeats`` times, medians reported (a
     hand-written round returns a host array, so its time includes the device's work)."""
-    from fedcomp import simulate
+    from fedcomp import RunOptions, simulate
     from fedcomp.algorithms import make_algorithm
 
     alg = make_algorithm("za1", client_lr=0.1, local_steps=5)
     problem = build(config(n, d, CHECK_ROUNDS, samples=m))
-    x_ref = simulate(alg, problem, CHECK_ROUNDS, metrics=[], progress=False).x
+    x_ref = simulate(alg, problem, CHECK_ROUNDS, metrics=[], options=RunOptions(progress=False)).x
     jproblem = build(config(n, d, CHECK_ROUNDS, backend="jax", samples=m))
     on_device = (f"cuda-float64:{_index(args.device)}" if args.device.startswith("cuda")
                  else "torch-float64")
@@ -102,10 +102,11 @@ def size_rows(n: int, d: int, m: int, args: argparse.Namespace, bandwidth: float
         "torch by hand": lambda: repeated_ms(hand_torch, args.block, args.blocks),
     }
     models = {"numpy": x_ref,
-              "jax engine": simulate(alg, jproblem, CHECK_ROUNDS, metrics=[], progress=False).x,
+              "jax engine": simulate(alg, jproblem, CHECK_ROUNDS, metrics=[],
+                                     options=RunOptions(progress=False)).x,
               "jax.jit(vmap) by hand": hand_jax(CHECK_ROUNDS),
               "fedcomp torch": simulate(alg, tproblem, CHECK_ROUNDS, metrics=[],
-                                        progress=False).x,
+                                        options=RunOptions(progress=False)).x,
               "torch by hand": hand_torch(CHECK_ROUNDS)}
     times: dict[str, list[float]] = {name: [] for name in timers}
     for _ in range(args.repeats):

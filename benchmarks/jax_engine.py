@@ -55,20 +55,20 @@ def simulator_ms(problem: Any, block: int, blocks: int) -> tuple[float, float]:
     Rows every ``block`` rounds; the first block is the warm-up (the jax engine traces and
     compiles in its first round: that excess is the second number).
     """
-    from fedcomp import simulate
+    from fedcomp import RunOptions, simulate
 
     clock = _RowTimes()
     simulate(_algorithm(), problem, block * (blocks + 1), metrics=[], eval_every=block,
-             logger=clock, progress=False)
+             options=RunOptions(logger=clock, progress=False))
     t = np.diff(np.asarray(clock.times))  # t[k]: the (k+1)-th block of rounds
     per_round = float(np.median(t[1:])) / block
     return 1e3 * per_round, float(t[0] - block * per_round)
 
 
 def final_model(problem: Any, rounds: int) -> Any:
-    from fedcomp import simulate
+    from fedcomp import RunOptions, simulate
 
-    return simulate(_algorithm(), problem, rounds, metrics=[], progress=False).x
+    return simulate(_algorithm(), problem, rounds, metrics=[], options=RunOptions(progress=False)).x
 
 
 def repeated_ms(run: Callable[[int], Any], block: int, blocks: int) -> float:

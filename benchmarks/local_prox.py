@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from fedcomp import simulate
+from fedcomp import RunOptions, simulate
 from fedcomp.algorithms import feddr
 from fedcomp.config import load
 from fedcomp.experiments import build_problem, resolve
@@ -31,7 +31,8 @@ def best_round_ms(problem, block, rounds: int, repeats: int) -> float:
     times = []
     for _ in range(repeats):
         tic = time.perf_counter()
-        simulate(alg, problem, rounds, client_block=block, metrics=[], progress=False)
+        simulate(alg, problem, rounds, metrics=[], options=RunOptions(client_block=block,
+                                                                      progress=False))
         times.append((time.perf_counter() - tic) / rounds)
     return 1e3 * min(times)
 

@@ -151,7 +151,8 @@ def timer(engine: str, problem: Any, rounds: int) -> Callable[[], np.ndarray]:
     def sample() -> np.ndarray:
         clocks = _Clocks()
         fedcomp.simulate(_algorithm(), problem, rounds * blocks, metrics=[], eval_every=every,
-                         logger=clocks, progress=False, client_block=block)
+                         options=fedcomp.RunOptions(logger=clocks, progress=False,
+                                                    client_block=block))
         seconds = np.diff(np.asarray(clocks.times), axis=0) / every
         return seconds[1:] if engine == "jax" else seconds
 

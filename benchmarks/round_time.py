@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from fedcomp import Problem, simulate
+from fedcomp import Problem, RunOptions, simulate
 from fedcomp.algorithms import make_algorithm
 from fedcomp.config import load
 from fedcomp.experiments import build_problem, validate
@@ -53,12 +53,13 @@ def round_time(problem: Problem, name: str, params: dict, block, rounds: int, re
                ) -> float:
     """Best-of-``repeats`` seconds per round (no evaluation inside the timed loop)."""
     algorithm = make_algorithm(name, **params)
-    simulate(algorithm, problem, 2, client_block=block, metrics=[], progress=False)  # warm-up
+    simulate(algorithm, problem, 2, metrics=[], options=RunOptions(client_block=block,
+                                                                   progress=False))  # warm-up
     best = np.inf
     for _ in range(repeats):
         tic = time.perf_counter()
-        simulate(algorithm, problem, rounds, client_block=block, metrics=[],
-                 eval_every=rounds, progress=False)
+        simulate(algorithm, problem, rounds, metrics=[], eval_every=rounds,
+                 options=RunOptions(client_block=block, progress=False))
         best = min(best, (time.perf_counter() - tic) / rounds)
     return best
 

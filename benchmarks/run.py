@@ -24,7 +24,7 @@ instance and checked to compute the same iterate:
 It also measures the scaling of the NumPy simulator (time per round vs clients at fixed d,
 and vs d at fixed clients; streaming samples, minibatches of 10, so data memory does not
 grow with the problem) and the peak RSS of ZA1's client state in memory vs on disk
-(``simulate(client_state="disk")``), each in a fresh subprocess.
+(``RunOptions(client_state="disk")``), each in a fresh subprocess.
 
     python benchmarks/run.py [--sizes 30x60,100x1024,1000x100] [--rounds 5] [--quick]
                              [--write docs/BENCHMARKS.md]
@@ -105,10 +105,12 @@ def best_of(run: Callable[[], Any], repeats: int, warm_up: bool = True) -> float
 def simulator_round(problem: Any, rounds: int, repeats: int, **kwargs: Any) -> float:
     """Seconds per round of :func:`fedcomp.simulate` (no evaluation inside the timed rounds)."""
     from fedcomp import simulate
+    from fedcomp.runtime._options import split_options
 
     algorithm = _algorithm()
+    own, options = split_options({"progress": False, **kwargs})  # client_block is an option
     total = best_of(lambda: simulate(algorithm, problem, rounds, metrics=[], eval_every=rounds,
-                                     progress=False, **kwargs), repeats)
+                                     options=options, **own), repeats)
     return total / rounds
 
 
@@ -127,11 +129,11 @@ def compiled_round(problem: Any, rounds: int, repeats: int) -> tuple[float, floa
     engine: one run of ``rounds x (repeats + 1)`` rounds with a row every ``rounds`` (each
     ``simulate`` traces and compiles anew, so separate runs would time the compilation);
     the best of the ``repeats`` blocks after the first, whose excess is the compilation."""
-    from fedcomp import simulate
+    from fedcomp import RunOptions, simulate
 
     rows = _RowTimes()
     simulate(_algorithm(), problem, rounds * (repeats + 1), metrics=[], eval_every=rounds,
-             logger=rows, progress=False)
+             options=RunOptions(logger=rows, progress=False))
     blocks = np.diff(np.asarray(rows.times))
     per_round = float(np.min(blocks[1:])) / rounds
     return per_round, float(blocks[0] - rounds * per_round)
@@ -147,7 +149,7 @@ def ray_round(problem: Any, rounds: int, repeats: int, shards: int = 2
     """
     import ray
 
-    from fedcomp import simulate
+    from fedcomp import RunOptions, simulate
     from fedcomp.runtime import ray_clients
 
     started = not ray.is_initialized()
@@ -155,13 +157,13 @@ def ray_round(problem: Any, rounds: int, repeats: int, shards: int = 2
         ray.init(address="local", num_cpus=shards, include_dashboard=False,
                  log_to_driver=False, configure_logging=False)
     try:
-        x = simulate(_algorithm(), problem, rounds, metrics=[], progress=False,
-                     clients=ray_clients(shards=shards)).x  # the iterate the table compares
+        x = simulate(_algorithm(), problem, rounds, metrics=[],  # the iterate the table compares
+                     options=RunOptions(progress=False, clients=ray_clients(shards=shards))).x
         best, startup = np.inf, 0.0
         for _ in range(repeats):
             tic = time.perf_counter()
-            run = simulate(_algorithm(), problem, rounds + 1, metrics=[], progress=False,
-                           clients=ray_clients(shards=shards))
+            run = simulate(_algorithm(), problem, rounds + 1, metrics=[],
+                           options=RunOptions(progress=False, clients=ray_clients(shards=shards)))
             total = time.perf_counter() - tic
             wall = {row["round"]: row["wall_s"] for row in run.history}
             rounds_s = wall[rounds + 1] - wall[1]
@@ -323,7 +325,7 @@ def engine_rows(n_clients: int, n_features: int, rounds: int, repeats: int,
         Keys ``size``, ``engine``, ``ms``, ``ratio`` (loop time / engine time: > 1 is faster),
         ``max_diff`` (to the loop's model after ``rounds`` rounds) and ``note``.
     """
-    from fedcomp import simulate
+    from fedcomp import RunOptions, simulate
 
     cfg = config(n_clients, n_features, rounds)
     problem = build(cfg)
@@ -340,18 +342,20 @@ def engine_rows(n_clients: int, n_features: int, rounds: int, repeats: int,
 
     if "numpy" in engines:
         seconds = simulator_round(problem, rounds, repeats)
-        x = simulate(_algorithm(), problem, rounds, metrics=[], progress=False).x
+        x = simulate(_algorithm(), problem, rounds, metrics=[],
+                     options=RunOptions(progress=False)).x
         from fedcomp.runtime import auto_block_size
 
         add("numpy", seconds, x, f"auto block = {auto_block_size(problem)} clients")
         seconds = simulator_round(problem, rounds, repeats, client_block="all")
-        x = simulate(_algorithm(), problem, rounds, metrics=[], progress=False,
-                     client_block="all").x
+        x = simulate(_algorithm(), problem, rounds, metrics=[],
+                     options=RunOptions(progress=False, client_block="all")).x
         add("numpy-all", seconds, x, "one block of all clients")
     if "torch" in engines and has("torch"):
         tproblem = build(config(n_clients, n_features, rounds, backend="torch-float64"))
         seconds = simulator_round(tproblem, rounds, repeats)
-        x = simulate(_algorithm(), tproblem, rounds, metrics=[], progress=False).x
+        x = simulate(_algorithm(), tproblem, rounds, metrics=[],
+                     options=RunOptions(progress=False)).x
         threads = torch_threads()
         add("torch", seconds, x.numpy(), f"CPU, float64, {threads} threads")
         if threads > 1:  # small ops on a busy machine: threads can cost more than they give
@@ -364,7 +368,8 @@ def engine_rows(n_clients: int, n_features: int, rounds: int, repeats: int,
     if "jax" in engines and has("jax"):
         jproblem = build(config(n_clients, n_features, rounds, backend="jax"))
         seconds, first = compiled_round(jproblem, rounds, repeats)
-        x = simulate(_algorithm(), jproblem, rounds, metrics=[], progress=False).x
+        x = simulate(_algorithm(), jproblem, rounds, metrics=[],
+                     options=RunOptions(progress=False)).x
         add("jax", seconds, np.asarray(x),
             f"compiled engine, CPU; trace + compile {first:.2f} s")
     if "jax-hand" in engines and has("jax"):
@@ -424,14 +429,14 @@ def scaling_rows(rounds: int, repeats: int, clients: Sequence[int] = SCALING_CLI
 _RSS_SCRIPT = """
 import json, sys, time
 from benchmarks.run import streaming_problem, _algorithm, peak_rss_mb
-from fedcomp import simulate
+from fedcomp import RunOptions, simulate
 n, d, rounds, mode, batch, generator = (int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]),
                                         sys.argv[4], int(sys.argv[5]), sys.argv[6])
 problem = streaming_problem(n, d, generator)
 base = peak_rss_mb()
 tic = time.perf_counter()
-simulate(_algorithm(), problem, rounds, metrics=[], eval_every=rounds, progress=False,
-         batch_size=batch, client_state=mode)
+simulate(_algorithm(), problem, rounds, metrics=[], eval_every=rounds, batch_size=batch,
+         options=RunOptions(progress=False, client_state=mode))
 seconds = (time.perf_counter() - tic) / rounds
 peak = peak_rss_mb()
 print(json.dumps({"baseline_mb": base, "peak_mb": peak, "delta_mb": peak - base,
@@ -630,7 +635,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                      "streaming samples, minibatches of 10, 2 rounds, each in a fresh "
                      "subprocess: peak RSS (`VmHWM`, as `ru_maxrss` but not inherited from the "
                      "parent) after the rounds minus the peak after imports and problem "
-                     "set-up. `disk` is `simulate(client_state=\"disk\")`: the "
+                     "set-up. `disk` is `RunOptions(client_state=\"disk\")`: the "
                      "states live in memory-mapped `.npy` files, one block in memory at a "
                      "time (the stacked uploads, n x d, still are in memory).", table]
     if args.write:

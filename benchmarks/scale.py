@@ -8,7 +8,7 @@ with every client in every round and with 1 % of them. Engines, each in a fresh 
 
 * ``memory``: :func:`fedcomp.simulate`, client states in memory, ``client_block="auto"``;
 * ``disk``: the same with ``client_state="disk"`` (states in memory-mapped files);
-* ``ray2``: ``simulate(clients=ray_clients(shards=2))`` on a two-node Ray cluster started on
+* ``ray2``: ``RunOptions(clients=ray_clients(shards=2))`` on a two-node Ray cluster started on
   this machine (``ray.cluster_utils.Cluster``, one CPU per node): each actor holds half of
   the clients' data and states;
 * ``ray2-npy`` and ``ray2-mmap``: the same, the data saved beforehand by another process
@@ -87,6 +87,7 @@ def one(n_clients: int, d: int, fraction: float, engine: str, rounds: int,
     """One measurement in this (fresh) process (``data``: the directory of a LOADED engine)."""
     from fedcomp import simulate
     from fedcomp.algorithms import scaffold
+    from fedcomp.runtime._options import split_options
 
     tic = time.perf_counter()
     if engine in LOADED:
@@ -126,7 +127,8 @@ def one(n_clients: int, d: int, fraction: float, engine: str, rounds: int,
     algorithm = scaffold(client_lr=0.1, local_steps=3, server_prox=True)
     try:
         tic = time.perf_counter()
-        run = simulate(algorithm, problem, 1 + rounds, **kwargs)
+        own, options = split_options(kwargs)
+        run = simulate(algorithm, problem, 1 + rounds, options=options, **own)
         total = time.perf_counter() - tic
     finally:
         if cluster is not None:

@@ -149,11 +149,11 @@ def best_of(run: Callable[[], Any], repeats: int) -> tuple[float, Any]:
 
 
 def simulated(problem: Any, rounds: int) -> Callable[[], np.ndarray]:
-    from fedcomp import simulate
+    from fedcomp import RunOptions, simulate
     from fedcomp._array import to_numpy
 
-    return lambda: to_numpy(simulate(algorithm(), problem, rounds, metrics=[],
-                                     eval_every=rounds, progress=False).x)
+    return lambda: to_numpy(simulate(algorithm(), problem, rounds, metrics=[], eval_every=rounds,
+                                     options=RunOptions(progress=False)).x)
 
 
 def client_parts(data: Any) -> tuple[list[Any], list[np.ndarray]]:

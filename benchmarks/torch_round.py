@@ -64,7 +64,8 @@ def make_problem(model: str, n_clients: int, side: int, samples: int = 60) -> fe
 def vmap_round(problem: fedcomp.Problem, rounds: int) -> float:
     algorithm = fedcomp.fedmid(client_lr=LR, local_steps=LOCAL_STEPS)
     tic = time.perf_counter()
-    fedcomp.simulate(algorithm, problem, rounds, batch_size=BATCH, metrics=[], progress=False)
+    fedcomp.simulate(algorithm, problem, rounds, batch_size=BATCH, metrics=[],
+                     options=fedcomp.RunOptions(progress=False))
     return (time.perf_counter() - tic) / rounds
 
 

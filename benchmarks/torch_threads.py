@@ -35,9 +35,10 @@ on_torch = fedcomp.Problem(problem.loss, problem.regularizer,
 algorithm = fedcomp.za1(client_lr=0.5, local_steps=5)
 out = {}
 for name, p in (("numpy", problem), ("torch", on_torch)):
-    fedcomp.simulate(algorithm, p, 2, metrics=[], progress=False)  # warm-up
+    quiet = fedcomp.RunOptions(progress=False)
+    fedcomp.simulate(algorithm, p, 2, metrics=[], options=quiet)  # warm-up
     tic = time.perf_counter()
-    fedcomp.simulate(algorithm, p, rounds, metrics=[], progress=False)
+    fedcomp.simulate(algorithm, p, rounds, metrics=[], options=quiet)
     out[name] = (time.perf_counter() - tic) / rounds * 1e3
 out["load"] = os.getloadavg()[0]
 print(json.dumps(out))

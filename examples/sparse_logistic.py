@@ -30,7 +30,7 @@ def main(rounds: int) -> dict[str, float]:
     for name, algorithm in algorithms.items():
         run = fedcomp.simulate(algorithm, problem, rounds, reference=reference,
                                metrics=["optimality", "nnz"], eval_every=rounds,
-                               progress=False)
+                               options=fedcomp.RunOptions(progress=False))
         last = run.history[-1]
         final[name] = last["optimality"]
         print(f"{name:10} {last['optimality']:20.2e} {int(last['nnz']):9d}")

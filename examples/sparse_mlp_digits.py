@@ -35,7 +35,7 @@ def main(rounds: int) -> dict[str, float]:
     for name, algorithm in algorithms.items():
         run = fedcomp.simulate(algorithm, problem, rounds, batch_size=20,
                                metrics=["test_accuracy", "sparsity"], eval_every=rounds,
-                               progress=False)
+                               options=fedcomp.RunOptions(progress=False))
         last = run.history[-1]
         final[name] = last["test_accuracy"]
         print(f"{name:10} {last['test_accuracy']:14.3f} {last['sparsity']:13.3f}")

@@ -9,6 +9,7 @@ file exactly), and a run's rows read back from it equal its frame.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,9 @@ def compare(problem: Any, algorithms: Any, rounds: int, seeds: Any = (0, 1, 2),
     seeds : iterable of int, default (0, 1, 2)
     **simulate_args
         Passed to :func:`fedcomp.simulate` (``metrics``, ``reference``, ``eval_every``,
-        ``tol``, ...); ``reference`` may also be a function ``problem -> Reference``.
+        ``tol``, ``options``, ...); ``reference`` may also be a function
+        ``problem -> Reference``. The runs' ``options`` get the ``algorithm`` and ``seed``
+        tags; without ``options``, no progress line.
 
     Returns
     -------
@@ -77,21 +80,24 @@ def compare(problem: Any, algorithms: Any, rounds: int, seeds: Any = (0, 1, 2),
     """
     pandas = require("pandas", "fedcomp.compare")
     from .problem import Problem
-    from .runtime import simulate
+    from .runtime import RunOptions, simulate
+    from .runtime._options import options_of
 
     named = (dict(algorithms) if isinstance(algorithms, dict)
              else {algorithm.name: algorithm for algorithm in algorithms})
     if not named:
         raise ValueError("compare: give at least one algorithm")
     reference = simulate_args.pop("reference", None)
+    given = simulate_args.pop("options", None)
+    options = RunOptions(progress=False) if given is None else options_of(given)
     rows: list[dict[str, Any]] = []
     for seed in seeds:
         this = problem if isinstance(problem, Problem) else problem(seed)
         ref = reference(this) if callable(reference) else reference
         for name, algorithm in named.items():
+            tags = {"algorithm": name, "seed": int(seed)}
             run = simulate(algorithm, this, rounds, seed=int(seed), reference=ref,
-                           tags={"algorithm": name, "seed": int(seed)},
-                           **{"progress": False, **simulate_args})
+                           options=replace(options, tags=tags), **simulate_args)
             rows += [{**row, "status": run.status} for row in run.history]
     return pandas.DataFrame.from_records(rows)
 

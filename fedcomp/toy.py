@@ -103,6 +103,7 @@ def tiny_run(algorithm: Any, rounds: int = 20, seed: int = 0) -> float:
     """
     from .algorithms import DecentralizedAlgorithm, execution_of
     from .runtime import simulate, simulate_async, simulate_decentralized
+    from .runtime._options import split_options
     from .topology import ring
 
     problem = tiny_problem()
@@ -115,5 +116,6 @@ def tiny_run(algorithm: Any, rounds: int = 20, seed: int = 0) -> float:
     elif execution_of(algorithm.name) == "async":
         result = simulate_async(algorithm, problem, rounds, **quiet)
     else:
-        result = simulate(algorithm, problem, rounds, **quiet)
+        own, options = split_options(quiet)
+        result = simulate(algorithm, problem, rounds, options=options, **own)
     return tiny_objective(problem, result.x)

@@ -25,6 +25,7 @@ import numpy as np
 from .._array import to_numpy
 from ..metrics import CSVLogger, MultiLogger, personal_metrics
 from ..runtime import NonFiniteError, simulate, simulate_async, simulate_decentralized
+from ..runtime._options import split_options
 from ._build import Prepared, _data_table, build_topology, prepare, start_model
 from ._plan import Run
 from ._setting import TARGET_COLUMNS
@@ -89,11 +90,12 @@ def run_one(run: Run, built: Prepared, logger: Any, progress: Any, clients: Any 
                                     eval_every=setting.eval_every * per_round, clients=clients,
                                     **common)
         else:
+            own, run_options = split_options({
+                **common, "client_block": setting.client_block, "clients": clients,
+                "compute_times": setting.compute_times, "client_state": setting.client_state})
             result = simulate(algorithm, problem, setting.rounds,
                               clients_per_round=spec.clients_per_round,
-                              client_block=setting.client_block, eval_every=setting.eval_every,
-                              compute_times=setting.compute_times, clients=clients,
-                              client_state=setting.client_state, **common)
+                              eval_every=setting.eval_every, options=run_options, **own)
     except NonFiniteError as exc:
         row["status"] = f"diverged: {exc}"
         print(f"warning: {exc}", file=sys.stderr)

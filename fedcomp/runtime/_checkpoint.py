@@ -2,7 +2,7 @@
 
 A checkpoint (:class:`Checkpoint`, :func:`save_checkpoint`) is one ``.npz`` file: the
 server's and the clients' states field by field, the counters, the rows so far and the
-round, so that ``simulate(..., resume_from=path)`` continues to the iterates an
+round, so that ``RunOptions(resume_from=path)`` continues to the iterates an
 uninterrupted run reaches, bit for bit (every random draw is keyed by the round).
 
 A checkpoint knows the run it belongs to: its ``meta`` holds the run's fingerprint
@@ -41,9 +41,10 @@ class Checkpoint:
 
     The file is replaced atomically (written beside it, then renamed), so an interrupted
     run leaves the last complete checkpoint. Resume with
-    ``simulate(..., resume_from=path)``: :func:`~fedcomp.runtime.simulate` ties each
-    ``Checkpoint`` of its ``callbacks`` to the run (:meth:`bind`), so that the file
-    carries the run's fingerprint, which ``resume_from`` checks.
+    ``simulate(..., options=RunOptions(resume_from=path))``:
+    :func:`~fedcomp.runtime.simulate` ties each ``Checkpoint`` of the options' ``callbacks``
+    to the run (:meth:`bind`), so that the file carries the run's fingerprint, which
+    ``resume_from`` checks.
     """
 
     def __init__(self, path: str | os.PathLike[str], every: int = 1) -> None:
@@ -114,7 +115,7 @@ def check_fingerprint(path: Path, meta: dict[str, Any], fingerprint: dict[str, A
     if saved is None:
         raise ValueError(f"{path} was written without its run's fingerprint (by a Checkpoint "
                          "called outside simulate's callbacks, or by another runner), so it "
-                         "is refused; pass the Checkpoint itself in simulate(callbacks=[...]) "
+                         "is refused; pass the Checkpoint itself in RunOptions(callbacks=[...]) "
                          "and run again")
     if not isinstance(saved, dict):
         raise _meta_error(path, "fingerprint", f"is {saved!r}, not a table")

@@ -1,7 +1,7 @@
 """A run's fingerprint: what its iterates and rows depend on, to tell two runs apart.
 
 A checkpoint (:mod:`fedcomp.runtime._checkpoint`) stores its run's fingerprint, and
-``simulate(..., resume_from=path)`` compares it with its own before it trusts the file:
+``RunOptions(resume_from=path)`` compares it with its run's before it trusts the file:
 states of the right shapes alone would accept another problem's, another seed's or other
 hyperparameters' states and mix two runs' rows. The fingerprint is a table of JSON values,
 one field per thing a run depends on (:data:`FINGERPRINT_FIELDS`), so that a mismatch

@@ -170,6 +170,16 @@ def options_of(options: Any) -> RunOptions:
     return options
 
 
+def split_options(keywords: dict[str, Any]) -> tuple[dict[str, Any], RunOptions]:
+    """``keywords`` of the runners (:func:`~fedcomp.runtime.simulate_async` and
+    :func:`~fedcomp.runtime.simulate_decentralized` take the options as keywords): those
+    :func:`~fedcomp.runtime.simulate` takes as its own, and a :class:`RunOptions` of the
+    rest, for a caller that builds one set of keywords for all three."""
+    own = {name: value for name, value in keywords.items() if name not in OPTION_FIELDS}
+    return own, RunOptions(**{name: value for name, value in keywords.items()
+                              if name in OPTION_FIELDS})
+
+
 def refuse_option_keywords(function: Callable[_P, _R]) -> Callable[_P, _R]:
     """``function`` (:func:`~fedcomp.runtime.simulate`), refusing a :class:`RunOptions`
     field passed as its own keyword with one ``TypeError`` that names it and the fix.

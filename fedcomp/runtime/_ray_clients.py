@@ -273,7 +273,7 @@ def ray_clients(shards: int = 2, address: str | None = None) -> Callable[..., Ra
 
     Examples
     --------
-    >>> clients = ray_clients(shards=4)   # simulate(..., clients=clients)
+    >>> clients = ray_clients(shards=4)   # simulate(..., options=RunOptions(clients=clients))
     """
     if not (isinstance(shards, int) and not isinstance(shards, bool) and shards >= 1):
         raise ValueError(f"ray_clients: shards must be an integer >= 1 (got shards={shards!r})")

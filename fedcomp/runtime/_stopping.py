@@ -116,7 +116,7 @@ class StopMeasure:
         return _relative(self.step * mapping, _norm(model))
 
 
-#: The measures ``simulate(stop=...)`` takes, each with what it is.
+#: The measures ``RunOptions(stop=...)`` takes, each with what it is.
 STOP_MEASURES = {
     "relative_prox_step": "||x - prox_{s g}(x - s grad f(x))|| / ||x||, s = min(1/L, 1/(2 rho))"
                           " (default)",

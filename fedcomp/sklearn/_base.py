@@ -30,7 +30,7 @@ from ..problem import Problem  # noqa: E402
 from ..regularizers import (  # noqa: E402
     Regularizer,
 )
-from ..runtime import simulate  # noqa: E402
+from ..runtime import RunOptions, simulate  # noqa: E402
 from ..runtime._stopping import DIVERGED_MARK, NonFiniteError, check_tol  # noqa: E402
 from ._problem import (  # noqa: E402
     EVAL_EVERY,
@@ -256,9 +256,9 @@ class _FederatedModel(BaseEstimator):
             warnings.simplefilter("always", ConvergenceWarning)
             run = simulate(algorithm, problem, int(self.max_iter), eval_every=eval_every,
                            metrics=["objective"], clients_per_round=self.clients_per_round,
-                           batch_size=self.batch_size, seed=_seed(self.random_state),
-                           progress=False, on_divergence="return", tol=tol, x0=x0,
-                           initial_states=states)
+                           batch_size=self.batch_size, seed=_seed(self.random_state), tol=tol,
+                           x0=x0, options=RunOptions(progress=False, on_divergence="return",
+                                                     initial_states=states))
         diverged = [str(w.message) for w in caught if run.status == "diverged"
                     and issubclass(w.category, RuntimeWarning) and DIVERGED_MARK in str(w.message)]
         for warning in caught:  # the estimator's own words for an unconverged fit

@@ -7,7 +7,7 @@ import inspect
 import numpy as np
 import pytest
 
-from fedcomp import ClientData, Problem, simulate
+from fedcomp import ClientData, Problem, RunOptions, simulate
 from fedcomp.algorithms import (
     REGISTRY,
     execution_of,
@@ -46,7 +46,7 @@ def test_fedavg_fedmid_fedda_match_per_client_loops(batch_size, clients_per_roun
         (fedda(0.5, 3, server_lr=0.8), loop_fedda(p, 6, 0.5, 3, server_lr=0.8, **kw)),
     ]
     for alg, expected in cases:
-        run = simulate(alg, p, 6, client_block=2, metrics=[], **kw)
+        run = simulate(alg, p, 6, metrics=[], **kw, options=RunOptions(client_block=2))
         np.testing.assert_allclose(run.x, expected, rtol=0, atol=1e-12,
                                    err_msg=str(alg.hyperparameters))
 
@@ -54,8 +54,8 @@ def test_fedavg_fedmid_fedda_match_per_client_loops(batch_size, clients_per_roun
 @pytest.mark.parametrize("batch_size", [None, 5])
 def test_za1_matches_per_client_loop(batch_size):
     p = make_problem("logistic", n_clients=5, weighting="samples")
-    run = simulate(za1(0.8, 4, 0.9), p, 7, batch_size=batch_size, seed=1, client_block=2,
-                   metrics=[])
+    run = simulate(za1(0.8, 4, 0.9), p, 7, batch_size=batch_size, seed=1, metrics=[],
+                   options=RunOptions(client_block=2))
     # the loop weights the server average by π too
     expected = loop_za1(p, 7, 0.8, 4, 0.9, seed=1, batch_size=batch_size)
     np.testing.assert_allclose(run.x, expected, rtol=0, atol=1e-12)

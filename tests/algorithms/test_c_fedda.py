@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedcomp import ClientData, Problem, simulate, solve_reference
+from fedcomp import ClientData, Problem, RunOptions, simulate, solve_reference
 from fedcomp.algorithms import c_fedda
 from fedcomp.algorithms.c_fedda import round_weight_sum
 from fedcomp.losses import LeastSquares
@@ -55,7 +55,7 @@ def test_multi_client_matches_per_client_loop(batch_size, clients_per_round, rad
     kw = dict(seed=2, batch_size=batch_size, clients_per_round=clients_per_round)
     alg = c_fedda(radius=radius, smoothness=lipschitz, strong_convexity=mu, local_steps=local,
                   domain_radius=domain_radius)
-    run = simulate(alg, p, rounds, x0=x0, client_block=2, metrics=[], **kw)
+    run = simulate(alg, p, rounds, x0=x0, metrics=[], **kw, options=RunOptions(client_block=2))
     avg, last = loop_c_fedda(p, rounds, radius, lipschitz, mu, local,
                              domain_radius=domain_radius, x0=x0, **kw)
     np.testing.assert_allclose(run.x, avg, rtol=0, atol=1e-12)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from fedcomp import Problem, simulate
+from fedcomp import Problem, RunOptions, simulate
 from fedcomp.algorithms import REGISTRY, compressed, fedavg, fedmid, make_algorithm, scaffold
 from fedcomp.compressors import QSGD, Identity, Natural, RandK, TopK
 from fedcomp.data import ClientData
@@ -146,7 +146,8 @@ def test_ef21_with_the_identity_follows_the_uncompressed_run() -> None:
 def test_compressed_runs_do_not_depend_on_the_block_size(ef21) -> None:
     p = make_problem("logistic", n_clients=7, d=5)
     alg = compressed(fedavg(client_lr=0.5, local_steps=2), RandK(k=2), ef21=ef21)
-    runs = [simulate(alg, p, 5, clients_per_round=4, batch_size=3, seed=2, client_block=b)
+    runs = [simulate(alg, p, 5, clients_per_round=4, batch_size=3, seed=2,
+                     options=RunOptions(client_block=b))
             for b in (1, 3, "all")]
     for run in runs[1:]:
         assert np.array_equal(run.x, runs[0].x)

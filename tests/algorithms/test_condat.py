@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedcomp import simulate, solve_reference
+from fedcomp import RunOptions, simulate, solve_reference
 from fedcomp.algorithms import compressed_scaffnew, fedavg, locodl, scaffnew, tamuna
 from fedcomp.algorithms._condat import cohort
 from fedcomp.compressors import PermS
@@ -142,7 +142,8 @@ def test_tamuna_keeps_the_sum_of_control_variates_zero_and_idle_clients_still(pr
     locodl(client_lr=GAMMA, comm_prob=P, codec={"name": "qsgd", "levels": 2}),
 ], ids=lambda a: a.name)
 def test_client_block_does_not_change_the_iterates(alg, problem):
-    one, every = (simulate(alg, problem, 12, seed=3, metrics=[], client_block=b)
+    one, every = (simulate(alg, problem, 12, seed=3, metrics=[],
+                           options=RunOptions(client_block=b))
                   for b in (1, "all"))
     assert np.array_equal(one.x, every.x)
     for a, b in zip(one.client_states, every.client_states, strict=True):

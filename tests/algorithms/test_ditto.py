@@ -26,9 +26,9 @@ from fedcomp.metrics import personal_metrics, support_overlap
                          ids=["fedmid", "za1"])
 def test_the_global_model_is_the_wrapped_algorithms(inner, batch_size):
     problem = toy.tiny_problem()
-    plain = simulate(inner(), problem, 8, batch_size=batch_size, progress=False)
+    plain = simulate(inner(), problem, 8, batch_size=batch_size)
     wrapped = simulate(ditto(inner(), lam=0.3, personal_steps=2), problem, 8,
-                       batch_size=batch_size, progress=False)
+                       batch_size=batch_size)
     np.testing.assert_array_equal(wrapped.x, plain.x)  # bit for bit: draws and all
     assert [r["objective"] for r in wrapped.history] == [r["objective"] for r in plain.history]
     # the personal steps are counted on top: 2 gradients and 2 proxes per client a round
@@ -40,7 +40,7 @@ def test_lambda_zero_is_local_training_on_each_client():
     problem = toy.tiny_problem()
     eta, steps, rounds = 0.04, 3, 5
     run = simulate(ditto(fedavg(client_lr=0.05, local_steps=2), lam=0.0, personal_steps=steps,
-                         personal_lr=eta), problem, rounds, progress=False)
+                         personal_lr=eta), problem, rounds)
     # proximal gradient on f_i + g alone, client by client, rounds x steps times from x0
     v = np.zeros((problem.n_clients, *problem.param_shape))
     batch = problem.data.full_batch()
@@ -53,24 +53,22 @@ def test_lambda_zero_is_local_training_on_each_client():
 def test_a_large_lambda_gives_the_global_model():
     problem = toy.tiny_problem()
     rounds = 6
-    run = simulate(ditto(fedmid(client_lr=0.05, local_steps=3), lam=1e12), problem, rounds,
-                   progress=False)
+    run = simulate(ditto(fedmid(client_lr=0.05, local_steps=3), lam=1e12), problem, rounds)
     # each round pulls v_i toward the global model that round started from: w after
     # rounds - 1 rounds
-    before_last = simulate(fedmid(client_lr=0.05, local_steps=3), problem, rounds - 1,
-                           progress=False).x
+    before_last = simulate(fedmid(client_lr=0.05, local_steps=3), problem, rounds - 1).x
     gap = np.abs(run.client_states.personal - before_last[None]).max()
     assert gap <= 1e-10
     # a moderate pull lands in between: neither the global model nor local training
-    middle = simulate(ditto(fedmid(client_lr=0.05, local_steps=3), lam=1.0), problem, rounds,
-                      progress=False).client_states.personal
+    middle = simulate(ditto(fedmid(client_lr=0.05, local_steps=3), lam=1.0), problem,
+                      rounds).client_states.personal
     assert 1e-4 < np.abs(middle - before_last[None]).max() < 1.0
 
 
 def test_only_participants_move_their_personal_model():
     problem = toy.tiny_problem()
     run = simulate(ditto(fedmid(client_lr=0.05, local_steps=2), lam=0.5, personal_lr=0.05),
-                   problem, 1, clients_per_round=1, progress=False)
+                   problem, 1, clients_per_round=1)
     moved = [bool(np.any(row != 0)) for row in run.client_states.personal]
     assert sum(moved) == 1
 
@@ -101,7 +99,7 @@ def test_the_auto_personal_step_suits_every_client():
 def test_personal_models_fit_their_own_clients_better():
     problem = toy.tiny_problem(lam=0.02)
     run = simulate(ditto(fedmid(client_lr=0.05, local_steps=3), lam=0.05, personal_steps=5),
-                   problem, 60, progress=False)
+                   problem, 60)
     rows = personal_metrics(problem, run.client_states.personal, run.x)
     assert [r["client"] for r in rows] == [0.0, 1.0, 2.0]
     # each client's own model beats the global one on that client's objective

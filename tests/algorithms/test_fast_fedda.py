@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedcomp import ClientData, NonFiniteError, Problem, simulate, solve_reference
+from fedcomp import ClientData, NonFiniteError, Problem, RunOptions, simulate, solve_reference
 from fedcomp.algorithms import fast_fedda
 from fedcomp.algorithms.fast_fedda import prox_t, weight, weight_sum
 from fedcomp.losses import LeastSquares
@@ -84,7 +84,7 @@ def test_multi_client_matches_per_client_loop(weights, batch_size, clients_per_r
     x0 = np.random.default_rng(5).normal(size=p.param_shape) * 0.1 if warm_start else None
     kw = dict(seed=2, batch_size=batch_size, clients_per_round=clients_per_round)
     run = simulate(fast_fedda(lipschitz, mu, local, radius=radius, weights=weights), p, rounds,
-                   x0=x0, client_block=2, metrics=[], **kw)
+                   x0=x0, metrics=[], **kw, options=RunOptions(client_block=2))
     last, avg = loop_fast_fedda(p, rounds, lipschitz, mu, local, weights=weights,
                                 radius=radius, x0=x0, **kw)
     np.testing.assert_allclose(run.x, last, rtol=0, atol=1e-12)
@@ -165,7 +165,7 @@ def test_global_smoothness_diverges_and_the_error_names_L():
     p = strongly_heterogeneous_problem()
     with pytest.raises(NonFiniteError, match=r"raise smoothness \(L=.*every client's local"):
         simulate(fast_fedda(smoothness=p.smoothness(), local_steps=5), p, 200, metrics=[],
-                 on_divergence="raise")
+                 options=RunOptions(on_divergence="raise"))
 
 
 def test_rate_is_one_over_t_with_exact_gradients():

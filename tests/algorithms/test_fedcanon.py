@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedcomp import Problem, simulate, solve_reference
+from fedcomp import Problem, RunOptions, simulate, solve_reference
 from fedcomp.algorithms import (
     fedavg,
     fedcanon,
@@ -37,8 +37,8 @@ from tests.conftest import heterogeneous_data, make_problem
 @pytest.mark.parametrize("reg", [L1(0.02), MCP(alpha=0.05, gamma=3.0)], ids=["l1", "mcp"])
 def test_fedcanon_matches_per_client_loop(batch_size, reg):
     p = make_problem("logistic", reg=reg, n_clients=6, weighting="samples")
-    run = simulate(fedcanon(0.4, 3, 0.9), p, 7, batch_size=batch_size, seed=2, client_block=4,
-                   metrics=[])
+    run = simulate(fedcanon(0.4, 3, 0.9), p, 7, batch_size=batch_size, seed=2, metrics=[],
+                   options=RunOptions(client_block=4))
     expected, cs = loop_fedcanon(p, 7, 0.4, 3, 0.9, seed=2, batch_size=batch_size,
                                  return_c=True)
     np.testing.assert_allclose(run.x, expected, rtol=0, atol=1e-12)
@@ -51,8 +51,8 @@ def test_fedcanon_matches_per_client_loop(batch_size, reg):
 def test_scaffold_matches_per_client_loop_with_sampling(batch_size, server_prox):
     p = make_problem("logistic", n_clients=7, weighting="samples")
     kw = dict(batch_size=batch_size, clients_per_round=4, seed=5)
-    run = simulate(scaffold(0.5, 3, 0.8, server_prox=server_prox), p, 6, client_block=3,
-                   metrics=[], **kw)
+    run = simulate(scaffold(0.5, 3, 0.8, server_prox=server_prox), p, 6, metrics=[], **kw,
+                   options=RunOptions(client_block=3))
     x, c, ci = loop_scaffold(p, 6, 0.5, 3, 0.8, server_prox=server_prox, **kw)
     np.testing.assert_allclose(run.x, x, rtol=0, atol=1e-12)
     np.testing.assert_allclose(run.server_state.c, c, rtol=0, atol=1e-12)
@@ -68,7 +68,7 @@ def test_scaffnew_matches_proxskip_step_by_step(batch_size, server_prox):
     p = make_problem("logistic", n_clients=5, weighting="samples")
     gamma, prob = 0.5, 0.3
     run = simulate(scaffnew(gamma, prob, server_prox=server_prox), p, 8, batch_size=batch_size,
-                   seed=4, client_block=2, metrics=[])
+                   seed=4, metrics=[], options=RunOptions(client_block=2))
     x, h = loop_scaffnew(p, 8, gamma, prob, seed=4, batch_size=batch_size,
                          server_prox=server_prox)
     np.testing.assert_allclose(run.x, x, rtol=0, atol=1e-12)
@@ -88,7 +88,8 @@ def test_scaffnew_common_coin_is_geometric_and_shared():
     assert [steps_until_communication(8, r, 0.2) for r in range(20)] != lengths[:20].tolist()
     # every client of a round runs the same number of steps: the gradient calls add up
     p = make_problem("logistic", n_clients=5)
-    run = simulate(scaffnew(0.5, 0.2), p, 30, seed=7, client_block=2, metrics=[])
+    run = simulate(scaffnew(0.5, 0.2), p, 30, seed=7, metrics=[],
+                   options=RunOptions(client_block=2))
     assert run.counters.grad_evals == 5 * lengths[:30].sum()
 
 

@@ -7,7 +7,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedcomp import ClientData, ComputeTimes, Problem, simulate, simulate_async, solve_reference
+from fedcomp import (
+    ClientData,
+    ComputeTimes,
+    Problem,
+    RunOptions,
+    simulate,
+    simulate_async,
+    solve_reference,
+)
 from fedcomp.algorithms import async_feddr, feddr, fedsplit, make_algorithm
 from fedcomp.losses import LeastSquares, Logistic
 from fedcomp.regularizers import L1, MCP, Zero
@@ -136,7 +144,7 @@ def test_feddr_matches_per_client_loop(batch_size, clients_per_round, init):
     p = make_problem("logistic", reg=L1(0.01), n_clients=6)
     kw = dict(seed=3, batch_size=batch_size, clients_per_round=clients_per_round)
     alg = feddr(eta=2.0, alpha=1.5, client_lr=0.4, local_steps=3, init=init)
-    run = simulate(alg, p, 6, client_block=2, metrics=[], **kw)
+    run = simulate(alg, p, 6, metrics=[], **kw, options=RunOptions(client_block=2))
     expected = loop_feddr(p, 6, 2.0, 1.5, 0.4, 3, init=init, **kw)
     np.testing.assert_allclose(run.x, expected, rtol=0, atol=1e-12)
 
@@ -196,7 +204,7 @@ def test_async_with_zero_delays_is_feddr_with_one_client_per_round(solver, zero_
         assert run.delays.max() == 0 and run.waited > 0
     order = run.order
     sync = simulate(feddr(eta=2.0, alpha=1.2, **solver), p, steps, seed=4, batch_size=batch,
-                    sampling=lambda r: [order[r]], metrics=[])
+                    metrics=[], options=RunOptions(sampling=lambda r: [order[r]]))
     np.testing.assert_allclose(run.x, sync.x, rtol=0, atol=1e-12)
     for a, b in zip(run.client_states, sync.client_states, strict=True):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
@@ -300,8 +308,8 @@ def test_async_algorithm_refuses_the_round_runner():
 def test_sync_rounds_last_as_long_as_the_slowest_participant():
     p = lasso(n_clients=4)
     clock = ComputeTimes(mean=[1.0, 2.0, 3.0, 4.0], distribution="constant")
-    run = simulate(feddr(local_solver="exact", init="code"), p, 3, compute_times=clock,
-                   metrics=[], clients_per_round=2, seed=0)
+    run = simulate(feddr(local_solver="exact", init="code"), p, 3, metrics=[], clients_per_round=2,
+                   seed=0, options=RunOptions(compute_times=clock))
     from fedcomp._random import sample_clients
 
     expected = np.cumsum([1.0 + sample_clients(0, r, 4, 2).max() for r in range(3)])

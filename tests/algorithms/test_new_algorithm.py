@@ -161,17 +161,17 @@ def test_the_plots_draw_it_in_its_own_color(toy):
 
 def test_the_jax_engine_compiles_it_to_the_numpy_iterates(toy):
     pytest.importorskip("jax")
-    from fedcomp import simulate
+    from fedcomp import RunOptions, simulate
     from fedcomp.runtime import jax_like
     from fedcomp.toy import tiny_problem
 
     problem = tiny_problem()
     algorithm = toy.toy_prox_average(client_lr=0.2)
-    want = simulate(algorithm, problem, 4, batch_size=3, metrics=[], progress=False)
+    want = simulate(algorithm, problem, 4, batch_size=3, metrics=[])
     on_jax = type(problem)(problem.loss, problem.regularizer, problem.data.to(jax_like()),
                            weighting=problem.weighting)
-    got = simulate(algorithm, on_jax, 4, batch_size=3, metrics=[], progress=False,
-                   compile=True)
+    got = simulate(algorithm, on_jax, 4, batch_size=3, metrics=[],
+                   options=RunOptions(compile=True))
     np.testing.assert_allclose(np.asarray(got.x), np.asarray(want.x), rtol=0, atol=1e-12)
 
 

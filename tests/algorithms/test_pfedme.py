@@ -41,8 +41,7 @@ def exact_personal(problem, client, anchor, lam, alpha):
 def test_the_personal_step_is_the_exact_proximal_point_on_l1_least_squares():
     problem = toy.tiny_problem(lam=0.3)  # a strong l1: some coordinates exactly zero
     lam = 2.0
-    run = simulate(pfedme(lam=lam, client_lr=0.01, local_steps=1, inner_steps=3000),
-                   problem, 1, progress=False)
+    run = simulate(pfedme(lam=lam, client_lr=0.01, local_steps=1, inner_steps=3000), problem, 1)
     anchor = np.zeros(problem.param_shape)  # one local step: θ solved at w_i = x0 = 0
     for i in range(problem.n_clients):
         exact = exact_personal(problem, i, anchor, lam, alpha=0.3)
@@ -62,8 +61,7 @@ def test_one_local_step_converges_to_the_envelopes_minimiser():
     # R = 1: the round is gradient descent on Σ π_i F_i with step η λ (Dinh et al., Thm 1)
     problem = toy.tiny_problem(lam=0.05)
     lam = 1.0
-    run = simulate(pfedme(lam=lam, client_lr=0.5, local_steps=1, inner_steps=400),
-                   problem, 400, progress=False)
+    run = simulate(pfedme(lam=lam, client_lr=0.5, local_steps=1, inner_steps=400), problem, 400)
     gap, thetas = _envelope_gap(problem, np.asarray(run.x), lam, 0.05)
     assert np.abs(gap).max() < 1e-10
     # and the personal models are the clients' own, not the global one
@@ -74,8 +72,7 @@ def test_several_local_steps_drift_from_it():
     # R > 1 local steps on heterogeneous clients: the average of the local models has
     # another fixed point (the paper's rates allow this drift to shrink with η)
     problem = toy.tiny_problem(lam=0.05)
-    run = simulate(pfedme(lam=1.0, client_lr=0.5, local_steps=5, inner_steps=400),
-                   problem, 400, progress=False)
+    run = simulate(pfedme(lam=1.0, client_lr=0.5, local_steps=5, inner_steps=400), problem, 400)
     gap, _ = _envelope_gap(problem, np.asarray(run.x), 1.0, 0.05)
     assert np.abs(gap).max() > 1e-3
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedcomp import simulate, solve_reference
+from fedcomp import RunOptions, simulate, solve_reference
 from fedcomp.algorithms import fedadmm, fedavg, fedpd, fedprox, make_algorithm
 from fedcomp.regularizers import L1
 from tests._loops import loop_fedavg, loop_fedprox
@@ -69,7 +69,7 @@ def test_fedprox_matches_per_client_loop(batch_size, clients_per_round):
     p = make_problem("logistic", reg=L1(0.01), n_clients=6)
     kw = dict(seed=5, batch_size=batch_size, clients_per_round=clients_per_round)
     run = simulate(fedprox(mu=0.5, client_lr=0.4, local_steps=3, server_step=0.2), p, 6,
-                   client_block=4, metrics=[], **kw)
+                   metrics=[], **kw, options=RunOptions(client_block=4))
     expected = loop_fedprox(p, 6, 0.5, 0.4, 3, server_step=0.2, **kw)
     np.testing.assert_allclose(run.x, expected, rtol=0, atol=1e-12)
 

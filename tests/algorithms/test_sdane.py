@@ -79,7 +79,7 @@ def test_sdane_is_the_official_update_on_three_clients(accelerated, mu):
     algorithm = sdane(lam=lam, local_steps=steps, local_lr=lr, mu=mu, accelerated=accelerated)
     for iteration, (x, v) in enumerate(want, start=1):
         # one iteration: a gradient round and a local-solve round
-        run = simulate(algorithm, problem, 2 * iteration, progress=False)
+        run = simulate(algorithm, problem, 2 * iteration)
         np.testing.assert_allclose(run.x, x, rtol=0, atol=1e-12)
         np.testing.assert_allclose(run.server_state.v, v, rtol=0, atol=1e-12)
 
@@ -87,15 +87,14 @@ def test_sdane_is_the_official_update_on_three_clients(accelerated, mu):
 def test_the_prox_of_g_converges_to_the_composite_solution():
     problem = toy.tiny_problem(lam=0.1)
     x_star = solve_reference(problem).x
-    run = simulate(sdane(lam=1.0, local_steps=10, local_lr=0.1), problem, 200,
-                   progress=False)
+    run = simulate(sdane(lam=1.0, local_steps=10, local_lr=0.1), problem, 200)
     np.testing.assert_allclose(run.x, x_star, rtol=0, atol=1e-9)
     assert np.count_nonzero(run.x) == np.count_nonzero(x_star)  # the prox's exact zeros
 
 
 def test_sdane_refuses_sampling_and_bad_arguments():
     with pytest.raises(ValueError, match="sdane is defined for full participation only"):
-        simulate(sdane(), toy.tiny_problem(), 2, clients_per_round=2, progress=False)
+        simulate(sdane(), toy.tiny_problem(), 2, clients_per_round=2)
     with pytest.raises(ValueError, match="mu must be a finite number >= 0"):
         sdane(mu=-1.0)
     with pytest.raises(ValueError, match="lam must be a positive number"):

@@ -453,10 +453,10 @@ def test_a_run_starts_from_the_configured_random_model(tmp_path):
 
     problem = build_problem(setting, 1)
     direct = simulate(spec.build(), problem, setting.rounds, seed=1, metrics=[],
-                      x0=start_model(setting, problem, 1), progress=False)
+                      x0=start_model(setting, problem, 1))
     saved = np.load(next((tmp_path / "models").iterdir()))
     np.testing.assert_array_equal(saved, direct.x)
-    zero = simulate(spec.build(), problem, setting.rounds, seed=1, metrics=[], progress=False)
+    zero = simulate(spec.build(), problem, setting.rounds, seed=1, metrics=[])
     assert not np.array_equal(saved, zero.x)
 
 

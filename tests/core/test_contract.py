@@ -19,7 +19,7 @@ import re
 import numpy as np
 import pytest
 
-from fedcomp import Problem, simulate
+from fedcomp import Problem, RunOptions, simulate
 from fedcomp._array import to_numpy
 from fedcomp._registry import (
     EXECUTIONS,
@@ -283,8 +283,8 @@ def on_backend(problem: Problem, like) -> Problem:
 def test_block_size_does_not_change_results(alg, batch_size):
     p = contract_problem(alg)
     cpr = 4 if supports_sampling(alg, p) else None
-    runs = [simulate(alg, p, 5, batch_size=batch_size, clients_per_round=cpr, seed=11,
-                     client_block=block, metrics=[])
+    runs = [simulate(alg, p, 5, batch_size=batch_size, clients_per_round=cpr, seed=11, metrics=[],
+                     options=RunOptions(client_block=block))
             for block in (1, 3, "all", "auto")]
     for run in runs[1:]:
         np.testing.assert_array_equal(run.x, runs[0].x)

@@ -31,7 +31,7 @@ from fedcomp.privacy import (
     private,
 )
 from fedcomp.regularizers import L1
-from fedcomp.runtime import simulate
+from fedcomp.runtime import RunOptions, simulate
 
 pytest.importorskip("dp_accounting")
 
@@ -57,7 +57,7 @@ ALGORITHMS = {"fedavg": lambda: fedavg(client_lr=0.05, local_steps=3),
 def test_no_noise_no_clip_is_the_algorithm_bit_for_bit(name, clients_per_round):
     prob = problem()
     kw = dict(rounds=6, clients_per_round=clients_per_round, batch_size=5, seed=3,
-              progress=False, metrics=["objective", "nnz"])
+              metrics=["objective", "nnz"])
     plain = simulate(ALGORITHMS[name](), prob, **kw)
     wrapped = simulate(private(ALGORITHMS[name](), clip=math.inf, noise_multiplier=0.0),
                        prob, **kw)
@@ -77,12 +77,11 @@ def test_clipping_bounds_every_upload_and_is_active():
         return algorithm.server_update(state, uploads, ctx)
 
     clip = 0.05
-    run = simulate(private(algorithm._replace(server_update=spy), clip=clip), prob, rounds=4,
-                   progress=False)
+    run = simulate(private(algorithm._replace(server_update=spy), clip=clip), prob, rounds=4)
     norms = np.concatenate(seen)
     assert np.all(norms <= clip * (1 + 1e-12))
     assert np.all(norms >= clip * (1 - 1e-12))  # every update is longer than 0.05: clipped
-    plain = simulate(algorithm, prob, rounds=4, progress=False)
+    plain = simulate(algorithm, prob, rounds=4)
     assert not np.allclose(run.x, plain.x)
 
 
@@ -146,7 +145,7 @@ def test_private_fedavg_decreases_the_objective_to_a_noise_floor():
     # DP-FedAvg with a constant step: the objective falls, then hovers at a floor the
     # noise sets, above the non-private run's
     prob = problem(n_clients=8, samples=30)
-    kw = dict(rounds=30, clients_per_round=4, seed=1, progress=False)
+    kw = dict(rounds=30, clients_per_round=4, seed=1)
     plain = simulate(fedavg(client_lr=0.05, local_steps=3), prob, **kw)
     run = simulate(private(fedavg(client_lr=0.05, local_steps=3), clip=0.5,
                            noise_multiplier=0.5), prob, **kw)
@@ -161,11 +160,10 @@ def test_block_size_does_not_change_the_noise(local):
     prob = problem(n_clients=6)
     algorithm = private(fedmid(client_lr=0.05, local_steps=2), clip=0.2, noise_multiplier=1.0,
                         local=local)
-    runs = [simulate(algorithm, prob, rounds=5, clients_per_round=4, client_block=b, seed=2,
-                     progress=False).x for b in (1, 3, "all")]
+    runs = [simulate(algorithm, prob, rounds=5, clients_per_round=4, seed=2,
+                     options=RunOptions(client_block=b)).x for b in (1, 3, "all")]
     assert np.array_equal(runs[0], runs[1]) and np.array_equal(runs[0], runs[2])
-    other_seed = simulate(algorithm, prob, rounds=5, clients_per_round=4, seed=3,
-                          progress=False).x
+    other_seed = simulate(algorithm, prob, rounds=5, clients_per_round=4, seed=3).x
     assert not np.array_equal(runs[0], other_seed)
 
 
@@ -354,7 +352,7 @@ def test_za1_without_noise_or_clip_is_za1_bit_for_bit():
     from fedcomp.algorithms import za1
 
     prob = problem()
-    kw = dict(rounds=6, batch_size=5, seed=3, progress=False, metrics=["objective"])
+    kw = dict(rounds=6, batch_size=5, seed=3, metrics=["objective"])
     plain = simulate(za1(client_lr=0.05, local_steps=3), prob, **kw)
     wrapped = simulate(private(za1(client_lr=0.05, local_steps=3), clip=math.inf,
                                noise_multiplier=0.0), prob, **kw)

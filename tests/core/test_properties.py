@@ -9,7 +9,7 @@ messages), never a silent broadcast (a result's lengths are the inputs').
 
 Covered: ``ClientData.from_lists``, ``save``/``load``, ``load_libsvm``, configuration files
 and ``--set`` (the loader and the CLI parser), checkpoints read back by
-``simulate(resume_from=...)``, the Flower Strategy's constructor, ``load_results``.
+``RunOptions(resume_from=...)``, the Flower Strategy's constructor, ``load_results``.
 
 Bounded and reproducible: the ``fedcomp-properties`` profile below (few examples per test,
 ``derandomize=True``, no example database) keeps the file near half a minute on one core.
@@ -633,16 +633,18 @@ def test_the_cli_parser_with_set_is_a_dry_run_or_one_error_line(assignments):
 @pytest.fixture(scope="module")
 def checkpoint_run(tmp_path_factory):
     """A two-round run of ZA1 with its checkpoint, and how to resume it."""
-    from fedcomp import Checkpoint, simulate
+    from fedcomp import Checkpoint, RunOptions, simulate
     from fedcomp.algorithms import za1
     from tests.conftest import make_problem
 
     problem = make_problem("logistic", n_clients=3, d=4)
     path = tmp_path_factory.mktemp("checkpoint") / "run.npz"
-    simulate(za1(0.3, 2), problem, 2, callbacks=[Checkpoint(path)], metrics=["objective"])
+    simulate(za1(0.3, 2), problem, 2, metrics=["objective"],
+             options=RunOptions(callbacks=[Checkpoint(path)]))
 
     def resume(where):
-        return simulate(za1(0.3, 2), problem, 4, resume_from=where, metrics=["objective"])
+        return simulate(za1(0.3, 2), problem, 4, metrics=["objective"],
+                        options=RunOptions(resume_from=where))
 
     return path.read_bytes(), resume
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy import sparse
 
-from fedcomp import Problem, simulate
+from fedcomp import Problem, RunOptions, simulate
 from fedcomp._array import to_numpy
 from fedcomp.algorithms import (
     async_feddr,
@@ -132,7 +132,7 @@ def test_compile_true_refuses_sparse_jax_data_naming_the_eager_engine():
     _, kept = sparse_and_dense(contract_problem(SYNCHRONOUS[0]))
     on_jax = Problem(kept.loss, kept.regularizer, kept.data.to(jax_like()))
     with pytest.raises(ValueError, match="compile='auto' or compile=False"):
-        simulate(fedmid(client_lr=0.5), on_jax, 1, compile=True)
+        simulate(fedmid(client_lr=0.5), on_jax, 1, options=RunOptions(compile=True))
 
 
 def test_softmax_and_least_squares_agree_on_sparse_blocks():
@@ -338,7 +338,7 @@ def test_za1_on_news20_shaped_data_runs_in_under_4_gb_with_its_states_on_disk(tm
     # VmHWM, not getrusage's ru_maxrss: Linux carries the parent's peak (this test
     # session's) over fork + exec into the child's ru_maxrss
     script = (
-        "from fedcomp import Problem, simulate\n"
+        "from fedcomp import Problem, RunOptions, simulate\n"
         "from fedcomp.runtime._allocator import peak_memory_mb\n"
         "from fedcomp.algorithms import za1\n"
         "from fedcomp.data import sparse_text_clients\n"
@@ -347,7 +347,7 @@ def test_za1_on_news20_shaped_data_runs_in_under_4_gb_with_its_states_on_disk(tm
         "data = sparse_text_clients('news20', n_clients=100)\n"
         "problem = Problem(Logistic(l2=1e-4), L1(1e-4), data)\n"
         f"simulate(za1(client_lr=0.5, local_steps=2), problem, 1, metrics=[], "
-        f"client_state='disk', state_dir={str(tmp_path)!r})\n"
+        f"options=RunOptions(client_state='disk', state_dir={str(tmp_path)!r}))\n"
         "print(peak_memory_mb())\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=600, check=True)

@@ -534,7 +534,8 @@ def test_torch_run_matches_per_client_autograd_loop(name):
     make, loop = ALGORITHMS[name]
     loss, reg, data = _mlp_problem()
     on_torch = fedcomp.Problem(loss, reg, data.to(torch.zeros(0, dtype=torch.float32)))
-    run = fedcomp.simulate(make(), on_torch, rounds=4, batch_size=8, client_block=2)
+    run = fedcomp.simulate(make(), on_torch, rounds=4, batch_size=8,
+                           options=fedcomp.RunOptions(client_block=2))
     assert isinstance(run.x, torch.Tensor) and run.x.dtype == torch.float32
     x0 = loss.initial_model()
     expected = loop(fedcomp.Problem(AutogradLoss(loss), reg, data), x0)

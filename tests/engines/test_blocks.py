@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from fedcomp import ClientData, Problem, simulate
+from fedcomp import ClientData, Problem, RunOptions, simulate
 from fedcomp.algorithms import za1
 from fedcomp.losses import Logistic
 from fedcomp.regularizers import L1
@@ -132,7 +132,7 @@ def test_the_measured_block_is_auto_and_changes_no_result(cache_dir):
     alg = za1(client_lr=0.1, local_steps=3)
     auto = simulate(alg, problem, 3, metrics=[], seed=1)
     for other in (1, 7, "all"):
-        run = simulate(alg, problem, 3, metrics=[], seed=1, client_block=other)
+        run = simulate(alg, problem, 3, metrics=[], seed=1, options=RunOptions(client_block=other))
         np.testing.assert_array_equal(run.x, auto.x)
     assert math.isfinite(block) and (cache_dir / "blocks.json").exists()
 
@@ -180,6 +180,6 @@ def test_torch_blocks_follow_the_cache_rule_not_a_measurement(cache_dir, monkeyp
     assert auto_block_size(problem) == 1  # NumPy: measured (here: patched), not the rule
     alg = za1(client_lr=0.1, local_steps=3)
     auto = simulate(alg, on_torch, 2, metrics=[], seed=1)
-    one = simulate(alg, on_torch, 2, metrics=[], seed=1, client_block=1)
+    one = simulate(alg, on_torch, 2, metrics=[], seed=1, options=RunOptions(client_block=1))
     # the same draws; torch's batched products round by batch size in the last bits
     np.testing.assert_allclose(auto.x.numpy(), one.x.numpy(), rtol=0, atol=1e-13)

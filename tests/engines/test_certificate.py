@@ -17,7 +17,7 @@ from sklearn.datasets import load_breast_cancer
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.preprocessing import StandardScaler
 
-from fedcomp import ClientData, Problem, simulate
+from fedcomp import ClientData, Problem, RunOptions, simulate
 from fedcomp.algorithms import ditto, fedmid, za1
 from fedcomp.losses import Logistic
 from fedcomp.regularizers import L1
@@ -106,13 +106,13 @@ def test_a_run_whose_model_runs_away_is_diverged_on_every_stop_measure(stop):
     p = _runaway_problem()
     with pytest.warns(RuntimeWarning, match=r"za1: the model ran away .* in round 10; .*"
                                             r"smaller step.*status 'diverged'"):
-        run = simulate(za1(client_lr=100), p, 200, tol=1e-8, stop=stop, eval_every=10,
-                       metrics=["objective"])
+        run = simulate(za1(client_lr=100), p, 200, tol=1e-8, eval_every=10, metrics=["objective"],
+                       options=RunOptions(stop=stop))
     assert run.status == "diverged" and run.n_rounds == 10
     assert run.history[-1]["objective"] > 1e4  # the optimum is about 0.13
     with pytest.raises(NonFiniteError, match="ran away"):
-        simulate(za1(client_lr=100), p, 200, tol=1e-8, stop=stop, eval_every=10,
-                 metrics=[], on_divergence="raise")
+        simulate(za1(client_lr=100), p, 200, tol=1e-8, eval_every=10, metrics=[],
+                 options=RunOptions(stop=stop, on_divergence="raise"))
 
 
 def test_a_sound_step_on_the_same_data_is_not_called_diverged():
@@ -169,7 +169,7 @@ def test_a_ditto_run_whose_personal_models_diverge_says_so_and_names_the_client(
         run = simulate(algorithm, p, 20, eval_every=5)
     assert run.status == "diverged" and run.n_rounds == 5
     with pytest.raises(NonFiniteError, match="personal model"):
-        simulate(algorithm, p, 20, eval_every=5, on_divergence="raise")
+        simulate(algorithm, p, 20, eval_every=5, options=RunOptions(on_divergence="raise"))
     # the same wrapper with a sound personal step runs its budget, as before
     sound = simulate(ditto(fedmid(client_lr=0.05, local_steps=2), lam=0.1), p, 20,
                      eval_every=5)
@@ -196,4 +196,4 @@ def test_an_experiment_whose_personal_models_diverge_counts_them_and_exits_nonze
 @pytest.mark.parametrize("max_norm", ["x", True, [1.0]])
 def test_max_norm_that_is_not_a_number_is_one_error_naming_it(max_norm):
     with pytest.raises(TypeError, match=r"max_norm must be a positive number or None \(got "):
-        simulate(za1(client_lr=0.1), tiny_problem(), 2, max_norm=max_norm)
+        simulate(za1(client_lr=0.1), tiny_problem(), 2, options=RunOptions(max_norm=max_norm))

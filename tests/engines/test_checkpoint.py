@@ -1,6 +1,6 @@
 """Checkpoints: exact resumes, and a checkpoint that knows the run it belongs to.
 
-``simulate(resume_from=...)`` continues a run bit for bit, and refuses what would mix two
+``RunOptions(resume_from=...)`` continues a run bit for bit, and refuses what would mix two
 runs (another problem, data, hyperparameters, seed, participation...), a hand-edited meta
 and a damaged file, each with one error naming the file and the field.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import zipfile
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fedcomp
-from fedcomp import Checkpoint, simulate
+from fedcomp import Checkpoint, RunOptions, simulate
 from fedcomp.algorithms import fedavg, feddr, scaffold, za1
 from fedcomp.data import ClientData
 from fedcomp.losses import Logistic
@@ -51,9 +52,10 @@ def test_a_checkpoint_resumes_to_the_iterates_of_an_uninterrupted_run(
     whole = simulate(build(), p, 10, **common)
     path = tmp_path / "run.npz"
     checkpoint = Checkpoint(path, every=3)  # rows 0, 2, 4, 6: written at 0 and 6
-    cut = simulate(build(), p, 10, callbacks=[checkpoint, lambda v: v.round >= 8], **common)
+    cut = simulate(build(), p, 10, **common,
+                   options=RunOptions(callbacks=[checkpoint, lambda v: v.round >= 8]))
     assert cut.status == "stopped" and checkpoint.last_round == 6 and path.exists()
-    resumed = simulate(build(), p, 10, resume_from=path, **common)
+    resumed = simulate(build(), p, 10, **common, options=RunOptions(resume_from=path))
     assert resumed.status == "completed" and resumed.n_rounds == 10
     np.testing.assert_array_equal(np.asarray(resumed.x), np.asarray(whole.x))
     for a, b in zip(resumed.client_states, whole.client_states, strict=True):
@@ -65,16 +67,17 @@ def test_a_checkpoint_resumes_to_the_iterates_of_an_uninterrupted_run(
 def test_a_checkpoint_of_another_algorithm_or_problem_is_refused(tmp_path):
     p = make_problem("logistic")
     path = tmp_path / "c.npz"
-    simulate(za1(0.3, 2), p, 2, callbacks=[Checkpoint(path)], metrics=[])
+    simulate(za1(0.3, 2), p, 2, metrics=[], options=RunOptions(callbacks=[Checkpoint(path)]))
     with pytest.raises(ValueError, match="checkpoint of 'za1', not of 'fedavg'"):
-        simulate(fedavg(0.3, 2), p, 4, resume_from=path)
+        simulate(fedavg(0.3, 2), p, 4, options=RunOptions(resume_from=path))
     # another client count: refused by the data's hash before the states' shapes
     with pytest.raises(ValueError, match="its data .* is 'sha256:"):
-        simulate(za1(0.3, 2), make_problem("logistic", n_clients=4), 4, resume_from=path)
+        simulate(za1(0.3, 2), make_problem("logistic", n_clients=4), 4,
+                 options=RunOptions(resume_from=path))
     with pytest.raises(ValueError, match="past this run's rounds=1"):
-        simulate(za1(0.3, 2), p, 1, resume_from=path)
+        simulate(za1(0.3, 2), p, 1, options=RunOptions(resume_from=path))
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
-        simulate(za1(0.3, 2), p, 4, resume_from=tmp_path / "none.npz")
+        simulate(za1(0.3, 2), p, 4, options=RunOptions(resume_from=tmp_path / "none.npz"))
 
 
 # --- a checkpoint of another run ----------------------------------------------------------
@@ -114,10 +117,12 @@ OTHER_RUNS = [
     ("participation", dict(clients_per_round=3), "participation", "every client",
      "3 per round"),
     ("batch size", dict(batch_size=4), "batch_size", "None", "4"),
-    ("sampling", dict(sampling=_other_schedule, base=dict(sampling=_schedule)),
+    ("sampling", dict(options=RunOptions(sampling=_other_schedule),
+                      base=dict(options=RunOptions(sampling=_schedule))),
      "participation", "_schedule", "_other_schedule"),
     ("x0", dict(x0=np.full(6, 0.1)), "start", "sha256:", "sha256:"),
-    ("compute times", dict(compute_times=2.0, base=dict(compute_times=1.0)),
+    ("compute times", dict(options=RunOptions(compute_times=2.0),
+                           base=dict(options=RunOptions(compute_times=1.0))),
      "compute_times", "mean=1.0", "mean=2.0"),
 ]
 
@@ -128,20 +133,23 @@ def test_a_checkpoint_of_another_run_is_refused_naming_the_field(
         tmp_path, what, change, field, theirs, ours):
     change = dict(change)
     base = {**BASE, **change.pop("base", {})}
+    options = base.pop("options", RunOptions())
     path = tmp_path / "c.npz"
-    simulate(fedavg(0.3, 2), make_problem("logistic"), 2, callbacks=[Checkpoint(path)],
-             metrics=[], **base)
+    simulate(fedavg(0.3, 2), make_problem("logistic"), 2, metrics=[], **base,
+             options=replace(options, callbacks=[Checkpoint(path)]))
     algorithm = change.pop("algorithm", lambda: fedavg(0.3, 2))()
     problem = change.pop("problem", lambda: make_problem("logistic"))()
     args = {**base, **change}
+    other = args.pop("options", options)
     pattern = (rf"{re.escape(str(path))} is a checkpoint of another run: its "
                rf"{re.escape(field)}( \([^)]*\))? is .*{re.escape(theirs)}.*, this run's is "
                rf".*{re.escape(ours)}")
     with pytest.raises(ValueError, match=pattern):
-        simulate(algorithm, problem, 4, resume_from=path, metrics=[], **args)
+        simulate(algorithm, problem, 4, metrics=[], **args,
+                 options=replace(other, resume_from=path))
     # the run itself resumes (same arguments)
-    run = simulate(fedavg(0.3, 2), make_problem("logistic"), 4, resume_from=path, metrics=[],
-                   **base)
+    run = simulate(fedavg(0.3, 2), make_problem("logistic"), 4, metrics=[], **base,
+                   options=replace(options, resume_from=path))
     assert [row["round"] for row in run.history] == [0, 1, 2, 3, 4]
 
 
@@ -168,42 +176,46 @@ def test_every_backend_fingerprints_its_data_on_the_host(tmp_path, backend):
 
     path = tmp_path / "c.npz"
     whole = simulate(za1(0.3, 2), problem(0), 4, metrics=["objective"], seed=2)
-    simulate(za1(0.3, 2), problem(0), 2, callbacks=[Checkpoint(path)], metrics=["objective"],
-             seed=2)
-    resumed = simulate(za1(0.3, 2), problem(0), 4, resume_from=path, metrics=["objective"],
-                       seed=2)
+    simulate(za1(0.3, 2), problem(0), 2, metrics=["objective"], seed=2,
+             options=RunOptions(callbacks=[Checkpoint(path)]))
+    resumed = simulate(za1(0.3, 2), problem(0), 4, metrics=["objective"], seed=2,
+                       options=RunOptions(resume_from=path))
     np.testing.assert_array_equal(fedcomp._array.to_numpy(resumed.x),
                                   fedcomp._array.to_numpy(whole.x))
     with pytest.raises(ValueError, match="its data .* is 'sha256:"):
-        simulate(za1(0.3, 2), problem(5), 4, resume_from=path, metrics=["objective"], seed=2)
+        simulate(za1(0.3, 2), problem(5), 4, metrics=["objective"], seed=2,
+                 options=RunOptions(resume_from=path))
 
 
 def test_a_checkpoint_without_a_fingerprint_is_refused(tmp_path):
     p = make_problem("logistic")
     path = tmp_path / "c.npz"
-    simulate(za1(0.3, 2), p, 2, callbacks=[Checkpoint(path)], metrics=[])
+    simulate(za1(0.3, 2), p, 2, metrics=[], options=RunOptions(callbacks=[Checkpoint(path)]))
     # the format before the fingerprint: no "format", no "fingerprint"
     rewrite(path, path, lambda meta: {k: v for k, v in meta.items()
                                       if k not in ("format", "fingerprint")})
     with pytest.raises(ValueError, match=rf"{re.escape(str(path))} was written by an earlier "
                                          r"fedcomp.*"
                                          "run again from the start"):
-        simulate(za1(0.3, 2), p, 4, resume_from=path)
+        simulate(za1(0.3, 2), p, 4, options=RunOptions(resume_from=path))
     # a Checkpoint that simulate does not see writes no fingerprint: refused, not trusted
     checkpoint = Checkpoint(tmp_path / "hidden.npz")
-    simulate(za1(0.3, 2), p, 2, callbacks=[lambda view: checkpoint(view)], metrics=[])
+    simulate(za1(0.3, 2), p, 2, metrics=[],
+             options=RunOptions(callbacks=[lambda view: checkpoint(view)]))
     with pytest.raises(ValueError, match="without its run's fingerprint"):
-        simulate(za1(0.3, 2), p, 4, resume_from=checkpoint.path)
+        simulate(za1(0.3, 2), p, 4, options=RunOptions(resume_from=checkpoint.path))
 
 
 def test_a_checkpoint_reused_by_a_second_run_carries_the_second_runs_fingerprint(tmp_path):
     p = make_problem("logistic")
     checkpoint = Checkpoint(tmp_path / "c.npz")
-    simulate(za1(0.3, 2), p, 2, callbacks=[checkpoint], metrics=[], seed=1)
-    simulate(za1(0.3, 2), p, 2, callbacks=[checkpoint], metrics=[], seed=2)
-    simulate(za1(0.3, 2), p, 3, resume_from=checkpoint.path, metrics=[], seed=2)
+    simulate(za1(0.3, 2), p, 2, metrics=[], seed=1, options=RunOptions(callbacks=[checkpoint]))
+    simulate(za1(0.3, 2), p, 2, metrics=[], seed=2, options=RunOptions(callbacks=[checkpoint]))
+    simulate(za1(0.3, 2), p, 3, metrics=[], seed=2,
+             options=RunOptions(resume_from=checkpoint.path))
     with pytest.raises(ValueError, match="its seed is 2, this run's is 1"):
-        simulate(za1(0.3, 2), p, 3, resume_from=checkpoint.path, metrics=[], seed=1)
+        simulate(za1(0.3, 2), p, 3, metrics=[], seed=1,
+                 options=RunOptions(resume_from=checkpoint.path))
 
 
 # --- a hand-edited or damaged checkpoint --------------------------------------------------
@@ -223,14 +235,14 @@ def rewrite(source, target, edit_meta=None, edit_arrays=None):
 def written(tmp_path):
     """A checkpoint at round 3 of za1 on the logistic problem (5 rounds planned)."""
     path = tmp_path / "c.npz"
-    simulate(za1(0.3, 2), make_problem("logistic"), 3, callbacks=[Checkpoint(path)],
-             metrics=["objective"])
+    simulate(za1(0.3, 2), make_problem("logistic"), 3, metrics=["objective"],
+             options=RunOptions(callbacks=[Checkpoint(path)]))
     return path
 
 
 def resume(path, rounds=5):
-    return simulate(za1(0.3, 2), make_problem("logistic"), rounds, resume_from=path,
-                    metrics=["objective"])
+    return simulate(za1(0.3, 2), make_problem("logistic"), rounds, metrics=["objective"],
+                    options=RunOptions(resume_from=path))
 
 
 def _set(key, value):
@@ -372,7 +384,8 @@ def test_a_directory_is_neither_a_checkpoint_nor_where_to_write_one(tmp_path):
     checkpoint = Checkpoint(later)
     later.mkdir()  # made a directory after the Checkpoint: refused when it writes
     with pytest.raises(ValueError, match="is a directory; name a file in it"):
-        simulate(za1(0.3, 2), make_problem("logistic"), 1, callbacks=[checkpoint], metrics=[])
+        simulate(za1(0.3, 2), make_problem("logistic"), 1, metrics=[],
+                 options=RunOptions(callbacks=[checkpoint]))
     assert not list(tmp_path.glob("*.partial.npz"))
 
 
@@ -397,9 +410,9 @@ def test_initial_states_must_be_a_pair_of_states():
     run = simulate(za1(0.3, 2), p, 2, metrics=[])
     with pytest.raises(ValueError, match=r"initial_states must be a pair .*\(got a "
                                          r"RunResult of 7\)"):
-        simulate(za1(0.3, 2), p, 2, initial_states=run, metrics=[])
-    warm = simulate(za1(0.3, 2), p, 2, initial_states=(run.server_state, run.client_states),
-                    metrics=[])
+        simulate(za1(0.3, 2), p, 2, metrics=[], options=RunOptions(initial_states=run))
+    warm = simulate(za1(0.3, 2), p, 2, metrics=[],
+                    options=RunOptions(initial_states=(run.server_state, run.client_states)))
     assert warm.status == "completed"
 
 

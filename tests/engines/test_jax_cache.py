@@ -69,7 +69,7 @@ with warnings.catch_warnings(record=True) as caught:
         like = jax_like()
     problem = fedcomp.Problem(Logistic(l2=0.01), L1(alpha=1e-3), data.to(like))
     runs = [fedcomp.simulate(za1(client_lr=0.1, local_steps=2), problem, ROUNDS,
-                             metrics=[], progress=False) for _ in range(2)]
+                             metrics=[]) for _ in range(2)]
 print(json.dumps({
     "x": [np.asarray(run.x).tolist() for run in runs],
     "hits": sum(e.endswith("/compilation_cache/cache_hits") for e in events),
@@ -103,8 +103,7 @@ def numpy_model() -> np.ndarray:
     data = synthetic_fedprox(alpha=1.0, beta=1.0, n_clients=4, n_classes=2,
                              samples_per_client=10, n_features=5, seed=0)
     problem = Problem(Logistic(l2=0.01), L1(alpha=1e-3), data)
-    return np.asarray(simulate(za1(client_lr=0.1, local_steps=2), problem, ROUNDS,
-                               metrics=[], progress=False).x)
+    return np.asarray(simulate(za1(client_lr=0.1, local_steps=2), problem, ROUNDS, metrics=[]).x)
 
 
 def files_under(folder: Path) -> set[Path]:

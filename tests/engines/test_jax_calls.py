@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 import pytest
 
-from fedcomp import simulate
+from fedcomp import RunOptions, simulate
 from fedcomp.algorithms import fedavg, za1
 from fedcomp.runtime import JaxEngineWarning, NonFiniteError, _compiled, _compiled_parts, jax_like
 from fedcomp.runtime._compiled import CHUNK_FLOATS, MAX_CHUNK, CompiledEngine, chunk_length
@@ -88,8 +88,8 @@ def test_divergence_inside_a_call_names_numpys_round(eval_every, calls):
     messages = []
     for problem in (p, on_backend(p, LIKE)):
         with pytest.raises(NonFiniteError) as caught:
-            simulate(alg, problem, 60, metrics=[], eval_every=eval_every, max_norm=50.0,
-                     on_divergence="raise")
+            simulate(alg, problem, 60, metrics=[], eval_every=eval_every,
+                     options=RunOptions(max_norm=50.0, on_divergence="raise"))
         messages.append(str(caught.value))
     rounds = [re.search(r"in round (\d+)", m).group(1) for m in messages]
     assert rounds[0] == rounds[1], messages
@@ -116,8 +116,8 @@ def test_simulated_time_and_metrics_rows_across_calls(calls):
 
     p = make_problem("logistic", n_clients=7)
     clock = ComputeTimes(mean=np.linspace(1.0, 4.0, 7), distribution="exponential")
-    kwargs = dict(seed=3, eval_every=4, clients_per_round=3, compute_times=clock,
-                  metrics=["objective", "nnz"])
+    kwargs = dict(seed=3, eval_every=4, clients_per_round=3, metrics=["objective", "nnz"],
+                  options=RunOptions(compute_times=clock))
     alg = fedavg(client_lr=0.1, local_steps=2)
     want = simulate(alg, p, 9, **kwargs)
     got = simulate(alg, on_backend(p, LIKE), 9, **kwargs)

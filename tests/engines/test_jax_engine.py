@@ -21,7 +21,7 @@ import warnings
 import numpy as np
 import pytest
 
-from fedcomp import simulate
+from fedcomp import RunOptions, simulate
 from fedcomp._array import asarray_like, to_numpy
 from fedcomp._random import minibatch_indices
 from fedcomp.algorithms import fedavg, host_values, za1
@@ -120,7 +120,7 @@ def test_algorithms_that_cannot_be_traced_raise_with_compile_true(alg):
     p = on_backend(contract_problem(alg), LIKE)
     with pytest.raises(NotCompilableError, match=r"cannot run under jax\.jit, it needs a "
                                                  r"value on the host: .*compile='auto'"):
-        simulate(alg, p, 3, batch_size=3, seed=2, metrics=[], compile=True)
+        simulate(alg, p, 3, batch_size=3, seed=2, metrics=[], options=RunOptions(compile=True))
 
 
 @pytest.mark.parametrize("alg", SYNCHRONOUS, ids=_ident)
@@ -128,7 +128,8 @@ def test_client_sampling_and_block_sizes(alg):
     p = contract_problem(alg)
     cpr = 4 if supports_sampling(alg, p) else None
     for block in (3, "auto"):
-        want, got, _ = run_both(alg, p, batch_size=4, clients_per_round=cpr, client_block=block)
+        want, got, _ = run_both(alg, p, batch_size=4, clients_per_round=cpr,
+                                options=RunOptions(client_block=block))
         assert_same_run(got, want)
 
 
@@ -136,14 +137,16 @@ def test_compile_false_and_the_compile_argument():
     p = make_problem("logistic")
     alg = za1(client_lr=0.5, local_steps=3)
     want = simulate(alg, p, 4, batch_size=3, metrics=[])
-    eager = simulate(alg, on_backend(p, LIKE), 4, batch_size=3, metrics=[], compile=False)
+    eager = simulate(alg, on_backend(p, LIKE), 4, batch_size=3, metrics=[],
+                     options=RunOptions(compile=False))
     assert_same_run(eager, want)
-    compiled = simulate(alg, on_backend(p, LIKE), 4, batch_size=3, metrics=[], compile=True)
+    compiled = simulate(alg, on_backend(p, LIKE), 4, batch_size=3, metrics=[],
+                        options=RunOptions(compile=True))
     assert_same_run(compiled, want)
     with pytest.raises(ValueError, match="compile=True .* needs the data on jax arrays"):
-        simulate(alg, p, 1, compile=True)
+        simulate(alg, p, 1, options=RunOptions(compile=True))
     with pytest.raises(ValueError, match="compile must be 'auto', True or False"):
-        simulate(alg, on_backend(p, LIKE), 1, compile="yes")
+        simulate(alg, on_backend(p, LIKE), 1, options=RunOptions(compile="yes"))
 
 
 def test_metrics_and_divergence_on_jax():
@@ -156,7 +159,7 @@ def test_metrics_and_divergence_on_jax():
         assert a["objective"] == pytest.approx(b["objective"], rel=1e-12)
     with pytest.raises(NonFiniteError, match="in round 1"):
         simulate(fedavg(client_lr=1e9, local_steps=3), on_backend(p, LIKE), 3, metrics=[],
-                 on_divergence="raise")
+                 options=RunOptions(on_divergence="raise"))
 
 
 # --- float32 ------------------------------------------------------------------------------------

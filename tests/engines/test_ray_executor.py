@@ -1,5 +1,5 @@
 """Past one machine on Ray (issue 23): ``fedcomp run --executor ray`` (seeds and sweeps as
-tasks) and ``simulate(clients=ray_clients(...))`` (one run's clients on actors).
+tasks) and ``RunOptions(clients=ray_clients(...))`` (one run's clients on actors).
 
 The cluster is real: a head and a second node, each a raylet with one CPU, started by Ray's
 own ``ray.cluster_utils.Cluster``. The command joins it by address from a separate process,
@@ -21,7 +21,7 @@ import time
 import numpy as np
 import pytest
 
-from fedcomp import simulate
+from fedcomp import RunOptions, simulate
 from fedcomp.cli import main
 from fedcomp.data import ClientData
 from fedcomp.data._checks import whole_npy_file
@@ -140,7 +140,7 @@ def test_clients_on_two_actors_give_the_simulators_iterates(joined, alg):
     sampled = 4 if supports_sampling(alg, problem) else None
     kwargs = dict(batch_size=3, clients_per_round=sampled, seed=5, metrics=["objective"])
     local = simulate(alg, problem, 4, **kwargs)
-    remote = simulate(alg, problem, 4, clients=ray_clients(shards=2), **kwargs)
+    remote = simulate(alg, problem, 4, **kwargs, options=RunOptions(clients=ray_clients(shards=2)))
     assert_same_run_bitwise(remote, local)
 
 
@@ -151,7 +151,7 @@ def test_more_actors_than_free_cpus_is_a_clear_error(joined, monkeypatch):
     monkeypatch.setattr(module, "PLACEMENT_TIMEOUT", 3.0)
     alg = SYNCHRONOUS[0]
     with pytest.raises(RuntimeError, match="found no free CPU.*lower shards or add nodes"):
-        simulate(alg, contract_problem(alg), 1, clients=ray_clients(shards=3))
+        simulate(alg, contract_problem(alg), 1, options=RunOptions(clients=ray_clients(shards=3)))
 
 
 def test_shards_are_contiguous_and_even():
@@ -297,7 +297,8 @@ def test_actors_read_their_rows_from_disk_and_give_the_simulators_iterates(joine
     with monkeypatch.context() as patch:
         patch.setattr(np.memmap, "__reduce_ex__", refuse, raising=False)
         patch.setattr(np.memmap, "__reduce__", refuse, raising=False)
-        remote = simulate(alg, on_disk, 4, clients=ray_clients(shards=2), **kwargs)
+        remote = simulate(alg, on_disk, 4, **kwargs,
+                          options=RunOptions(clients=ray_clients(shards=2)))
     assert_same_run_bitwise(remote, local)
 
 
@@ -340,7 +341,7 @@ def test_an_actor_failing_to_read_its_rows_stops_the_run_with_its_reason(joined,
 
     monkeypatch.setattr(module, "shard_problem", elsewhere)
     with pytest.raises(Exception, match=r"cannot read .*gone.*features\.npy"):
-        simulate(alg, on_disk, 1, clients=ray_clients(shards=2))
+        simulate(alg, on_disk, 1, options=RunOptions(clients=ray_clients(shards=2)))
 
 
 @pytest.mark.parametrize("on_disk", [False, True])

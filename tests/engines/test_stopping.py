@@ -14,6 +14,7 @@ from fedcomp import (
     ALGORITHMS,
     ConvergenceWarning,
     EarlyStopping,
+    RunOptions,
     load_results,
     simulate,
     solve_reference,
@@ -42,8 +43,8 @@ def test_a_run_stops_at_the_first_row_below_tol_and_is_near_the_solution():
 @pytest.mark.parametrize("stop", ["prox_grad_norm", "relative_change"])
 def test_every_stopping_measure_stops_a_run(stop):
     p = make_problem("logistic")
-    run = simulate(za1(client_lr=0.5, local_steps=2), p, 3000, tol=1e-8, stop=stop,
-                   eval_every=5, metrics=[])
+    run = simulate(za1(client_lr=0.5, local_steps=2), p, 3000, tol=1e-8, eval_every=5, metrics=[],
+                   options=RunOptions(stop=stop))
     assert run.status == "converged" and run.history[-1][stop] <= 1e-8
     assert all(row[stop] > 1e-8 for row in run.history[:-1])
 
@@ -65,8 +66,10 @@ def test_a_budget_that_ends_first_warns_with_scikit_learns_class():
     (dict(on_divergence="ignore"), "on_divergence"), (dict(callbacks=[3]), "callbacks"),
 ])
 def test_bad_stopping_arguments_name_the_value(kwargs, match):
+    options = {k: kwargs.pop(k) for k in ("stop", "on_divergence", "callbacks") if k in kwargs}
     with pytest.raises(ValueError, match=match):
-        simulate(fedavg(), make_problem("logistic"), 3, **kwargs)
+        simulate(fedavg(), make_problem("logistic"), 3, **kwargs,
+                 options=RunOptions(**options))
 
 
 def test_a_callback_stops_a_run_and_early_stopping_waits_its_patience():
@@ -77,21 +80,25 @@ def test_a_callback_stops_a_run_and_early_stopping_waits_its_patience():
         seen.append((view.round, view.algorithm, view.row["round"]))
         return view.round >= 6
 
-    run = simulate(fedavg(0.5, 2), p, 20, eval_every=2, callbacks=at_six, metrics=[])
+    run = simulate(fedavg(0.5, 2), p, 20, eval_every=2, metrics=[],
+                   options=RunOptions(callbacks=at_six))
     assert run.status == "stopped" and run.n_rounds == 6
     assert seen == [(r, "fedavg", r) for r in (0, 2, 4, 6)]
     # no row improves on round 0's objective by min_delta = 1
     stop = EarlyStopping("objective", patience=3, min_delta=1.0)
-    run = simulate(fedavg(0.1, 1), p, 50, callbacks=[stop], metrics=["objective"])
+    run = simulate(fedavg(0.1, 1), p, 50, metrics=["objective"],
+                   options=RunOptions(callbacks=[stop]))
     assert run.status == "stopped" and run.n_rounds == 3
     with pytest.raises(KeyError, match="add it to metrics"):
-        simulate(fedavg(0.5, 1), p, 5, callbacks=[EarlyStopping("accuracy")], metrics=[])
+        simulate(fedavg(0.5, 1), p, 5, metrics=[],
+                 options=RunOptions(callbacks=[EarlyStopping("accuracy")]))
 
 
 def test_a_diverging_run_returns_its_rows_with_status_diverged():
     p = make_problem("least_squares")
     with pytest.warns(RuntimeWarning, match=r"in round \d+ .*status 'diverged'"):
-        run = simulate(fedavg(client_lr=50.0, local_steps=2), p, 50, max_norm=1e6, metrics=[])
+        run = simulate(fedavg(client_lr=50.0, local_steps=2), p, 50, metrics=[],
+                       options=RunOptions(max_norm=1e6))
     assert run.status == "diverged" and 0 < run.n_rounds < 50
     assert [row["round"] for row in run.history] == list(range(run.n_rounds))
 
@@ -99,9 +106,9 @@ def test_a_diverging_run_returns_its_rows_with_status_diverged():
 def test_to_frame_round_trips_results_csv(tmp_path):
     p = make_problem("logistic")
     logger = CSVLogger(tmp_path / "results.csv")
-    run = simulate(make_algorithm("fedmid", client_lr=0.3, local_steps=2), p, 6,
-                   logger=logger, tags={"algorithm": "fedmid", "seed": 0}, tol=1e-3,
-                   metrics=["objective", "optimality", "nnz"])
+    run = simulate(make_algorithm("fedmid", client_lr=0.3, local_steps=2), p, 6, tol=1e-3,
+                   metrics=["objective", "optimality", "nnz"],
+                   options=RunOptions(logger=logger, tags={"algorithm": "fedmid", "seed": 0}))
     logger.close()
     frame = run.to_frame()
     assert list(frame.columns)[:3] == ["algorithm", "seed", "round"]

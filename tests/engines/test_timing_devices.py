@@ -157,8 +157,7 @@ def test_the_runtime_waits_for_the_device_once_a_round(monkeypatch):
 
     waited = []
     monkeypatch.setattr(_simulate, "wait_for", lambda like, result=None: waited.append(result))
-    simulate(make_algorithm("fedmid", client_lr=0.1, local_steps=2), toy.tiny_problem(), 4,
-             progress=False)
+    simulate(make_algorithm("fedmid", client_lr=0.1, local_steps=2), toy.tiny_problem(), 4)
     assert len(waited) == 4 and all(w is not None for w in waited)
 
 

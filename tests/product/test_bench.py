@@ -1,4 +1,4 @@
-"""The benchmark's functions at tiny sizes, and ``simulate(client_state="disk")``.
+"""The benchmark's functions at tiny sizes, and ``RunOptions(client_state="disk")``.
 
 No timing assertions: performance claims live in ``docs/BENCHMARKS.md``, not in tests.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedcomp import simulate
+from fedcomp import RunOptions, simulate
 from fedcomp.algorithms import make_algorithm
 from fedcomp.config import ConfigError
 from fedcomp.experiments import run_experiment, validate
@@ -90,7 +90,7 @@ def test_an_unknown_engine_is_named():
 def test_jax_round_equals_simulator(tiny):
     pytest.importorskip("jax")
     x_jax = bench.jax_za1(tiny)(3)
-    x_sim = simulate(bench._algorithm(), tiny, 3, metrics=[], progress=False).x
+    x_sim = simulate(bench._algorithm(), tiny, 3, metrics=[]).x
     np.testing.assert_allclose(x_jax, x_sim, rtol=0, atol=1e-10)
 
 
@@ -100,8 +100,8 @@ def test_jax_round_equals_simulator(tiny):
 ])
 def test_disk_states_equal_memory_states(tiny, tmp_path, name, params, per_round):
     def run(**kw):
-        return simulate(make_algorithm(name, **params), tiny, 4, client_block=3, metrics=[],
-                        clients_per_round=per_round, progress=False, **kw)
+        return simulate(make_algorithm(name, **params), tiny, 4, metrics=[],
+                        clients_per_round=per_round, options=RunOptions(client_block=3, **kw))
 
     memory = run()
     disk = run(client_state="disk", state_dir=tmp_path)
@@ -116,7 +116,7 @@ def test_disk_states_equal_memory_states(tiny, tmp_path, name, params, per_round
 
 def test_client_state_is_checked(tiny):
     with pytest.raises(ValueError, match="client_state"):
-        simulate(bench._algorithm(), tiny, 1, client_state="ram", metrics=[])
+        simulate(bench._algorithm(), tiny, 1, metrics=[], options=RunOptions(client_state="ram"))
 
 
 def test_config_client_state_disk_gives_the_same_results(tmp_path):

@@ -355,7 +355,7 @@ def test_nodes_start_from_the_x0_given_to_simulate(task_identity, tmp_path, algo
 
     from fedcomp.flower import FlowerClients
     from fedcomp.flower._server import connect_nodes
-    from fedcomp.runtime import simulate
+    from fedcomp.runtime import RunOptions, simulate
 
     cfg = validate(small_config(algorithm, **params))
     problem = build_problem(cfg, 3)  # the data of run seed 3, which the nodes draw too
@@ -368,7 +368,7 @@ def test_nodes_start_from_the_x0_given_to_simulate(task_identity, tmp_path, algo
 
     def run(**executor):
         return simulate(make_algorithm(algorithm, **params), problem, 3, x0=x0, batch_size=10,
-                        seed=3, metrics=["objective"], **executor)
+                        seed=3, metrics=["objective"], options=RunOptions(**executor))
 
     flower, sim = run(clients=clients), run()
     assert sum(grid.trained.values()) >= 3

@@ -115,7 +115,7 @@ def simulator_run(algorithm, features, labels, regularizer, clients_per_round, r
     problem = Problem(Logistic(l2=0.05), regularizer, ClientData.from_lists(features, labels),
                       weighting=weighting)
     return simulate(algorithm, problem, rounds=rounds, clients_per_round=clients_per_round,
-                    batch_size=BATCH, seed=SEED, progress=False)
+                    batch_size=BATCH, seed=SEED)
 
 
 def strategy_run(algorithm, features, labels, regularizer, clients_per_round,
@@ -374,8 +374,7 @@ def test_the_documented_app_on_a_localhost_deployment_gives_the_simulators_itera
     # the same run in the simulator: the documented algorithm, problem and settings
     problem = Problem(Logistic(), L1(1e-3), ClientData.from_lists(features, labels))
     algorithm = make_algorithm("feddr", eta=2.0, alpha=1.5, client_lr=0.3, local_steps=3)
-    run = simulate(algorithm, problem, rounds=3, clients_per_round=2, batch_size=10, seed=0,
-                   progress=False)
+    run = simulate(algorithm, problem, rounds=3, clients_per_round=2, batch_size=10, seed=0)
     model = np.load(tmp_path / "model.npy")
     assert np.abs(model).max() > 1e-3  # it trained
     np.testing.assert_allclose(model, np.asarray(run.x), rtol=0, atol=1e-12)

@@ -152,7 +152,7 @@ def test_a_nan_start_is_named_not_blamed_on_the_step():
     x0[2] = np.nan
     with pytest.raises(ValueError, match=r"x0 has 1 NaN or infinite entries \(the first at "
                                          r"flat index 2\)"):
-        simulate(za1(), problem, rounds=2, x0=x0, progress=False)
+        simulate(za1(), problem, rounds=2, x0=x0)
 
 
 @pytest.mark.parametrize("build, message", [

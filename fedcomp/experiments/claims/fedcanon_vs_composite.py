@@ -170,7 +170,7 @@ def _best_times(problem: Any, specs: tuple[Any, ...], methods: tuple[str, ...],
                 ) -> tuple[dict[str, float], dict[str, int]]:
     """Fastest ``wall_s`` of ``repeats`` runs per method and its prox evaluations."""
     from ...algorithms import make_algorithm
-    from ...runtime import NonFiniteError, simulate
+    from ...runtime import NonFiniteError, RunOptions, simulate
 
     by_name = {spec.name: spec for spec in specs}
     times = dict.fromkeys(methods, float("inf"))
@@ -186,7 +186,8 @@ def _best_times(problem: Any, specs: tuple[Any, ...], methods: tuple[str, ...],
                 continue
             try:
                 run = simulate(make_algorithm(name, **params), problem, rounds, metrics=[],
-                               eval_every=rounds, progress=False, on_divergence="raise")
+                               eval_every=rounds, options=RunOptions(progress=False,
+                                                                     on_divergence="raise"))
             except NonFiniteError:
                 # a method that diverges has no training time: it stays at inf (the verdict
                 # counts it as the slowest), and the run that called this still finishes
