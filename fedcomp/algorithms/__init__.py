@@ -9,16 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._base import (
-    ClientContext,
-    EmptyState,
-    FederatedAlgorithm,
-    Recipe,
-    ServerContext,
-    Step,
-    recipe_of,
-    transformed,
-)
+from ._base import ClientContext, EmptyState, FederatedAlgorithm, ServerContext
 from ._catalog import (
     ALGORITHMS,
     DECENTRALIZED,
@@ -29,6 +20,7 @@ from ._catalog import (
 from ._compressed import compressed
 from ._decentralized import DecentralizedAlgorithm, NodeContext
 from ._private import private
+from ._recipe import Recipe, Step, recipe_of, transformed
 from ._transforms import TRANSFORMS, apply_transforms, display_name
 from .c_fedda import c_fedda
 from .compressed_scaffnew import compressed_scaffnew

@@ -59,6 +59,7 @@ from ..oracle import Oracle
 
 if TYPE_CHECKING:
     from ..regularizers import Regularizer
+    from ._recipe import Recipe
 
 
 #: The field of a message holding its exact encoded size in bits (per row of an upload).
@@ -239,68 +240,6 @@ def _ready(setup: SetupContext) -> None:
     return None
 
 
-class Step(NamedTuple):
-    """One transform applied to an algorithm: its name in the transforms registry
-    (:data:`fedcomp.algorithms.TRANSFORMS`) and the parameters it was applied with."""
-
-    transform: str
-    params: dict[str, Any]
-
-
-class Recipe(NamedTuple):
-    """What an algorithm is: a registered base algorithm with its hyperparameters, and the
-    transforms applied to it, innermost first.
-
-    The record a Flower node rebuilds the algorithm from
-    (:func:`fedcomp.algorithms.rebuild_algorithm`); :meth:`to_json` and :meth:`from_json`
-    carry it as plain JSON values. The display name (``dp_fedavg``) is the transforms'
-    renaming of the base name and says nothing the recipe does not.
-
-    Examples
-    --------
-    >>> from fedcomp.algorithms import ditto, fedmid, recipe_of
-    >>> recipe = recipe_of(ditto(fedmid(client_lr=0.1), lam=0.5))
-    >>> recipe.base, [step.transform for step in recipe.transforms]
-    ('fedmid', ['ditto'])
-    >>> Recipe.from_json(recipe.to_json()) == recipe
-    True
-    """
-
-    base: str
-    params: dict[str, Any]
-    transforms: tuple[Step, ...] = ()
-
-    def then(self, transform: str, params: dict[str, Any]) -> Recipe:
-        """This recipe with ``transform`` applied last."""
-        return self._replace(transforms=(*self.transforms, Step(transform, dict(params))))
-
-    def to_json(self) -> dict[str, Any]:
-        """The recipe as JSON values (``{"base", "params", "transforms": [[name, params]]}``)."""
-        return {"base": self.base, "params": self.params,
-                "transforms": [[step.transform, step.params] for step in self.transforms]}
-
-    @classmethod
-    def from_json(cls, value: Any) -> Recipe:
-        """The recipe :meth:`to_json` wrote; a ``ValueError`` naming what is missing."""
-        try:
-            return cls(str(value["base"]), dict(value["params"]),
-                       tuple(Step(str(name), dict(params))
-                             for name, params in value.get("transforms", ())))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ValueError(f"not an algorithm recipe: {value!r} ({type(exc).__name__}: "
-                             f"{exc}); expected {{'base': name, 'params': {{...}}, "
-                             "'transforms': [[name, {...}], ...]}, what Recipe.to_json "
-                             "writes") from None
-
-
-def recipe_of(algorithm: Any) -> Recipe:
-    """The :class:`Recipe` of ``algorithm``: the one its transforms recorded, else (an
-    algorithm as its factory built it) its name and hyperparameters."""
-    recipe = getattr(algorithm, "recipe", None)
-    return recipe if recipe is not None else Recipe(algorithm.name,
-                                                    dict(algorithm.hyperparameters))
-
-
 #: What the runner suggests when an algorithm's iterates blow up (overridable per algorithm).
 STEP_HINT = "try a smaller step (client_lr / server_lr)"
 
@@ -329,24 +268,13 @@ class FederatedAlgorithm(NamedTuple):
     #: or ``None``: the runner checks those models for divergence as it checks the global
     #: one, since they never reach the server's model
     personal_field: str | None = None
-    #: What it is, when transforms wrapped it (:class:`Recipe`); ``None``: its factory
-    #: built it, it is its name and hyperparameters (:func:`recipe_of`)
+    #: What it is, when transforms wrapped it (:class:`~fedcomp.algorithms.Recipe`);
+    #: ``None``: its factory built it, it is its name and hyperparameters
+    #: (:func:`~fedcomp.algorithms.recipe_of`)
     recipe: Recipe | None = None
 
     def __repr__(self) -> str:
         return algorithm_repr(self)
-
-
-def transformed(algorithm: FederatedAlgorithm, transform: str, params: dict[str, Any],
-                **fields: Any) -> FederatedAlgorithm:
-    """``algorithm`` with ``fields`` replaced (its functions, name, hyperparameters), its
-    recipe recording ``transform`` applied with ``params``: how every transform of
-    :data:`fedcomp.algorithms.TRANSFORMS` returns the algorithm it wraps.
-
-    ``params`` are JSON values, the keyword arguments with which the transform's entry
-    rebuilds it (:func:`fedcomp.algorithms.rebuild_algorithm`).
-    """
-    return algorithm._replace(recipe=recipe_of(algorithm).then(transform, params), **fields)
 
 
 def replicate(x: Array, n: int) -> Array:

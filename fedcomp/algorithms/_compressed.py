@@ -35,8 +35,8 @@ from ._base import (
     ServerContext,
     SetupContext,
     check_flag,
-    transformed,
 )
+from ._recipe import transformed
 
 #: The client-state field holding EF21's estimate ``g_i`` of the client's upload.
 EF21_FIELD = "ef21"

@@ -27,9 +27,9 @@ from ._base import (
     ServerContext,
     SetupContext,
     check_flag,
-    transformed,
 )
 from ._catalog import REGISTRY
+from ._recipe import transformed
 
 #: The algorithms whose uploads are a model or an update, by name: each upload field and
 #: the broadcast field it is the new value of (``None``: the field is already a change) —

@@ -1,6 +1,6 @@
 """The transforms: wrappers that turn an algorithm into another, one registry entry each.
 
-A wrapped algorithm is its :class:`~fedcomp.algorithms._base.Recipe`: a registered base
+A wrapped algorithm is its :class:`~fedcomp.algorithms.Recipe`: a registered base
 algorithm with its hyperparameters and the transforms applied to it, in order. Each
 transform is a :class:`~fedcomp._registry.TransformEntry` of :data:`TRANSFORMS` with its
 own traits: the values it reads on the host inside a round (the compiled engine's
@@ -15,10 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from .._registry import HostValue, Registry, TransformEntry
-from ._base import Recipe
 from ._catalog import BOTH, CLIENT
 from ._compressed import compress
 from ._private import dp_name, private
+from ._recipe import Recipe
 from .ditto import ditto, ditto_name
 
 #: Hash-keyed draws: the compressor's per (round, client), the privacy noise's per round.

@@ -40,9 +40,9 @@ from ._base import (
     ServerContext,
     SetupContext,
     check_local_steps,
-    transformed,
 )
 from ._personal import check_personal_lr, ready_step, resolve_personal_lr
+from ._recipe import transformed
 
 #: The client-state field holding the personal models, and the broadcast field with ``w^t``.
 PERSONAL, GLOBAL = "personal", "global_model"
