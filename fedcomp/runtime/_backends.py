@@ -133,7 +133,13 @@ def _jax_like(dtype: str = "float64", device: str = ANY_DEVICE) -> Any:
 
 
 def _auto_like(dtype: str = "float64", device: str = "auto") -> Any:
-    """``auto`` has no array of its own: :func:`resolve_backend` picks a backend first."""
+    """``auto`` has no array of its own: :func:`resolve_backend` picks a backend first.
+
+    Parameters
+    ----------
+    dtype, device : str
+        Unused: every backend's factory takes them (:meth:`BackendEntry.like`).
+    """
     raise ValueError("backend 'auto' is resolved to a backend first: resolve_backend('auto', "
                      "network=...)")
 
