@@ -208,3 +208,20 @@ def test_a_configuration_entry_applies_its_transforms_in_one_stage():
     assert spec.execution == "rounds"
     # before a problem exists (a check of the entry's hyperparameters): no privacy yet
     assert [s.transform for s in spec.recipe().transforms] == ["compress"]
+
+
+def test_a_flower_server_sends_the_recipe_its_nodes_rebuild():
+    pytest.importorskip("flwr")
+    from fedcomp.flower._server import FlowerRunError, portable_recipe
+
+    setup = setup_context(toy.tiny_problem())
+    algorithm = ditto(compressed(fedmid(client_lr=0.05), QSGD(levels=4)), lam=0.3)
+    algorithm = algorithm.prepare(setup)  # the personal step resolved, as the server sends it
+    sent = portable_recipe(algorithm, setup)  # the train message's "recipe"
+    assert json.loads(sent) == json.loads(json.dumps(recipe_of(algorithm).to_json()))
+    assert rebuild_algorithm(json.loads(sent)).hyperparameters == algorithm.hyperparameters
+    # an algorithm no registry knows cannot travel: one error naming it and why
+    mine = fedavg()._replace(name="mine")
+    with pytest.raises(FlowerRunError, match=r"mine: its recipe .* does not rebuild it on a "
+                                             r"node \(unknown algorithm 'mine'"):
+        portable_recipe(mine, setup)
