@@ -32,7 +32,7 @@ from .._array import asarray_like
 from ..algorithms import rebuild_algorithm
 from ..algorithms._base import setup_context
 from ..oracle import Counters
-from ..runtime._clients import ClientSettings, LocalClients, _gather
+from ..runtime._clients import ClientSettings, LocalClients, gather_states
 from ..runtime._round import counted_prox
 from ._codec import decode, encode
 from ._data import NodeData, load_node_data
@@ -164,7 +164,7 @@ def _initial_states(msg: Message, template: Any, like: Any, run: str) -> Any:
                          f"('{INITIAL_KEY}' record): the server runs an older fedcomp; run "
                          "the same fedcomp version on the server and the SuperNodes")
     row = decode(msg.content.array_records[INITIAL_KEY], like, type(template))
-    return _gather(row, np.zeros(template[0].shape[0], dtype=np.int64))
+    return gather_states(row, np.zeros(template[0].shape[0], dtype=np.int64))
 
 
 def handle_train(msg: Message, context: Context) -> Message:

@@ -35,7 +35,7 @@ from flwr.serverapp import Grid, ServerApp
 from .._array import take_rows
 from ..algorithms._base import message_floats
 from ..config import to_jsonable
-from ..runtime._clients import _concat, _gather
+from ..runtime._clients import concat_uploads, gather_states
 from ._client import CONFIG_KEY, INITIAL_KEY, MESSAGE_KEY
 from ._codec import encode
 from ._replies import BadReply, checked_uploads
@@ -243,7 +243,7 @@ class FlowerClients:
         if fresh and len(self.initial_states):
             # the node's clients start from init(x⁰), whose rows are all alike: send one
             first = np.asarray(self._partition(node_id)[:1], dtype=np.int64)
-            content[INITIAL_KEY] = encode(_gather(self.initial_states, first))
+            content[INITIAL_KEY] = encode(gather_states(self.initial_states, first))
         return Message(content, dst_node_id=node_id, message_type=MessageType.TRAIN,
                        group_id=f"{self.run}/round{round_}")
 
@@ -292,7 +292,7 @@ class FlowerClients:
             for k, c in enumerate(ids):
                 order[position[c]] = start + k
             start += len(ids)
-        stacked = _concat(parts)
+        stacked = concat_uploads(parts)
         if not np.array_equal(order, np.arange(len(order))):
             stacked = type(stacked)(*(take_rows(f, order) for f in stacked))
         if self.log is not None:

@@ -70,7 +70,7 @@ from ..runtime._checks import (
     is_int,
     norm_limit_of,
 )
-from ..runtime._clients import _concat, _gather
+from ..runtime._clients import concat_uploads, gather_states
 from ..runtime._round import count_downloads, counted_prox, server_step
 from ..runtime._stopping import NonFiniteError
 from ._client import CONFIG_KEY, INITIAL_KEY, MESSAGE_KEY
@@ -425,7 +425,7 @@ class Strategy(FlowerStrategy):
         content = RecordDict({MESSAGE_KEY: record, CONFIG_KEY: spec, "config": config})
         if client not in self.trained and len(self.initial_states):
             # the client starts from init(x⁰), whose rows are all alike: send one
-            content[INITIAL_KEY] = encode(_gather(self.initial_states,
+            content[INITIAL_KEY] = encode(gather_states(self.initial_states,
                                                   np.array([client], dtype=np.int64)))
         return Message(content, dst_node_id=self.nodes[client],
                        message_type=MessageType.TRAIN, group_id=f"{self.run}/round{round_}")
@@ -471,7 +471,7 @@ class Strategy(FlowerStrategy):
             for key, value in counted.items():
                 setattr(self.counters, key, getattr(self.counters, key) + value)
             self.trained.add(c)
-        return _concat(parts)
+        return concat_uploads(parts)
 
     @contextlib.contextmanager
     def _naming(self, client: int, where: str) -> Iterator[None]:

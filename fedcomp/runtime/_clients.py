@@ -71,7 +71,7 @@ def cache_block_size(problem: Problem, batch_size: int | None = None) -> int:
     return int(max(1, min(problem.n_clients, target // max(per_client, 1))))
 
 
-def _blocks(participants: np.ndarray, block_size: int) -> list[slice | np.ndarray]:
+def client_blocks(participants: np.ndarray, block_size: int) -> list[slice | np.ndarray]:
     """Split distinct participant ids (sorted by the runners; a Flower node's rows follow
     its own order) into blocks; runs of consecutive increasing ids become slices (no data
     copy)."""
@@ -86,7 +86,7 @@ def _blocks(participants: np.ndarray, block_size: int) -> list[slice | np.ndarra
     return out
 
 
-def _gather(states: Any, clients: slice | np.ndarray) -> Any:
+def gather_states(states: Any, clients: slice | np.ndarray) -> Any:
     if len(states) == 0:
         return states
     if isinstance(clients, slice):
@@ -94,7 +94,7 @@ def _gather(states: Any, clients: slice | np.ndarray) -> Any:
     return type(states)(*(take_rows(f, clients) for f in states))
 
 
-def _concat(parts: list[Any]) -> Any:
+def concat_uploads(parts: list[Any]) -> Any:
     first = parts[0]
     if len(first) == 0:
         return first
@@ -144,7 +144,7 @@ class _Stacked:
 
     def result(self) -> Any:
         if self.fields is None:
-            return _concat(self.parts)
+            return concat_uploads(self.parts)
         return self.kind(*self.fields)
 
 
@@ -226,12 +226,12 @@ class LocalClients:
         """``participants`` are rows of ``problem`` (the client ids unless on a shard)."""
         problem, s = self.problem, self.settings
         uploads, new_states = _Stacked(len(participants)), _Stacked(len(participants))
-        for block in _blocks(participants, s.block_size):
+        for block in client_blocks(participants, s.block_size):
             ids = None if self.shard is None else self.shard[0][block]
             oracle = Oracle(problem, block, round_, s.seed, s.batch_size, self.counters,
                             client_ids=ids)
             ctx = self._context(oracle, block, round_)
-            gathered = _gather(self.client_states, block)
+            gathered = gather_states(self.client_states, block)
             if self.on_disk:  # one block in memory at a time; nothing aliases the files
                 gathered = type(gathered)(*(np.array(f) for f in gathered))
             upload, states = self.algorithm.client_update(message, gathered, ctx)

@@ -301,9 +301,9 @@ class CompiledEngine:
 
     def _step(self, server_state: Any, round_: int, participants: np.ndarray
               ) -> tuple[Any, Any]:
-        from ._clients import _blocks
+        from ._clients import client_blocks
 
-        blocks = _blocks(participants, self.clients.settings.block_size)
+        blocks = client_blocks(participants, self.clients.settings.block_size)
         if len(blocks) == 1:
             start, stop, key = _block_key(blocks[0])
             clients = self.clients

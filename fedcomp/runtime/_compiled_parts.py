@@ -206,10 +206,10 @@ class CompiledClients:
         return upload, new, log
 
     def run_round(self, round_: int, message: Any, participants: np.ndarray) -> Any:
-        from ._clients import _blocks, _concat
+        from ._clients import client_blocks, concat_uploads
 
         uploads = []
-        for block in _blocks(participants, self.settings.block_size):
+        for block in client_blocks(participants, self.settings.block_size):
             start, stop, key = _block_key(block)
             ids = _bounded(self.ids, key, functools.partial(_device_ids, block))
             out = self.part(round_, message, self.client_states, ids, self.arrays,
@@ -220,7 +220,7 @@ class CompiledClients:
             upload, self.client_states = out
             uploads.append(upload)
             _add(self.counters, self.delta(key, block, round_, self.part.low))
-        return _concat(uploads)
+        return concat_uploads(uploads)
 
     def run_eager(self, round_: int, message: Any, participants: np.ndarray | slice) -> Any:
         """One call of ``client_update`` run eagerly (the NumPy engine's executor)."""

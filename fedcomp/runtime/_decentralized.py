@@ -37,7 +37,7 @@ from ..oracle import Counters, Oracle
 from ..problem import Problem
 from ..topology import Topology
 from ._checks import check_divergence, check_run_args, norm_limit_of
-from ._clients import _blocks, _concat, _gather
+from ._clients import client_blocks, concat_uploads, gather_states
 from ._recording import Recorder
 from ._round import counted_prox
 from ._simulate import RunResult, resolve_block_size
@@ -264,9 +264,9 @@ def simulate_decentralized(
         if stopped:
             break
         tic = time.perf_counter()
-        parts = [algorithm.local_update(_gather(states, block), context(block, r))
-                 for block in _blocks(everyone, block_size)]
-        states = algorithm.gossip(_concat(parts), mix, r)
+        parts = [algorithm.local_update(gather_states(states, block), context(block, r))
+                 for block in client_blocks(everyone, block_size)]
+        states = algorithm.gossip(concat_uploads(parts), mix, r)
         if algorithm.after_gossip is not None:
             states = algorithm.after_gossip(states, prox)
         wait_for(like, states)  # the GPU's queued round, not its dispatch

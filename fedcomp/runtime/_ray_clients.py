@@ -36,7 +36,7 @@ from ..algorithms._base import FederatedAlgorithm
 from ..data._checks import whole_npy_file
 from ..oracle import Counters
 from ..problem import Problem
-from ._clients import ClientSettings, LocalClients, _concat
+from ._clients import ClientSettings, LocalClients, concat_uploads
 from ._ray_address import check_ray_address, ray_address
 from ._round import counted_prox
 
@@ -232,7 +232,7 @@ class RayClients:
             parts.append(upload)
             for key, value in counts.items():
                 setattr(self.counters, key, getattr(self.counters, key) + value)
-        stacked = _concat(parts)  # in sorted-id order: back to the participants' order
+        stacked = concat_uploads(parts)  # in sorted-id order: back to the participants' order
         if not np.array_equal(order, np.arange(len(order))):
             back = np.argsort(order, kind="stable")
             stacked = type(stacked)(*(take_rows(f, back) for f in stacked))
@@ -245,7 +245,7 @@ class RayClients:
     @property
     def client_states(self) -> Any:
         """Every client's state, gathered from the actors (for :class:`RunResult`)."""
-        return _concat(self.ray.get([a.states.remote() for a in self.actors]))
+        return concat_uploads(self.ray.get([a.states.remote() for a in self.actors]))
 
     def close(self) -> None:
         """End the actors (and the Ray instance when this executor started it)."""

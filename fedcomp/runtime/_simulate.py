@@ -133,7 +133,7 @@ def resolve_block_size(client_block: Any, problem: Problem, batch_size: int | No
 def _sampled(sampling: Any, round_: int, n_clients: int) -> np.ndarray:
     """The client ids a user's ``sampling(round_)`` picks, checked and sorted.
 
-    Sorted because blocks are cut from sorted ids (:func:`_blocks` turns a run of
+    Sorted because blocks are cut from sorted ids (:func:`client_blocks` turns a run of
     consecutive ids into a slice), and so that the order a schedule lists its clients in
     never changes the results.
     """
