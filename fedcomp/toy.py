@@ -101,7 +101,7 @@ def tiny_run(algorithm: Any, rounds: int = 20, seed: int = 0) -> float:
     >>> print(f"{tiny_run(fedmid(client_lr=0.1, local_steps=2)):.3f}")
     0.250
     """
-    from .algorithms import DecentralizedAlgorithm, execution_of
+    from .algorithms import DecentralizedAlgorithm
     from .runtime import simulate, simulate_async, simulate_decentralized
     from .runtime._options import split_options
     from .topology import ring
@@ -113,7 +113,7 @@ def tiny_run(algorithm: Any, rounds: int = 20, seed: int = 0) -> float:
     if isinstance(algorithm, DecentralizedAlgorithm):
         result = simulate_decentralized(algorithm, problem, ring(problem.n_clients), rounds,
                                         **quiet)
-    elif execution_of(algorithm.name) == "async":
+    elif algorithm.execution == "async":  # its own fact: a wrapped or a user's one too
         result = simulate_async(algorithm, problem, rounds, **quiet)
     else:
         own, options = split_options(quiet)

@@ -82,16 +82,6 @@ PERSONALIZATION_KEYS = ("name", "lam", "personal_steps", "personal_lr")
 COMPRESSOR_KEYS = ("name", "ef21")
 
 
-def execution_of(name: str) -> str:
-    """The engine an algorithm runs on: ``"rounds"``, ``"async"`` or ``"decentralized"``.
-
-    A static fact of the algorithm registry: nothing is built to learn it.
-    """
-    from ..algorithms import execution_of as registered
-
-    return registered(name)
-
-
 def _check_table(value: Any, key: str, example: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ConfigError(f"{key} must be a table such as {example} (got {value!r})")
@@ -444,6 +434,8 @@ def _check_client_state(cfg: dict[str, Any]) -> None:
         raise ConfigError("client_state = 'disk' keeps NumPy client states in memory-mapped "
                           f"files: use backend = {keeps} (not {cfg['backend']!r} or a "
                           "network), or client_state = 'memory'")
+    from ..algorithms import execution_of
+
     other_engines = [entry["name"] for entry in cfg["algorithms"]
                      if execution_of(entry["name"]) != "rounds"]
     if other_engines:

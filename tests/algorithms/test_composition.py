@@ -225,3 +225,10 @@ def test_a_flower_server_sends_the_recipe_its_nodes_rebuild():
     with pytest.raises(FlowerRunError, match=r"mine: its recipe .* does not rebuild it on a "
                                              r"node \(unknown algorithm 'mine'"):
         portable_recipe(mine, setup)
+
+
+def test_a_wrapped_algorithm_runs_where_its_engine_is_read():
+    """The engine is the algorithm's own fact (toy.tiny_run looked up 'dp_fedavg' by name)."""
+    wrapped = private(fedavg(client_lr=0.1), clip=1.0)
+    assert np.isfinite(toy.tiny_run(wrapped, rounds=3))
+    assert toy.tiny_run(wrapped, rounds=3) == toy.tiny_run(fedavg(client_lr=0.1), rounds=3)
