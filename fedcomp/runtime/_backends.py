@@ -2,8 +2,8 @@
 
 A backend names an array library, a floating dtype and a device, and says what follows from
 them for the runtime: whether the synchronous rounds compile (the jax engine), how the
-simulator cuts a round's participants into blocks (``"cache"``: blocks sized to the CPU's
-cache; ``"all"``: one block per round, as a GPU or a compiled call wants), whether client
+simulator cuts a round's participants into blocks (:data:`BlockPolicy`: CPU-cache-sized
+blocks, measured or by rule, or one block per round), whether client
 states may go to disk and whether a network runs there. A configuration names one
 (``backend = "cuda"``), :func:`resolve_backend` resolves it, :meth:`fedcomp.ClientData.to`
 moves data there and records the entry, and code reads the entry's fields, never array
@@ -27,7 +27,11 @@ import numpy as np
 
 from .._registry import Entry, Registry
 
-BlockPolicy = Literal["cache", "all"]
+#: How the simulator cuts a round into blocks of clients: ``"measured"``, CPU-cache-sized
+#: blocks measured once per machine and shape; ``"rule"``, sized by the cache rule (an
+#: engine whose per-block dispatch cost the measured gradient does not see: torch on a
+#: CPU); ``"all"``, one block per round (a GPU, or a compiled call that cuts its own).
+BlockPolicy = Literal["measured", "rule", "all"]
 
 #: An entry's ``device`` that matches every device of its library (jax's own choice).
 ANY_DEVICE = "default"
@@ -53,9 +57,8 @@ class BackendEntry(Entry):
         its GPU when present; it matches arrays on any device of the library).
     compiles : bool
         Synchronous rounds run under ``jax.jit`` (:mod:`fedcomp.runtime._compiled`).
-    block_policy : {"cache", "all"}
-        ``"cache"``: the simulator cuts a round into CPU-cache-sized blocks of clients;
-        ``"all"``: one block per round (a GPU, or a compiled call that cuts its own).
+    block_policy : {"measured", "rule", "all"}
+        How a round is cut into blocks of clients (:data:`BlockPolicy`).
     indexed : bool
         The name takes a device index, ``NAME:N`` (``cuda:1``).
     disk_states : bool
@@ -70,7 +73,7 @@ class BackendEntry(Entry):
     dtype: str = "float64"
     device: str = "cpu"
     compiles: bool = False
-    block_policy: BlockPolicy = "cache"
+    block_policy: BlockPolicy = "measured"
     indexed: bool = False
     disk_states: bool = False
     networks: bool = True
@@ -153,9 +156,9 @@ BACKENDS: Registry[BackendEntry] = Registry("backend", [
     BackendEntry("numpy", _numpy_like, "NumPy float64 on the host (linear models' default)",
                  disk_states=True),
     BackendEntry("torch", _torch_like, "PyTorch float32 on the CPU", extra="torch",
-                 library="torch", dtype="float32"),
+                 library="torch", dtype="float32", block_policy="rule"),
     BackendEntry("torch-float64", _torch_like, "PyTorch float64 on the CPU", extra="torch",
-                 library="torch"),
+                 library="torch", block_policy="rule"),
     BackendEntry("cuda", _torch_like, "PyTorch float32 on a GPU (cuda:N for the N-th)",
                  extra="torch", library="torch", dtype="float32", device="cuda",
                  block_policy="all", indexed=True),

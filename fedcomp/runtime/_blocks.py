@@ -63,11 +63,6 @@ CALL_LIMIT_S = 0.05
 #: The smallest block whose time per client is within this factor of the best wins.
 TOLERANCE = 1.05
 
-#: Engines (the ``library`` of :func:`measured_block_size`) whose CPU blocks follow the
-#: cache-size rule, never a measurement: torch's per-block dispatch cost, which the measured
-#: gradient does not see, outweighs what a smaller block saves in cache (module docstring).
-RULED = ("torch", "torch-float64")
-
 #: The most bytes of models (``B`` clients' parameters, one array of them) a CPU block
 #: holds: six clients of news20's width, every client of rcv1's.
 BLOCK_MODEL_BYTES = 64 * 2**20
@@ -233,21 +228,23 @@ def measure_block_size(problem: Any, batch_size: int | None, work: Any = None,
 
 
 def measured_block_size(problem: Any, batch_size: int | None, library: str,
-                        rule: Any = None, work: Any = None) -> int:
+                        rule: Any = None, work: Any = None, by_rule: bool = False) -> int:
     """Clients per block on a CPU: one block for a small population, the cache-size rule
-    for torch (:data:`RULED`), else the measured block (from the cache when this machine
+    where ``by_rule`` (a backend whose ``block_policy`` is ``"rule"``: torch's per-block
+    dispatch cost, which the measured gradient does not see, outweighs what a smaller block
+    saves in cache), else the measured block (from the cache when this machine
     measured this shape before).
 
     ``library`` names the engine in the cache's key (``"numpy"``, ``"jax-compiled"``, ...);
     ``work`` is that engine's work (:func:`per_client_seconds`); ``rule(problem,
-    batch_size)`` is the cache-size rule, used instead for the engines in :data:`RULED` and
-    for every engine when ``FEDCOMP_BLOCKS=rule``.
+    batch_size)`` is the cache-size rule, used instead ``by_rule`` and for every engine when
+    ``FEDCOMP_BLOCKS=rule``.
     """
     _, per_client = working_set(problem, batch_size)
     cap = model_cap(problem)
     if per_client * problem.n_clients <= SMALL_BYTES:
         return min(problem.n_clients, cap)
-    ruled = library in RULED or os.environ.get("FEDCOMP_BLOCKS", "measure") == "rule"
+    ruled = by_rule or os.environ.get("FEDCOMP_BLOCKS", "measure") == "rule"
     if ruled and rule is not None:
         return max(1, min(int(rule(problem, batch_size)), cap))
     key = f"{machine_key()}|{shape_key(problem, batch_size, library)}"

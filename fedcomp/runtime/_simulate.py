@@ -117,7 +117,8 @@ def auto_block_size(problem: Problem, batch_size: int | None = None) -> int:
         # one call per block whatever its size: on a GPU, and in the compiled (jax) engine,
         # which cuts measured sub-blocks inside its call on a CPU (sub_block_size)
         return problem.n_clients
-    return measured_block_size(problem, batch_size, entry.name, rule=cache_block_size)
+    return measured_block_size(problem, batch_size, entry.name, rule=cache_block_size,
+                               by_rule=entry.block_policy == "rule")
 
 
 def resolve_block_size(client_block: Any, problem: Problem, batch_size: int | None = None

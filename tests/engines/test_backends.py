@@ -69,7 +69,8 @@ def test_auto_picks_by_model_and_gpu_and_says_why():
     cpu = resolve_backend("auto", network=True, gpu_visible=lambda: False)
     assert (cpu.name, cpu.device) == ("torch", "cpu") and "no visible GPU" in cpu.reason
     assert BACKENDS.entry("cuda").block_policy == "all"
-    assert BACKENDS.entry("numpy").block_policy == "cache"
+    assert BACKENDS.entry("numpy").block_policy == "measured"
+    assert BACKENDS.entry("torch").block_policy == "rule"  # dispatch-bound: the cache rule
 
 
 def _config(backend: str) -> dict:

@@ -183,3 +183,24 @@ def test_torch_blocks_follow_the_cache_rule_not_a_measurement(cache_dir, monkeyp
     one = simulate(alg, on_torch, 2, metrics=[], seed=1, options=RunOptions(client_block=1))
     # the same draws; torch's batched products round by batch size in the last bits
     np.testing.assert_allclose(auto.x.numpy(), one.x.numpy(), rtol=0, atol=1e-13)
+
+
+def test_a_backend_declares_whether_its_blocks_follow_the_rule(cache_dir, monkeypatch):
+    """The cache rule is a trait of a backend's entry (``block_policy = "rule"``), not a
+    list of backend names: a stand-in NumPy backend that declares it gets the rule's block
+    where the built-in NumPy backend gets the measured one."""
+    from fedcomp.runtime._backends import BACKENDS, BackendEntry
+    from fedcomp.runtime._clients import cache_block_size
+
+    monkeypatch.setattr(_blocks, "measure_block_size", lambda p, b, work=None: 1)
+    entry = BACKENDS.register(BackendEntry(
+        "numpy-by-rule", lambda dtype, device: np.zeros(0, dtype=dtype),
+        "NumPy float64 cut by the cache rule", block_policy="rule"))
+    try:
+        problem = population()
+        ruled = Problem(problem.loss, problem.regularizer, problem.data.to(entry))
+        assert cache_block_size(ruled) > 1
+        assert auto_block_size(ruled) == cache_block_size(ruled)
+        assert auto_block_size(problem) == 1  # measured (here: patched)
+    finally:
+        BACKENDS.unregister("numpy-by-rule")
