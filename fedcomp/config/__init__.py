@@ -41,8 +41,8 @@ algorithms with their hyperparameters, and the run settings::
 
     streaming = true                   # fresh samples per minibatch (generators with a sampler)
     client_state = "disk"              # client states memory-mapped on disk, one block in RAM
-    backend = "jax"                    # numpy (default), torch, torch-float64, cuda, jax,
-                                       # jax-float32 (jax: the compiled engine)
+    backend = "jax"                    # numpy (default), torch, torch-float64, cuda, mps,
+                                       # jax, jax-float32 (jax: the compiled engine)
     x0 = { distribution = "normal", scale = 1.0, seed = "run" }   # default: "default"
 
     [readings.as_run]                  # another reading of the paper (fedcomp run --reading)

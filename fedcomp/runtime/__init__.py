@@ -4,6 +4,7 @@ asynchronous event-clock runner and the decentralized (gossip) runner."""
 from ..algorithms._base import SetupContext, setup_context
 from ._allocator import reuse_freed_memory
 from ._async import AsyncRunResult, simulate_async
+from ._backends import BACKENDS, BackendEntry, backend_for
 from ._checkpoint import Checkpoint
 from ._clock import ComputeTimes
 from ._compiled_fallback import JaxEngineWarning, NotCompilableError
@@ -15,10 +16,10 @@ from ._ray_clients import ray_clients
 from ._simulate import NonFiniteError, RunResult, auto_block_size, simulate
 from ._stopping import STOP_MEASURES, EarlyStopping, RunView, convergence_warning
 
-__all__ = ["STOP_MEASURES", "Checkpoint", "ConvergenceWarning", "EarlyStopping", "RunView",
+__all__ = ["BACKENDS", "BackendEntry", "STOP_MEASURES", "Checkpoint", "ConvergenceWarning", "EarlyStopping", "RunView",
            "AsyncRunResult", "ComputeTimes", "JaxCacheWarning", "JaxEngineWarning",
            "NonFiniteError", "NotCompilableError", "RunOptions", "RunResult", "SetupContext",
-           "auto_block_size", "consensus_error", "jax_like", "ray_clients",
+           "auto_block_size", "backend_for", "consensus_error", "jax_like", "ray_clients",
            "reuse_freed_memory", "setup_context", "simulate", "simulate_async",
            "simulate_decentralized"]
 
