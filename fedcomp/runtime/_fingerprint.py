@@ -26,7 +26,9 @@ from .._array import to_numpy
 #: The fingerprint's fields, in the order checked, with what each is where its name is not
 #: enough (for the message of a mismatch).
 FINGERPRINT_FIELDS = {
-    "algorithm": "", "hyperparameters": "", "loss": "", "regularizer": "", "n_classes": "",
+    "algorithm": "", "hyperparameters": "",
+    "transforms": "the wrappers (compress, ditto, dp) around the algorithm, in order",
+    "loss": "", "regularizer": "", "n_classes": "",
     "data": "a hash of the clients' arrays", "weighting": "the client weights",
     "minibatch": "how a minibatch draws samples", "sampler": "the streaming sampler",
     "seed": "", "participation": "the clients of each round", "batch_size": "",
@@ -128,6 +130,7 @@ def run_fingerprint(algorithm: Any, problem: Any, start: Any, *, seed: int,
     fingerprint = {
         "algorithm": algorithm.name,
         "hyperparameters": algorithm.hyperparameters,
+        **_transforms(algorithm),
         "loss": _text(problem.loss),
         "regularizer": _text(problem.regularizer),
         "n_classes": problem.n_classes,
@@ -144,6 +147,17 @@ def run_fingerprint(algorithm: Any, problem: Any, start: Any, *, seed: int,
         "start": _hash_arrays(start_arrays),
     }
     return json.loads(json.dumps(fingerprint, default=_plain))
+
+
+def _transforms(algorithm: Any) -> dict[str, Any]:
+    """``{"transforms": [[name, params], ...]}`` of a wrapped algorithm, in the order they
+    were applied, else ``{}``: dp around a compressed fedavg and a compressed dp fedavg
+    share their name and hyperparameters, not their iterates. Absent for an algorithm as its
+    factory built it, so its checkpoints of before this field still resume."""
+    from ..algorithms._recipe import recipe_of
+
+    steps = recipe_of(algorithm).to_json()["transforms"]
+    return {"transforms": steps} if steps else {}
 
 
 def first_difference(saved: Any, current: Any, name: str = "") -> tuple[str, Any, Any] | None:

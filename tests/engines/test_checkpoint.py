@@ -442,3 +442,32 @@ def test_any_edit_of_a_checkpoint_resumes_correctly_or_names_the_file(written, e
         assert str(bad) in str(error)
     else:  # an edit that changes nothing the resume reads (e.g. "format")
         assert [row["round"] for row in run.history] == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_checkpoint_of_the_same_wrappers_in_another_order_is_refused(tmp_path):
+    """dp around a compressed fedavg and a compressed dp fedavg share their name
+    (``dp_fedavg``) and hyperparameters, not their iterates: the fingerprint holds the
+    wrappers in the order they were applied."""
+    from fedcomp.algorithms import compressed
+    from fedcomp.compressors import make_compressor
+    from fedcomp.privacy import private
+
+    def dp_of_compressed():
+        return private(compressed(fedavg(0.3, 2), make_compressor("qsgd", levels=4)),
+                       clip=1.0, noise_multiplier=0.5)
+
+    def compressed_dp():
+        return compressed(private(fedavg(0.3, 2), clip=1.0, noise_multiplier=0.5),
+                          make_compressor("qsgd", levels=4))
+
+    assert dp_of_compressed().name == compressed_dp().name
+    assert dp_of_compressed().hyperparameters == compressed_dp().hyperparameters
+    p, path = make_problem("logistic"), tmp_path / "c.npz"
+    simulate(dp_of_compressed(), p, 2, metrics=[],
+             options=RunOptions(callbacks=[Checkpoint(path)]))
+    with pytest.raises(ValueError, match=r"another run: its transforms .* is .*compress.*dp"):
+        simulate(compressed_dp(), p, 4, metrics=[], options=RunOptions(resume_from=path))
+    resumed = simulate(dp_of_compressed(), p, 4, metrics=[],
+                       options=RunOptions(resume_from=path))
+    whole = simulate(dp_of_compressed(), p, 4, metrics=[])
+    np.testing.assert_array_equal(resumed.x, whole.x)
