@@ -419,8 +419,8 @@ def _check_extras(cfg: dict[str, Any]) -> None:
     if cfg["problem"]["loss"] == "torch_model":
         needs.append("torch")
         reasons.append("problem.loss = 'torch_model'")
-    elif backend_entry(cfg).extra:
-        needs.append(backend_entry(cfg).extra)
+    elif (extra := backend_entry(cfg).extra) is not None:
+        needs.append(extra)
         reasons.append(f"backend = {cfg['backend']!r}")
     check_installed(needs, f"config {cfg['name']!r} ({', '.join(reasons)})")
 
