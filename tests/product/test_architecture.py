@@ -138,6 +138,36 @@ def test_the_verdict_rules_read_results_not_runs():
     assert {m: graph[m] & forbidden for m in rules if graph[m] & forbidden} == {}
 
 
+def private_runtime_imports(root: Path = PACKAGE) -> dict[str, list[str]]:
+    """``{module: [private names]}``: the underscored names each module imports from a
+    module of ``fedcomp.runtime`` (``from ._simulate import _sampled``)."""
+    found: dict[str, list[str]] = {}
+    for name, (path, is_package) in modules(root).items():
+        package = name if is_package else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            target = node.module or ""
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                target = ".".join([*base, *([target] if target else [])])
+            private = [a.name for a in node.names
+                       if a.name.startswith("_") and not a.name.startswith("__")]
+            if target.startswith("fedcomp.runtime.") and target != name and private:
+                found.setdefault(name, []).extend(private)
+    return found
+
+
+def test_the_runners_use_the_runtimes_public_pieces():
+    """The runners (simulate, the asynchronous and gossip ones, Ray, Flower) share the
+    runtime's public pieces (runtime/_checks.py, the executor's block helpers), never each
+    other's privates; only the compiled engine's modules, one engine split in four, do."""
+    compiled = {f"fedcomp.runtime._compiled{part}"
+                for part in ("", "_parts", "_trace", "_fallback")}
+    assert {m: names for m, names in private_runtime_imports().items()
+            if m not in compiled} == {}
+
+
 def test_experiments_holds_the_pipeline_and_claims_the_paper_experiments():
     """experiments/ is the pipeline's stages (private modules) and the package that gathers
     them; every module of a paper's claim is in experiments/claims/."""
