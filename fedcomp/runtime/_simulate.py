@@ -243,48 +243,44 @@ def simulate(
     [0, 1, 2, 3]
     """
     opts = options_of(options)
-    client_block, compile, clients = opts.client_block, opts.compile, opts.clients
-    client_state, state_dir, sampling = opts.client_state, opts.state_dir, opts.sampling
-    compute_times, logger, progress, tags = (opts.compute_times, opts.logger, opts.progress,
-                                             opts.tags)
-    stop, callbacks, max_norm = opts.stop, opts.callbacks, opts.max_norm
-    on_divergence, resume_from, initial_states = (opts.on_divergence, opts.resume_from,
-                                                  opts.initial_states)
+    state_dir = opts.state_dir  # below: a temporary one where disk states name none
     check_run_args(problem, rounds, clients_per_round, batch_size, eval_every, seed)
-    check_compile(compile, problem.data.like, problem.data.sparse)
-    rule = StopRule(problem, tol, stop, callbacks, on_divergence,
+    check_compile(opts.compile, problem.data.like, problem.data.sparse)
+    rule = StopRule(problem, tol, opts.stop, opts.callbacks, opts.on_divergence,
                     hint=algorithm.divergence_hint)
     if algorithm.execution != "rounds":
         raise ValueError(f"{algorithm.name} runs on an event clock, not in rounds; use "
                          "fedcomp.runtime.simulate_async")
     # a custom sampling is checked round by round (below): it may well pick every client
-    setup = setup_context(problem, clients_per_round if sampling is None else None)
+    setup = setup_context(problem, clients_per_round if opts.sampling is None else None)
     algorithm = algorithm.prepare(setup) or algorithm
-    norm_limit = norm_limit_of(max_norm)
-    block_size = resolve_block_size(client_block, problem, batch_size)
+    norm_limit = norm_limit_of(opts.max_norm)
+    block_size = resolve_block_size(opts.client_block, problem, batch_size)
     x = problem.start_model(x0)
     server_state, client_states = algorithm.init(x, problem.n_clients)
     counters = Counters()
     recorder = Recorder(problem, rounds, eval_every=eval_every, metrics=metrics,
-                        reference=reference, logger=logger, tags=tags, progress=progress,
+                        reference=reference, logger=opts.logger, tags=opts.tags,
+                        progress=opts.progress,
                         label=algorithm.name)
     wall = 0.0
     sim_time = 0.0
     first = 0  # the first round to run (a resumed run's checkpoint round)
-    if initial_states is not None:
-        server_state, client_states = adopt_initial_states(initial_states, server_state,
+    if opts.initial_states is not None:
+        server_state, client_states = adopt_initial_states(opts.initial_states, server_state,
                                                            client_states)
-    if resume_from is not None or has_checkpoint(callbacks):
+    if opts.resume_from is not None or has_checkpoint(opts.callbacks):
         # what this run's checkpoints carry and a checkpoint it resumes from must match:
         # made once (a pass over the data), only by a run that checkpoints or resumes
         fingerprint = run_fingerprint(
             algorithm, problem, x, seed=seed, batch_size=batch_size,
-            clients_per_round=clients_per_round, sampling=sampling,
-            compute_times=compute_times,
-            initial_states=None if initial_states is None else (server_state, client_states))
-        bind_checkpoints(callbacks, recorder.history, fingerprint)
-    if resume_from is not None:
-        restored = load_checkpoint(resume_from, fingerprint, rounds, server_state,
+            clients_per_round=clients_per_round, sampling=opts.sampling,
+            compute_times=opts.compute_times,
+            initial_states=None if opts.initial_states is None
+            else (server_state, client_states))
+        bind_checkpoints(opts.callbacks, recorder.history, fingerprint)
+    if opts.resume_from is not None:
+        restored = load_checkpoint(opts.resume_from, fingerprint, rounds, server_state,
                                    client_states)
         first, server_state, client_states, counters = restored[:4]
         recorder.history.extend(restored.history)
@@ -302,34 +298,36 @@ def simulate(
                                       recorder.history, algorithm.name))
 
     like = problem.data.like
-    clock = None if compute_times is None else ComputeTimes.build(compute_times, problem.n_clients)
-    if client_state == "disk" and clients is not None:
+    clock = None if opts.compute_times is None else ComputeTimes.build(opts.compute_times,
+                                                                       problem.n_clients)
+    if opts.client_state == "disk" and opts.clients is not None:
         raise ValueError("client_state='disk' applies to the in-process simulator; a custom "
                          "executor (clients=...) keeps its own client state")
     scratch = None
-    if client_state == "disk" and state_dir is None:
+    if opts.client_state == "disk" and state_dir is None:
         import tempfile
 
         scratch = tempfile.TemporaryDirectory(prefix="fedcomp-states-")
         state_dir = scratch.name
     # the compiled engine: the data on jax arrays, the clients in this process
     # sparse jax data run eagerly: the compiled engine's traced gathers are dense
-    compiled = clients is None and client_state == "memory" and compile is not False and \
-        data_backend(problem.data).compiles and not problem.data.sparse
+    compiled = (opts.clients is None and opts.client_state == "memory"
+                and opts.compile is not False and data_backend(problem.data).compiles
+                and not problem.data.sparse)
     settings = ClientSettings(seed, batch_size, block_size, client_prox,
-                              state_dir if client_state == "disk" else None, compile)
-    run_clients, server = _executor(algorithm, problem, clients, client_states, counters,
-                                    settings, server_prox, compiled)
+                              state_dir if opts.client_state == "disk" else None, opts.compile)
+    run_clients, server = _executor(algorithm, problem, opts.clients, client_states,
+                                    counters, settings, server_prox, compiled)
     # fused rounds (several in one call) are a capability of an executor: the compiled
     # engine's, without a sampling callback; others run chunks of one round
     fused = getattr(run_clients, "run_rounds", None)
-    chunk = 1 if fused is None or sampling is not None else run_clients.chunk_length(
+    chunk = 1 if fused is None or opts.sampling is not None else run_clients.chunk_length(
         clients_per_round, batch_size, eval_every)
 
     def participants_of(r: int) -> np.ndarray:
-        if sampling is None:
+        if opts.sampling is None:
             return sample_clients(seed, r, problem.n_clients, clients_per_round)
-        participants = _sampled(sampling, r, problem.n_clients)
+        participants = _sampled(opts.sampling, r, problem.n_clients)
         if len(participants) < problem.n_clients:  # raises what this round breaks
             algorithm.prepare(setup._replace(clients_per_round=len(participants)))
         return participants
@@ -353,7 +351,7 @@ def simulate(
     done = first  # the rounds run so far
     try:
         stopped = False
-        if resume_from is None:
+        if opts.resume_from is None:
             if algorithm.warmup:  # round −1: every client (e.g. FedDR's x_i⁰ = prox_{ηf_i}(x⁰))
                 tic = time.perf_counter()
                 run(-1, [np.arange(problem.n_clients)])
