@@ -16,7 +16,8 @@ from ._ray_clients import ray_clients
 from ._simulate import NonFiniteError, RunResult, auto_block_size, simulate
 from ._stopping import STOP_MEASURES, EarlyStopping, RunView, convergence_warning
 
-__all__ = ["BACKENDS", "BackendEntry", "STOP_MEASURES", "Checkpoint", "ConvergenceWarning", "EarlyStopping", "RunView",
+__all__ = ["BACKENDS", "BackendEntry", "STOP_MEASURES", "Checkpoint", "ConvergenceWarning",
+           "EarlyStopping", "RunView",
            "AsyncRunResult", "ComputeTimes", "JaxCacheWarning", "JaxEngineWarning",
            "NonFiniteError", "NotCompilableError", "RunOptions", "RunResult", "SetupContext",
            "auto_block_size", "backend_for", "consensus_error", "jax_like", "ray_clients",
