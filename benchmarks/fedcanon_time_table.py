@@ -1,6 +1,6 @@
 """TABLE V of seed 002 (FedCanon): total training time per algorithm for K in {10, 20, 40, 80}.
 
-Fixed rounds (T = 200), the iid setting of ``configs/fedcanon_vs_composite.toml`` (linear
+Fixed rounds (T = 200), the iid setting of ``fedcomp/configs/fedcanon_vs_composite.toml`` (linear
 model, logistic + l1 on the bundled breast-cancer set, 10 clients). Every method runs in
 the same process; times are the runner's ``wall_s`` (rounds only, no evaluation), the best
 of ``--repeats`` runs. Ratios are against FedCanon at the same K (the paper's blue numbers)
@@ -10,15 +10,15 @@ A second table times the prox-heavier SCAD penalty (FedDA left out: it needs a c
 regularizer) to show how the gap depends on the cost of one prox relative to a gradient.
 
 With ``--config`` the table is taken on another FedCanon configuration instead, e.g. the
-network version ``configs/fedcanon_nn.toml`` (CNN + SCAD on digits; its first variant),
+network version ``fedcomp/configs/fedcanon_nn.toml`` (CNN + SCAD on digits; its first variant),
 for the methods that configuration lists.
 
 Usage::
 
     python benchmarks/fedcanon_time_table.py [--rounds 200] [--repeats 3]
-    python benchmarks/fedcanon_time_table.py --config configs/fedcanon_nn.toml --rounds 10
+    python benchmarks/fedcanon_time_table.py --config fedcanon_nn --rounds 10
     python benchmarks/fedcanon_time_table.py --device cuda   # on a GPU (timings synchronised)
-    python benchmarks/fedcanon_time_table.py --config configs/fedcanon_nn.toml --device mps
+    python benchmarks/fedcanon_time_table.py --config fedcanon_nn --device mps
 """
 
 from __future__ import annotations

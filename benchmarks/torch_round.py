@@ -41,7 +41,8 @@ from fedcomp.regularizers import L1, Masked
 LOCAL_STEPS, BATCH, LR, ALPHA = 5, 20, 0.05, 1e-4
 
 #: ``--models`` names: (TorchModel network, options). ``cnn`` is the classic 32/64-channel
-#: 5×5 network; ``cnn_digits`` the smaller one ``configs/fedcanon_nn.toml`` trains on digits.
+#: 5×5 network; ``cnn_digits`` the smaller one ``fedcomp/configs/fedcanon_nn.toml`` trains on
+#: digits.
 NETWORKS = {
     "mlp": ("mlp", {"hidden": [128]}),
     "cnn": ("cnn", {"channels": [32, 64]}),

@@ -25,7 +25,7 @@ Two more rewrites, each exact (same values, same gradients, ties included):
 
 The arithmetic is the per-client network's, operation for operation (gradients agree with
 the ``vmap`` path to float32 rounding, tested). Measured on the 16/32-channel CNN of
-``configs/fedcanon_nn.toml``, 100 clients × 20 images: one block gradient 40 → 31 ms with
+``fedcomp/configs/fedcanon_nn.toml``, 100 clients × 20 images: one block gradient 40 → 31 ms with
 the layout alone, then 23 → 19 ms with pooling first and the 2×2 pooling (A/B in one
 process; the 32/64-channel 5×5 CNN 117 → 107 ms).
 
