@@ -4,8 +4,8 @@ sets about the problem (rounds, participation, metrics, tolerance).
 :func:`~fedcomp.runtime.simulate` takes the run's problem-level settings as keywords and
 everything else here, so its signature stays what a user reads first, in the manner of
 scikit-learn's estimators (the constructor stores and checks its arguments). A caller of
-the former signature (``simulate(..., progress=False)``) gets one ``TypeError`` naming the
-field and the fix (:func:`refuse_option_keywords`).
+the former signature (``simulate(..., progress=False)``) still runs, with one
+``FutureWarning`` naming the field and the new form (:func:`accept_option_keywords`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import reprlib
+import warnings
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
@@ -180,24 +181,35 @@ def split_options(keywords: dict[str, Any]) -> tuple[dict[str, Any], RunOptions]
                               if name in OPTION_FIELDS})
 
 
-def refuse_option_keywords(function: Callable[_P, _R]) -> Callable[_P, _R]:
-    """``function`` (:func:`~fedcomp.runtime.simulate`), refusing a :class:`RunOptions`
-    field passed as its own keyword with one ``TypeError`` that names it and the fix.
+def accept_option_keywords(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``function`` (:func:`~fedcomp.runtime.simulate`), taking a :class:`RunOptions` field
+    passed as its own keyword into its ``options``, with one ``FutureWarning`` that names
+    it and the new form.
 
-    They were ``simulate``'s keywords until the options became one object; without this,
-    the caller would read Python's "unexpected keyword argument", which names no fix.
-    ``functools.wraps`` keeps ``function``'s signature for ``inspect`` and the docs.
+    They were ``simulate``'s keywords until the options became one object: code written for
+    the former signature keeps running (to the same iterates) while it is moved. Given
+    beside an ``options`` object, they are one ``TypeError``: which of the two would win is
+    not for this wrapper to guess. ``functools.wraps`` keeps ``function``'s signature for
+    ``inspect`` and the docs.
     """
 
     @functools.wraps(function)
-    def refusing(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        moved = [name for name in OPTION_FIELDS if name in kwargs]
+    def accepting(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        moved: dict[str, Any] = {name: kwargs.pop(name) for name in OPTION_FIELDS
+                                 if name in kwargs}
         if moved:
             # reprlib: an initial_states or a sampling table would fill the screen
-            given = ", ".join(f"{name}={reprlib.repr(kwargs[name])}" for name in moved)
+            given = ", ".join(f"{name}={reprlib.repr(value)}" for name, value in moved.items())
             what = "is a RunOptions field" if len(moved) == 1 else "are RunOptions fields"
-            raise TypeError(f"{', '.join(moved)} {what}: "
-                            f"{function.__name__}(..., options=RunOptions({given}))")
+            fix = f"{function.__name__}(..., options=RunOptions({given}))"
+            them = "it" if len(moved) == 1 else "them"
+            if kwargs.get("options") is not None:
+                raise TypeError(f"{', '.join(moved)} {what}: give {them} inside options, "
+                                f"not beside it: {fix}")
+            warnings.warn(f"{', '.join(moved)} {what}: passing {them} to "
+                          f"{function.__name__} is deprecated and will be an error in a "
+                          f"later release; write {fix}", FutureWarning, stacklevel=2)
+            kwargs["options"] = RunOptions(**moved)
         return function(*args, **kwargs)
 
-    return refusing
+    return accepting

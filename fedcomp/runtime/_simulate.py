@@ -48,9 +48,9 @@ from ._fingerprint import run_fingerprint
 from ._jax import check_compile
 from ._options import (
     RunOptions,
+    accept_option_keywords,
     check_client_block,
     options_of,
-    refuse_option_keywords,
 )
 from ._recording import Recorder
 from ._round import EagerServer, counted_prox, star_round
@@ -166,7 +166,7 @@ def _executor(algorithm: FederatedAlgorithm, problem: Problem, clients: Any,
     return executor, EagerServer(algorithm, problem, server_prox, counters, settings.seed)
 
 
-@refuse_option_keywords
+@accept_option_keywords
 @quiet_overflow
 def simulate(
     algorithm: FederatedAlgorithm,
@@ -214,8 +214,9 @@ def simulate(
         How the run executes and reports (:class:`~fedcomp.runtime.RunOptions`: client
         blocks, the jax engine, the executor, client states on disk, a sampling schedule,
         compute times, logger, progress line, tags, stopping measure, callbacks, divergence
-        limit, resuming and warm starts); default ``RunOptions()``. Passing one of its
-        fields as a keyword of ``simulate`` is a ``TypeError`` naming the fix.
+        limit, resuming and warm starts); default ``RunOptions()``. One of its fields
+        passed as a keyword of ``simulate`` (the former signature) is taken into it, with a
+        ``FutureWarning`` naming the new form.
 
     Returns
     -------

@@ -64,18 +64,32 @@ def test_each_check_names_the_field_and_the_value_where_the_options_are_built(
         RunOptions(**{field: value})
 
 
-def test_an_old_keyword_is_one_type_error_naming_the_field_and_the_fix():
-    # before anything runs: not even the (missing) problem is looked at
-    with pytest.raises(TypeError, match=re.escape(
-            "progress is a RunOptions field: simulate(..., options=RunOptions(progress=False))")):
-        simulate(fedavg(), None, 3, progress=False)
-    with pytest.raises(TypeError, match=re.escape(
-            "client_block, tags are RunOptions fields: simulate(..., options=RunOptions("
-            "client_block=4, tags={'seed': 1}))")):
-        simulate(fedavg(), None, 3, tags={"seed": 1}, client_block=4)
-    for field in OPTION_FIELDS:  # every field, not only the two above
-        with pytest.raises(TypeError, match=rf"^{field} is a RunOptions field"):
-            simulate(fedavg(), None, 3, **{field: None})
+def test_an_old_keyword_still_runs_with_one_warning_naming_the_new_form():
+    """Code written for the former signature keeps running, to the same iterates, and is
+    told once how to write it now."""
+    p = make_problem("logistic")
+    with pytest.warns(FutureWarning, match=re.escape(
+            "progress is a RunOptions field: passing it to simulate is deprecated and will "
+            "be an error in a later release; write simulate(..., "
+            "options=RunOptions(progress=False))")) as caught:
+        old = simulate(fedavg(0.3, 2), p, 3, progress=False)
+    assert len(caught) == 1 and caught[0].filename == __file__  # the caller's line
+    new = simulate(fedavg(0.3, 2), p, 3, options=RunOptions(progress=False))
+    np.testing.assert_array_equal(old.x, new.x)
+    with pytest.warns(FutureWarning, match=re.escape(
+            "client_block, tags are RunOptions fields: passing them to simulate is "
+            "deprecated and will be an error in a later release; write simulate(..., "
+            "options=RunOptions(client_block=2, tags={'seed': 1}))")):
+        old = simulate(fedavg(0.3, 2), p, 3, tags={"seed": 1}, client_block=2)
+    assert old.history[-1]["seed"] == 1
+    np.testing.assert_array_equal(old.x, new.x)
+    # a field's own check still runs where the options are built
+    with pytest.warns(FutureWarning), pytest.raises(ValueError, match="client_state"):
+        simulate(fedavg(0.3, 2), p, 3, client_state="cloud")
+    for field in OPTION_FIELDS:  # every field is taken, not only the two above
+        with pytest.raises(TypeError, match=rf"^{field} is a RunOptions field: give it "
+                                            r"inside options, not beside it"):
+            simulate(fedavg(), None, 3, options=RunOptions(), **{field: None})
 
 
 def test_options_of_another_type_say_how_to_build_them():
