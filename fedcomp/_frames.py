@@ -15,6 +15,12 @@ from typing import Any
 
 from ._extras import require
 
+#: The columns :func:`compare` adds to every row after ``algorithm`` and ``seed``: the
+#: settings of the runs (``batch_size`` as ``results.csv`` writes it: ``"full"``, ``"b20"``;
+#: ``clients_per_round``: every client when not given), so a frame says what it measured and
+#: :func:`fedcomp.plotting.results_figure` titles its panels by gradient mode.
+SETTING_COLUMNS = ("rounds", "clients_per_round", "batch_size", "eval_every", "tol")
+
 
 def load_results(path: str | os.PathLike[str]) -> Any:
     """``results.csv`` (or the directory holding it) as a DataFrame."""
@@ -59,8 +65,9 @@ def compare(problem: Any, algorithms: Any, rounds: int, seeds: Any = (0, 1, 2),
     Returns
     -------
     pandas.DataFrame
-        One row per evaluation, with ``algorithm``, ``seed`` and ``status`` columns;
-        :func:`final_medians` reduces it to one row per algorithm, and
+        One row per evaluation, with ``algorithm``, ``seed``, the settings
+        (:data:`SETTING_COLUMNS`) and ``status`` columns; :func:`final_medians` reduces it
+        to one row per algorithm, and
         :func:`fedcomp.plotting.results_figure` draws it (median over seeds, min–max band).
 
     Examples
@@ -75,6 +82,8 @@ def compare(problem: Any, algorithms: Any, rounds: int, seeds: Any = (0, 1, 2),
     ...                 rounds=20, seeds=[0, 1], metrics=["objective"], eval_every=10)
     >>> sorted(set(frame["algorithm"])), len(frame)
     (['fedavg', 'za1'], 12)
+    >>> list(frame.loc[0, ["rounds", "clients_per_round", "batch_size"]].astype(str))
+    ['20', '4', 'full']
     >>> list(final_medians(frame, ["objective"]).index)
     ['za1', 'fedavg']
     """
@@ -87,6 +96,8 @@ def compare(problem: Any, algorithms: Any, rounds: int, seeds: Any = (0, 1, 2),
              else {algorithm.name: algorithm for algorithm in algorithms})
     if not named:
         raise ValueError("compare: give at least one algorithm")
+    settings = {name: simulate_args.get(name) for name in SETTING_COLUMNS[1:]}
+    settings.update(rounds=int(rounds), eval_every=simulate_args.get("eval_every", 1))
     reference = simulate_args.pop("reference", None)
     given = simulate_args.pop("options", None)
     options = RunOptions(progress=False) if given is None else options_of(given)
@@ -95,11 +106,23 @@ def compare(problem: Any, algorithms: Any, rounds: int, seeds: Any = (0, 1, 2),
         this = problem if isinstance(problem, Problem) else problem(seed)
         ref = reference(this) if callable(reference) else reference
         for name, algorithm in named.items():
-            tags = {"algorithm": name, "seed": int(seed)}
+            tags = {"algorithm": name, "seed": int(seed), **setting_columns(settings, this)}
             run = simulate(algorithm, this, rounds, seed=int(seed), reference=ref,
                            options=replace(options, tags=tags), **simulate_args)
             rows += [{**row, "status": run.status} for row in run.history]
     return pandas.DataFrame.from_records(rows)
+
+
+def setting_columns(settings: dict[str, Any], problem: Any) -> dict[str, Any]:
+    """A run's :data:`SETTING_COLUMNS` from ``compare``'s arguments, as ``results.csv``
+    writes them (``batch_size``: ``"full"`` or ``"b20"``; ``clients_per_round``: the count)."""
+    from .config import mode_name
+
+    count = settings["clients_per_round"]
+    return {"rounds": settings["rounds"],
+            "clients_per_round": problem.n_clients if count is None else int(count),
+            "batch_size": mode_name(settings["batch_size"]),
+            "eval_every": settings["eval_every"], "tol": settings["tol"]}
 
 
 def final_medians(frame: Any, metrics: Any = None) -> Any:
@@ -108,7 +131,8 @@ def final_medians(frame: Any, metrics: Any = None) -> Any:
     ``diverged`` counts."""
     last = frame.groupby(["algorithm", "seed"], sort=False).tail(1)
     columns = list(metrics) if metrics is not None else [
-        c for c in last.select_dtypes("number").columns if c not in ("seed",)]
+        c for c in last.select_dtypes("number").columns
+        if c not in ("seed", *SETTING_COLUMNS)]
     grouped = last.groupby("algorithm", sort=False)
     table = grouped[columns].median()
     table["seeds"] = grouped.size()

@@ -363,3 +363,31 @@ def test_curves_differ_in_style_and_marker_and_the_first_is_on_top(results):
         top = max(lines, key=lambda line: line.get_zorder())
         legend = [text.get_text() for text in fig.legends[0].get_texts()]
         assert top.get_label() == legend[0]  # the first algorithm, drawn last and on top
+
+
+def test_compare_keeps_the_settings_and_a_minibatch_figure_says_so():
+    # compare's frame had no batch_size: a b = 5 comparison was titled "full gradients"
+    pytest.importorskip("pandas")
+    import fedcomp
+    from fedcomp._frames import SETTING_COLUMNS
+    from tests.conftest import make_problem
+
+    problem = make_problem("least_squares")
+    algorithms = {"fedmid": fedcomp.fedmid(0.3, 2)}  # with client sampling
+    mini = fedcomp.compare(problem, algorithms, rounds=4, seeds=[0], batch_size=5,
+                           clients_per_round=3, eval_every=2, metrics=["objective"])
+    assert list(mini.columns[:2 + len(SETTING_COLUMNS)]) == ["algorithm", "seed",
+                                                             *SETTING_COLUMNS]
+    assert mini.loc[0, ["rounds", "clients_per_round", "batch_size", "eval_every"]
+                    ].tolist() == [4, 3, "b5", 2]
+    assert [ax.get_title() for ax in results_figure(mini, "objective").axes] == [
+        "minibatch b5"]
+    full = fedcomp.compare(problem, algorithms, rounds=4, seeds=[0], eval_every=2,
+                           metrics=["objective"])
+    assert full.loc[0, ["clients_per_round", "batch_size"]].tolist() == [
+        problem.n_clients, "full"]
+    both = results_figure(__import__("pandas").concat([full, mini]), "objective")
+    assert [ax.get_title() for ax in both.axes] == ["full gradients", "minibatch b5"]
+    # the settings are not metrics: final_medians leaves them out
+    medians = fedcomp.final_medians(mini)
+    assert "objective" in medians and not set(SETTING_COLUMNS) & set(medians.columns)
