@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 from .. import __version__
 from .._lifetime import exit_code, signals_as_interrupt
+from .._log import console
 from . import _bench, _best, _completion, _data, _flower, _list, _plot, _report, _run, _show
-from ._common import DEFAULT_EXPERIMENT, default_jobs, default_out
+from ._common import DEFAULT_EXPERIMENT, default_jobs, default_out, log
 from ._common import _load_config as _load_config  # tests/product/test_readme.py reads it
 from ._plot import PLOT_AXES
 from ._run import dry_run, idle_sweeps, resolve_run, resume_command, with_trackers
@@ -49,6 +49,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``fedcomp ARGS``: the command's exit status. Its messages are records of the
+    ``"fedcomp"`` logger, printed here as the CLI's lines for the length of the command."""
+    with console():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     from .._extras import MissingExtraError
     from ..config import ConfigError
 
@@ -73,9 +80,9 @@ def main(argv: list[str] | None = None) -> int:
         # of the wrong type that validation let through (the message names it)
         hint = (f" (set {DEBUG_ENV}=1 for the traceback)" if isinstance(exc, TypeError)
                 else "")
-        print(f"error: {exc}{hint}", file=sys.stderr)
+        log.error("%s%s", exc, hint)
         return 2
     except KeyboardInterrupt as exc:
         # cmd_run says where its rows are; any other command wrote none
-        print("\ninterrupted", file=sys.stderr)
+        log.info("\ninterrupted")
         return exit_code(exc)

@@ -9,6 +9,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .._log import get_logger
+
+#: The commands' messages (status, notices, errors): records of ``"fedcomp.cli"``, which
+#: :func:`fedcomp.cli.main` prints as they always were (:func:`fedcomp._log.console`). A
+#: command's output (a table, a TOML file, a shell script) is printed, not logged.
+log = get_logger("cli")
+
 #: The experiment ``fedcomp run`` runs without a configuration.
 DEFAULT_EXPERIMENT = "seed000"
 

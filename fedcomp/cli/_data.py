@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
+
+from .._log import STDOUT
+from ._common import log
 
 
 def cmd_data_download(args: argparse.Namespace) -> int:
@@ -15,9 +17,9 @@ def cmd_data_download(args: argparse.Namespace) -> int:
     try:
         path = fetch(args.name, directory, url=args.url, timeout=args.timeout)
     except ConnectionError as exc:  # exit 2 like every other failure (the help says so)
-        print(f"error: {exc}", file=sys.stderr)
+        log.error("%s", exc)
         return 2
-    print(f"{args.name}: ready in {path}")
+    log.info("%s: ready in %s", args.name, path, extra=STDOUT)
     return 0
 
 

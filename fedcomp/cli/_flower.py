@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ._common import _complete_config, _load_config, default_out
+from ._common import _complete_config, _load_config, default_out, log
 
 
 def _flower_config(args: argparse.Namespace) -> dict[str, Any]:
@@ -30,10 +29,10 @@ def cmd_flower_app(args: argparse.Namespace) -> int:
     out = write_app(_flower_config(args), args.out, results_dir=args.results,
                     num_nodes=args.nodes, node_timeout=args.node_timeout,
                     round_timeout=args.round_timeout, rejoin_timeout=args.rejoin_timeout)
-    print(f"wrote the Flower app to {out}/ (pyproject.toml with [tool.flwr.app]); run it with\n"
-          f"  flwr run {out} <superlink-connection> --stream\n"
-          "after starting a SuperLink and SuperNodes with --node-config "
-          "'partition-id=K num-partitions=N' (see the README)", file=sys.stderr)
+    log.info(f"wrote the Flower app to {out}/ (pyproject.toml with [tool.flwr.app]); run it "
+             f"with\n  flwr run {out} <superlink-connection> --stream\n"
+             "after starting a SuperLink and SuperNodes with --node-config "
+             "'partition-id=K num-partitions=N' (see the README)")
     return 0
 
 
@@ -44,20 +43,19 @@ def cmd_flower_local(args: argparse.Namespace) -> int:
     config = _flower_config(args)
     out = Path(args.out) if args.out else default_out(config, "flower-")
     if (out / "results.csv").exists():
-        print(f"error: {out}/results.csv already exists; pass another --out or remove it",
-              file=sys.stderr)
+        log.error("%s/results.csv already exists; pass another --out or remove it", out)
         return 2
-    print(f"fedcomp {__version__}: running {config.get('name', '?')} on a local Flower "
-          f"deployment (1 SuperLink + {args.nodes} SuperNodes) -> {out}", file=sys.stderr)
+    log.info(f"fedcomp {__version__}: running {config.get('name', '?')} on a local Flower "
+             f"deployment (1 SuperLink + {args.nodes} SuperNodes) -> {out}")
     status = run_local(config, out, nodes=args.nodes, node_timeout=args.node_timeout,
                        round_timeout=args.round_timeout, timeout=args.timeout,
                        checkpoint_dir=args.checkpoint_dir, rejoin_timeout=args.rejoin_timeout,
                        insecure=args.insecure)
     if status.get("status") != "ok":
-        print(f"error: the Flower run failed: {status.get('error')}", file=sys.stderr)
+        log.error("the Flower run failed: %s", status.get("error"))
         return 1
-    print(f"results written to {out}/ (results.csv, config.json, models/, summary.md; "
-          "Flower logs in flower-logs/)", file=sys.stderr)
+    log.info(f"results written to {out}/ (results.csv, config.json, models/, summary.md; "
+             "Flower logs in flower-logs/)")
     return 0
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
+
+from .._log import STDOUT
+from ._common import log
 
 #: The x axes of ``fedcomp plot`` (``sim_time``: runs with compute times or asynchrony).
 PLOT_AXES = ["round", "wall_s", "floats", "floats_up", "grad_evals", "sim_time"]
@@ -24,28 +26,27 @@ def cmd_plot(args: argparse.Namespace) -> int:
     paths = [Path(d) / "results.csv" for d in args.dir]
     for results in paths:
         if not results.exists():
-            print(f"error: {results} not found; give directories written by 'fedcomp run'",
-                  file=sys.stderr)
+            log.error("%s not found; give directories written by 'fedcomp run'", results)
             return 2
         with results.open(newline="") as f:
             columns = next(csv.reader(f), [])
         if args.metric not in columns:  # the plot would fall back to another metric silently
             metrics = [c for c in columns if c not in ("algorithm", "method", "batch_size",
                                                        "variant", "seed", "round", "status")]
-            print(f"error: no column {args.metric!r} in {results}; --metric takes one of "
-                  f"{metrics}", file=sys.stderr)
+            log.error(f"no column {args.metric!r} in {results}; --metric takes one of "
+                      f"{metrics}")
             return 2
         if not set(_axis_columns(args.x)) <= set(columns):  # e.g. sim_time: timed runs only
             axes = [a for a in PLOT_AXES if set(_axis_columns(a)) <= set(columns)]
-            print(f"error: no column {args.x!r} in {results} (it has {columns}); --x takes one "
-                  f"of {axes} for this run", file=sys.stderr)
+            log.error(f"no column {args.x!r} in {results} (it has {columns}); --x takes one "
+                      f"of {axes} for this run")
             return 2
     name = f"plot_{args.metric}_{args.x}.png"
     # one run: beside its results; several: here, not inside one of them
     out = Path(args.output) if args.output else (
         Path(args.dir[0]) / name if len(paths) == 1 else Path(name))
     plot_results(paths[0] if len(paths) == 1 else paths, out, metric=args.metric, x_axis=args.x)
-    print(f"wrote {out}")
+    log.info("wrote %s", out, extra=STDOUT)
     return 0
 
 

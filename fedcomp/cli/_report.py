@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import sys
 from typing import Any
 
 from .. import __version__
-from ._common import default_jobs
+from ._common import default_jobs, log
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -19,12 +18,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     only = [name.strip() for name in args.only.split(",") if name.strip()] if args.only else None
     seeds = parse_seeds(args.seeds) if args.seeds else None
     scale = "reduced sizes (--quick)" if args.quick else "full sizes"
-    print(f"fedcomp {__version__}: report of every experiment config at {scale} -> "
-          f"{args.out}/ (finished experiments there are reused)", file=sys.stderr)
+    log.info(f"fedcomp {__version__}: report of every experiment config at {scale} -> "
+             f"{args.out}/ (finished experiments there are reused)")
     only_readings = ([name.strip() for name in args.readings.split(",") if name.strip()]
                      if args.readings else None)
     if args.jobs is not None and args.jobs < 1:
-        print(f"error: --jobs must be at least 1 (got {args.jobs})", file=sys.stderr)
+        log.error("--jobs must be at least 1 (got %s)", args.jobs)
         return 2
     jobs = args.jobs or default_jobs(2)
     command = shlex.join(["fedcomp", "report", *(["--quick"] if args.quick else []),
@@ -34,11 +33,11 @@ def cmd_report(args: argparse.Namespace) -> int:
                           *(["--jobs", str(args.jobs)] if args.jobs else [])])
     results = run_report(args.out, quick=args.quick, only=only, seeds=seeds, command=command,
                          only_readings=only_readings, jobs=jobs)
-    print(f"report written to {args.out}/index.html and {args.out}/report.md", file=sys.stderr)
+    log.info("report written to %s/index.html and %s/report.md", args.out, args.out)
     failed = [r.name for r in results if r.error]
     if failed:
-        print(f"error: {len(failed)} experiment(s) failed: {', '.join(failed)} (see "
-              f"{args.out}/NAME/error.txt)", file=sys.stderr)
+        log.error(f"{len(failed)} experiment(s) failed: {', '.join(failed)} (see "
+                  f"{args.out}/NAME/error.txt)")
     return exit_status(results)
 
 

@@ -12,7 +12,14 @@ from typing import Any
 
 from .. import __version__
 from .._lifetime import exit_code
-from ._common import DEFAULT_EXPERIMENT, _complete_config, _load_config, default_jobs, default_out
+from ._common import (
+    DEFAULT_EXPERIMENT,
+    _complete_config,
+    _load_config,
+    default_jobs,
+    default_out,
+    log,
+)
 
 
 def with_trackers(config: dict[str, Any], track: list[str] | None) -> dict[str, Any]:
@@ -175,27 +182,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     seeds = parse_seeds(args.seeds) if args.seeds else None
     if args.config is None and seeds is None:
         seeds = DEFAULT_RUN_SEEDS
-        print(f"the default run: {DEFAULT_EXPERIMENT} with seed 0 (about a minute on two "
-              f"cores); its five seeds: fedcomp run {DEFAULT_EXPERIMENT}, or fedcomp report "
-              f"--only {DEFAULT_EXPERIMENT} for the report's verdict", file=sys.stderr)
+        log.info(f"the default run: {DEFAULT_EXPERIMENT} with seed 0 (about a minute on two "
+                 f"cores); its five seeds: fedcomp run {DEFAULT_EXPERIMENT}, or fedcomp report "
+                 f"--only {DEFAULT_EXPERIMENT} for the report's verdict")
     sweep = [parse_sweep(s) for s in args.sweep or []]
     resolved = resolve_run(config, seeds, sweep)  # a bad config fails before anything is written
     for warning in idle_sweeps(config, sweep):
-        print(warning, file=sys.stderr)
+        log.warning(warning.removeprefix("warning: "))
     out = Path(args.out) if args.out else default_out(config)
     if args.dry_run:
         print(dry_run(resolved, out))
         return 0
     if (out / "results.csv").exists() and not args.resume:
-        print(f"error: {out}/results.csv already exists; pass another --out, remove it, or "
-              "--resume to finish an interrupted run", file=sys.stderr)
+        log.error("%s/results.csv already exists; pass another --out, remove it, or --resume "
+                  "to finish an interrupted run", out)
         return 2
     if args.ray_address and args.executor != "ray":
-        print("error: --ray-address needs --executor ray", file=sys.stderr)
+        log.error("--ray-address needs --executor ray")
         return 2
     if args.executor == "ray" and args.jobs is not None:
-        print("error: --jobs sets local worker processes; with --executor ray the cluster "
-              "runs one run per free CPU (drop --jobs)", file=sys.stderr)
+        log.error("--jobs sets local worker processes; with --executor ray the cluster runs "
+                  "one run per free CPU (drop --jobs)")
         return 2
     jobs = args.jobs
     if args.executor == "ray":
@@ -204,29 +211,28 @@ def cmd_run(args: argparse.Namespace) -> int:
         jobs = default_jobs(len(resolved.seeds) * len(resolved.settings)) if isinstance(
             resolved, Experiment) else 1
     elif jobs < 1:
-        print(f"error: --jobs must be at least 1 (got {jobs})", file=sys.stderr)
+        log.error("--jobs must be at least 1 (got %s)", jobs)
         return 2
     where = " (on Ray)" if args.executor == "ray" else (
         f" ({jobs} processes)" if jobs > 1 else "")
-    print(f"fedcomp {__version__}: running {config.get('name', '?')} -> {out}{where}",
-          file=sys.stderr)
+    log.info("fedcomp %s: running %s -> %s%s", __version__, config.get("name", "?"), out, where)
     try:
         summary = run_experiment(resolved, out, progress=not args.quiet and "auto", jobs=jobs,
                                  resume=args.resume, executor=args.executor,
                                  ray_address=args.ray_address)
     except KeyboardInterrupt as exc:
         argv = args.argv if args.argv is not None else sys.argv[1:]
-        print(f"\ninterrupted: {stopped_message(argv, out)}", file=sys.stderr)
+        log.info("\ninterrupted: %s", stopped_message(argv, out))
         return exit_code(exc)
     except ClusterLostError as exc:
         argv = args.argv if args.argv is not None else sys.argv[1:]
         left = stopped_message(argv, out).replace("\n  ", " ")
-        print(f"error: {exc}; restart the cluster: {left}", file=sys.stderr)
+        log.error("%s; restart the cluster: %s", exc, left)
         return 1
-    print(f"results written to {out}/ (results.csv, config.json, models/, summary.md"
-          f"{', plot.png' if (out / 'plot.png').exists() else ''})", file=sys.stderr)
-    print(f"next: fedcomp plot {out} (the curves); fedcomp.load_results({str(out)!r}) in "
-          "Python (a pandas DataFrame)", file=sys.stderr)
+    log.info(f"results written to {out}/ (results.csv, config.json, models/, summary.md"
+             f"{', plot.png' if (out / 'plot.png').exists() else ''})")
+    log.info(f"next: fedcomp plot {out} (the curves); fedcomp.load_results({str(out)!r}) in "
+             "Python (a pandas DataFrame)")
     failed = [r for r in summary if r.get("status", "ok") != "ok"]
     return 1 if failed else 0
 

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from .._array import to_numpy
+from .._log import get_logger
 from ..metrics import CSVLogger, MultiLogger, personal_metrics
 from ..runtime import NonFiniteError, simulate, simulate_async, simulate_decentralized
 from ..runtime._options import split_options
@@ -98,7 +99,7 @@ def run_one(run: Run, built: Prepared, logger: Any, progress: Any, clients: Any 
                               eval_every=setting.eval_every, options=run_options, **own)
     except NonFiniteError as exc:
         row["status"] = f"diverged: {exc}"
-        print(f"warning: {exc}", file=sys.stderr)
+        get_logger("experiments").warning("%s", exc)
         return row
     row.update(result.history[-1])
     if setting.target is not None:

@@ -46,11 +46,15 @@ import numpy as np
 
 from .. import __version__
 from .._extras import MissingExtraError
+from .._log import get_logger
 from ..config import ConfigError, to_jsonable
 from ._catalog import rule_module
 from ._plan import Run, cell
 from ._setting import Experiment
 from ._verdict import DIVERGED, SEEDS, SeedFinals, judge_over_seeds
+
+#: Notices and warnings of the output directory (a child of ``"fedcomp"``'s logger).
+log = get_logger("experiments")
 
 #: Metrics where larger is better (``fedcomp best`` maximises them unless ``--mode`` says).
 MAXIMIZED = ("accuracy", "f1", "auc", "precision", "recall")
@@ -126,8 +130,8 @@ def output_lock(out: Path) -> Iterator[None]:
             os.close(fd)
             if exc.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
                 raise
-            print(f"warning: {out}: the file system does not lock files ({exc.strerror}); "
-                  "make sure no other run writes this directory", file=sys.stderr)
+            log.warning("%s: the file system does not lock files (%s); make sure no other run "
+                        "writes this directory", out, exc.strerror)
             yield
             return
         try:
@@ -289,9 +293,9 @@ def _torn_runs(path: Path, header: list[str], rows: list[list[str]], keys: list[
         if len(row) <= last_key + 1 and number:  # its key itself may be cut
             torn.add(keys[number - 1])
         how = ", cut without its line end" if end else ""
-        print(f"warning: --resume: {path}, line {number + 2}: a torn row ({len(row)} of "
-              f"{len(header)} fields{how}); dropped with the rest of its run, which runs "
-              "again", file=sys.stderr)
+        log.warning(f"--resume: {path}, line {number + 2}: a torn row ({len(row)} of "
+                    f"{len(header)} fields{how}); dropped with the rest of its run, which "
+                    "runs again")
     return torn
 
 
@@ -308,9 +312,9 @@ def without_rows(finished: dict[str, dict[str, Any]], present: set[str]
             if key not in present and row.get("status", "ok") == "ok"]
     if lost:
         names = ", ".join(" ".join(json.loads(key)) for key in lost[:5])
-        print(f"warning: --resume: {len(lost)} run(s) recorded as finished have no rows in "
-              f"results.csv ({names}{', ...' if len(lost) > 5 else ''}); running them again",
-              file=sys.stderr)
+        log.warning(f"--resume: {len(lost)} run(s) recorded as finished have no rows in "
+                    f"results.csv ({names}{', ...' if len(lost) > 5 else ''}); running them "
+                    "again")
     return {key: row for key, row in finished.items() if key not in lost}
 
 
@@ -406,7 +410,7 @@ def write_outputs(experiment: Experiment, out: Path, summary: list[dict[str, Any
                 plot_results(out / "results.csv", out / f"plot_{metric}.png", metric=metric,
                              title=cfg["name"], fallback=False)
     except MissingExtraError as exc:
-        print(f"no plot.png: {exc}", file=sys.stderr)
+        log.info("no plot.png: %s", exc)
 
 
 def write_summary(out: Path, summary: list[dict[str, Any]]) -> Path:

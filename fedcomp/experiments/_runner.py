@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from .._log import get_logger
 from ..config import ConfigError, to_jsonable
 from ._build import backend_of
 from ._catalog import timing_module
@@ -36,6 +37,10 @@ from ._results import (
 )
 from ._resume import check_resume
 from ._setting import Experiment, resolve
+
+#: The experiments' messages (what ran where, the runs as they finish): a child of
+#: ``"fedcomp"``'s logger (:mod:`fedcomp._log`).
+log = get_logger("experiments")
 
 
 def run_experiment(config: dict[str, Any] | Experiment, out_dir: str | Path, *,
@@ -287,8 +292,8 @@ def _run(experiment: Experiment, out: Path, meta: dict[str, Any],
     meta["backend"] = chosen_backends(experiment)
     (out / "config.json").write_text(_json(meta))
     if progress is not False:  # the first log line: what ran where (auto says why)
-        print("backend: " + "; ".join(f"{name} ({why})" for name, why in
-                                      meta["backend"].items()), file=sys.stderr)
+        log.info("backend: %s", "; ".join(f"{name} ({why})" for name, why in
+                                          meta["backend"].items()))
     overall = Progress(progress, len(runs), len(runs) - len(todo))
     in_process = executor == "local" and (jobs == 1 or len(todo) <= 1)
 
@@ -335,14 +340,19 @@ def _json(meta: dict[str, Any]) -> str:
 
 
 class Progress:
-    """The progress over runs: one line per finished run (done/total, elapsed, ETA)."""
+    """The progress over runs: one message per finished run (done/total, elapsed, ETA).
+
+    Messages, not a bar: each names the run that finished, which a log keeps (the CLI's
+    lines, a library user's handler); the rounds of one run are :mod:`fedcomp.runtime`'s
+    progress bar.
+    """
 
     def __init__(self, enabled: Any, total: int, done: int) -> None:
         self.enabled = bool(enabled)
         self.total, self.done, self.skipped = total, done, done
         self.start = time.perf_counter()
         if self.enabled and done:
-            print(f"resuming: {done} of {total} runs already finished", file=sys.stderr)
+            log.info("resuming: %d of %d runs already finished", done, total)
 
     def finished(self, run: Run, row: dict[str, Any]) -> None:
         self.done += 1
@@ -356,8 +366,8 @@ class Progress:
                          f"seed {tags['seed']}", *(f"{k}={cell(v)}" for k, v in tags.items()
                          if k not in ("algorithm", "method", "batch_size", "seed", "variant"))])
         status = "" if row["status"] == "ok" else " DIVERGED"
-        print(f"[{self.done}/{self.total}] {what}{status}  elapsed {_duration(elapsed)}  "
-              f"ETA {_duration(eta)}", file=sys.stderr, flush=True)
+        log.info("[%d/%d] %s%s  elapsed %s  ETA %s", self.done, self.total, what, status,
+                 _duration(elapsed), _duration(eta))
 
 
 def _duration(seconds: float) -> str:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .._lifetime import Watchdog, _stat, descendants, send, start_time
+from .._log import get_logger
 from ._secure import Credentials, make_credentials
 from ._server import RUN_CONFIG_DEFAULTS, STATUS_FILE
 
@@ -528,7 +529,7 @@ def run_local_app(app: str | Path | Callable[[Path], Path], out_dir: str | Path,
         ``{"status": "ok" | "failed", ...}`` plus ``pids``.
     """
     _check_nodes(nodes)
-    echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
+    echo = echo or get_logger("flower").info
     node_config = node_config or (lambda k: f"partition-id={k} num-partitions={nodes}")
     out = Path(out_dir).resolve()
     logs = out / "flower-logs"

@@ -40,6 +40,7 @@ import numpy as np
 
 from ..._array import to_numpy, wait_for
 from ..._extras import check_installed, require
+from ..._log import get_logger
 from ._timing import best_time, check_device
 
 CLAIM = ("TABLE I: on ResNet-18 one l1 / MCP / SCAD proximal mapping costs 1.38x / 2.57x / "
@@ -325,8 +326,9 @@ def run(config: dict[str, Any], out_dir: str | Path, stream: TextIO | None = Non
                 writer.writerow(row)
                 rows.append(row)
             f.flush()  # the rows of each network as it is measured
-            print(f"timed {spec.get('label', spec['name'])} ({rows[-1]['parameters']} "
-                  f"parameters) on {device}", file=sys.stderr)
+            get_logger("experiments").info(
+                f"timed {spec.get('label', spec['name'])} ({rows[-1]['parameters']} "
+                f"parameters) on {device}")
     table = summary_markdown(rows, penalties)
     result, rule = verdict(rows, config)
     text = (f"# {config['name']}\n\n{config.get('description', '')}\n\n{table}\n\n"
