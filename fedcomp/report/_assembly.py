@@ -4,7 +4,6 @@ its verdict rule, drawn, and the pages rewritten after each one.
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import Any, TextIO
@@ -90,7 +89,7 @@ def run_report(out_dir: str | Path, *, quick: bool = False, only: list[str] | No
     """
     # every experiment's figures need matplotlib: refuse before hours of runs, not after
     check_installed(["matplotlib"], "fedcomp report (its figures)")
-    stream = stream or sys.stderr
+    say = _sayer(stream)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     selected = configs if configs is not None else experiment_configs(config_dir, only)
@@ -120,8 +119,7 @@ def run_report(out_dir: str | Path, *, quick: bool = False, only: list[str] | No
         elapsed = time.perf_counter() - started
         done = sum(not r.reused for r in results)
         eta = f", ETA {elapsed / done * (len(todo) - index):.0f}s" if done else ""
-        print(f"[{index + 1}/{len(todo)}] {result.key} (elapsed {elapsed:.0f}s{eta})",
-              file=stream, flush=True)
+        say(f"[{index + 1}/{len(todo)}] {result.key} (elapsed {elapsed:.0f}s{eta})")
         folder = out / result.key
         folder.mkdir(parents=True, exist_ok=True)
         write_config(config, folder / "config.toml")
@@ -141,7 +139,7 @@ def run_report(out_dir: str | Path, *, quick: bool = False, only: list[str] | No
         result.files = [f for f in LINKED_FILES if (folder / f).is_file()
                         and (f != "error.txt" or result.error)]  # not an earlier run's
         state = "reused" if result.reused else f"{result.seconds:.0f}s"
-        print(f"    {state}: {result.error or result.verdict}", file=stream, flush=True)
+        say(f"    {state}: {result.error or result.verdict}")
         results.append(result)
         write_report(out, results, quick, time.perf_counter() - started,
                      header=header)  # after each one
@@ -151,3 +149,12 @@ def run_report(out_dir: str | Path, *, quick: bool = False, only: list[str] | No
 def exit_status(results: list[ExperimentResult]) -> int:
     """0 when every experiment ran, 1 when any failed."""
     return int(any(r.error for r in results))
+
+def _sayer(stream: TextIO | None) -> Any:
+    """Where the progress lines go: ``stream`` when one is given, else ``"fedcomp.report"``'s
+    logger (:mod:`fedcomp._log`; the CLI prints its records on stderr)."""
+    if stream is None:
+        from .._log import get_logger
+
+        return get_logger("report").info
+    return lambda line: print(line, file=stream, flush=True)

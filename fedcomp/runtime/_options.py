@@ -73,7 +73,9 @@ class RunOptions:
     logger : object with ``log(row)``, optional
         Receives each evaluation row as it is produced.
     progress : "auto" or bool, default "auto"
-        A progress line on stderr (default: when stderr is a terminal).
+        The run's progress: ``"auto"`` shows a line on stderr when it is a terminal and
+        tqdm's widget in a Jupyter notebook (``pip install 'fedcomp[notebook]'``; without
+        it, the line), nothing elsewhere; ``True`` always, ``False`` never.
     tags : dict, optional
         Extra columns added to every row (e.g. ``{"algorithm": ..., "seed": ...}``).
     stop : str, default "relative_prox_step"

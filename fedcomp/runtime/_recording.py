@@ -10,8 +10,10 @@ runner says only when it is at a round and what its own columns are.
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,15 +24,38 @@ from ..problem import Problem
 
 
 class _Progress:
-    """A one-line progress display on a terminal (rounds/s and ETA); silent otherwise."""
+    """A run's progress, where its user looks: a one-line display on a terminal (rounds/s
+    and ETA), a tqdm widget in a Jupyter notebook, nothing elsewhere.
+
+    ``enabled``: ``"auto"`` shows it on a terminal (stderr) or in a notebook, ``True``
+    always, ``False`` never. In a notebook the widget is ``tqdm.auto``'s when tqdm and
+    ipywidgets are installed (:func:`progress_display`), else the terminal's line (Jupyter
+    keeps one line for its carriage returns). A run that stops early (converged, stopped by
+    a callback) completes its widget at the round it stopped when this display is dropped.
+    """
 
     def __init__(self, enabled: Any, total: int, label: str) -> None:
-        self.enabled = sys.stderr.isatty() if enabled == "auto" else bool(enabled)
+        self.display = progress_display(enabled)
+        self.enabled = self.display != "off"
         self.total, self.label = total, label
         self.start = self.last = time.perf_counter()
+        self.bar: Any = None
+        if self.display == "widget":
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, desc=label, unit="round", leave=True)
+            # not a __del__: the finalizer holds the bar, never this object
+            weakref.finalize(self, _complete, self.bar)
 
     def update(self, done: int, extra: str = "") -> None:
         if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.update(done - self.bar.n)
+            if extra:
+                self.bar.set_postfix_str(extra, refresh=False)
+            if done >= self.total:
+                self.bar.close()
             return
         now = time.perf_counter()
         if now - self.last < 0.2 and done < self.total:
@@ -43,6 +68,45 @@ class _Progress:
         if done >= self.total:
             sys.stderr.write("\n")
         sys.stderr.flush()
+
+
+def progress_display(enabled: Any) -> str:
+    """How a run shows its progress: ``"widget"`` (tqdm in a Jupyter notebook, with
+    ipywidgets), ``"line"`` (a line on stderr) or ``"off"``.
+
+    Examples
+    --------
+    >>> progress_display(False)
+    'off'
+    >>> progress_display(True) in ("line", "widget")
+    True
+    """
+    if enabled != "auto" and not enabled:
+        return "off"
+    if in_notebook():
+        # tqdm.auto without ipywidgets would warn and print text: the line is that text
+        return "widget" if _installed("tqdm") and _installed("ipywidgets") else "line"
+    return "line" if enabled != "auto" or sys.stderr.isatty() else "off"
+
+
+def in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel (an IPython shell with a kernel: Jupyter,
+    VS Code, Colab), where a progress widget shows; IPython in a terminal is not."""
+    ipython = sys.modules.get("IPython")  # never imported here: a kernel has it already
+    shell = getattr(ipython, "get_ipython", lambda: None)() if ipython is not None else None
+    return getattr(shell, "kernel", None) is not None
+
+
+def _installed(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+def _complete(bar: Any) -> None:
+    """Close a dropped run's widget; one that stopped early ends full at its last round
+    (tqdm would paint the unfinished bar red, the colour of a failure)."""
+    if bar.total and bar.n < bar.total:
+        bar.total = bar.n
+    bar.close()
 
 
 class Recorder:

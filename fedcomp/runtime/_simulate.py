@@ -92,6 +92,18 @@ class RunResult(NamedTuple):
 
         return require("pandas", "RunResult.to_frame").DataFrame.from_records(self.history)
 
+    def __repr__(self) -> str:
+        """One line: status, rounds, the last row's metrics, the model's dtype and shape."""
+        from ._display import run_repr
+
+        return run_repr(self)
+
+    def _repr_html_(self) -> str:
+        """The same as a small table, in a Jupyter notebook."""
+        from ._display import run_html
+
+        return run_html(self)
+
 
 def auto_block_size(problem: Problem, batch_size: int | None = None) -> int:
     """Clients per block: all of them on a GPU or jax; on a CPU measured once per machine
