@@ -40,6 +40,9 @@ LOGGER_NAME = "fedcomp"
 #: ``extra=`` of a record the command line prints on stdout (``wrote plot.png``), not stderr.
 STDOUT = {"stdout": True}
 
+#: ``extra=`` of a record printed as it is, whatever its level (argparse's usage and error).
+VERBATIM = {"verbatim": True}
+
 #: The command line's prefix of a record of this level (none below WARNING).
 PREFIXES = {logging.WARNING: "warning: ", logging.ERROR: "error: ", logging.CRITICAL: "error: "}
 
@@ -51,10 +54,12 @@ def get_logger(name: str = "") -> logging.Logger:
 
 class MessageFormatter(logging.Formatter):
     """A record as the command line prints it: ``warning: `` or ``error: `` before a warning
-    or an error, the message alone otherwise (no time, level or logger name)."""
+    or an error (not one logged with ``extra=VERBATIM``), the message alone otherwise (no
+    time, level or logger name)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return PREFIXES.get(record.levelno, "") + record.getMessage()
+        prefix = "" if getattr(record, "verbatim", False) else PREFIXES.get(record.levelno, "")
+        return prefix + record.getMessage()
 
 
 class ConsoleHandler(logging.Handler):

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
+from typing import Any
 
 from .. import __version__
 from .._lifetime import exit_code, signals_as_interrupt
-from .._log import console
+from .._log import VERBATIM, console
 from . import _bench, _best, _completion, _data, _flower, _list, _plot, _report, _run, _show
 from ._common import DEFAULT_EXPERIMENT, default_jobs, default_out, log
 from ._common import _load_config as _load_config  # tests/product/test_readme.py reads it
@@ -35,10 +37,22 @@ __all__ = ["DEBUG_ENV", "DEFAULT_EXPERIMENT", "PLOT_AXES", "build_parser", "defa
 DEBUG_ENV = "FEDCOMP_DEBUG"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors are records of the ``"fedcomp"`` logger (printed
+    as argparse prints them); ``--help`` and ``--version`` are output, on stdout."""
+
+    def _print_message(self, message: str, file: Any = None) -> None:
+        # argparse writes every message through this method; stderr is its errors' stream
+        if message and file is sys.stderr:
+            log.error(message.removesuffix("\n"), extra=VERBATIM)
+        else:
+            super()._print_message(message, file)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``fedcomp`` parser: each command's module adds its subparser, in the order
     ``fedcomp --help`` lists them."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="fedcomp", description="Composite federated optimization: simulate, compare, plot.")
     parser.add_argument("--version", action="version", version=f"fedcomp {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -46,6 +46,8 @@ def run_cli(capsys, *argv):
     get_logger().addHandler(handler)
     try:
         status = main([str(a) for a in argv])
+    except SystemExit as exc:  # argparse's usage errors
+        status = exc.code
     finally:
         get_logger().removeHandler(handler)
     out, err = capsys.readouterr()
@@ -87,6 +89,11 @@ def test_main_turns_a_failure_into_one_error_record(capsys):
     assert status == 2 and stdout == "" and err == printed(records)
     assert len(records) == 1 and records[0].levelno == logging.ERROR
     assert err.startswith("error: ")
+    # argparse's usage error, printed as argparse prints it
+    status, stdout, err, records = run_cli(capsys, "run", "--no-such-option")
+    assert status == 2 and stdout == "" and err == printed(records)
+    assert err.startswith("usage: fedcomp ") and "error: unrecognized arguments" in err
+    assert {r.levelno for r in records} == {logging.ERROR}
 
 
 @pytest.mark.parametrize("argv", [["list"], ["show", "seed000"]])
