@@ -3,7 +3,9 @@
 ``fedcomp report [--quick] --out DIR`` runs each built-in experiment (``fedcomp/configs/*.toml``,
 the reduced sizes of
 its ``[quick]`` table with ``--quick``) into ``DIR/<name>/`` and writes ``DIR/index.html``
-and ``DIR/report.md``. Per paper, and per experiment of that paper:
+and ``DIR/report.md`` (the report as one page), and the documentation site's pages
+``DIR/index.md`` and ``DIR/paper-KEY.md`` (:func:`write_site`; ``fedcomp report --out
+docs/report`` before each release). Per paper, and per experiment of that paper:
 
 * the claim being tested (the config's ``claim``: one sentence naming the paper's figure
   or table);
@@ -28,8 +30,8 @@ One module per job: ``_catalogue`` (the papers, their experiments and the readin
 report runs), ``_markers`` (an experiment's folder: its ``config.toml`` and the
 ``report.json`` marker by which a finished run is reused), ``_assembly`` (running or
 reusing every experiment and judging it), ``_tables``, ``_figures``, ``_readings`` (what
-readings and diagnoses say), ``_page`` (``report.md`` and ``index.html``) and
-``_environment`` (the pages' header); ``_result`` is the record they pass along.
+readings and diagnoses say), ``_page`` (``report.md`` and ``index.html``), ``_site`` (the
+site's pages) and ``_environment`` (the pages' header); ``_result`` is the record they pass along.
 """
 
 from __future__ import annotations
@@ -52,12 +54,13 @@ from ._markers import run_or_reuse, write_config
 from ._page import READING, html_report, markdown_report, write_report
 from ._readings import diagnosis_sentences, readings_lead
 from ._result import ExperimentResult, verdict_class
+from ._site import SITE_FILES, paper_page, site_pages, write_site
 from ._tables import format_mean_std, mean_std_table, table_columns
 
-__all__ = ["ExperimentResult", "LINKED_FILES", "PAPERS", "PAPER_NAMES", "READING",
+__all__ = ["ExperimentResult", "LINKED_FILES", "PAPERS", "PAPER_NAMES", "READING", "SITE_FILES",
            "diagnosis_sentences", "draw_figures", "environment", "exit_status",
            "experiment_configs", "format_mean_std", "git_commit", "html_report", "jobs_for",
-           "judge", "markdown_report", "mean_std_table", "paper_name", "paper_of",
+           "judge", "markdown_report", "mean_std_table", "paper_name", "paper_of", "paper_page",
            "reading_names", "reading_run_config", "readings_lead", "run_or_reuse",
-           "run_report", "stale_folders", "table_columns", "timing_figure", "verdict_class",
-           "write_config", "write_report"]
+           "run_report", "site_pages", "stale_folders", "table_columns", "timing_figure",
+           "verdict_class", "write_config", "write_report", "write_site"]

@@ -22,6 +22,7 @@ from ._figures import draw_figures
 from ._markers import run_or_reuse, write_config
 from ._page import write_report
 from ._result import ExperimentResult
+from ._site import write_site
 
 #: An experiment's files the page links to, those its directory holds: the configuration
 #: that ran (resolved: defaults filled in, ``--quick`` and ``--seeds`` applied), the
@@ -54,7 +55,8 @@ def run_report(out_dir: str | Path, *, quick: bool = False, only: list[str] | No
                only_readings: list[str] | None = None, jobs: int = 1
                ) -> list[ExperimentResult]:
     """Run (or reuse) every experiment in each of its readings and write ``index.html``
-    and ``report.md``.
+    and ``report.md`` (the report as one page) and the documentation site's pages
+    (``index.md`` and ``paper-KEY.md``: :func:`~fedcomp.report.write_site`).
 
     Parameters
     ----------
@@ -141,14 +143,16 @@ def run_report(out_dir: str | Path, *, quick: bool = False, only: list[str] | No
         state = "reused" if result.reused else f"{result.seconds:.0f}s"
         say(f"    {state}: {result.error or result.verdict}")
         results.append(result)
-        write_report(out, results, quick, time.perf_counter() - started,
-                     header=header)  # after each one
+        # after each one: the standalone page and the site's pages
+        write_report(out, results, quick, time.perf_counter() - started, header=header)
+        write_site(out, results, quick, time.perf_counter() - started, header=header)
     return results
 
 
 def exit_status(results: list[ExperimentResult]) -> int:
     """0 when every experiment ran, 1 when any failed."""
     return int(any(r.error for r in results))
+
 
 def _sayer(stream: TextIO | None) -> Any:
     """Where the progress lines go: ``stream`` when one is given, else ``"fedcomp.report"``'s

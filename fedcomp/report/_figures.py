@@ -19,12 +19,35 @@ from ._result import ExperimentResult
 X_AXES = (("rounds", "round"), ("floats", "floats"), ("time", "wall_s"))
 
 
+#: Colors a report's PNG keeps: line plots need few, and a palette PNG is a quarter of an
+#: RGBA one (the site's report stays under its size limit; the SVGs keep every shade).
+PNG_COLORS = 64
+
+
+def compact_png(path: Path) -> None:
+    """Rewrite the PNG at ``path`` with a palette of :data:`PNG_COLORS` colors
+    (deterministic: the same figure gives the same file)."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        small = image.convert("RGB").quantize(colors=PNG_COLORS)
+    small.save(path, "PNG", optimize=True)
+
+
 def draw_figures(result: ExperimentResult, out: Path) -> list[str]:
-    """Write the experiment's figures into ``out``, each as SVG and PNG; the PNGs' names.
+    """Write the experiment's figures into ``out``, each as SVG and a compact PNG
+    (:func:`compact_png`); the PNGs' names.
 
     A metric no run records (all NaN: a test accuracy without a test split) gets no figure,
     and a variant that does not record it no panel (:func:`fedcomp.plotting.panels_of`).
     """
+    names = _draw_figures(result, out)
+    for name in names:
+        compact_png(out / name)
+    return names
+
+
+def _draw_figures(result: ExperimentResult, out: Path) -> list[str]:
     matplotlib = require("matplotlib", "fedcomp.report")
     matplotlib.use("Agg")
     from ..plotting import has_values, read_results

@@ -16,6 +16,19 @@ from ..config import to_jsonable
 from ..experiments import ConfigMismatchError, validate
 from ._result import ExperimentResult
 
+#: Configuration keys that place an experiment in the report (its paper, its claim's words)
+#: but change none of its runs: a finished run whose configuration differs only in them is
+#: reused (the ``paper`` key, added after the shipped report ran, did not rerun hours of it).
+PLACEMENT_KEYS = ("paper", "claim", "description")
+
+
+def same_runs(done: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """Whether two recorded configurations run the same experiment (placement keys aside)."""
+    def runs(config: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in config.items() if k not in PLACEMENT_KEYS}
+
+    return runs(done) == runs(wanted)
+
 
 def write_config(config: dict[str, Any], path: Path) -> None:
     """Write the configuration an experiment runs as TOML (what ``fedcomp show`` prints).
@@ -52,7 +65,7 @@ def run_or_reuse(name: str, config: dict[str, Any], out: Path, stream: TextIO,
     wanted = json.loads(json.dumps(to_jsonable(config), default=str))
     if marker.exists() and (out / "summary.json").exists():
         done = json.loads(marker.read_text())
-        if done.get("config") == wanted:
+        if same_runs(done.get("config", {}), wanted):
             result.rows, result.seconds, result.reused = read_summary(out), done["seconds"], True
             return result
     marker.unlink(missing_ok=True)
