@@ -5,7 +5,8 @@ algorithm's entry goes, one section per family (each registry entry's ``family``
 order of :data:`fedcomp.algorithms.FAMILIES`): adding an algorithm to the registry documents
 it, with no edit of the page.
 
-The tables and counts of the README and the pages are *generated blocks*, between
+The tables and counts of the README and the pages (algorithms, families, experiments,
+papers) are *generated blocks*, between
 ``<!-- registry:NAME -->`` and ``<!-- /registry:NAME -->`` (NAME one of :data:`RENDERERS`;
 a count's markers stand inside a line of text, since a line that starts with ``<!--`` is an
 HTML block to GitHub's Markdown). On the site this hook renders each block afresh from the
@@ -98,11 +99,30 @@ def family_table(entries: Sequence[Any], families: Sequence[str]) -> str:
     return "\n".join(rows)
 
 
+def experiment_count(entries: Sequence[Any], families: Sequence[str]) -> str:
+    """``"18 experiments"``: the built-in experiments (``fedcomp list experiments``)."""
+    from fedcomp.config import experiment_names
+
+    return f"{len(experiment_names())} experiments"
+
+
+def paper_count(entries: Sequence[Any], families: Sequence[str]) -> str:
+    """``"10 papers"``: the papers the built-in experiments follow (each configuration's
+    ``paper``; a series of papers judged together, such as Condat et al.'s, counts once), as
+    the reproduction report groups them."""
+    from fedcomp.config import experiment_names, load
+    from fedcomp.report import paper_of
+
+    return f"{len({paper_of(load(name)) for name in experiment_names()})} papers"
+
+
 #: What each generated block holds, by its NAME; each renderer takes the entries and the
-#: families' order.
+#: families' order (the experiments' and papers' counts read the built-in configurations).
 RENDERERS: dict[str, Callable[[Sequence[Any], Sequence[str]], str]] = {
     "algorithm-count": algorithm_count,
     "family-count": family_count,
+    "experiment-count": experiment_count,
+    "paper-count": paper_count,
     "algorithm-table": algorithm_table,
     "family-table": family_table,
 }

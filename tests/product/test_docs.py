@@ -43,7 +43,8 @@ def test_the_site_builds_strictly_with_every_page_and_the_api(site):
     for page in (*MATH_PAGES, "getting-started/index.html", "data/index.html",
                  "cli/index.html", "flower/index.html", "BENCHMARKS/index.html",
                  "reproduction/index.html", "ARCHITECTURE/index.html",
-                 "api/algorithms/index.html", "report/index.html", "compressors/index.html",
+                 "api/algorithms/index.html", "report/index.html",
+                 "report/paper-seed000/index.html", "compressors/index.html",
                  "api/compressors/index.html", "privacy/index.html", "api/privacy/index.html"):
         assert (site / page).is_file(), page
     api = (site / "api" / "algorithms" / "index.html").read_text()
@@ -73,7 +74,7 @@ def test_the_api_reference_covers_every_public_module_and_renders_its_markup(sit
     Sphinx role or a ``.. math::`` directive as text, and roles became links."""
     for page, anchor in (("api/sklearn", "fedcomp.sklearn.FederatedLinearRegression"),
                          ("api/sklearn", "fedcomp.sklearn.federated_path"),
-                         ("api/results", "fedcomp._frames.compare"),
+                         ("api/results", "fedcomp.compare"),
                          ("api/results", "fedcomp.plotting.results_figure"),
                          ("api/experiments", "fedcomp.experiments.run_experiment"),
                          ("api/flower", "fedcomp.flower")):
@@ -129,6 +130,88 @@ def test_the_math_renders_offline_in_headless_chromium(site, headless_chromium):
     assert not [entry for entry in logs if entry["level"] == "SEVERE"], logs
 
 
+#: The report's share of the site: its pages, compact PNG figures, configurations and logs.
+REPORT_LIMIT = 10 * 2**20
+#: An underscore name (not a dunder) as a component of a dotted path or a heading.
+PRIVATE = re.compile(r"(?:^|[.\s(])_(?!_)\w")
+
+
+@pytest.mark.slow
+def test_the_api_pages_show_only_public_names(site):
+    """No API page has a heading or anchor of a private module (``fedcomp._frames``,
+    ``fedcomp.runtime._stopping``) or of an underscore name (a helper); the estimators'
+    tables give every parameter its own row (a wrapped numpydoc entry once gave seven of
+    them type ``Any``, no description and another parameter's default)."""
+    pages = sorted((site / "api").rglob("index.html"))
+    assert len(pages) >= 10
+    for page in pages:
+        text = page.read_text()
+        anchors = re.findall(r'id="(fedcomp[\w.]*)"', text)
+        assert anchors, page
+        assert not [a for a in anchors if PRIVATE.search(a)], (page, anchors)
+        headings = [re.sub(r"<[^>]+>|&para;", "", h).strip()
+                    for h in re.findall(r"<h[1-6][^>]*>(.*?)</h[1-6]>", text, re.S)]
+        assert not [h for h in headings if PRIVATE.search(h)], (page, headings)
+    sklearn = (site / "api" / "sklearn" / "index.html").read_text()
+    rows = re.findall(r"<td>\s*<code>(\w+)</code>\s*</td>.*?</tr>", sklearn, re.S)
+    assert {"client_lr", "max_iter", "random_state", "l1_ratio"} <= set(rows), rows
+    assert not re.search(r"<code>,", sklearn)
+
+
+def _links(page: Path) -> list[str]:
+    """The hrefs of a built page's article (not its navigation)."""
+    article = page.read_text().split('<article', 1)[1].split("</article>", 1)[0]
+    return re.findall(r'href="([^"]+)"', article)
+
+
+@pytest.mark.slow
+def test_the_report_is_pages_of_the_site(site, headless_chromium):
+    """The reproduction report inside the site: its first page and every paper's page in
+    the navigation and the search index, with the theme's search box; every section its
+    summary links to is on its page; the figures load; under 10 MB in all."""
+    papers = sorted(p.stem for p in (ROOT / "docs" / "report").glob("paper-*.md"))
+    assert len(papers) >= 10
+    report = site / "report"
+    size = sum(f.stat().st_size for f in report.rglob("*") if f.is_file())
+    assert size < REPORT_LIMIT, f"the site's report is {size / 2**20:.1f} MB"
+    assert not list(report.rglob("*.svg")) and not list(report.rglob("results.csv"))
+    search = (site / "search" / "search_index.json").read_text()
+    assert all(f'"location":"report/{p}/' in search for p in papers)
+    # every link of the summary to a section: the section is on the page linked
+    for href in _links(report / "index.html"):
+        if "#" in href and href.startswith("../paper-"):
+            path, anchor = href.split("#")
+            target = (report / path.removeprefix("../")) / "index.html"
+            assert f'id="{anchor}"' in target.read_text(), href
+    driver = headless_chromium
+    driver.set_window_size(1400, 900)
+    read = ("return {nav: Array.from(document.querySelectorAll('nav.md-nav--primary a'))"
+            ".map(a => a.href), search: !!document.querySelector('input.md-search__input'),"
+            " title: document.title, images: Array.from(document.querySelectorAll("
+            "'article img')).map(i => [i.getAttribute('src'), i.complete && i.naturalWidth])}")
+    for page in ("index.html", "paper-seed000/index.html"):
+        driver.get((report / page).as_uri())
+        state = driver.execute_script(read)
+        assert state["search"] and "fedcomp" in state["title"], state
+        nav = " ".join(state["nav"])
+        assert all(f"/report/{p}/" in nav for p in papers), (page, state["nav"])
+        assert all(width for _, width in state["images"]), state["images"]
+    assert state["images"], "the paper's page shows its figures"
+    assert not [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+@pytest.mark.slow
+def test_the_front_page_shows_install_example_and_figure(site):
+    """The landing page: the install line, the example and the headline figure, which
+    loads from the report's pages, and the counts rendered from the registry."""
+    front = (site / "index.html").read_text()
+    text = re.sub(r"<[^>]+>", "", front)  # the code blocks' highlighting spans
+    assert 'pip install "fedcomp[' in text and "fedcomp.simulate(" in text
+    figure = re.search(r'<img[^>]+src="(report/[^"]+\.png)"', front)
+    assert figure is not None and (site / figure[1]).is_file()
+    assert "registry:" not in front and re.search(r"\d+ papers", front)
+
+
 def test_the_pages_examples_run_as_doctests():
     """Every ``>>>`` example of the documentation pages prints what the page shows."""
     import doctest
@@ -158,6 +241,20 @@ def test_the_shipped_report_was_made_with_this_version():
     import tomllib
 
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-    made = re.search(r"^\| fedcomp \| ([^ |]+) \|$",
-                     (ROOT / "docs" / "report" / "report.md").read_text(), re.M)
-    assert made is not None and made.group(1) == version, (made, version)
+    for page in ("report.md", "index.md"):  # the one-page report and the site's pages
+        made = re.search(r"^\| fedcomp \| ([^ |]+) \|$",
+                         (ROOT / "docs" / "report" / page).read_text(), re.M)
+        assert made is not None and made.group(1) == version, (page, made, version)
+
+
+def test_the_sites_report_pages_and_the_one_page_report_agree():
+    """One ``fedcomp report`` writes both: the same verdicts, read from the same runs (a
+    page left from an earlier report, or a paper page no summary links, fails here)."""
+    folder = ROOT / "docs" / "report"
+    verdicts = re.compile(r'<a id="([\w.]+--[\w.]+)"></a>.*?\*\*Verdict: (.*?)\.\*\*', re.S)
+    one_page = dict(verdicts.findall((folder / "report.md").read_text(encoding="utf-8")))
+    pages = sorted(folder.glob("paper-*.md"))
+    site = {k: v for p in pages for k, v in verdicts.findall(p.read_text(encoding="utf-8"))}
+    assert site == one_page and len(site) >= 18
+    summary = (folder / "index.md").read_text(encoding="utf-8")
+    assert {p.name for p in pages} == set(re.findall(r"\]\((paper-[\w.-]+\.md)[#)]", summary))
