@@ -23,6 +23,9 @@ pass every check of scikit-learn's ``check_estimator`` (``tests/product/test_skl
   :class:`sklearn.linear_model.LogisticRegression`'s ``C Σ_j log-loss_j + ‖w‖₁``
   divided by ``C·N``: ``alpha = 1 / (C · N)`` (N the training samples).
 * :class:`FederatedEstimator` — any registered loss, regularizer and algorithm.
+* :class:`FederatedLassoCV`, :class:`FederatedElasticNetCV`,
+  :class:`FederatedLogisticRegressionCV` — ``alpha`` chosen by cross-validation on
+  warm-started paths (:func:`federated_path`), in folds that split each client's samples.
 
 The intercept: fedcomp's losses have none (``f(x)`` of a linear model ``aᵀx``), so with
 ``fit_intercept=True`` the estimators append a constant feature 1 and leave its coefficient
@@ -55,12 +58,18 @@ from .._extras import require
 
 require("sklearn.base", "fedcomp.sklearn")
 
+from ._cv import (  # noqa: E402
+    FederatedElasticNetCV,
+    FederatedLassoCV,
+    FederatedLogisticRegressionCV,
+)
 from ._estimators import (  # noqa: E402
     FederatedEstimator,
     FederatedLinearRegression,
     FederatedLogisticRegression,
 )
-from ._path import alpha_max, federated_path  # noqa: E402
+from ._path import alpha_grid, alpha_max, federated_path  # noqa: E402
 
-__all__ = ["alpha_max", "federated_path", "FederatedEstimator", "FederatedLinearRegression",
-           "FederatedLogisticRegression"]
+__all__ = ["alpha_grid", "alpha_max", "federated_path", "FederatedEstimator",
+           "FederatedLinearRegression", "FederatedLogisticRegression", "FederatedLassoCV",
+           "FederatedElasticNetCV", "FederatedLogisticRegressionCV"]
