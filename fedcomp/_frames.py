@@ -116,12 +116,11 @@ def compare(problem: Any, algorithms: Any, rounds: int, seeds: Any = (0, 1, 2),
 def setting_columns(settings: dict[str, Any], problem: Any) -> dict[str, Any]:
     """A run's :data:`SETTING_COLUMNS` from ``compare``'s arguments, as ``results.csv``
     writes them (``batch_size``: ``"full"`` or ``"b20"``; ``clients_per_round``: the count)."""
-    from .config import mode_name
-
-    count = settings["clients_per_round"]
+    count, batch = settings["clients_per_round"], settings["batch_size"]
     return {"rounds": settings["rounds"],
             "clients_per_round": problem.n_clients if count is None else int(count),
-            "batch_size": mode_name(settings["batch_size"]),
+            # fedcomp.config.mode_name's cell (the config sits above the core, not under it)
+            "batch_size": "full" if batch is None else f"b{int(batch)}",
             "eval_every": settings["eval_every"], "tol": settings["tol"]}
 
 

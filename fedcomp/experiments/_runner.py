@@ -62,8 +62,9 @@ def run_experiment(config: dict[str, Any] | Experiment, out_dir: str | Path, *,
     seeds : list of int, optional
         Overrides the configuration's seeds.
     progress : "auto" or bool
-        Progress on stderr: one line per finished run (runs done / total, elapsed, ETA),
-        and with ``jobs=1`` the per-run rounds/s line on a terminal. False: nothing.
+        Progress: one message per finished run (runs done / total, elapsed, ETA; the
+        ``"fedcomp"`` logger's, printed on stderr), and with ``jobs=1`` the per-run rounds/s
+        line on a terminal (not a widget per run in a notebook). False: nothing.
     stream : text stream, optional
         Where the summary table is printed (stdout by default; ``None`` prints there).
     clients : callable, optional
@@ -308,7 +309,8 @@ def _run(experiment: Experiment, out: Path, meta: dict[str, Any],
         overall.finished(run, row)
 
     try:
-        execute_all(todo, rows_file, columns, on_finished, jobs=jobs, progress=progress,
+        execute_all(todo, rows_file, columns, on_finished, jobs=jobs,
+                    progress=round_progress(progress),
                     clients=clients, tracking=tracking_plan(experiment, out) if todo else None,
                     executor=executor, address=ray_address)
     except KeyboardInterrupt:  # leave whole runs only (a crash's are dropped by --resume)
@@ -320,6 +322,15 @@ def _run(experiment: Experiment, out: Path, meta: dict[str, Any],
     summary = [finished[run_key(run.tags, keys)] for run in runs]
     write_outputs(experiment, out, summary, stream)
     return summary
+
+
+def round_progress(progress: Any) -> Any:
+    """The progress of each run's rounds: ``progress``, but none for ``"auto"`` in a
+    notebook, where a widget per run would stack up in the cell: the messages of the runs
+    as they finish are the progress there (as with several workers)."""
+    from ..runtime._recording import in_notebook
+
+    return False if progress == "auto" and in_notebook() else progress
 
 
 def run_timing(config: dict[str, Any], out: Path, stream: TextIO) -> list[dict[str, Any]]:

@@ -59,6 +59,12 @@ def test_progress_auto_is_a_widget_in_a_kernel(in_a_kernel, monkeypatch):
     assert progress_display("auto") == "line"
 
 
+def test_an_experiment_in_a_kernel_shows_its_runs_not_a_widget_per_run(in_a_kernel):
+    from fedcomp.experiments._runner import round_progress
+
+    assert round_progress("auto") is False and round_progress(True) is True
+
+
 def test_progress_auto_off_a_kernel_is_the_terminals_line(monkeypatch):
     monkeypatch.delitem(sys.modules, "IPython", raising=False)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
