@@ -381,7 +381,8 @@ class FederatedLogisticRegressionCV(ClassifierMixin, _FederatedCV):
         """``LogisticRegressionCV``'s attributes (``use_legacy_attributes=False``)."""
         # (n_l1_ratios, n_alphas, n_folds) -> (n_folds, n_l1_ratios, n_alphas)
         self.scores_ = np.moveaxis(scores, -1, 0)
-        self.n_iter_ = np.moveaxis(n_iters, -1, 0)
+        # the rounds of every fit of the paths, as LogisticRegressionCV's iterations
+        self.n_iter_ = np.moveaxis(n_iters, -1, 0)  # type: ignore[assignment]
         self.coefs_paths_ = np.moveaxis(np.asarray(paths, dtype=np.float64), 2, 0)
         self.l1_ratio_ = {"l1": 1.0, "l2": 0.0}.get(self._penalty(), l1_ratio)
 

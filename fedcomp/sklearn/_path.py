@@ -4,7 +4,6 @@ samples, the folds' scores along the paths, the best of them."""
 
 from __future__ import annotations
 
-import numbers
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -22,6 +21,8 @@ from sklearn.model_selection import KFold, StratifiedKFold  # noqa: E402
 from sklearn.utils.validation import (  # noqa: E402
     check_array,
 )
+
+from ._problem import _nonnegative  # noqa: E402
 
 #: A fitted model, held-out X, y and sample weights -> the fold's score (higher is better).
 Scorer = Callable[[Any, Any, np.ndarray, Any], float]
@@ -97,9 +98,14 @@ def alpha_grid(estimator: Any, X: Any, y: Any, n_alphas: int, eps: float = 1e-3,
     return np.geomspace(top, top * eps, num=n_alphas)
 
 
+def _integer(value: Any) -> bool:
+    """An integer, not a bool (``True`` is no number of grid points)."""
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+
 def check_eps(eps: Any) -> None:
     """``eps``, the grid's end over its start, is a number > 0: else one ValueError."""
-    if not (isinstance(eps, numbers.Real) and not isinstance(eps, bool) and eps > 0):
+    if not (_nonnegative(eps) and eps > 0):
         raise ValueError(f"eps must be a number > 0: the grid ends at eps * alpha_max "
                          f"(got eps={eps!r})")
 
@@ -107,7 +113,7 @@ def check_eps(eps: Any) -> None:
 def check_alphas(alphas: Any) -> int | np.ndarray:
     """``alphas`` as the number of grid points (an int >= 1) or the grid itself (finite
     values >= 0, decreasing): one ValueError naming the bad value otherwise."""
-    if isinstance(alphas, numbers.Integral) and not isinstance(alphas, bool):
+    if _integer(alphas):
         if alphas < 1:
             raise ValueError(f"alphas must be the number of grid points (an integer >= 1) or "
                              f"the grid, an array of alphas >= 0 (got alphas={alphas!r})")
@@ -116,8 +122,7 @@ def check_alphas(alphas: Any) -> int | np.ndarray:
         raise ValueError(f"alphas must be an integer >= 1 (the number of grid points) or a "
                          f"1-D array of alphas >= 0 (got alphas={alphas!r})")
     for index, alpha in enumerate(alphas):
-        if not (isinstance(alpha, numbers.Real) and not isinstance(alpha, bool)
-                and np.isfinite(alpha) and alpha >= 0):
+        if not _nonnegative(alpha):
             raise ValueError(f"alphas[{index}] must be a finite number >= 0 (got "
                              f"{alpha!r})")
     if len(alphas) == 0:
@@ -133,8 +138,7 @@ def check_l1_ratios(l1_ratio: Any) -> list[float]:
         raise ValueError(f"l1_ratio must be a number in [0, 1] or a list of them (got "
                          f"l1_ratio={l1_ratio!r})")
     for ratio in ratios.tolist():
-        if isinstance(ratio, bool) or not (isinstance(ratio, numbers.Real)
-                                           and 0 <= ratio <= 1):
+        if not (_nonnegative(ratio) and ratio <= 1):
             raise ValueError(f"l1_ratio must be a number in [0, 1] or a list of them "
                              f"(got {ratio!r} in l1_ratio={l1_ratio!r})")
     return [float(ratio) for ratio in ratios.tolist()]
@@ -151,8 +155,7 @@ def _grid_size(alphas: Any, n_alphas: Any) -> Any:
                       f"'alphas' now takes the number of grid points; pass "
                       f"alphas={n_alphas!r} and leave n_alphas out to silence this warning",
                       FutureWarning, stacklevel=3)
-        if isinstance(alphas, numbers.Integral) and not isinstance(alphas, bool) \
-                and alphas != N_ALPHAS:
+        if _integer(alphas) and alphas != N_ALPHAS:
             raise ValueError(f"alphas={alphas!r} and n_alphas={n_alphas!r} both give the "
                              f"number of grid points: pass alphas={alphas!r} alone")
         size = n_alphas
@@ -161,7 +164,7 @@ def _grid_size(alphas: Any, n_alphas: Any) -> Any:
                       f"pass alphas={size!r} (the number of grid points) to silence this "
                       "warning", FutureWarning, stacklevel=3)
         return size
-    if isinstance(alphas, numbers.Integral) and not isinstance(alphas, bool):
+    if _integer(alphas):
         return size if size != N_ALPHAS else alphas
     return alphas
 
@@ -253,7 +256,7 @@ def cv_folds(cv: Any, X: Any, y: np.ndarray, ids: np.ndarray, owner: np.ndarray,
     """The (train, test) index pairs of ``cv``: an int (:func:`client_folds`), a splitter
     (its ``split(X, y, groups=client of each sample)``: ``GroupKFold`` holds out whole
     clients) or an iterable of pairs."""
-    if isinstance(cv, numbers.Integral) and not isinstance(cv, bool):
+    if _integer(cv):
         if cv < 2:
             raise ValueError(f"cv must be an integer >= 2, the number of folds (got cv={cv})")
         return client_folds(ids, owner, int(cv), y if stratify else None)

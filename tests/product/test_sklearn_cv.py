@@ -148,6 +148,10 @@ def test_alphas_int_is_scikit_learns_grid_and_an_array_is_the_grid():
     assert model.mse_path_.shape == (4, 2) and model.alpha_ in model.alphas_
     model = FederatedLassoCV(alphas=[0.1, 1.0, 0.5], **cheap).fit(X, y, clients=ids)
     assert model.alphas_.tolist() == [1.0, 0.5, 0.1]  # fitted decreasing
+    weights = np.random.default_rng(0).uniform(0.2, 3.0, size=len(y))  # LassoCV's weighting
+    weighted = FederatedLassoCV(alphas=4, eps=1e-2, **cheap).fit(X, y, sample_weight=weights)
+    theirs = LassoCV(alphas=4, eps=1e-2, cv=2).fit(X, y, sample_weight=weights).alphas_
+    np.testing.assert_allclose(weighted.alphas_, theirs, rtol=1e-12)
     enet = FederatedElasticNetCV(l1_ratio=[0.5, 1.0], alphas=3, **cheap).fit(X, y)
     assert enet.alphas_.shape == (2, 3)  # one grid per l1_ratio, from alpha_max / l1_ratio
     np.testing.assert_allclose(enet.alphas_[0], 2 * enet.alphas_[1], rtol=1e-12)
