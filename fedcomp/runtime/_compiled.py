@@ -40,6 +40,7 @@ the value; ``compile=True`` raises :class:`NotCompilableError` instead.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -82,6 +83,11 @@ def _static_bits(message: Any) -> int | None:
     """A traced message's bits where its shapes and dtypes give them (``None`` where a
     :data:`WIRE_BITS` field does: its traced sum is returned by the call instead)."""
     return None if WIRE_BITS in message._fields else message_bits(message)
+
+
+#: Whether a run's rows may be computed in its compiled calls (:meth:`CompiledEngine.row_plan`).
+#: Tests switch it off for the row-by-row run that the whole run must equal.
+WHOLE_RUNS = True
 
 
 #: A compiled call runs at most this many rounds (the progress line and Ctrl-C wait for it).
@@ -139,6 +145,9 @@ class CompiledEngine:
         self.chunk = _Part(self.rounds_traced, algorithm.name, "rounds", settings.compile,
                            static=("start", "stop", "length"), quiet=True)
         self.n_clients, self.problem = problem.n_clients, problem
+        self.compile = settings.compile
+        #: the run's rows in its compiled calls (:meth:`row_plan`), or None
+        self.whole: Any = None
         #: rounds a multi-round call is compiled for (:meth:`chunk_length`)
         self.length = 1
         #: whether the server state passed in is on the data's device (:meth:`run_rounds`)
@@ -199,6 +208,32 @@ class CompiledEngine:
         down, up = _wire_bits(message), _wire_bits(uploads)
         out = self.algorithm.output(server_state)
         return server_state, client_states, down, up, require_jax().numpy.sum(out * out)
+
+    def row_plan(self, metrics: Any, reference: Any, rule: Any, rounds: int, eval_every: int,
+                 limit: float, clients_per_round: int | None) -> Any:
+        """Whether this run's rows can be computed in its compiled calls (a
+        :class:`~fedcomp.runtime._compiled_run.WholeRun`, then used by :meth:`run_rows`),
+        or ``None``: they are the host's, rows between the chunks of :meth:`run_rounds`."""
+        from ._compiled_run import WholeRun, row_plan
+
+        if not WHOLE_RUNS or self.chunk.eager:
+            return None
+        plan = row_plan(self.problem, metrics, reference, rule, rounds, eval_every, limit,
+                        clients_per_round or self.n_clients)
+        self.whole = None if plan is None else WholeRun(self, plan, functools.partial(
+            _Part, name=self.algorithm.name, compile_=self.compile, quiet=True))
+        return self.whole
+
+    def run_rows(self, server_state: Any, first: int, until: int,
+                 participants_of: Callable[[int], np.ndarray], carried: Any) -> Any:
+        """Rounds ``first ..`` and their rows, up to round ``until`` (a row) at most, in
+        one compiled call: a :class:`~fedcomp.runtime._compiled_run.DeviceRows`, or
+        ``None`` where the call cannot run them (its part runs eagerly, or the round's
+        participants form several blocks): the driver's chunks then do. ``carried``:
+        :meth:`~fedcomp.runtime._stopping.StopRule.carried`."""
+        if self.whole is None:
+            return None
+        return self.whole.run(server_state, first, until, participants_of, carried)
 
     def rounds_traced(self, first: Any, count: Any, server_state: Any, client_states: Any,
                       ids: Any, weights: Any, pi: Any, arrays: DataArrays, *, low: int | None,
@@ -318,18 +353,20 @@ class CompiledEngine:
         return self._parts(server_state, round_, participants), None
 
     def _replay(self, n: int, down: Any, up: Any, key: tuple[Any, ...], block: Any,
-                round_: int, low: int | None) -> None:
+                round_: int, low: int | None, into: Counters | None = None) -> None:
         """What one fused round of ``n`` clients (``block``, its counters cached under
         ``key``; traced with ``low``) adds to the counters, from its trace: its traffic,
         with the call's :data:`WIRE_BITS` sums ``down`` and ``up`` where the trace left
         them (:func:`~fedcomp.runtime._round.count_traffic`, as every engine counts), its
-        clients' counting calls and its server's prox counts."""
+        clients' counting calls and its server's prox counts (into the run's counters, or
+        ``into``)."""
         traffic = self.traffic[n]
-        count_traffic(self.counters, traffic._replace(
+        counters = self.counters if into is None else into
+        count_traffic(counters, traffic._replace(
             bits_down=down if traffic.bits_down is None else traffic.bits_down,
             bits_up=up if traffic.bits_up is None else traffic.bits_up), n)
-        _add(self.counters, self.clients.delta(key, block, round_, low))
-        _add(self.counters, self.server.logs[low].delta(None))
+        _add(counters, self.clients.delta(key, block, round_, low))
+        _add(counters, self.server.logs[low].delta(None))
 
     def _parts(self, server_state: Any, round_: int, participants: np.ndarray) -> Any:
         """The round part by part, each compiled or eager: the round every engine runs."""

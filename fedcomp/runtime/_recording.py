@@ -171,6 +171,17 @@ class Recorder:
             self.logger.log(row)
         return row
 
+    def record_values(self, round_: int, counters: Counters, wall: float,
+                      columns: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+        """Append and log the row of ``round_`` whose metric ``values`` were computed on the
+        device, in the run's compiled call (:meth:`record`'s row, in its key order)."""
+        row: dict[str, Any] = {**self.tags, "round": round_, **counters.as_dict(),
+                               "wall_s": wall, **columns, **values}
+        self.history.append(row)
+        if self.logger is not None:
+            self.logger.log(row)
+        return row
+
     def progress(self, done: int) -> None:
         """Update the progress line after ``done`` rounds."""
         self._bar.update(done)

@@ -337,6 +337,15 @@ def simulate(
     chunk = 1 if fused is None or opts.sampling is not None else run_clients.chunk_length(
         clients_per_round, batch_size, eval_every)
 
+    # rows computed in the executor's calls with the rounds (its optional capability): the
+    # compiled engine's, where every metric and the stop rule trace; chosen once, else (a
+    # user's metric, a reference, a clock, personal models) the rows are the host's
+    plan = None
+    if (getattr(run_clients, "row_plan", None) is not None and opts.sampling is None
+            and clock is None and algorithm.personal_field is None):
+        plan = run_clients.row_plan(metrics, reference, rule, rounds, eval_every, norm_limit,
+                                    clients_per_round)
+
     def participants_of(r: int) -> np.ndarray:
         if opts.sampling is None:
             return sample_clients(seed, r, problem.n_clients, clients_per_round)
@@ -361,6 +370,39 @@ def simulate(
                                   .max(initial=0.0)) for k, who in enumerate(group))
         return sums
 
+    def run_rows(r: int) -> bool | None:
+        """Rounds ``r ..`` with their rows computed in the executor's call, up to the next
+        row a callback must see (else as far as the call goes): whether the run stops, or
+        ``None`` where the executor left them to the chunks below."""
+        nonlocal server_state, done, wall
+        tic = time.perf_counter()
+        until = recorder.next_due(r) if rule.callbacks else rounds
+        out = run_clients.run_rows(server_state, r, until, participants_of, rule.carried())
+        if out is None:
+            return None
+        server_state, done = out.server_state, out.done
+        elapsed = time.perf_counter() - tic
+        model = algorithm.output(server_state)
+        stopped = False
+        for round_, counters_at, values, measure, objective in out.rows:
+            # a row's wall time: the call's, shared out in proportion to its rounds
+            row = recorder.record_values(round_, counters_at,
+                                         wall + elapsed * (round_ - r) / max(done - r, 1),
+                                         rule.device_columns(measure, model), values)
+            stopped = rule.after_row(RunView(round_, row, model, server_state,
+                                             run_clients.client_states, counters,
+                                             recorder.history, algorithm.name), objective)
+        wall += elapsed
+        if out.diverged is not None:
+            try:
+                check_divergence(model, norm_limit, algorithm, recorder.tags,
+                                 f"in round {done}", sum_sq=out.diverged)
+            except NonFiniteError as exc:
+                rule.diverged(exc)
+                return True
+        recorder.progress(done)
+        return stopped
+
     done = first  # the rounds run so far
     try:
         stopped = False
@@ -373,6 +415,10 @@ def simulate(
             stopped = record(0)
         while done < rounds and not stopped:
             r = done
+            whole = None if plan is None else run_rows(r)
+            if whole is not None:
+                stopped = whole
+                continue
             tic = time.perf_counter()
             count = 1 if chunk == 1 else min(chunk, recorder.next_due(r) - r)
             sums = run(r, [participants_of(r + k) for k in range(count)])

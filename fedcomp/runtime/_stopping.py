@@ -262,6 +262,22 @@ class StopRule:
         self.last_value, self.last_model = value, model
         return {self.stop: value}
 
+    def device_columns(self, value: float, model: Array) -> dict[str, float]:
+        """:meth:`columns` of a row whose measure ``value`` came from the device (``model``:
+        the compiled call's last, its last row's)."""
+        if self.measure is None:
+            return {}
+        self.last_value, self.last_model = value, model
+        if self.measure.name == "relative_change":
+            self.measure.previous = model
+        return {self.stop: value}
+
+    def carried(self) -> tuple[float | None, float | None, Array | None]:
+        """What a call that applies this rule on the device starts from: ``F`` at the first
+        and the last row, and the last row's model (``relative_change``'s)."""
+        previous = None if self.measure is None else self.measure.previous
+        return self.certificate.first, self.certificate.current, previous
+
     def _objective(self, view: RunView) -> float:
         """``F`` at the model the measure saw: the row's own column where the row is of that
         model (no second pass over the data), else computed."""
@@ -269,11 +285,12 @@ class StopRule:
             return float(view.row["objective"])
         return self.problem.objective(self.last_model)
 
-    def after_row(self, view: RunView) -> bool:
+    def after_row(self, view: RunView, objective: float | None = None) -> bool:
         """Apply ``tol`` (with its :class:`Certificate`) and the callbacks to the row just
-        recorded; whether to stop."""
+        recorded; whether to stop (``objective``: ``F`` there, where the device gave it)."""
         if self.measure is not None and self.last_model is not None:
-            self.certificate.observe(self._objective(view))
+            self.certificate.observe(self._objective(view) if objective is None
+                                     else objective)
             how = self.certificate.runaway()
             if how:
                 self.diverged(NonFiniteError(
