@@ -21,6 +21,7 @@ from ._indicators import Box, L1Ball, L1L2Ball, L2Ball
 from ._masked import Masked
 from ._matrix import Nuclear
 from ._nonconvex import MCP, SCAD
+from ._scaled import Scaled
 from ._sparse import L0, L0Ball
 
 #: Regularizer classes by configuration name, with one line each for ``fedcomp list``.
@@ -87,6 +88,7 @@ def make_regularizer(name: str, **params: Any) -> Regularizer:
 
 __all__ = [
     "DESCRIPTIONS", "MCP", "REGULARIZERS", "SCAD", "Box", "ElasticNet", "GroupLasso", "L0",
-    "L0Ball", "L1", "L1Ball", "L1L2Ball", "L2Ball", "Masked", "Nuclear", "Regularizer", "Zero",
+    "L0Ball", "L1", "L1Ball", "L1L2Ball", "L2Ball", "Masked", "Nuclear", "Regularizer", "Scaled",
+    "Zero",
     "make_regularizer", "soft_threshold",
 ]

@@ -23,23 +23,26 @@ from sklearn.utils.validation import (  # noqa: E402
     validate_data,
 )
 
-from ..algorithms import FederatedAlgorithm  # noqa: E402
 from ..data import ClientData  # noqa: E402
+from ..data._sparse import is_sparse_matrix  # noqa: E402
 from ..losses import Loss  # noqa: E402
 from ..problem import Problem  # noqa: E402
-from ..regularizers import (  # noqa: E402
-    Regularizer,
-)
+from ..regularizers import Regularizer, Scaled  # noqa: E402
 from ..runtime import RunOptions, simulate  # noqa: E402
 from ..runtime._stopping import DIVERGED_MARK, NonFiniteError, check_tol  # noqa: E402
 from ._problem import (  # noqa: E402
     EVAL_EVERY,
+    Preconditioner,
     _algorithm,
     _append_ones,
     _seed,
     _unconverged,
     _with_intercept,
-    client_data,
+    client_owners,
+    column_report,
+    pooled_preconditioner,
+    preconditionable,
+    split_data,
 )
 
 
@@ -116,7 +119,7 @@ def _store(estimator: Any, arguments: dict[str, Any]) -> None:
 def _check_fit_parameters(model: Any) -> None:
     """The flags and ``eval_every``, checked at ``fit`` as scikit-learn asks: a string flag
     would be truthy and ``int("x")`` NumPy's words, ``int(2.5)`` a silent 2."""
-    for name in ("warm_start", "fit_intercept"):
+    for name in ("warm_start", "fit_intercept", "precondition"):
         value = getattr(model, name)
         if not isinstance(value, bool | np.bool_):
             raise ValueError(f"{name} must be True or False (got {name}={value!r})")
@@ -188,6 +191,7 @@ class _FederatedModel(BaseEstimator):
     tol: Any
     warm_start: Any
     fit_intercept: Any
+    precondition: Any
     n_clients: Any
     clients_per_round: Any
     batch_size: Any
@@ -232,26 +236,24 @@ class _FederatedModel(BaseEstimator):
         _check_fit_parameters(self)
         if y is not None and not self._is_classifier():
             _check_numbers("y", y)
-        X, y = validate_data(self, X, y, dtype=np.float64, accept_sparse="csr",
+        # float32 in, float32 coef_ out (scikit-learn's convention); the run computes in
+        # float64: ZA1's float32 rounds stall near a relative step of 3e-4, short of tol
+        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], accept_sparse="csr",
                              y_numeric=not self._is_classifier())
+        dtype, X = X.dtype, X.astype(np.float64, copy=False)
         if sample_weight is not None:
             _check_numbers("sample_weight", sample_weight)
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
         targets, n_classes = self._fit_targets(y)
-        if self.fit_intercept:
-            X = _append_ones(X)
-        data, self.clients_ = client_data(X, targets, clients, self.n_clients,
-                                          self.random_state, sample_weight)
-        loss = self._loss(n_classes)
-        regularizer = self._regularizer(loss.param_ndim)
-        shape = tuple(loss.param_shape(data.feature_shape, n_classes))
-        if self.fit_intercept:
-            regularizer = _with_intercept(regularizer, shape)
-        problem = Problem(loss, regularizer, data, weighting="samples", n_classes=n_classes)
+        self.clients_, owner = client_owners(X.shape[0], clients, self.n_clients,
+                                             self.random_state)
+        problem, scaling, raw_regularizer = self._problem(X, targets, n_classes, owner,
+                                                          sample_weight)
         algorithm = _algorithm(self.algorithm, self.algorithm_params, self.client_lr, problem)
         eval_every = min(EVAL_EVERY, int(self.max_iter)) if self.eval_every is None \
             else int(self.eval_every)
-        x0, states = self._warm_start(shape, algorithm, problem)
+        key = (repr(algorithm), problem.n_clients, problem.param_shape, _scaling_key(scaling))
+        x0, states = self._warm_start(key, scaling)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConvergenceWarning)
             run = simulate(algorithm, problem, int(self.max_iter), eval_every=eval_every,
@@ -269,32 +271,74 @@ class _FederatedModel(BaseEstimator):
         if diverged:
             _diverged(self, run, diverged[0].removesuffix(DIVERGED_MARK))
         elif run.status != "converged" and tol is not None:
-            warnings.warn(_unconverged(self, run, tol, X), ConvergenceWarning, stacklevel=2)
+            warnings.warn(_unconverged(self, run, tol, X, scaling is not None),
+                          ConvergenceWarning, stacklevel=2)
         # its repr, not the algorithm: a fitted estimator pickles (the algorithm's functions
         # are closures), and the repr is the call that builds it again
         self.algorithm_ = repr(algorithm)
         self.history_ = run.history
         self.n_iter_ = int(run.n_rounds)
         self.converged_ = run.status == "converged"
-        self.objective_ = float(run.history[-1]["objective"])
-        self._set_model(np.asarray(run.x, dtype=np.float64))
+        model = np.asarray(run.x, dtype=np.float64)
+        if scaling is None:
+            self.objective_ = float(run.history[-1]["objective"])
+        else:
+            model = scaling.to_raw(model, self.fit_intercept)
+        self._set_model(model.astype(dtype))
+        if scaling is not None:  # F of the raw problem at the coefficients returned
+            self.objective_ = _raw_objective(self, X, targets, sample_weight, problem,
+                                             raw_regularizer, n_classes)
         # what a warm start continues from: the algorithm's states, not only its model
-        self._final_states = (self.algorithm_, problem.n_clients, problem.param_shape,
-                              run.server_state, run.client_states)
+        self._final_states = (key, run.server_state, run.client_states)
         return self
 
-    def _warm_start(self, shape: tuple[int, ...], algorithm: FederatedAlgorithm,
-                    problem: Problem) -> tuple[np.ndarray | None, Any]:
+    def _problem(self, X: Any, targets: np.ndarray, n_classes: int | None,
+                 owner: np.ndarray, sample_weight: np.ndarray | None
+                 ) -> tuple[Problem, Preconditioner | None, Regularizer]:
+        """The problem the run solves, its coordinates (``None``: the raw features) and the
+        penalty of the raw problem.
+
+        With ``precondition`` (and a loss and penalty that allow it, :func:`preconditionable`)
+        the clients first report their columns' sums (one aggregation round), and the run
+        solves on the scaled features with the penalty written in their coordinates.
+        """
+        loss = self._loss(n_classes)
+        regularizer = self._regularizer(loss.param_ndim)
+        shape = tuple(loss.param_shape((X.shape[1] + bool(self.fit_intercept),), n_classes))
+        raw_regularizer = _with_intercept(regularizer, shape) if self.fit_intercept \
+            else regularizer
+        scaling = None
+        if self.precondition and preconditionable(loss, regularizer):
+            n_clients = len(self.clients_)
+            reports = [column_report(X[owner == i], None if sample_weight is None
+                                     else sample_weight[owner == i]) for i in range(n_clients)]
+            scaling = pooled_preconditioner(reports, intercept=bool(self.fit_intercept),
+                                            center=self.fit_intercept and not
+                                            is_sparse_matrix(X))
+        features = X if scaling is None else scaling.features(X)
+        if self.fit_intercept:
+            features = _append_ones(features)
+        data = split_data(features, targets, owner, len(self.clients_), sample_weight)
+        run_regularizer = raw_regularizer if scaling is None else \
+            Scaled(raw_regularizer, scaling.penalty_scale(shape, bool(self.fit_intercept)))
+        problem = Problem(loss, run_regularizer, data, weighting="samples", n_classes=n_classes)
+        return problem, scaling, raw_regularizer
+
+    def _warm_start(self, key: tuple[Any, ...], scaling: Preconditioner | None
+                    ) -> tuple[np.ndarray | None, Any]:
         """``(x0, initial_states)`` of a fit: the previous fit's states where
-        ``warm_start=True`` and the algorithm and clients are the same (a new ``alpha``
-        along a path), else its model where the shape is the same, else nothing."""
+        ``warm_start=True`` and the algorithm, clients and coordinates are the same
+        (a new ``alpha`` along a path), else its model (in this run's coordinates) where
+        the shape is the same, else nothing."""
         if not (self.warm_start and hasattr(self, "coef_")):
             return None, None
         previous = getattr(self, "_final_states", None)
-        if previous is not None and previous[:3] == (repr(algorithm), problem.n_clients,
-                                                     problem.param_shape):
-            return None, previous[3:]
-        return self._warm_start_model(shape), None
+        if previous is not None and previous[0] == key:
+            return None, previous[1:]
+        model = self._warm_start_model(key[2])
+        if model is not None and scaling is not None:
+            model = scaling.to_run(model, self.fit_intercept)
+        return model, None
 
     def _warm_start_model(self, shape: tuple[int, ...]) -> np.ndarray | None:
         """The previous fit's model as the start (the same shape)."""
@@ -313,14 +357,33 @@ class _FederatedModel(BaseEstimator):
         return y.astype(np.float64), None
 
     def _set_model(self, x: np.ndarray) -> None:
-        """``coef_``, ``intercept_`` from the model ``x`` (intercept in its last row)."""
+        """``coef_``, ``intercept_`` from the model ``x`` (intercept in its last row), in
+        ``x``'s dtype (a float64 scalar intercept a Python float, as before)."""
         weights, bias = (x[:-1], x[-1]) if self.fit_intercept else (x, np.zeros_like(x[0]))
         self.coef_ = weights.T
-        self.intercept_ = bias if bias.ndim else float(bias)
+        self.intercept_ = bias if bias.ndim else \
+            float(bias) if bias.dtype == np.float64 else bias[()]
 
     def _decision(self, X: Any) -> np.ndarray:
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float64, accept_sparse="csr", reset=False)
+        X = validate_data(self, X, dtype=[np.float64, np.float32], accept_sparse="csr",
+                          reset=False)
         return np.asarray(X @ self.coef_.T) + self.intercept_
 
 
+def _scaling_key(scaling: Preconditioner | None) -> tuple[bytes, bytes] | None:
+    """What identifies a run's coordinates: a warm start reuses states of the same only."""
+    return None if scaling is None else (scaling.mean.tobytes(), scaling.scale.tobytes())
+
+
+def _raw_objective(model: Any, X: Any, targets: np.ndarray, sample_weight: Any,
+                   problem: Problem, regularizer: Regularizer, n_classes: int | None) -> float:
+    """``F`` of the raw problem (the raw features, the raw penalty) at the fitted
+    ``coef_`` and ``intercept_``: the pooled weighted mean loss plus the penalty, which
+    weighting the clients by their samples makes the federated objective."""
+    features = _append_ones(X) if model.fit_intercept else X
+    pooled = ClientData.from_lists([features], [targets], dtype=X.dtype,
+                                   sample_weight=None if sample_weight is None
+                                   else [sample_weight])
+    raw = Problem(problem.loss, regularizer, pooled, weighting="samples", n_classes=n_classes)
+    return raw.objective(raw.as_model(model._warm_start_model(problem.param_shape)))

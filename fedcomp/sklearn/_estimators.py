@@ -23,7 +23,6 @@ from ..regularizers import (  # noqa: E402
 from ._base import _class_targets, _FederatedModel, _predict_labels, _store  # noqa: E402
 from ._problem import CLASSIFICATION_LOSSES, _penalty  # noqa: E402
 
-#: Rows of ``history_`` (and checks of ``tol``) every this many rounds by default.
 
 class FederatedEstimator(_FederatedModel):
     """A linear model with any registered loss, regularizer and federated algorithm.
@@ -48,7 +47,9 @@ class FederatedEstimator(_FederatedModel):
         Hyperparameters of the named algorithm.
     client_lr : "auto" or float, default "auto"
         The named algorithm's ``client_lr`` unless ``algorithm_params`` sets it; ``"auto"``
-        is ``1/(τ L)`` (see the module docstring).
+        is ``1/(τ L)`` (see the module docstring), ``L`` that of the features the run
+        works on (the preconditioned ones, see ``precondition``). A number is a step in
+        those coordinates.
     max_iter : int, default 10000
         The most communication rounds.
     tol : float or None, default 1e-8
@@ -63,6 +64,26 @@ class FederatedEstimator(_FederatedModel):
         a refit on more data) instead of zeros.
     fit_intercept : bool, default True
         Append a constant feature whose coefficient is not penalised (``intercept_``).
+    precondition : bool, default True
+        Solve in standardized coordinates and return the solution of the problem as given,
+        as glmnet does but keeping the penalty on the raw coefficients. The clients report
+        their columns' (weighted) sums and sums of squares in one aggregation round; the
+        run works on the features ``(X − μ)/s`` (``μ`` the pooled column means, subtracted
+        only with ``fit_intercept`` and for dense ``X``: a sparse ``X`` is only scaled;
+        ``s`` the pooled standard deviations, the root mean squares without an intercept,
+        1 for a constant column) with the penalty written in those coordinates,
+        ``g(v/s)`` (:class:`fedcomp.regularizers.Scaled`; for ℓ1 the weighted ℓ1 norm
+        ``Σ_j (α/s_j)|v_j|``), and maps the model back: ``coef_ = v/s``,
+        ``intercept_ = b̃ − μᵀcoef_``. The objective stays the raw one, so the solution does
+        not change, only how soon raw features of different sizes reach it (unlike a
+        ``StandardScaler`` in a ``Pipeline``, which changes what the penalty weighs).
+        It applies to the least squares, logistic and softmax losses (no penalty inside the
+        loss) with a convex penalty that splits by coordinate (ℓ1, elastic net, ℓ2, none);
+        other problems (MCP and SCAD, whose prox would need steps below ``γ s_j²``, group
+        lasso, nuclear norm, a regularizer of another class) run on the raw features.
+        ``False``: always the raw features, round for round the fit without this option.
+        (Named for what it does to the solver, not ``standardize`` or ``normalize``: in
+        glmnet and in scikit-learn's former linear models those change the problem.)
     n_clients : int, default 1
         Without ``clients=`` in ``fit``, split the samples iid into this many clients.
     clients_per_round : int, optional
@@ -77,15 +98,24 @@ class FederatedEstimator(_FederatedModel):
     Attributes
     ----------
     coef_ : array of shape (n_features,), or (n_outputs, n_features)
+        In ``X``'s dtype: float32 ``X`` gives float32 ``coef_``, ``intercept_`` and
+        predictions, as scikit-learn's models do. The run itself computes in float64 (the
+        data are converted: in float32, ZA1's rounds stall near a relative step of 3e-4,
+        far from ``tol``).
     intercept_ : float or array of shape (n_outputs,)
         0 when ``fit_intercept=False``.
     classes_ : array
         The class labels (classification losses only).
     history_ : list of dict
         The run's evaluation rows (:attr:`fedcomp.RunResult.history`: round, counters,
-        objective).
+        objective), in the coordinates the run works in: the preconditioned ones where
+        ``precondition`` applied. Their ``objective`` is nonetheless the raw problem's
+        (the change of coordinates maps the model and keeps ``F``), while
+        ``relative_prox_step``, what ``tol`` checks, is measured in the run's coordinates.
     objective_ : float
-        ``F`` at the fitted model (with the constant feature and mean losses).
+        ``F`` of the raw problem at the returned ``coef_`` and ``intercept_`` (with the
+        constant feature and mean losses): the last row's ``objective``, evaluated again on
+        the raw features where the run was preconditioned (equal up to rounding).
     n_iter_ : int
         Rounds run (fewer than ``max_iter`` when ``tol`` was reached).
     converged_ : bool
@@ -117,7 +147,7 @@ class FederatedEstimator(_FederatedModel):
                  alpha: Any = 1.0, *, regularizer_params: Any = None, algorithm: Any = "za1",
                  algorithm_params: Any = None, client_lr: Any = "auto", max_iter: Any = 10_000,
                  tol: Any = 1e-8, warm_start: Any = False, fit_intercept: Any = True,
-                 n_clients: Any = 1, clients_per_round: Any = None,
+                 precondition: Any = True, n_clients: Any = 1, clients_per_round: Any = None,
                  batch_size: Any = None, eval_every: Any = None, random_state: Any = None
                  ) -> None:
         _store(self, locals())
@@ -201,7 +231,7 @@ class FederatedLinearRegression(RegressorMixin, _FederatedModel):
     gamma : float, optional
         MCP's γ (default 3.0) or SCAD's a (default 3.7).
     algorithm, algorithm_params, client_lr, max_iter, tol, warm_start, fit_intercept,
-    n_clients, clients_per_round, batch_size, eval_every, random_state
+    precondition, n_clients, clients_per_round, batch_size, eval_every, random_state
         As in :class:`FederatedEstimator`.
 
     Attributes
@@ -215,7 +245,7 @@ class FederatedLinearRegression(RegressorMixin, _FederatedModel):
     def __init__(self, penalty: Any = "l1", alpha: Any = 1.0, *, l1_ratio: Any = 0.5,
                  gamma: Any = None, algorithm: Any = "za1", algorithm_params: Any = None,
                  client_lr: Any = "auto", max_iter: Any = 10_000, tol: Any = 1e-8,
-                 warm_start: Any = False, fit_intercept: Any = True,
+                 warm_start: Any = False, fit_intercept: Any = True, precondition: Any = True,
                  n_clients: Any = 1, clients_per_round: Any = None, batch_size: Any = None,
                  eval_every: Any = None, random_state: Any = None) -> None:
         _store(self, locals())
@@ -235,8 +265,12 @@ class FederatedLogisticRegression(ClassifierMixin, _FederatedModel):
     """Penalised logistic regression (binary) or softmax regression (multiclass), federated.
 
     Minimises ``(1/N) Σ_j log-loss_j + g(w)``: :class:`sklearn.linear_model.LogisticRegression`
-    with ``C = 1/(alpha·N)`` (N the training samples) and the same penalty minimises the
-    same objective scaled by ``C·N``. Two classes fit the logistic loss on labels ±1
+    with ``C = 1/(alpha·N)`` (N the training samples) minimises the same objective scaled by
+    ``C·N``, its penalty chosen by ``l1_ratio`` (scikit-learn ≥ 1.8 deprecates
+    ``penalty=``): ``penalty="l1"`` is ``LogisticRegression(C=1/(alpha·N), l1_ratio=1.0,
+    solver="saga")``, ``"elasticnet"`` with ``l1_ratio=ρ`` is ``l1_ratio=ρ`` (``saga``),
+    ``"l2"`` is ``l1_ratio=0.0`` (the default), ``"none"`` is ``C=numpy.inf``; MCP and SCAD
+    have no counterpart there. Two classes fit the logistic loss on labels ±1
     (``coef_`` of shape ``(1, n_features)``), more the softmax cross-entropy (one row of
     ``coef_`` per class, as scikit-learn's multinomial fit).
 
@@ -247,7 +281,8 @@ class FederatedLogisticRegression(ClassifierMixin, _FederatedModel):
     alpha : float, default 0.01
         The penalty's strength α.
     l1_ratio, gamma, algorithm, algorithm_params, client_lr, max_iter, tol, warm_start,
-    fit_intercept, n_clients, clients_per_round, batch_size, eval_every, random_state
+    fit_intercept, precondition, n_clients, clients_per_round, batch_size, eval_every,
+    random_state
         As in :class:`FederatedLinearRegression`.
 
     Attributes
@@ -262,7 +297,7 @@ class FederatedLogisticRegression(ClassifierMixin, _FederatedModel):
     def __init__(self, penalty: Any = "l1", alpha: Any = 0.01, *, l1_ratio: Any = 0.5,
                  gamma: Any = None, algorithm: Any = "za1", algorithm_params: Any = None,
                  client_lr: Any = "auto", max_iter: Any = 10_000, tol: Any = 1e-8,
-                 warm_start: Any = False, fit_intercept: Any = True,
+                 warm_start: Any = False, fit_intercept: Any = True, precondition: Any = True,
                  n_clients: Any = 1, clients_per_round: Any = None, batch_size: Any = None,
                  eval_every: Any = None, random_state: Any = None) -> None:
         _store(self, locals())

@@ -176,27 +176,29 @@ def _centralized(kind: str, alpha: float, X: np.ndarray, y: np.ndarray) -> np.nd
         if kind == "elasticnet":
             return SkElasticNet(alpha=alpha, l1_ratio=0.5, tol=1e-14,
                                 max_iter=1_000_000).fit(X, y).coef_
-        return LogisticRegression(penalty="l1", C=1 / (alpha * len(y)), solver="saga",
+        return LogisticRegression(C=1 / (alpha * len(y)), l1_ratio=1.0, solver="saga",
                                   tol=1e-13, max_iter=1_000_000).fit(X, y).coef_.ravel()
 
 
-@pytest.mark.parametrize("data, scaled, kind, alpha, converges", [
-    ("diabetes", False, "lasso", 0.1, False),
-    ("diabetes", True, "lasso", 0.1, True),
-    ("diabetes", True, "elasticnet", 0.1, True),
-    ("diabetes", False, "elasticnet", 0.01, None),
-    ("breast_cancer", True, "logistic", 0.01, None),
-    ("breast_cancer", False, "logistic", 0.01, False),
+@pytest.mark.parametrize("data, scaled, kind, alpha, converges, precondition", [
+    ("diabetes", False, "lasso", 0.1, True, True),     # raw data: preconditioned by default
+    ("diabetes", False, "lasso", 0.1, False, False),   # ... which precondition=False turns off
+    ("diabetes", True, "lasso", 0.1, True, True),
+    ("diabetes", True, "elasticnet", 0.1, True, True),
+    ("diabetes", False, "elasticnet", 0.01, None, True),
+    ("breast_cancer", True, "logistic", 0.01, None, True),
+    ("breast_cancer", False, "logistic", 0.01, False, True),
 ])
-def test_the_default_fit_matches_scikit_learn_or_warns(data, scaled, kind, alpha, converges):
+def test_the_default_fit_matches_scikit_learn_or_warns(data, scaled, kind, alpha, converges,
+                                                        precondition):
     """Never a silent miss: the coefficients within 1e-4 (relative) of scikit-learn's
     centralized solution, or a ConvergenceWarning (and converged_ False)."""
     X, y = _bundled(data, scaled)
     if kind == "logistic":
-        ours = FederatedLogisticRegression(alpha=alpha)
+        ours = FederatedLogisticRegression(alpha=alpha, precondition=precondition)
     else:
         ours = FederatedLinearRegression(kind if kind == "elasticnet" else "l1", alpha=alpha,
-                                         l1_ratio=0.5)
+                                         l1_ratio=0.5, precondition=precondition)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         ours.fit(X, y)
@@ -205,9 +207,12 @@ def test_the_default_fit_matches_scikit_learn_or_warns(data, scaled, kind, alpha
     if converges is not None:  # the cases whose outcome is known: the rule is not vacuous
         assert ours.converged_ == converges
     if warned:
-        assert f"after max_iter={ours.max_iter} rounds" in str(warned[0].message)
-        if not scaled:  # the fix named first: the data's scale
-            assert "StandardScaler" in str(warned[0].message)
+        message = str(warned[0].message)
+        assert f"after max_iter={ours.max_iter} rounds" in message
+        if not scaled:  # the fix named first: preconditioning, or where it ran, not scale
+            assert ("precondition=True" in message and "StandardScaler" in message) \
+                if not precondition else ("preconditioned" in message
+                                          and "StandardScaler" not in message)
         return
     theirs = _centralized(kind, alpha, X, y)
     error = np.linalg.norm(ours.coef_.ravel() - theirs) / np.linalg.norm(theirs)
@@ -258,18 +263,30 @@ def test_fitted_attributes_history_and_pickling():
     np.testing.assert_array_equal(again.predict(X), model.predict(X))
 
 
+def _largest_smoothness(X: np.ndarray, ids: np.ndarray) -> float:
+    """The largest client's ``λ_max(A_iᵀA_i / n_i)`` of ``A = [X, 1]``."""
+    Xb = np.hstack([X, np.ones((len(X), 1))])
+    return max(np.linalg.eigvalsh(Xb[ids == i].T @ Xb[ids == i] / (ids == i).sum())[-1]
+               for i in np.unique(ids))
+
+
 def test_client_lr_auto_is_one_over_local_steps_times_the_largest_smoothness():
     X, y, ids = _lasso_data()
-    model = FederatedLinearRegression(max_iter=1, algorithm_params={"local_steps": 4})
+    model = FederatedLinearRegression(max_iter=1, algorithm_params={"local_steps": 4},
+                                      precondition=False)
     model.fit(X, y, clients=ids)
-    Xb = np.hstack([X, np.ones((len(y), 1))])
-    largest = max(np.linalg.eigvalsh(Xb[ids == i].T @ Xb[ids == i] / (ids == i).sum())[-1]
-                  for i in range(4))
     run = eval(model.algorithm_, {"za1": fedcomp.za1})  # noqa: S307 - the algorithm's repr
     assert run.hyperparameters["local_steps"] == 4
-    assert run.hyperparameters["client_lr"] == pytest.approx(1 / (4 * largest), rel=1e-10)
+    assert run.hyperparameters["client_lr"] == pytest.approx(
+        1 / (4 * _largest_smoothness(X, ids)), rel=1e-10)
     given = clone(model).set_params(client_lr=0.001).fit(X, y, clients=ids)
     assert "client_lr=0.001," in given.algorithm_
+    # preconditioned (the default): the smoothness of the pooled-standardized columns
+    scaled = clone(model).set_params(precondition=True).fit(X, y, clients=ids)
+    run = eval(scaled.algorithm_, {"za1": fedcomp.za1})  # noqa: S307 - the algorithm's repr
+    standardized = (X - X.mean(axis=0)) / X.std(axis=0)
+    assert run.hyperparameters["client_lr"] == pytest.approx(
+        1 / (4 * _largest_smoothness(standardized, ids)), rel=1e-10)
 
 
 def test_repr_and_params():
