@@ -2,21 +2,11 @@
 ``FederatedElasticNetCV``, ``FederatedLogisticRegressionCV``.
 
 Each is scikit-learn's ``LassoCV`` / ``ElasticNetCV`` / ``LogisticRegressionCV`` with the fit
-made federated:
-
-1. the grid: ``alphas`` values from :func:`~fedcomp.sklearn.alpha_max` (one aggregation
-   round on all the data) down to ``eps`` times it, log-spaced, or the grid given;
-2. the folds split *each client's* samples: fold ``k`` holds out the ``k``-th of ``cv``
-   parts of every client's samples (scikit-learn's ``KFold`` within a client, its
-   ``StratifiedKFold`` for a classifier), so every training fold keeps every client, with
-   its share of the data, as the federation it stands for;
-3. on each training fold, one path along the decreasing grid, each fit warm-started from
-   the last (:func:`~fedcomp.sklearn._path.warm_path`: the algorithm's states carry over);
-4. after each fit, the score on the held-out samples of all clients: each client reports
-   its held-out sums (squared errors, log-losses or correct labels, and its weight), the
-   server adds them up, which is the pooled score scikit-learn computes on the test fold;
-5. the ``alpha`` (and ``l1_ratio``) of the best mean score over folds, then one refit on
-   all the data at it.
+made federated: the grid from :func:`~fedcomp.sklearn.alpha_max` (one aggregation round),
+folds that split *each client's* samples (every training fold keeps every client, as the
+federation it stands for), one path per training fold along the decreasing grid with each
+fit warm-started from the last, the held-out score that the clients' sums add up to, then a
+refit on all the data at the best ``alpha``.
 
 References
 ----------
@@ -78,8 +68,8 @@ class _FederatedCV(_FederatedModel):
     l1_ratio: Any
     penalty: Any
 
-    def _penalty(self) -> str:
-        return str(self.penalty)
+    def _penalty(self) -> Any:
+        return self.penalty
 
     def _scorer(self) -> Scorer:
         return neg_mse
@@ -185,42 +175,35 @@ def _unpack(X: Any, y: Any, clients: Any, sample_weight: Any) -> tuple[Any, Any,
     return features, targets, owner, weights
 
 
-_RUN_PARAMETERS = """algorithm, algorithm_params, client_lr, max_iter, tol, fit_intercept,
-    precondition, n_clients, clients_per_round, batch_size, eval_every, random_state
-        As in :class:`FederatedLinearRegression`: every fit of every path and the refit
-        use them (``n_clients`` and ``random_state`` give the iid split without
-        ``clients=``, which the folds then split)."""
-
-_CV_PARAMETERS = """alphas : int or array of shape (n_alphas,), default 10
-        An int: that many values from :func:`~fedcomp.sklearn.alpha_max` (on all the data)
-        down to ``eps`` times it, log-spaced; an array: the grid (fitted decreasing).
-    eps : float, default 1e-3
-        The grid's end over its start, when ``alphas`` is an int.
-    cv : int, splitter or iterable, default 5
-        An int ``k >= 2``: ``k`` folds that split each client's samples (every training
-        fold keeps every client; a client needs ``k`` samples). A splitter: its
-        ``split(X, y, groups=client index of each sample)`` (``GroupKFold`` holds out whole
-        clients). Or (train, test) index pairs."""
-
-_CV_ATTRIBUTES = """coef_, intercept_
-        The refit's, on all the data at ``alpha_``.
-    n_features_in_, feature_names_in_
-    history_, objective_, converged_, algorithm_, clients_
-        The refit's, as in :class:`FederatedLinearRegression`."""
-
-
 class FederatedLassoCV(RegressorMixin, _FederatedCV):
-    __doc__ = f"""The Lasso with ``alpha`` chosen by federated cross-validation:
+    """The Lasso with ``alpha`` chosen by federated cross-validation:
     :class:`sklearn.linear_model.LassoCV`, federated.
 
     Minimises ``(1/(2N)) ‖y − Xw − b‖² + α‖w‖₁`` over the samples of every client at the
-    ``alpha`` of the least mean squared error on held-out samples (the module docstring
-    says how: folds that split each client's samples, a warm-started path on each).
+    ``alpha`` of the least mean squared error on held-out samples: folds that split each
+    client's samples, a path on each training fold along the decreasing grid, each fit
+    warm-started from the last (the algorithm's states carry over), the squared errors
+    that every client reports on its held-out samples added up by the server (the pooled
+    mean scikit-learn computes on a test fold), then a refit on all the data at ``alpha_``.
 
     Parameters
     ----------
-    {_CV_PARAMETERS}
-    {_RUN_PARAMETERS}
+    alphas : int or array of shape (n_alphas,), default 10
+        An int: that many values from :func:`alpha_max` (on all the data) down to ``eps``
+        times it, log-spaced, as ``LassoCV(alphas=int)``; an array: the grid (fitted
+        decreasing).
+    eps : float, default 1e-3
+        The grid's end over its start, when ``alphas`` is an int.
+    cv : int, splitter or iterable, default 5
+        An int ``k >= 2``: ``k`` folds that split each client's samples (scikit-learn's
+        ``KFold`` within each client, so every training fold keeps every client; a client
+        needs ``k`` samples). A splitter: its ``split(X, y, groups=client index of each
+        sample)`` (``GroupKFold`` holds out whole clients). Or (train, test) index pairs.
+    algorithm, algorithm_params, client_lr, max_iter, tol, fit_intercept, precondition,
+    n_clients, clients_per_round, batch_size, eval_every, random_state
+        As in :class:`FederatedLinearRegression`, for every fit of every path and the
+        refit (``n_clients`` and ``random_state`` give the iid split without ``clients=``,
+        which the folds then split).
 
     Attributes
     ----------
@@ -233,7 +216,10 @@ class FederatedLassoCV(RegressorMixin, _FederatedCV):
         ``sample_weight`` where given); ``alpha_`` has the least mean over folds.
     n_iter_ : int
         The refit's rounds.
-    {_CV_ATTRIBUTES}
+    coef_, intercept_, history_, objective_, converged_, algorithm_, clients_
+        The refit's (on all the data at ``alpha_``), as in
+        :class:`FederatedLinearRegression`.
+    n_features_in_ : int
 
     Examples
     --------
@@ -266,32 +252,37 @@ class FederatedLassoCV(RegressorMixin, _FederatedCV):
 
 
 class FederatedElasticNetCV(RegressorMixin, _FederatedCV):
-    __doc__ = f"""The elastic net with ``alpha`` and ``l1_ratio`` chosen by federated
+    """The elastic net with ``alpha`` and ``l1_ratio`` chosen by federated
     cross-validation: :class:`sklearn.linear_model.ElasticNetCV`, federated.
 
     Minimises ``(1/(2N)) ‖y − Xw − b‖² + αρ‖w‖₁ + α(1−ρ)/2 ‖w‖²`` (ρ = ``l1_ratio``) at the
-    ``(alpha, l1_ratio)`` of the least mean squared error on held-out samples.
+    ``(alpha, l1_ratio)`` of the least mean squared error on held-out samples, found as
+    :class:`FederatedLassoCV` finds its ``alpha``.
 
     Parameters
     ----------
     l1_ratio : float or list of float, default 0.5
         ρ, or the ρ to try (one path per ρ and fold; with ``alphas`` an int, each ρ its own
         grid from ``alpha_max / ρ``, which needs ρ > 0).
-    {_CV_PARAMETERS}
-    {_RUN_PARAMETERS}
+    alphas, eps, cv, algorithm, algorithm_params, client_lr, max_iter, tol, fit_intercept,
+    precondition, n_clients, clients_per_round, batch_size, eval_every, random_state
+        As in :class:`FederatedLassoCV`.
 
     Attributes
     ----------
     alpha_ : float
+        The chosen ``alpha``.
     l1_ratio_ : float
-        The chosen ``alpha`` and ρ.
+        The chosen ρ.
     alphas_ : array of shape (n_alphas,) or (n_l1_ratio, n_alphas)
         The grid (decreasing); one per ρ when ``alphas`` is an int and several ρ are tried.
     mse_path_ : array of shape (n_alphas, n_folds) or (n_l1_ratio, n_alphas, n_folds)
         The mean squared error on each test fold (the second shape for several ρ).
     n_iter_ : int
         The refit's rounds.
-    {_CV_ATTRIBUTES}
+    coef_, intercept_, history_, objective_, converged_, algorithm_, clients_
+        The refit's, as in :class:`FederatedLassoCV`.
+    n_features_in_ : int
     """
 
     def __init__(self, *, l1_ratio: Any = 0.5, alphas: Any = N_ALPHAS, eps: Any = 1e-3,
@@ -307,11 +298,13 @@ class FederatedElasticNetCV(RegressorMixin, _FederatedCV):
 
 
 class FederatedLogisticRegressionCV(ClassifierMixin, _FederatedCV):
-    __doc__ = f"""Penalised logistic regression with ``alpha`` chosen by federated
+    """Penalised logistic regression with ``alpha`` chosen by federated
     cross-validation: :class:`sklearn.linear_model.LogisticRegressionCV`, federated.
 
     Minimises ``(1/N) Σ_j log-loss_j + g(w)`` (:class:`FederatedLogisticRegression`'s
-    objective) at the ``alpha`` of the best mean ``scoring`` on held-out samples.
+    objective) at the ``alpha`` of the best mean ``scoring`` on held-out samples, found as
+    :class:`FederatedLassoCV` finds its ``alpha``; ``cv=k`` stratifies each client's folds
+    by class (``StratifiedKFold`` within each client).
 
     The strength is fedcomp's ``alpha``, not scikit-learn's ``C``: a fit on N samples (N
     the sum of ``sample_weight`` where given) at ``alpha`` is ``LogisticRegression`` at
@@ -322,19 +315,19 @@ class FederatedLogisticRegressionCV(ClassifierMixin, _FederatedCV):
 
     Parameters
     ----------
-    penalty : {{"l1", "elasticnet", "l2"}}, default "l1"
+    penalty : {"l1", "elasticnet", "l2"}, default "l1"
         ``g`` as in :class:`FederatedLogisticRegression` (``alphas`` an int needs "l1" or
-        "elasticnet": the grid starts at ``alpha_max``).
+        "elasticnet", and two classes: the grid starts at :func:`alpha_max`).
     l1_ratio : float or list of float, default 0.5
         The elastic net's ρ, or the ρ to try (``penalty="elasticnet"`` only).
-    scoring : {{"neg_log_loss", "accuracy"}}, default "neg_log_loss"
+    scoring : {"neg_log_loss", "accuracy"}, default "neg_log_loss"
         The score of a test fold (higher is better), pooled over the held-out samples of
         every client. The mean log-loss by default: it is smooth in ``alpha``, so a short
-        grid has no ties, and is ``LogisticRegressionCV``'s default from scikit-learn
-        1.11 on (``"accuracy"`` is its default before). ``score`` uses it too.
-    {_CV_PARAMETERS}
-        A classifier's ``cv=k`` stratifies each client's folds by class.
-    {_RUN_PARAMETERS}
+        grid has no ties, and it is ``LogisticRegressionCV``'s default from scikit-learn
+        1.11 on (accuracy before). ``score`` uses it too, as ``LogisticRegressionCV``'s.
+    alphas, eps, cv, algorithm, algorithm_params, client_lr, max_iter, tol, fit_intercept,
+    precondition, n_clients, clients_per_round, batch_size, eval_every, random_state
+        As in :class:`FederatedLassoCV`.
 
     Attributes
     ----------
@@ -352,8 +345,10 @@ class FederatedLogisticRegressionCV(ClassifierMixin, _FederatedCV):
         The coefficients of each fit, the intercept last (``n_outputs`` is 1 for two
         classes).
     n_iter_ : array of shape (n_folds, n_l1_ratios, n_alphas)
-        The rounds of each fit of the paths (the refit's are its ``history_``).
-    {_CV_ATTRIBUTES}
+        The rounds of each fit of the paths (the refit's are in its ``history_``).
+    coef_, intercept_, history_, objective_, converged_, algorithm_, clients_
+        The refit's, as in :class:`FederatedLogisticRegression`.
+    n_features_in_ : int
     """
 
     _base_class = FederatedLogisticRegression
