@@ -680,3 +680,44 @@ def test_the_shipped_report_has_no_stale_folders():
     shipped = Path(__file__).parents[2] / "docs" / "report"
     named = {name: set(readings(raw)) for name, raw in rep.experiment_configs()}
     assert rep.stale_folders(shipped, named) == []
+
+
+# --- the report as pages of the documentation site ------------------------------------------
+def test_the_site_pages_link_every_reading_to_its_section(report_dir):
+    """``index.md`` and a page per paper (the experiment of no paper on ``paper-other.md``):
+    every link of the summary leads to an anchor on the page it names, each reading's
+    verdict is on its paper's page, and its figures are palette PNGs beside it."""
+    import re
+
+    from PIL import Image
+
+    out, results = report_dir
+    summary = (out / "index.md").read_text()
+    assert "| fedcomp |" in summary and "`fedcomp report --out REPORT`" in summary
+    pages = {p.name: p.read_text() for p in out.glob("paper-*.md")}
+    assert set(pages) == {"paper-seed000.md", "paper-other.md"}
+    links = re.findall(r"\]\((paper-[\w.-]+\.md)#([\w.-]+)\)", summary)
+    # the readings linked (as the one-page report's contents), the diagnoses on their page
+    assert {a for _, a in links} >= {r.anchor for r in results if not r.diagnosis} | {"seed000"}
+    for page, anchor in links:
+        assert f'<a id="{anchor}"></a>' in pages[page], (page, anchor)
+    assert '<a id="seed000--fedmid_step"></a>' in pages["paper-seed000.md"]
+    ok = results[0]
+    assert f"**Verdict: {ok.verdict}.**" in pages["paper-seed000.md"]
+    for fig in ok.figures:
+        assert f"]({ok.key}/{fig})" in pages["paper-seed000.md"]
+        with Image.open(out / ok.key / fig) as image:
+            assert image.mode == "P"  # a palette: a quarter of an RGBA PNG's bytes
+    # the site links the small files and names the stored results without linking them
+    assert "[config.toml](seed000/config.toml)" in pages["paper-seed000.md"]
+    assert "](seed000/results.csv)" not in pages["paper-seed000.md"]
+
+
+def test_a_placement_key_does_not_rerun_a_finished_run():
+    """A config's paper, claim or description places it in the report and changes no run:
+    the shipped report's runs, made before configs named their paper, are reused."""
+    from fedcomp.report._markers import same_runs
+
+    ran = {"name": "seed000", "rounds": 500, "claim": "old words"}
+    assert same_runs(ran, {**ran, "paper": "seed000", "claim": "new words"})
+    assert not same_runs(ran, {**ran, "rounds": 400})
