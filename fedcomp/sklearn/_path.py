@@ -95,7 +95,8 @@ def alpha_grid(estimator: Any, X: Any, y: Any, n_alphas: int, eps: float = 1e-3,
     resolution = np.finfo(np.float64).resolution
     if top <= resolution:  # a constant target: every alpha gives the same zero model
         return np.full(n_alphas, resolution)
-    return np.geomspace(top, top * eps, num=n_alphas)
+    # the formula federated_path has always used (LassoCV's geomspace differs by an ulp)
+    return top * np.logspace(0.0, np.log10(eps), n_alphas)
 
 
 def _integer(value: Any) -> bool:
