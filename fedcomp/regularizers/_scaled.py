@@ -90,8 +90,8 @@ class Scaled:
                              f"{scale.shape})")
         if scale.size and not (np.all(np.isfinite(scale)) and scale.min() > 0):
             bad = scale.flat[int(np.argmin(np.where(np.isfinite(scale), scale, -np.inf)))]
-            raise ValueError(f"Scaled: every scale must be > 0 and finite (got {bad!r}); give "
-                             "a constant column the scale 1")
+            raise ValueError(f"Scaled: every scale must be > 0 and finite (got {float(bad)!r}); "
+                             "give a constant column the scale 1")
         object.__setattr__(self, "scale", scale)
         object.__setattr__(self, "param_ndim", ndim)
         weights = _elastic_net_weights(self.base, scale)
