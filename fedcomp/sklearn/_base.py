@@ -319,7 +319,7 @@ class _FederatedModel(BaseEstimator):
         if self.fit_intercept:
             features = _append_ones(features)
         data = split_data(features, targets, owner, len(self.clients_), sample_weight)
-        run_regularizer = raw_regularizer if scaling is None else \
+        run_regularizer: Any = raw_regularizer if scaling is None else \
             Scaled(raw_regularizer, scaling.penalty_scale(shape, bool(self.fit_intercept)))
         problem = Problem(loss, run_regularizer, data, weighting="samples", n_classes=n_classes)
         return problem, scaling, raw_regularizer

@@ -215,8 +215,8 @@ def pooled_preconditioner(reports: list[tuple[float, np.ndarray, np.ndarray]],
     variance within rounding of zero is a constant column.
     """
     total = sum(report[0] for report in reports)
-    mean = sum(report[1] for report in reports) / total
-    square = sum(report[2] for report in reports) / total
+    mean = np.sum([report[1] for report in reports], axis=0) / total
+    square = np.sum([report[2] for report in reports], axis=0) / total
     variance = np.maximum(square - mean * mean, 0.0) if intercept else square
     constant = variance <= 64.0 * np.finfo(np.float64).eps * square
     scale = np.where(constant, 1.0, np.sqrt(np.where(constant, 1.0, variance)))

@@ -42,10 +42,10 @@ def test_scaled_prox_is_the_argmin_of_the_penalty_in_scaled_coordinates(base, sc
         out = reg.prox(z, step)
         steps = np.broadcast_to(np.asarray(step, dtype=float).reshape(-1, 1), z.shape)
         for (b, j), zj in np.ndenumerate(z):
-            def objective(u, b=b, j=j, zj=zj):
+            def objective(u, j=j, zj=zj, t=steps[b, j]):
                 v = np.zeros((1, 4))
                 v[0, j] = u
-                return steps[b, j] * float(reg.value(v)[0]) + 0.5 * (u - zj) ** 2
+                return t * float(reg.value(v)[0]) + 0.5 * (u - zj) ** 2
 
             best = minimize_scalar(objective, bounds=(-5.0, 5.0), method="bounded",
                                    options={"xatol": 1e-12})
