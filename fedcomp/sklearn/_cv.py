@@ -237,7 +237,7 @@ class FederatedLassoCV(RegressorMixin, _FederatedCV):
     """
 
     def __init__(self, *, alphas: Any = N_ALPHAS, eps: Any = 1e-3, cv: Any = 5,
-                 algorithm: Any = "za1", algorithm_params: Any = None,
+                 algorithm: Any = "auto", algorithm_params: Any = None,
                  client_lr: Any = "auto", max_iter: Any = 10_000, tol: Any = 1e-8,
                  fit_intercept: Any = True, precondition: Any = True, n_clients: Any = 1,
                  clients_per_round: Any = None, batch_size: Any = None,
@@ -286,7 +286,7 @@ class FederatedElasticNetCV(RegressorMixin, _FederatedCV):
     """
 
     def __init__(self, *, l1_ratio: Any = 0.5, alphas: Any = N_ALPHAS, eps: Any = 1e-3,
-                 cv: Any = 5, algorithm: Any = "za1", algorithm_params: Any = None,
+                 cv: Any = 5, algorithm: Any = "auto", algorithm_params: Any = None,
                  client_lr: Any = "auto", max_iter: Any = 10_000, tol: Any = 1e-8,
                  fit_intercept: Any = True, precondition: Any = True, n_clients: Any = 1,
                  clients_per_round: Any = None, batch_size: Any = None,
@@ -355,7 +355,7 @@ class FederatedLogisticRegressionCV(ClassifierMixin, _FederatedCV):
 
     def __init__(self, *, penalty: Any = "l1", l1_ratio: Any = 0.5, alphas: Any = N_ALPHAS,
                  eps: Any = 1e-3, cv: Any = 5, scoring: Any = "neg_log_loss",
-                 algorithm: Any = "za1", algorithm_params: Any = None,
+                 algorithm: Any = "auto", algorithm_params: Any = None,
                  client_lr: Any = "auto", max_iter: Any = 10_000, tol: Any = 1e-8,
                  fit_intercept: Any = True, precondition: Any = True, n_clients: Any = 1,
                  clients_per_round: Any = None, batch_size: Any = None,
