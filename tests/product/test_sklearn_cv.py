@@ -70,10 +70,17 @@ def _base(model, Base, **params):
     return Base(**{**shared, **params})
 
 
-def _folds(model, ids, y=None):
-    """The folds the CV estimator used: each client's samples split in three."""
-    owner = np.unique(ids, return_inverse=True)[1]
-    return client_folds(np.unique(ids), owner, model.cv, y)
+def _grid_search(model, X, y, ids, grid, **params):
+    """GridSearchCV over ``grid`` on the CV estimator ``model``'s base estimator, its folds
+    (each client's samples split in ``model.cv``; stratified for a classifier) and its
+    score (the mean squared error, or the log-loss)."""
+    classifier = isinstance(model, FederatedLogisticRegressionCV)
+    Base = FederatedLogisticRegression if classifier else FederatedLinearRegression
+    folds = client_folds(np.unique(ids), np.unique(ids, return_inverse=True)[1], model.cv,
+                         y if classifier else None)
+    scoring = "neg_log_loss" if classifier else "neg_mean_squared_error"
+    return GridSearchCV(_base(model, Base, **params), grid, cv=folds, scoring=scoring,
+                        refit=False).fit(X, y, clients=ids)
 
 
 @pytest.fixture(scope="module")
@@ -99,13 +106,10 @@ def logistic():
 # --- the alpha GridSearchCV picks ----------------------------------------------------------
 def test_lasso_cv_chooses_grid_search_alpha_on_diabetes(lasso):
     X, y, ids = _diabetes()
-    search = GridSearchCV(_base(lasso, FederatedLinearRegression), {"alpha": DIABETES_GRID},
-                          cv=_folds(lasso, ids), scoring="neg_mean_squared_error",
-                          refit=False).fit(X, y, clients=ids)
+    search = _grid_search(lasso, X, y, ids, {"alpha": DIABETES_GRID})
     assert lasso.alpha_ == search.best_params_["alpha"] == 0.4  # inside the grid
     np.testing.assert_allclose(lasso.mse_path_.mean(axis=1),
                                -search.cv_results_["mean_test_score"], rtol=1e-5)
-    # scikit-learn's shapes, and the refit at alpha_ on all the data
     # scikit-learn's shapes; the refit on all the data (test_folds_... shows it is the base
     # estimator's fit at alpha_)
     assert lasso.alphas_.tolist() == DIABETES_GRID and lasso.mse_path_.shape == (3, 3)
@@ -117,9 +121,7 @@ def test_lasso_cv_chooses_grid_search_alpha_on_diabetes(lasso):
 def test_elastic_net_cv_chooses_grid_search_alpha_and_l1_ratio(enet):
     X, y, ids = _diabetes()
     grid = {"alpha": DIABETES_GRID, "l1_ratio": [0.5, 0.9]}
-    search = GridSearchCV(_base(enet, FederatedLinearRegression, penalty="elasticnet"), grid,
-                          cv=_folds(enet, ids), scoring="neg_mean_squared_error",
-                          refit=False).fit(X, y, clients=ids)
+    search = _grid_search(enet, X, y, ids, grid, penalty="elasticnet")
     assert (enet.alpha_, enet.l1_ratio_) == (search.best_params_["alpha"],
                                              search.best_params_["l1_ratio"])
     assert enet.mse_path_.shape == (2, 3, 3) and enet.alphas_.shape == (3,)
@@ -130,9 +132,7 @@ def test_elastic_net_cv_chooses_grid_search_alpha_and_l1_ratio(enet):
 
 def test_logistic_cv_chooses_grid_search_alpha_on_breast_cancer(logistic):
     X, y, ids = _cancer()
-    search = GridSearchCV(_base(logistic, FederatedLogisticRegression), {"alpha": CANCER_GRID},
-                          cv=_folds(logistic, ids, y), scoring="neg_log_loss",
-                          refit=False).fit(X, y, clients=ids)
+    search = _grid_search(logistic, X, y, ids, {"alpha": CANCER_GRID})
     assert logistic.alpha_ == search.best_params_["alpha"] == 0.003
     np.testing.assert_allclose(logistic.scores_.mean(axis=0)[0],
                                search.cv_results_["mean_test_score"], rtol=1e-5)
@@ -150,9 +150,7 @@ def test_logistic_cv_chooses_grid_search_alpha_on_all_of_breast_cancer():
     X, y = load_breast_cancer(return_X_y=True)
     X, ids, grid = StandardScaler().fit_transform(X), np.arange(len(y)) % 4, [0.03, 0.004, 8e-4]
     model = FederatedLogisticRegressionCV(alphas=grid, cv=3, tol=TOL).fit(X, y, clients=ids)
-    search = GridSearchCV(_base(model, FederatedLogisticRegression), {"alpha": grid},
-                          cv=_folds(model, ids, y), scoring="neg_log_loss",
-                          refit=False).fit(X, y, clients=ids)
+    search = _grid_search(model, X, y, ids, {"alpha": grid})
     assert model.alpha_ == search.best_params_["alpha"] == 0.004
     # near-separable: the held-out log-loss of the weakest fit magnifies the difference of
     # a warm and a cold start (3e-3 at 8e-4); the neighbours differ by 50 %
