@@ -43,6 +43,8 @@ def with_papers(nav: list[Any], pages: list[str]) -> bool:
 
 def on_config(config: Any) -> Any:
     pages = paper_pages(Path(config["docs_dir"]) / REPORT_INDEX)
+    if config["nav"] is None:  # no navigation configured: MkDocs lists every page itself
+        return config
     if pages and not with_papers(config["nav"], pages):
         raise ValueError(f"mkdocs.yml's nav names no {REPORT_INDEX}: the report's paper "
                          f"pages ({', '.join(pages)}) would be outside the navigation; add "

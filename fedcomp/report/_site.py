@@ -58,10 +58,10 @@ def _table(header: list[str], body: list[list[str]]) -> list[str]:
 
 def _files(r: ExperimentResult) -> str:
     """The reading's files: the site's linked, the others named in the report folder."""
-    served = [f"[{f}]({r.key}/{f})" for f in r.files if f in SITE_FILES]
-    kept = [f"`{r.key}/{f}`" for f in r.files if f not in SITE_FILES]
-    line = "Files: " + " · ".join(served)
-    return line + (f"; in the report folder also {', '.join(kept)}" if kept else "")
+    served = " · ".join(f"[{f}]({r.key}/{f})" for f in r.files if f in SITE_FILES)
+    kept = ", ".join(f"`{r.key}/{f}`" for f in r.files if f not in SITE_FILES)
+    return "Files: " + "; ".join(part for part in (
+        served, kept and f"in the report folder also {kept}") if part)
 
 
 def _reading_section(r: ExperimentResult) -> list[str]:
