@@ -9,7 +9,10 @@ holds every participant of a round (``client_block="auto"``); on a CPU the call 
 into cache-sized sub-blocks (a ``lax.map``, :meth:`CompiledClients.block`), and the rounds
 between two evaluation rows run as one call (:meth:`CompiledEngine.run_rounds`, the
 engine's capability as an executor: :func:`~fedcomp.runtime.simulate` has one loop over
-chunks of rounds, of one round for an executor without it).
+chunks of rounds, of one round for an executor without it). Where the rows' metrics and
+the stopping rule trace too, the rows are computed in the call as well, and a whole run is
+one call, cut only where the host must see a row (:meth:`CompiledEngine.run_rows`,
+:mod:`fedcomp.runtime._compiled_run`).
 
 What stays outside the traced code, and why it needs no value:
 
@@ -225,15 +228,18 @@ class CompiledEngine:
         return self.whole
 
     def run_rows(self, server_state: Any, first: int, until: int,
-                 participants_of: Callable[[int], np.ndarray], carried: Any) -> Any:
+                 participants_of: Callable[[int], np.ndarray], carried: Any,
+                 start_row: bool = False) -> Any:
         """Rounds ``first ..`` and their rows, up to round ``until`` (a row) at most, in
-        one compiled call: a :class:`~fedcomp.runtime._compiled_run.DeviceRows`, or
-        ``None`` where the call cannot run them (its part runs eagerly, or the round's
-        participants form several blocks): the driver's chunks then do. ``carried``:
+        one compiled call (``start_row``: and the row of round ``first``, before them): a
+        :class:`~fedcomp.runtime._compiled_run.DeviceRows`, or ``None`` where the call
+        cannot run them (its part runs eagerly, or the round's participants form several
+        blocks): the driver's chunks then do. ``carried``:
         :meth:`~fedcomp.runtime._stopping.StopRule.carried`."""
         if self.whole is None:
             return None
-        return self.whole.run(server_state, first, until, participants_of, carried)
+        return self.whole.run(server_state, first, until, participants_of, carried,
+                              start_row)
 
     def rounds_traced(self, first: Any, count: Any, server_state: Any, client_states: Any,
                       ids: Any, weights: Any, pi: Any, arrays: DataArrays, *, low: int | None,

@@ -9,11 +9,14 @@ one compiled call runs the rounds *and* the rows: a ``lax.while_loop`` over rows
 is met and certified, or where the objective runs away. The values go back to the host
 in preallocated arrays, where :func:`~fedcomp.runtime.simulate` writes the rows and
 applies the very :class:`~fedcomp.runtime._stopping.StopRule` of the row-by-row run to
-them (the device's decisions are the host's comparisons on the same float64 values).
+them (the device's decisions are the host's comparisons on the same float64 values),
+with each row's counters replayed from the trace (a round of every client adds the same
+counts: added once per row, multiplied).
 
-A call ends at a row: the last one it may reach (a callback's or a checkpoint's row: the
+The first call writes row 0 too, before any round. A call ends at a row: the last one it
+may reach (a callback's or a checkpoint's row: the
 host must see it), a stop, a divergence, or the most rounds a call runs
-(:func:`whole_span`), so a long run stays interruptible and its progress line moves.
+(:attr:`RowPlan.span`), so a long run stays interruptible and its progress line moves.
 """
 
 from __future__ import annotations
@@ -57,8 +60,15 @@ def smooth_value(problem: Problem, x: Any, arrays: DataArrays) -> Any:
 
 
 def objective(problem: Problem, x: Any, arrays: DataArrays) -> Any:
-    """``F(x) = f(x) + g(x)`` (:meth:`Problem.objective`) on the traced data."""
-    return smooth_value(problem, x, arrays) + problem.regularizer.value(x[None, ...])[0]
+    """``F(x) = f(x) + g(x)`` (:meth:`Problem.objective`) on the traced data, the two
+    terms added in float64 as the host adds its two floats."""
+    return _f64(smooth_value(problem, x, arrays)) + _f64(
+        problem.regularizer.value(x[None, ...])[0])
+
+
+def _f64(value: Any) -> Any:
+    """A traced value as float64 (the host's ``float``: float32 data give float32 sums)."""
+    return require_jax().numpy.asarray(value, dtype="float64")
 
 
 def mapping_norm(problem: Problem, x: Any, arrays: DataArrays, step: float) -> Any:
@@ -67,7 +77,7 @@ def mapping_norm(problem: Problem, x: Any, arrays: DataArrays, step: float) -> A
     grad = weighted_sum(problem.loss.grad(_replicate(problem, x), _batch(arrays)),
                         arrays.weights)
     mapped = (x - problem.regularizer.prox((x - step * grad)[None, ...], step)[0, ...]) / step
-    return jnp.sqrt(jnp.sum(mapped * mapped))
+    return _f64(jnp.sqrt(jnp.sum(mapped * mapped)))
 
 
 def _nnz(problem: Problem, x: Any, arrays: DataArrays, step: float) -> Any:
@@ -89,7 +99,7 @@ def _nan(problem: Problem, x: Any, arrays: DataArrays, step: float) -> Any:
 #: without a reference (NaN). Any other metric keeps the rows on the host.
 TRACED_METRICS: dict[str, Callable[..., Any]] = {
     "objective": lambda problem, x, arrays, step: objective(problem, x, arrays),
-    "training_loss": lambda problem, x, arrays, step: smooth_value(problem, x, arrays),
+    "training_loss": lambda problem, x, arrays, step: _f64(smooth_value(problem, x, arrays)),
     "prox_grad_norm": mapping_norm,
     "nnz": _nnz,
     "sparsity": _sparsity,
@@ -107,7 +117,7 @@ def _relative(numerator: Any, model_norm: Any) -> Any:
 
 def _norm(x: Any) -> Any:
     jnp = require_jax().numpy
-    return jnp.sqrt(jnp.sum(x * x))
+    return _f64(jnp.sqrt(jnp.sum(x * x)))
 
 
 class RowPlan(NamedTuple):
@@ -122,7 +132,6 @@ class RowPlan(NamedTuple):
     tol: float
     limit: float  # max_norm (inf: none)
     span: int  # the most rounds of one call
-    sampled: bool
 
     @property
     def max_rows(self) -> int:
@@ -151,14 +160,14 @@ def row_plan(problem: Problem, metrics: Sequence[Any], reference: Any, rule: Any
         "prox_grad_norm" in names)
     step = rule.measure.step if measure not in (None, "relative_change") else (
         stationarity_step(problem) if needs_step else 1.0)
-    sampled = participants < problem.n_clients
     per_round = participants * problem.data.max_samples * int(
         np.prod(problem.data.feature_shape))
-    most = SAMPLED_ROUNDS if sampled else WHOLE_ROUNDS
-    span = max(1, min(rounds, most, WHOLE_FLOATS // max(per_round, 1)))
+    most = SAMPLED_ROUNDS if participants < problem.n_clients else WHOLE_ROUNDS
+    # not cut to the run's rounds: runs of other budgets share a compilation
+    span = max(1, min(most, WHOLE_FLOATS // max(per_round, 1)))
     return RowPlan(names, measure, float(step), rounds, eval_every,
                    math.inf if rule.tol is None else rule.tol, limit,
-                   max(span, min(eval_every, rounds)), sampled)
+                   max(span, min(eval_every, rounds)))
 
 
 def evaluate_traced(plan: RowPlan, problem: Problem, x: Any, arrays: DataArrays,
@@ -232,69 +241,90 @@ class Bounds(NamedTuple):
                    jnp.float64(plan.limit))
 
 
-def rows_loop(engine: Any, plan: RowPlan, first: Any, until: Any, server_state: Any,
-              client_states: Any, ids: Any, weights: Any, pi: Any, arrays: DataArrays,
-              certified: Certified, bounds: Bounds, *, low: int | None, start: int | None,
-              stop: int | None) -> Any:
-    """Rounds ``first ..`` and their rows, up to the row of round ``until`` (traced).
+class Loop(NamedTuple):
+    """The carry of a call's loop over rows (traced)."""
 
-    Returns ``(server state, client states, rounds run to, rows written, diverged, Σ x² of
-    the last round, row rounds (max_rows,), row values (max_rows, width), bits
-    (span, 2))``: the wire bits down and up of each round (zeros where a trace knows them).
+    round: Any  # the rounds run to
+    end: Any  # the round the inner loop runs to (the next row's)
+    server: Any
+    clients: Any
+    written: Any  # rows written
+    ended: Any  # a stop, or a divergence
+    diverged: Any
+    sum_sq: Any  # Σ x² after the last round
+    rounds_at: Any  # (max_rows,): each row's round
+    values: Any  # (max_rows, width): each row's values
+    bits: Any  # (span, 2): each round's wire bits down and up (traced WIRE_BITS sums)
+    certified: Certified
+    pending: Any  # the row of the call's first round is still to be written (row 0)
+
+
+def rows_loop(engine: Any, plan: RowPlan, first: Any, until: Any, start_row: Any,
+              server_state: Any, client_states: Any, ids: Any, weights: Any, pi: Any,
+              arrays: DataArrays, certified: Certified, bounds: Bounds, *, low: int | None,
+              start: int | None, stop: int | None) -> Loop:
+    """Rounds ``first ..`` and their rows, up to the row of round ``until``; with
+    ``start_row``, the row of round ``first`` (before any round) too (traced).
+
+    ``ids``, ``weights`` and ``pi`` are every round's (``start:stop``, every client) or
+    stacked per round, shape ``(span, B)``. Returns the final :class:`Loop`.
     """
     jax = require_jax()
     jnp = jax.numpy
     per_round = ids.ndim == 2
     problem = engine.problem
 
-    def round_cond(carry: tuple[Any, ...]) -> Any:
-        r, end, _, _, _, bad, _ = carry
-        return (r < end) & ~bad
+    def round_cond(loop: Loop) -> Any:
+        return (loop.round < loop.end) & ~loop.diverged
 
-    def one_round(carry: tuple[Any, ...]) -> tuple[Any, ...]:
-        r, end, server, clients, bits, _, _ = carry
+    def one_round(loop: Loop) -> Loop:
+        r = loop.round
         k = r - first
         who = (ids[k], weights[k], pi[k]) if per_round else (ids, weights, pi)
         server, clients, down, up, sum_sq = engine.round_traced(
-            r, server, clients, *who, arrays, low=low, start=start, stop=stop)
+            r, loop.server, loop.clients, *who, arrays, low=low, start=start, stop=stop)
         sent = jnp.stack([jnp.asarray(0.0 if b is None else b, dtype=jnp.float64)
                           for b in (down, up)])
+        sum_sq = _f64(sum_sq)  # the host's check reads it as a float
         bad = ~(jnp.isfinite(sum_sq) & (jnp.sqrt(sum_sq) <= bounds.limit))
-        return r + 1, end, server, clients, bits.at[k].set(sent), bad, sum_sq
+        return loop._replace(round=r + 1, server=server, clients=clients, diverged=bad,
+                             sum_sq=sum_sq, bits=loop.bits.at[k].set(sent))
 
-    def row_cond(carry: tuple[Any, ...]) -> Any:
-        return (carry[0] < until) & ~carry[4]
+    def row_cond(loop: Loop) -> Any:
+        return ((loop.round < until) | loop.pending) & ~loop.ended
 
-    def one_row(carry: tuple[Any, ...]) -> tuple[Any, ...]:
-        r, server, clients, j, _, bad, _, rounds_at, values, bits, cert = carry
-        end = jnp.minimum(bounds.rounds, (r // bounds.eval_every + 1) * bounds.eval_every)
-        r, _, server, clients, bits, bad, sum_sq = jax.lax.while_loop(
-            round_cond, one_round, (r, end, server, clients, bits, bad, jnp.float64(0.0)))
-        x = engine.algorithm.output(server)
+    def one_row(loop: Loop) -> Loop:
+        r = loop.round
+        due = jnp.minimum(bounds.rounds, (r // bounds.eval_every + 1) * bounds.eval_every)
+        loop = jax.lax.while_loop(round_cond, one_round,
+                                  loop._replace(end=jnp.where(loop.pending, r, due)))
+        x = engine.algorithm.output(loop.server)
+        cert = loop.certified
         row, measure = evaluate_traced(plan, problem, x, arrays, cert.previous_model,
                                        cert.has_previous_model)
         now = row[-1]
         first_f = jnp.where(cert.has_first, cert.first, now)
-        ended = stops_here(plan, bounds.tol, measure, now, first_f, cert.current, cert.has_current)
-        written = ~bad  # a diverged round has no row
-        rounds_at = jnp.where(written, rounds_at.at[j].set(r), rounds_at)
-        values = jnp.where(written, values.at[j].set(row), values)
-        cert = Certified(cert.has_first | written, jnp.where(written, first_f, cert.first),
-                         cert.has_current | written, jnp.where(written, now, cert.current),
-                         cert.has_previous_model | written,
-                         jnp.where(written, x, cert.previous_model))
-        j = j + written.astype(j.dtype)
-        return r, server, clients, j, bad | (written & ended), bad, sum_sq, rounds_at, values, \
-            bits, cert
+        ended = stops_here(plan, bounds.tol, measure, now, first_f, cert.current,
+                           cert.has_current)
+        ok = ~loop.diverged  # a round that diverged has no row
+        j = loop.written
+        cert = Certified(cert.has_first | ok, jnp.where(ok, first_f, cert.first),
+                         cert.has_current | ok, jnp.where(ok, now, cert.current),
+                         cert.has_previous_model | ok, jnp.where(ok, x, cert.previous_model))
+        return loop._replace(
+            written=j + ok.astype(j.dtype), ended=loop.diverged | (ok & ended),
+            rounds_at=loop.rounds_at.at[j].set(jnp.where(ok, loop.round, loop.rounds_at[j])),
+            values=loop.values.at[j].set(jnp.where(ok, row, loop.values[j])),
+            certified=cert, pending=jnp.bool_(False))
 
-    carry = (jnp.asarray(first, dtype=jnp.int64), server_state, client_states,
-             jnp.int64(0), jnp.bool_(False), jnp.bool_(False), jnp.float64(0.0),
-             jnp.zeros(plan.max_rows, dtype=jnp.int64),
-             jnp.zeros((plan.max_rows, plan.width), dtype=jnp.float64),
-             jnp.zeros((plan.span, 2), dtype=jnp.float64), certified)
-    r, server, clients, j, _, bad, sum_sq, rounds_at, values, bits, _ = jax.lax.while_loop(
-        row_cond, one_row, carry)
-    return server, clients, r, j, bad, sum_sq, rounds_at, values, bits
+    r = jnp.asarray(first, dtype=jnp.int64)
+    loop = Loop(r, r, server_state, client_states,
+                jnp.int64(0), jnp.bool_(False), jnp.bool_(False), jnp.float64(0.0),
+                jnp.zeros(plan.max_rows, dtype=jnp.int64),
+                jnp.zeros((plan.max_rows, plan.width), dtype=jnp.float64),
+                jnp.zeros((plan.span, 2), dtype=jnp.float64), certified,
+                jnp.asarray(start_row, dtype=bool))
+    return jax.lax.while_loop(row_cond, one_row, loop)
 
 
 class DeviceRows(NamedTuple):
@@ -328,9 +358,9 @@ class WholeRun:
         #: one round's counts where every round adds the same (every client, static bits)
         self.deltas: dict[Any, Any] = {}
 
-    def traced(self, first: Any, until: Any, *args: Any, low: int | None, start: int | None,
-               stop: int | None) -> Any:
-        return rows_loop(self.engine, self.plan, first, until, *args, low=low, start=start,
+    def traced(self, first: Any, *args: Any, low: int | None, start: int | None,
+               stop: int | None) -> Loop:
+        return rows_loop(self.engine, self.plan, first, *args, low=low, start=start,
                          stop=stop)
 
     def last_row(self, first: int, until: int) -> int:
@@ -341,13 +371,15 @@ class WholeRun:
         if until <= cap:
             return until
         due = cap // plan.eval_every * plan.eval_every
-        return due if due > first else min(plan.rounds, first + plan.eval_every)
+        return due if due > first else min(plan.rounds,
+                                           (first // plan.eval_every + 1) * plan.eval_every)
 
     def run(self, server_state: Any, first: int, until: int,
-            participants_of: Callable[[int], np.ndarray], carried: tuple[Any, Any, Any]
-            ) -> DeviceRows | None:
-        """Rounds ``first ..`` and their rows up to round ``until`` (a row) at most, or
-        ``None`` where the call cannot run them (the driver's chunks then do)."""
+            participants_of: Callable[[int], np.ndarray], carried: tuple[Any, Any, Any],
+            start_row: bool = False) -> DeviceRows | None:
+        """Rounds ``first ..`` and their rows up to round ``until`` (a row) at most, with
+        ``start_row`` the row of round ``first`` first; ``None`` where the call cannot run
+        them (the driver's chunks, and its row on the host, then do)."""
         from ._compiled_fallback import EAGER
         from ._compiled_parts import participant_context
 
@@ -369,15 +401,15 @@ class WholeRun:
             ids, weights, pi = participant_context(
                 engine.problem, np.stack(groups + [who] * (plan.span - len(groups))))
         server_state = engine.place(server_state)
-        out = self.part(first, until, server_state, clients.client_states, ids, weights, pi,
-                        clients.arrays, self._certified(carried), Bounds.of(plan), start=start,
-                        stop=stop)
+        out = self.part(first, until, start_row, server_state, clients.client_states, ids,
+                        weights, pi, clients.arrays, self._certified(carried), Bounds.of(plan),
+                        start=start, stop=stop)
         if out is EAGER:
             return None
-        server_state, clients.client_states, done, written, bad, sum_sq, rounds_at, values, \
-            bits = out
-        done, written, bad = int(done), int(written), bool(bad)  # waits for the call
-        rounds_at, values, bits = np.asarray(rounds_at), np.asarray(values), np.asarray(bits)
+        server_state, clients.client_states = out.server, out.clients
+        done, written, bad = int(out.round), int(out.written), bool(out.diverged)  # waits
+        rounds_at, values = np.asarray(out.rounds_at), np.asarray(out.values)
+        bits, sum_sq = np.asarray(out.bits), out.sum_sq
         rows = []
         counted = first
         for j in range(written):

@@ -370,14 +370,18 @@ def simulate(
                                   .max(initial=0.0)) for k, who in enumerate(group))
         return sums
 
-    def run_rows(r: int) -> bool | None:
-        """Rounds ``r ..`` with their rows computed in the executor's call, up to the next
-        row a callback must see (else as far as the call goes): whether the run stops, or
-        ``None`` where the executor left them to the chunks below."""
+    done = first  # the rounds run so far
+
+    def run_rows(r: int, start_row: bool = False) -> bool | None:
+        """Rounds ``r ..`` with their rows computed in the executor's call (``start_row``:
+        and round ``r``'s row, before them), up to the next row a callback must see, else
+        as far as the call goes: whether the run stops, or ``None`` where the executor
+        left them to the host (its rows) and the chunks below."""
         nonlocal server_state, done, wall
         tic = time.perf_counter()
-        until = recorder.next_due(r) if rule.callbacks else rounds
-        out = run_clients.run_rows(server_state, r, until, participants_of, rule.carried())
+        until = (r if start_row else recorder.next_due(r)) if rule.callbacks else rounds
+        out = run_clients.run_rows(server_state, r, until, participants_of, rule.carried(),
+                                   start_row)
         if out is None:
             return None
         server_state, done = out.server_state, out.done
@@ -403,7 +407,6 @@ def simulate(
         recorder.progress(done)
         return stopped
 
-    done = first  # the rounds run so far
     try:
         stopped = False
         if opts.resume_from is None:
@@ -412,7 +415,9 @@ def simulate(
                 run(-1, [np.arange(problem.n_clients)])
                 wait_for(like, server_state)
                 wall += time.perf_counter() - tic
-            stopped = record(0)
+            # row 0 with the rounds after it where the executor computes rows
+            whole = None if plan is None else run_rows(0, start_row=True)
+            stopped = record(0) if whole is None else whole
         while done < rounds and not stopped:
             r = done
             whole = None if plan is None else run_rows(r)

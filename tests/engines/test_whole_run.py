@@ -100,8 +100,8 @@ def test_za1_converged_by_tol_in_one_call(monkeypatch, lstsq, calls):
                 metrics=METRICS, tol=1e-7, seed=1)
     assert runs[0][0].status == "converged" and runs[0][0].n_rounds < 2000
     assert_equal_runs(runs)
-    # row 0 on the host, then every round and row in one call, which stopped at tol
-    assert calls == [(0, runs[0][0].n_rounds, len(runs[0][0].history) - 1)]
+    # every round and row (row 0 too) in one call, which stopped at tol
+    assert calls == [(0, runs[0][0].n_rounds, len(runs[0][0].history))]
 
 
 def test_a_run_that_hits_its_rounds(monkeypatch, lstsq, calls):
@@ -113,7 +113,7 @@ def test_a_run_that_hits_its_rounds(monkeypatch, lstsq, calls):
     assert [row["round"] for row in got.history] == [0, 5, 10, 15, 20, 23]
     assert any("has not converged" in m for m in runs[0][1])  # the budget's warning
     assert_equal_runs(runs)
-    assert calls == [(0, 23, 5)]
+    assert calls == [(0, 23, 6)]
 
 
 def test_a_diverging_run_stops_at_the_same_round(monkeypatch, lstsq, calls):
@@ -145,7 +145,7 @@ def test_minibatches_every_client(monkeypatch, lstsq, calls):
     runs = both(monkeypatch, ALG, lstsq, 30, eval_every=3,
                 metrics=["objective", "training_loss"], seed=4, batch_size=3)
     assert_equal_runs(runs)
-    assert calls == [(0, 30, 10)]
+    assert calls == [(0, 30, 11)]
 
 
 def test_a_callback_sees_every_row_and_stops_the_run(monkeypatch, lstsq, calls):
@@ -162,7 +162,7 @@ def test_a_callback_sees_every_row_and_stops_the_run(monkeypatch, lstsq, calls):
     assert runs[0][0].status == "stopped" and runs[0][0].n_rounds == 12
     assert_equal_runs(runs)
     # a call per row: the callback sees each row's own model
-    assert calls == [(0, 4, 1), (4, 4, 1), (8, 4, 1)]
+    assert calls == [(0, 0, 1), (0, 4, 1), (4, 4, 1), (8, 4, 1)]
     for a, b in zip(seen[True], seen[False], strict=True):
         assert a[0] == b[0] and a[1:] == pytest.approx(b[1:], rel=1e-12)
 
@@ -181,7 +181,7 @@ def test_a_checkpoint_in_the_middle_and_calls_of_a_bounded_span(monkeypatch, lst
     runs = both(monkeypatch, alg, lstsq, 9, eval_every=3, metrics=["objective"],
                 options=RunOptions(callbacks=[Checkpoint(path)]))
     assert_equal_runs(runs)
-    assert calls == [(0, 3, 1), (3, 3, 1), (6, 3, 1)]
+    assert calls == [(0, 0, 1), (0, 3, 1), (3, 3, 1), (6, 3, 1)]
     resumed = simulate(alg, lstsq, 15, eval_every=3, metrics=["objective"],
                        options=RunOptions(resume_from=path))
     monkeypatch.setattr(_compiled, "WHOLE_RUNS", False)
