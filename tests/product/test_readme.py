@@ -382,6 +382,38 @@ def test_a_count_that_differs_from_the_registry_fails_the_check():
     assert hook.render_blocks(edited, entries, FAMILIES) == text
 
 
+def table_names(page: str, header: str) -> list[str]:
+    """The names in the first column of ``page``'s table whose header row starts with
+    ``header`` (a cell may name several, ``| `mnist`, `fashion_mnist` |``, and its
+    parameters after them, ``| `rand_k` (`k` or `fraction`) |``)."""
+    text = (README.parent / "docs" / page).read_text(encoding="utf-8")
+    rows = text[text.index(header):].splitlines()[2:]
+    rows = rows[:next((i for i, row in enumerate(rows) if not row.startswith("|")), len(rows))]
+    return [name for row in rows
+            for name in re.findall(r"`(\w+)`", row.split("|")[1].split("(")[0])]
+
+
+def test_the_pages_tables_name_every_registered_component():
+    """The pages' tables of regularizers, compressors, data sets and partitioners name
+    exactly the registries' entries (data.md once lacked three generators): a component
+    registered without its row, or a row left after its removal, fails here."""
+    from fedcomp.compressors import COMPRESSORS
+    from fedcomp.data import DATASETS, PARTITIONERS
+    from fedcomp.regularizers import REGULARIZERS
+
+    tables = {"regularizers": table_names("regularizers.md", "| name | $g(x)$"),
+              "compressors": table_names("compressors.md", "| name | what the server gets"),
+              "datasets": table_names("data.md", "| name | data |")
+              + table_names("data.md", "| name | source |"),
+              "partitioners": table_names("data.md", "| name | split |")}
+    registries = {"regularizers": REGULARIZERS, "compressors": COMPRESSORS,
+                  "datasets": DATASETS, "partitioners": PARTITIONERS}
+    for kind, named in tables.items():
+        assert sorted(named) == sorted(registries[kind]), (
+            kind, sorted(set(registries[kind]) - set(named)),
+            sorted(set(named) - set(registries[kind])))
+
+
 # --- the README's verdict table follows the shipped report -----------------------------------
 REPORT = README.parent / "docs" / "report"
 LEVELS = ("not reproduced", "partly", "reproduced")  # "not reproduced" before "reproduced"
