@@ -29,6 +29,7 @@ from sklearn.utils.estimator_checks import (  # noqa: E402
     check_set_params,
 )
 
+from fedcomp import ClientData  # noqa: E402
 from fedcomp.sklearn import (  # noqa: E402
     FederatedElasticNetCV,
     FederatedLassoCV,
@@ -198,6 +199,13 @@ def test_folds_split_each_clients_samples():
     base = _base(model, FederatedLinearRegression, alpha=1.0).fit(X, y)
     np.testing.assert_array_equal(model.coef_, base.coef_)
     assert model.mse_path_.shape == (1, 3)  # GroupKFold held out one client a fold
+    # a ClientData: its clients, split as clients= would be
+    data = ClientData.from_lists([X[:200], X[200:]], [y[:200], y[200:]])
+    cheap = {"alphas": [1.0], "cv": 2, "max_iter": 5, "tol": None}
+    from_data = FederatedLassoCV(**cheap).fit(data)
+    given = FederatedLassoCV(**cheap).fit(X, y, clients=np.arange(len(y)) >= 200)
+    assert list(from_data.clients_) == [0, 1]
+    np.testing.assert_array_equal(from_data.mse_path_, given.mse_path_)
 
 
 def test_federated_path_takes_alphas_int_and_n_alphas_with_a_future_warning():
