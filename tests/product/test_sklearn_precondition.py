@@ -193,10 +193,24 @@ def test_the_clients_weighted_column_sums_make_the_pooled_scales():
     np.testing.assert_allclose(weighted.coef_, copies.coef_, rtol=1e-5, atol=1e-4)
     warm = FederatedLinearRegression(alpha=0.1, warm_start=True).fit(X, y)
     assert warm.fit(X, y).n_iter_ == 0  # already at the solution: the first check stops it
-    model = FederatedLinearRegression(alpha=0.1, warm_start=True, precondition=False)
-    model.coef_, model.intercept_ = warm.coef_, warm.intercept_  # a model, no states
-    assert model.fit(X, y).history_[0]["objective"] == pytest.approx(warm.objective_,
-                                                                     rel=1e-9)
+    for precondition in (True, False):  # a model, no states: mapped to the run's coordinates
+        model = FederatedLinearRegression(alpha=0.1, warm_start=True, max_iter=10,
+                                          precondition=precondition)
+        model.coef_, model.intercept_ = warm.coef_, warm.intercept_
+        assert model.fit(X, y).history_[0]["objective"] == pytest.approx(warm.objective_,
+                                                                         rel=1e-12)
+
+
+def test_constant_columns_get_the_scale_one_and_change_nothing():
+    X, y = _raw("diabetes")
+    padded = np.column_stack([X[:, :3], np.full(len(y), 5.0), np.zeros(len(y)), X[:, 3:]])
+    ours = FederatedLinearRegression(alpha=0.1).fit(padded, y)
+    plain = FederatedLinearRegression(alpha=0.1).fit(X, y)
+    assert ours.converged_ and (ours.coef_[3:5] == 0).all()
+    # both converged to tol: the same solution, to the accuracy tol gives
+    np.testing.assert_allclose(np.delete(ours.coef_, [3, 4]), plain.coef_,
+                               atol=1e-5 * np.abs(plain.coef_).max())
+    assert ours.intercept_ == pytest.approx(plain.intercept_, rel=1e-6)
 
 
 @pytest.mark.parametrize("model", [
@@ -236,6 +250,7 @@ def test_float32_in_gives_float32_out_and_float64_stays_float64(make):
         warnings.simplefilter("ignore", ConvergenceWarning)
         single = make().fit(X.astype(np.float32), y)
         double = make().fit(X, y)
+        sparse_single = make().fit(sparse.csr_matrix(X.astype(np.float32)), y)
     assert single.coef_.dtype == np.float32 and double.coef_.dtype == np.float64
     assert np.asarray(single.intercept_).dtype == np.float32
     assert np.asarray(double.intercept_).dtype == np.float64
@@ -252,5 +267,4 @@ def test_float32_in_gives_float32_out_and_float64_stays_float64(make):
     # float32's own rounding of the inputs, nothing more: the run computes in float64
     np.testing.assert_allclose(single.coef_, double.coef_,
                                atol=1e-4 * np.abs(double.coef_).max())
-    sparse_single = make().fit(sparse.csr_matrix(X.astype(np.float32)), y)
     assert sparse_single.coef_.dtype == np.float32
