@@ -1,9 +1,9 @@
 """Rewrite the README's and the documentation pages' generated blocks from the registry.
 
-The algorithm tables and counts between ``<!-- registry:NAME -->`` and
-``<!-- /registry:NAME -->`` are rendered from the built-in algorithms' registry entries by
-the documentation's own hook (docs/_hooks/algorithms.py), which renders them on the site
-too. Run from the repository's root::
+The algorithm tables and the counts (algorithms, families, experiments, papers) between
+``<!-- registry:NAME -->`` and ``<!-- /registry:NAME -->`` are rendered from the built-in
+algorithms' registry entries and the built-in experiments by the documentation's own hook
+(docs/_hooks/algorithms.py), which renders them on the site too. Run from the repository's root::
 
     python -m scripts.render_tables           # rewrite the blocks that are out of date
     python -m scripts.render_tables --check   # only list them; exit status 1 if any
