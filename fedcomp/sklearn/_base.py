@@ -249,7 +249,8 @@ class _FederatedModel(BaseEstimator):
                                              self.random_state)
         problem, scaling, raw_regularizer = self._problem(X, targets, n_classes, owner,
                                                           sample_weight)
-        algorithm = _algorithm(self.algorithm, self.algorithm_params, self.client_lr, problem)
+        algorithm = _algorithm(self.algorithm, self.algorithm_params, self.client_lr, problem,
+                               batch_size=self.batch_size)
         eval_every = min(EVAL_EVERY, int(self.max_iter)) if self.eval_every is None \
             else int(self.eval_every)
         key = (repr(algorithm), problem.n_clients, problem.param_shape, _scaling_key(scaling))

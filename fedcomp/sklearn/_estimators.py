@@ -41,10 +41,16 @@ class FederatedEstimator(_FederatedModel):
         The regularizer's ``alpha`` (for a name whose class takes one).
     regularizer_params : dict, optional
         Other constructor arguments of the named regularizer (``{"gamma": 2.0}``).
-    algorithm : str or FederatedAlgorithm, default "za1"
-        A name of :data:`fedcomp.ALGORITHMS` (synchronous rounds) or a built algorithm.
+    algorithm : str or FederatedAlgorithm, default "auto"
+        A name of :data:`fedcomp.ALGORITHMS` (synchronous rounds), a built algorithm, or
+        ``"auto"``: for a convex loss and penalty with full local gradients, FedDR's
+        Douglas–Rachford splitting with exact local proxes (``α = 1``) and the step
+        ``η = 1/√(μL)`` of the pooled Hessian at zero, whose rounds grow with ``√κ``;
+        otherwise ZA1 (:mod:`fedcomp.sklearn._auto` says why). ``algorithm_`` names the
+        one that ran.
     algorithm_params : dict, optional
-        Hyperparameters of the named algorithm.
+        Hyperparameters of the named algorithm; with ``"auto"``, ZA1's (the default before
+        ``"auto"``: ``algorithm_params`` or a ``client_lr`` number then run ZA1).
     client_lr : "auto" or float, default "auto"
         The named algorithm's ``client_lr`` unless ``algorithm_params`` sets it; ``"auto"``
         is ``1/(τ L)`` (see the module docstring), ``L`` that of the features the run
@@ -144,7 +150,7 @@ class FederatedEstimator(_FederatedModel):
     """
 
     def __init__(self, loss: Any = "least_squares", regularizer: Any = "l1",
-                 alpha: Any = 1.0, *, regularizer_params: Any = None, algorithm: Any = "za1",
+                 alpha: Any = 1.0, *, regularizer_params: Any = None, algorithm: Any = "auto",
                  algorithm_params: Any = None, client_lr: Any = "auto", max_iter: Any = 10_000,
                  tol: Any = 1e-8, warm_start: Any = False, fit_intercept: Any = True,
                  precondition: Any = True, n_clients: Any = 1, clients_per_round: Any = None,
@@ -243,7 +249,7 @@ class FederatedLinearRegression(RegressorMixin, _FederatedModel):
     """
 
     def __init__(self, penalty: Any = "l1", alpha: Any = 1.0, *, l1_ratio: Any = 0.5,
-                 gamma: Any = None, algorithm: Any = "za1", algorithm_params: Any = None,
+                 gamma: Any = None, algorithm: Any = "auto", algorithm_params: Any = None,
                  client_lr: Any = "auto", max_iter: Any = 10_000, tol: Any = 1e-8,
                  warm_start: Any = False, fit_intercept: Any = True, precondition: Any = True,
                  n_clients: Any = 1, clients_per_round: Any = None, batch_size: Any = None,
@@ -295,7 +301,7 @@ class FederatedLogisticRegression(ClassifierMixin, _FederatedModel):
     """
 
     def __init__(self, penalty: Any = "l1", alpha: Any = 0.01, *, l1_ratio: Any = 0.5,
-                 gamma: Any = None, algorithm: Any = "za1", algorithm_params: Any = None,
+                 gamma: Any = None, algorithm: Any = "auto", algorithm_params: Any = None,
                  client_lr: Any = "auto", max_iter: Any = 10_000, tol: Any = 1e-8,
                  warm_start: Any = False, fit_intercept: Any = True, precondition: Any = True,
                  n_clients: Any = 1, clients_per_round: Any = None, batch_size: Any = None,

@@ -32,6 +32,7 @@ from ..regularizers import (  # noqa: E402
 )
 from ..regularizers._masked import SEPARABLE  # noqa: E402
 from ..regularizers._scaled import SCALABLE  # noqa: E402
+from ._auto import auto_algorithm  # noqa: E402
 
 #: Rows of ``history_`` (and checks of ``tol``) every this many rounds by default.
 EVAL_EVERY = 10
@@ -304,17 +305,27 @@ def _nonnegative(value: Any) -> bool:
         return False
 
 
-def _algorithm(algorithm: Any, algorithm_params: Any, client_lr: Any, problem: Problem
-               ) -> FederatedAlgorithm:
-    """The algorithm to run: a built one as given, a name built with its parameters."""
+def _algorithm(algorithm: Any, algorithm_params: Any, client_lr: Any, problem: Problem, *,
+               batch_size: int | None = None) -> FederatedAlgorithm:
+    """The algorithm to run: a built one as given, a name built with its parameters,
+    ``"auto"`` chosen for the problem (:mod:`fedcomp.sklearn._auto`)."""
     if isinstance(algorithm, FederatedAlgorithm):
         if algorithm_params:
             raise ValueError("algorithm_params applies to an algorithm given by name; this "
                              f"algorithm is built already ({algorithm!r})")
         return algorithm
+    if isinstance(algorithm, str) and algorithm == "auto":
+        # hyperparameters or a client_lr given with "auto" are ZA1's, the former default
+        # (code written for it runs as before)
+        untuned = not algorithm_params and isinstance(client_lr, str) and client_lr == "auto"
+        chosen = auto_algorithm(problem, batch_size) if untuned else None
+        if chosen is not None:
+            return chosen
+        algorithm = "za1"
     if not isinstance(algorithm, str) or algorithm not in ALGORITHMS:
-        raise ValueError(f"algorithm must be a name of {', '.join(ALGORITHMS)} or a built "
-                         f"algorithm such as fedcomp.za1(client_lr=0.5) (got {algorithm!r})")
+        raise ValueError(f"algorithm must be 'auto', a name of {', '.join(ALGORITHMS)} or a "
+                         f"built algorithm such as fedcomp.za1(client_lr=0.5) (got "
+                         f"{algorithm!r})")
     if ALGORITHMS.entry(algorithm).execution != "rounds":
         raise ValueError(f"algorithm {algorithm!r} runs on an event clock; the estimators run "
                          "synchronous rounds: choose another algorithm")
