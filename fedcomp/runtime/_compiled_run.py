@@ -283,12 +283,14 @@ def rows_loop(engine: Any, plan: RowPlan, first: Any, until: Any, start_row: Any
         who = (ids[k], weights[k], pi[k]) if per_round else (ids, weights, pi)
         server, clients, down, up, sum_sq = engine.round_traced(
             r, loop.server, loop.clients, *who, arrays, low=low, start=start, stop=stop)
-        sent = jnp.stack([jnp.asarray(0.0 if b is None else b, dtype=jnp.float64)
-                          for b in (down, up)])
+        bits = loop.bits
+        if down is not None or up is not None:  # else the trace knows them (no writes)
+            bits = bits.at[k].set(jnp.stack([jnp.asarray(0.0 if b is None else b,
+                                                         dtype=jnp.float64) for b in (down, up)]))
         sum_sq = _f64(sum_sq)  # the host's check reads it as a float
         bad = ~(jnp.isfinite(sum_sq) & (jnp.sqrt(sum_sq) <= bounds.limit))
         return loop._replace(round=r + 1, server=server, clients=clients, diverged=bad,
-                             sum_sq=sum_sq, bits=loop.bits.at[k].set(sent))
+                             sum_sq=sum_sq, bits=bits)
 
     def row_cond(loop: Loop) -> Any:
         return ((loop.round < until) | loop.pending) & ~loop.ended
