@@ -132,6 +132,13 @@ def test_a_diverging_run_stops_at_the_same_round(monkeypatch, lstsq, calls):
     assert numpy_run.n_rounds == got.n_rounds
     assert relative_error(got.x, numpy_run.x) <= 1e-12
     assert len(calls) == 1
+    # an objective that runs away (the certificate of tol, applied on the device) is a
+    # divergence at its row
+    (got, got_warned), (want, _) = both(monkeypatch, alg, lstsq, 200, eval_every=5,
+                                        metrics=["objective"], tol=1e-9)
+    assert (got.status, got.n_rounds) == ("diverged", 10)
+    assert any("ran away" in m for m in got_warned)
+    assert_same_rows(got, want)
 
 
 def test_sampled_clients_and_minibatches(monkeypatch, lstsq, calls):
