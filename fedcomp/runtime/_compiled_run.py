@@ -385,7 +385,9 @@ class WholeRun:
         from ._compiled_fallback import EAGER
         from ._compiled_parts import participant_context
 
-        engine, plan = self.engine, self.plan
+        engine, plan, part = self.engine, self.plan, self.part
+        if part.eager or (part.low is not None and first < part.low):
+            return None  # known before drawing the call's participants
         clients = engine.clients
         until = self.last_row(first, until)
         who = participants_of(first)

@@ -206,3 +206,16 @@ def test_a_metric_the_trace_cannot_compute_keeps_the_rows_on_the_host(lstsq, cal
                        metrics=["objective", spread])
     assert calls == [] and [row["round"] for row in run.history] == [0, 5, 10]
     assert "spread" in run.history[-1]
+
+
+def test_rows_whose_trace_fails_fall_back_to_the_host_quietly(monkeypatch, lstsq, calls):
+    def host_only(problem, x, arrays, step):
+        return float(x[0])  # a host value: tracing the call fails
+
+    monkeypatch.setitem(_compiled_run.TRACED_METRICS, "nnz", host_only)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run = simulate(ALG, lstsq, 10, eval_every=5, metrics=["nnz"])
+    monkeypatch.setattr(_compiled, "WHOLE_RUNS", False)
+    assert calls == []
+    assert_same_rows(run, simulate(ALG, lstsq, 10, eval_every=5, metrics=["nnz"]))
