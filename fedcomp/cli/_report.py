@@ -33,7 +33,8 @@ def cmd_report(args: argparse.Namespace) -> int:
                           *(["--jobs", str(args.jobs)] if args.jobs else [])])
     results = run_report(args.out, quick=args.quick, only=only, seeds=seeds, command=command,
                          only_readings=only_readings, jobs=jobs)
-    log.info("report written to %s/index.html and %s/report.md", args.out, args.out)
+    log.info("report written to %s: index.md and paper-*.md (the site's pages), index.html "
+             "and report.md (one page)", args.out)
     failed = [r.name for r in results if r.error]
     if failed:
         log.error(f"{len(failed)} experiment(s) failed: {', '.join(failed)} (see "
@@ -47,6 +48,7 @@ def add_parser(sub: Any) -> None:
     report = sub.add_parser(
         "report", help="run every paper experiment and write an HTML/Markdown report",
         description="Run every built-in experiment (reduced sizes with --quick) and write "
+                    "the site's pages DIR/index.md and DIR/paper-*.md, and the one-page "
                     "DIR/index.html and DIR/report.md: per paper the claim, figures, final "
                     "metrics (mean ± std over seeds) and a verdict computed by a stated rule. "
                     "Experiments already finished in DIR with the same config are not rerun.")

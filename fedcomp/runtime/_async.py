@@ -71,6 +71,18 @@ class AsyncRunResult(NamedTuple):
     status: str = "completed"
     n_rounds: int = -1
 
+    def __repr__(self) -> str:
+        """One line, as :class:`~fedcomp.runtime.RunResult`'s (no array)."""
+        from ._display import run_repr
+
+        return run_repr(self)
+
+    def _repr_html_(self) -> str:
+        """A small table, in a Jupyter notebook."""
+        from ._display import run_html
+
+        return run_html(self)
+
 
 @quiet_overflow
 def simulate_async(

@@ -92,6 +92,20 @@ def test_a_run_shows_a_line_and_a_table_not_its_arrays():
     assert run[0] is run.x and run._replace(status="x").status == "x"  # still a NamedTuple
 
 
+def test_an_async_run_shows_a_line_too():
+    from fedcomp.runtime import ComputeTimes, simulate_async
+    from fedcomp.toy import tiny_problem
+
+    problem = tiny_problem()
+    clock = ComputeTimes.build({"distribution": "exponential", "mean": 1.0},
+                               problem.n_clients)
+    run = simulate_async(fedcomp.async_feddr(eta=1.0), problem, 6, compute_times=clock,
+                         eval_every=3)
+    text = repr(run)
+    assert text.startswith("AsyncRunResult(completed, 6 rounds, ") and "array(" not in text
+    assert run._repr_html_().startswith("<table")
+
+
 @pytest.mark.xdist_group("serial")  # a kernel: a subprocess with its own ports
 def test_a_notebook_shows_a_progress_widget_and_the_runs_html(tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat", reason="the notebook test needs nbformat")

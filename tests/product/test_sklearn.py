@@ -367,7 +367,7 @@ def test_federated_path_follows_lassos_solutions_with_warm_starts():
     X, y = _bundled("diabetes", True)
     ids = np.arange(len(y)) % 4
     alphas, coefs, n_iters = federated_path(FederatedLinearRegression(), X, y, clients=ids,
-                                            n_alphas=5, eps=1e-2)
+                                            alphas=5, eps=1e-2)
     assert np.all(np.diff(alphas) < 0) and coefs.shape == (5, X.shape[1])
     assert (coefs[0] == 0).all() and (n_iters > 0).all()  # at alpha_max: every coefficient 0
     nonzeros = (coefs != 0).sum(axis=1)
