@@ -44,7 +44,8 @@ class FederatedEstimator(_FederatedModel):
     algorithm : str or FederatedAlgorithm, default "auto"
         A name of :data:`fedcomp.ALGORITHMS` (synchronous rounds), a built algorithm, or
         ``"auto"``: for a convex loss and penalty with full local gradients, FedDR's
-        Douglas–Rachford splitting with exact local proxes (``α = 1``) and the step
+        Douglas–Rachford splitting with exact local proxes (over-relaxed, ``α = 1.8``) and
+        the step
         ``η = 1/√(μL)`` of the pooled Hessian at zero, whose rounds grow with ``√κ``;
         otherwise ZA1 (:mod:`fedcomp.sklearn._auto` says why). ``algorithm_`` names the
         one that ran.
