@@ -22,6 +22,16 @@ from ._nonconvex import MCP, SCAD
 SEPARABLE = (Zero, L1, ElasticNet, MCP, SCAD)
 
 
+def require_separable(owner: str, base: Any, kinds: tuple[type, ...], fix: str = "") -> None:
+    """Refuse a ``base`` penalty that is not one of the coordinate-separable ``kinds`` (a
+    wrapper that acts coordinate by coordinate: :class:`Masked`, ``Scaled``)."""
+    if not isinstance(base, kinds):
+        names = ", ".join(c.__name__ for c in kinds)
+        raise ValueError(f"{owner} needs a coordinate-separable penalty ({names}); got "
+                         f"{type(base).__name__}, whose prox does not split by "
+                         f"coordinate{fix}")
+
+
 @dataclass(frozen=True, eq=False)
 class Masked:
     """``g(x) = Σ_{j : mask_j} p(x_j)`` for a separable penalty ``Σ_j p(x_j)``.
@@ -59,11 +69,7 @@ class Masked:
     param_ndim: int = field(default=1, init=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.base, SEPARABLE):
-            names = ", ".join(c.__name__ for c in SEPARABLE)
-            raise ValueError(f"Masked needs a coordinate-separable penalty ({names}); got "
-                             f"{type(self.base).__name__}, whose prox does not split by "
-                             "coordinate")
+        require_separable("Masked", self.base, SEPARABLE)
         ndim = int(self.base.param_ndim)
         mask = np.asarray(self.mask)
         if mask.ndim != ndim or mask.dtype != bool:

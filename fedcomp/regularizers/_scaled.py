@@ -24,7 +24,7 @@ import numpy as np
 from .._array import Array, asarray_like, namespace, per_client
 from ._base import model_axes
 from ._convex import L1, ElasticNet, Zero, soft_threshold
-from ._masked import SEPARABLE, Masked
+from ._masked import SEPARABLE, Masked, require_separable
 
 #: Penalties whose prox splits by coordinate, so that a coordinate's scale enters its own
 #: prox only: the separable ones, and those restricted to some coordinates.
@@ -77,11 +77,7 @@ class Scaled:
     _shrinks: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.base, SCALABLE):
-            names = ", ".join(c.__name__ for c in SCALABLE)
-            raise ValueError(f"Scaled needs a coordinate-separable penalty ({names}); got "
-                             f"{type(self.base).__name__}, whose prox does not split by "
-                             "coordinate: solve that problem unscaled")
+        require_separable("Scaled", self.base, SCALABLE, ": solve that problem unscaled")
         ndim = int(self.base.param_ndim)
         scale = np.asarray(self.scale, dtype=np.float64)
         if scale.ndim != ndim:
