@@ -67,7 +67,8 @@ def main() -> None:
     results = {}
 
     tic = time.perf_counter()
-    run_experiment(cfg, work / "sim", progress=False, stream=open(os.devnull, "w"))
+    with open(os.devnull, "w") as quiet:
+        run_experiment(cfg, work / "sim", progress=False, stream=quiet)
     results["simulator"] = (per_round(work / "sim", args.rounds), time.perf_counter() - tic)
 
     tic = time.perf_counter()

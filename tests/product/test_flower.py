@@ -127,7 +127,8 @@ def no_plots(monkeypatch):
 
 
 def simulator_outputs(cfg, out):
-    run_experiment(cfg, out, progress=False, stream=open(os.devnull, "w"))
+    with open(os.devnull, "w") as quiet:  # closed: a leaked file warns in a later test
+        run_experiment(cfg, out, progress=False, stream=quiet)
     return out
 
 

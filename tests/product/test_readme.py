@@ -12,7 +12,9 @@ doctests in tests/product/test_docs.py.
 from __future__ import annotations
 
 import contextlib
+import gc
 import re
+import sys
 import warnings
 from pathlib import Path
 
@@ -23,6 +25,19 @@ from scripts.render_tables import REGENERATE_HINT, load_hook, stale
 #: A page's example shows no warning, so it may raise none: every warning fails its test
 #: (the README's scikit-learn example once raised 11 ConvergenceWarnings it did not show).
 pytestmark = pytest.mark.filterwarnings("error")
+
+
+@pytest.fixture(autouse=True)
+def _earlier_tests_garbage_collected():
+    """Collect what earlier tests of this worker left before a page's snippet runs under
+    "error": a file another test leaked would otherwise be finalised during the snippet and
+    fail it with that test's ResourceWarning. The snippet's own garbage still counts."""
+    hook = sys.unraisablehook
+    sys.unraisablehook = lambda unraisable: None
+    try:
+        gc.collect()
+    finally:
+        sys.unraisablehook = hook
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 #: the README and the documentation site's pages (not the generated report)
