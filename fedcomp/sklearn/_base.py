@@ -4,6 +4,7 @@ the convergence warning."""
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,8 @@ from ._problem import (  # noqa: E402
     column_report,
     pooled_preconditioner,
     preconditionable,
+    run_dtype,
+    run_tol,
     split_data,
 )
 
@@ -236,8 +239,9 @@ class _FederatedModel(BaseEstimator):
         _check_fit_parameters(self)
         if y is not None and not self._is_classifier():
             _check_numbers("y", y)
-        # float32 in, float32 coef_ out (scikit-learn's convention); the run computes in
-        # float64: ZA1's float32 rounds stall near a relative step of 3e-4, short of tol
+        # float32 in, float32 coef_ out (scikit-learn's convention); the problem is built in
+        # float64 (the preconditioner's scales, the auto step) and the run computes in
+        # float32 where it converges in float32 (run_dtype)
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], accept_sparse="csr",
                              y_numeric=not self._is_classifier())
         dtype, X = X.dtype, X.astype(np.float64, copy=False)
@@ -253,7 +257,12 @@ class _FederatedModel(BaseEstimator):
                                batch_size=self.batch_size)
         eval_every = min(EVAL_EVERY, int(self.max_iter)) if self.eval_every is None \
             else int(self.eval_every)
-        key = (repr(algorithm), problem.n_clients, problem.param_shape, _scaling_key(scaling))
+        compute = run_dtype(dtype, algorithm, problem.loss)
+        if compute != np.float64:
+            problem = replace(problem, data=problem.data.to(np.zeros(0, dtype=compute)))
+        tol = run_tol(tol, compute)
+        key = (repr(algorithm), problem.n_clients, problem.param_shape, _scaling_key(scaling),
+               np.dtype(compute).name)
         x0, states = self._warm_start(key, scaling)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConvergenceWarning)
@@ -281,12 +290,13 @@ class _FederatedModel(BaseEstimator):
         self.n_iter_ = int(run.n_rounds)
         self.converged_ = run.status == "converged"
         model = np.asarray(run.x, dtype=np.float64)
-        if scaling is None:
+        if scaling is None and compute == np.float64:
             self.objective_ = float(run.history[-1]["objective"])
-        else:
+        elif scaling is not None:
             model = scaling.to_raw(model, self.fit_intercept)
         self._set_model(model.astype(dtype))
-        if scaling is not None:  # F of the raw problem at the coefficients returned
+        if scaling is not None or compute != np.float64:
+            # F of the raw problem at the coefficients returned, in float64
             self.objective_ = _raw_objective(self, X, targets, sample_weight, problem,
                                              raw_regularizer, n_classes)
         # what a warm start continues from: the algorithm's states, not only its model

@@ -207,7 +207,8 @@ def federated_path(estimator: Any, X: Any, y: Any, clients: Any = None,
     alphas : array of shape (n_alphas,)
         The grid, decreasing.
     coefs : array of shape (n_alphas, *coef_.shape)
-        The coefficients of each fit.
+        The coefficients of each fit, in ``coef_``'s dtype (float32 for float32 ``X``,
+        whose fits compute as the estimator's ``fit`` does).
     n_iters : array of shape (n_alphas,)
         The rounds of each fit.
     """
@@ -216,7 +217,7 @@ def federated_path(estimator: Any, X: Any, y: Any, clients: Any = None,
         grid = alpha_grid(estimator, X, y, grid, eps, sample_weight)
     coefs, n_iters = [], []
     for model in warm_path(clone(estimator), X, y, clients, grid, sample_weight):
-        coefs.append(np.array(model.coef_, dtype=np.float64))
+        coefs.append(np.array(model.coef_))  # in X's dtype, as lasso_path's
         n_iters.append(model.n_iter_)
     return grid, np.stack(coefs), np.array(n_iters)
 

@@ -264,7 +264,7 @@ def test_float32_in_gives_float32_out_and_float64_stays_float64(make):
     assert double.predict(X).dtype == (np.float64 if isinstance(double,
                                                                 FederatedLinearRegression)
                                        else y.dtype)
-    # float32's own rounding of the inputs, nothing more: the run computes in float64
+    # the inputs' float32 rounding (and, for least squares, the float32 run: test_sklearn_float32)
     np.testing.assert_allclose(single.coef_, double.coef_,
                                atol=1e-4 * np.abs(double.coef_).max())
     assert sparse_single.coef_.dtype == np.float32
