@@ -82,6 +82,11 @@ def asarray_like(values: Any, like: Array, dtype: Any = None) -> Array:
     ``dtype`` defaults to the dtype of ``like`` for floating values, so float32 models stay
     float32 (no silent promotion).
     """
+    if type(like) is np.ndarray:  # the host's own arrays: no namespace, no device to ask
+        arr = np.asarray(values)
+        if dtype is None and arr.dtype.kind == "f":
+            dtype = like.dtype
+        return arr if dtype is None else arr.astype(dtype, copy=False)
     xp = namespace(like)
     if dtype is None:
         arr = np.asarray(values)

@@ -41,6 +41,9 @@ class Counters:
         for compressed ones (:data:`fedcomp.algorithms._base.WIRE_BITS`).
     hessian_evals, value_evals : int
         Full local Hessians and loss values computed by clients (exact local solvers).
+        The exact prox of a quadratic loss uses each client's Hessian and gradient at zero
+        every round; a run computes them once and counts every use
+        (:meth:`Oracle.constant`), so each engine counts alike.
     """
 
     grad_evals: int = 0
@@ -56,6 +59,43 @@ class Counters:
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
+
+
+#: The most bytes a run's :class:`BlockMemo` keeps (past it, values are computed anew).
+MEMO_BYTES = 256 * 2**20
+
+
+class BlockMemo:
+    """Values that depend on a block's data alone, not on the round or the models, kept
+    for a run: an exact local solver's ``(∇²f_i + I/η)⁻¹`` of a quadratic loss, whose
+    Hessian is the same at every model and every round.
+
+    The client executor holds one for the run and hands it to each round's
+    :class:`Oracle`; values are keyed by what they are and the block's clients (a run of
+    consecutive clients: :meth:`Oracle.constant`), each with
+    the ``tag`` it was made for (the step ``η``): another tag replaces it. Past
+    ``limit_bytes`` in all (many clients with many features) nothing more is kept, and
+    values are computed every round as without a memo.
+    """
+
+    def __init__(self, limit_bytes: int | None = None) -> None:
+        self.limit_bytes = MEMO_BYTES if limit_bytes is None else limit_bytes
+        self.entries: dict[Any, tuple[Any, Any]] = {}
+        self.bytes = 0
+
+    def get(self, key: Any, tag: Any, make: Any) -> tuple[Any, bool]:
+        """``(value, kept)``: the value kept for ``key`` and ``tag``, or ``make()``'s
+        (kept when it fits); ``kept`` says it was read from the memo."""
+        held = self.entries.get(key)
+        if held is not None and held[0] == tag:
+            return held[1], True
+        value = make()
+        size = int(getattr(value, "nbytes", 0))
+        freed = 0 if held is None else int(getattr(held[1], "nbytes", 0))
+        if self.bytes - freed + size <= self.limit_bytes:
+            self.entries[key] = (tag, value)
+            self.bytes += size - freed
+        return value, False
 
 
 class Oracle:
@@ -78,11 +118,17 @@ class Oracle:
         The clients' global ids, which key the minibatch draws, when ``problem.data`` holds
         only some clients (a Flower node's partition: ``clients`` then indexes its rows);
         by default the rows are the ids.
+    memo : BlockMemo, optional
+        The run's memo of block constants (:meth:`constant`); without one they are
+        computed at every call.
     """
+
+    #: the run's memo (none: a traced oracle's values live in one compiled call)
+    memo: BlockMemo | None = None
 
     def __init__(self, problem: Problem, clients: slice | np.ndarray, round_: int, seed: int,
                  batch_size: int | None, counters: Counters,
-                 client_ids: np.ndarray | None = None) -> None:
+                 client_ids: np.ndarray | None = None, memo: BlockMemo | None = None) -> None:
         self.problem = problem
         self.loss = problem.loss
         self.clients = clients
@@ -97,11 +143,24 @@ class Oracle:
         self._full: Batch | None = None
         self._counts: np.ndarray | None = None
         self._samples = 0
+        self.memo = memo
 
     @property
     def size(self) -> int:
         """Number of clients in the block."""
         return len(self.client_ids)
+
+    def constant(self, name: str, tag: Any, make: Any) -> tuple[Any, bool]:
+        """``(value, kept)``: ``make()``, a value of this block's data alone (``tag``: what
+        else it depends on, such as a step), computed once per run when the executor keeps
+        a :class:`BlockMemo` and the block is a run of consecutive clients (full
+        participation's blocks); ``kept`` says it came from the memo (the caller then
+        counts the oracle calls ``make`` would have made)."""
+        # a block of sampled clients (ids, not a slice) changes from round to round: what
+        # it kept would rarely be read again, so it keeps nothing
+        if self.memo is None or not isinstance(self.clients, slice):
+            return make(), False
+        return self.memo.get((name, self.clients.start, self.clients.stop), tag, make)
 
     def full_batch(self) -> Batch:
         if self._full is None:

@@ -12,8 +12,9 @@ the oracle (every gradient, Hessian and loss value is counted):
   ``local_epochs`` passes (``⌈n_i / b⌉`` minibatch steps per epoch for client i, one full
   gradient step per epoch without a batch size), of (minibatch) gradient descent on the
   subproblem, warm-started from the client's previous local model, step ``client_lr``.
-* ``"exact"`` — Newton's method on the (1/η)-strongly convex subproblem: one step for a
-  quadratic loss (the closed form ``(H + I/η)⁻¹(…)``: least squares, trace regression), else
+* ``"exact"`` — Newton's method on the (1/η)-strongly convex subproblem: for a quadratic
+  loss the closed form ``(H + I/η)⁻¹(v/η − ∇f_i(0))`` (least squares, trace regression),
+  whose inverse and ``∇f_i(0)`` a run keeps from round to round (:func:`_quadratic_prox`), else
   damped Newton with Armijo backtracking until the subproblem's gradient norm is at most
   ``tol`` (logistic). Hessians are dense ``(B, D, D)`` and solved as one batched linear system.
 
@@ -143,10 +144,41 @@ def _flat(x: Array) -> Array:
     return namespace(x).reshape(x, (x.shape[0], -1))
 
 
+def _quadratic_prox(oracle: Any, center: Array, step: float) -> Array:
+    """``prox_{η f_i}(c_i)`` of a quadratic ``f_i`` (``loss.quadratic``) for every client of
+    the block: the solution of ``(∇²f_i + I/η) x = c_i/η − ∇f_i(0)``.
+
+    The inverse matrix and ``∇f_i(0)`` depend on the client's data and ``η`` alone, so a run
+    keeps them (:meth:`~fedcomp.oracle.Oracle.constant`) and a round is one matrix-vector
+    product per client. The Hessian and the gradient are counted at every use, as if
+    computed: the counters say what the step uses, the same on every engine (a compiled
+    round computes them each time).
+    """
+    xp = namespace(center)
+    inv = 1.0 / step
+
+    def system() -> Array:
+        eye = xp.eye(math.prod(center.shape[1:]), dtype=center.dtype, device=_device(center))
+        return xp.linalg.inv(oracle.full_hessian(xp.zeros_like(center), None) + inv * eye)
+
+    inverse, kept = oracle.constant("exact-prox system", step, system)
+    if kept:
+        oracle.count_hessian(None)
+    slope, kept = oracle.constant("gradient at zero", None,
+                                  lambda: _flat(oracle.full_grad(xp.zeros_like(center), None)))
+    if kept:
+        oracle.count_grad(True, None)
+    rhs = inv * _flat(center) - slope
+    return xp.reshape(xp.matmul(inverse, rhs[..., None])[..., 0], center.shape)
+
+
 def _newton(solver: LocalSolver, ctx: ClientContext, center: Array, step: float,
             start: Array) -> Array:
-    xp = namespace(center)
     oracle = ctx.oracle
+    if getattr(oracle.loss, "quadratic", False):
+        # one Newton step is the exact minimiser of a quadratic, from anywhere
+        return _quadratic_prox(oracle, center, step)
+    xp = namespace(center)
     inv = 1.0 / step
     shape = center.shape
     dim = math.prod(shape[1:])
@@ -160,10 +192,6 @@ def _newton(solver: LocalSolver, ctx: ClientContext, center: Array, step: float,
         return xp.reshape(xp.linalg.solve(hess, g[..., None])[..., 0], shape)
 
     x = start
-    if getattr(oracle.loss, "quadratic", False):
-        # one Newton step is the exact minimiser of a quadratic, from anywhere
-        return x - direction(x, subgrad(x, None), None)
-
     eps = float(xp.finfo(center.dtype).eps)  # the dtype's, no copy from the device
     tol = max(solver.tol, 100 * eps)
     active = np.ones(shape[0], dtype=bool)

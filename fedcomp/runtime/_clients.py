@@ -21,7 +21,7 @@ from ..algorithms._base import (
     ClientContext,
     FederatedAlgorithm,
 )
-from ..oracle import Counters, Oracle
+from ..oracle import BlockMemo, Counters, Oracle
 from ..problem import Problem
 from ._round import client_context
 
@@ -78,12 +78,26 @@ def client_blocks(participants: np.ndarray, block_size: int) -> list[slice | np.
     out: list[slice | np.ndarray] = []
     for start in range(0, len(participants), block_size):
         chunk = participants[start:start + block_size]
-        if len(chunk) and chunk[-1] - chunk[0] == len(chunk) - 1 and bool(
-                (np.diff(chunk) == 1).all()):
-            out.append(slice(int(chunk[0]), int(chunk[-1]) + 1))
-        else:
-            out.append(chunk)
+        out.append(slice(int(chunk[0]), int(chunk[-1]) + 1) if consecutive(chunk) else chunk)
     return out
+
+
+def consecutive(ids: np.ndarray) -> bool:
+    """Whether ``ids`` are ``a, a + 1, ..., a + n − 1`` in that order (not empty).
+
+    Examples
+    --------
+    >>> consecutive(np.array([3, 4, 5])), consecutive(np.array([3, 5, 4])), consecutive(
+    ...     np.array([], dtype=int))
+    (True, False, False)
+    """
+    n = len(ids)
+    if n == 0 or int(ids[-1]) - int(ids[0]) != n - 1:
+        return False
+    if n <= 64:  # a few Python ints compare faster than NumPy's diff is called
+        first = int(ids[0])
+        return ids.tolist() == list(range(first, first + n))
+    return bool((np.diff(ids) == 1).all())
 
 
 def gather_states(states: Any, clients: slice | np.ndarray) -> Any:
@@ -152,7 +166,7 @@ def _scatter(full: Any, participants: np.ndarray, rows: Any) -> Any:
     if len(full) == 0:
         return full
     n = full[0].shape[0]
-    if len(participants) == n and bool((np.diff(participants) == 1).all()):
+    if len(participants) == n and consecutive(participants):
         return rows  # full participation, clients 0..n-1 in order
     return type(full)(*(replace_rows(f, participants, r) for f, r in zip(full, rows, strict=True)))
 
@@ -198,6 +212,8 @@ class LocalClients:
         #: when it holds only some of the clients (a Ray actor's shard); ``None``: all
         self.shard = shard
         self.on_disk = settings.state_dir is not None
+        #: block constants kept for the run (an exact solver's system: Oracle.constant)
+        self.memo = BlockMemo()
         self.client_states, self.maps = (states_to_disk(client_states, settings.state_dir)
                                          if self.on_disk else (client_states, []))
 
@@ -229,7 +245,7 @@ class LocalClients:
         for block in client_blocks(participants, s.block_size):
             ids = None if self.shard is None else self.shard[0][block]
             oracle = Oracle(problem, block, round_, s.seed, s.batch_size, self.counters,
-                            client_ids=ids)
+                            client_ids=ids, memo=self.memo)
             ctx = self._context(oracle, block, round_)
             gathered = gather_states(self.client_states, block)
             if self.on_disk:  # one block in memory at a time; nothing aliases the files
