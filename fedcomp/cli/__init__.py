@@ -35,6 +35,9 @@ __all__ = ["DEBUG_ENV", "DEFAULT_EXPERIMENT", "PLOT_AXES", "build_parser", "defa
 #: Environment variable: when set, ``fedcomp`` shows the traceback of an error instead
 #: of the one-line ``error: ...`` message.
 DEBUG_ENV = "FEDCOMP_DEBUG"
+#: The exit status when stdout's reader closed the pipe early (128 + SIGPIPE, as a shell
+#: reports a command that SIGPIPE ended).
+BROKEN_PIPE = 141
 
 
 class _Parser(argparse.ArgumentParser):
@@ -86,6 +89,11 @@ def _main(argv: list[str] | None) -> int:
         # SIGTERM/SIGHUP (timeout, a scheduler, a closed terminal) tear down like Ctrl-C
         with signals_as_interrupt():
             return int(args.func(args))
+    except BrokenPipeError:
+        # the reader went away (`fedcomp list | head`): nothing more to say, and stdout
+        # pointed at /dev/null so that Python's flush at exit does not raise again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return BROKEN_PIPE
     except (ConfigError, MissingExtraError, ValueError, OSError, TypeError) as exc:
         if os.environ.get(DEBUG_ENV):
             raise

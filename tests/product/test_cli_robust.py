@@ -317,3 +317,21 @@ def test_auto_is_checked_at_the_address_ray_would_join(silent_listener, monkeypa
     with pytest.raises(ValueError, match=rf"no Ray cluster answered at {address} \(the "
                                          r"cluster 'auto' finds\) within 1 s"):
         check_ray_address("auto", handshake=1.0)
+
+
+# --- `fedcomp list | head` ended with "error: [Errno 32] Broken pipe" ------------------------
+def test_a_reader_that_closes_the_pipe_ends_the_command_quietly():
+    """stdout's reader is gone before the command writes (its imports take far longer than
+    closing the pipe): the status says so (128 + SIGPIPE) and stderr stays empty."""
+    import os
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)  # the reader went away, as `head` does after its lines
+    try:
+        proc = subprocess.run([sys.executable, "-m", "fedcomp", "list"], stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert proc.returncode == 141 and proc.stderr == "", proc.stderr
