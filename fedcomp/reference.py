@@ -56,6 +56,21 @@ class Reference(NamedTuple):
     prox_grad_norm: float
     iterations: int
 
+    def __repr__(self) -> str:
+        """One line: the numbers, and the model by its shape and nonzeros (not its entries).
+
+        Examples
+        --------
+        >>> Reference(np.array([0.0, 1.5, 0.0]), 0.25, 1e-11, 42)
+        Reference(objective=0.25, prox_grad_norm=1e-11, iterations=42, x=<3 float64, 1 nonzero>)
+        """
+        x = np.asarray(self.x)
+        shape = "x".join(map(str, x.shape)) or "scalar"
+        nonzero = int(np.count_nonzero(x))
+        return (f"Reference(objective={self.objective!r}, prox_grad_norm="
+                f"{self.prox_grad_norm!r}, iterations={self.iterations!r}, x=<{shape} "
+                f"{x.dtype}, {nonzero} nonzero{'' if nonzero == 1 else 's'}>)")
+
 
 def cache_dir() -> Path:
     """Where reference solutions are cached (``$FEDCOMP_CACHE_DIR`` or ``~/.cache/fedcomp``)."""
