@@ -26,6 +26,7 @@ from .c_fedda import c_fedda
 from .compressed_scaffnew import compressed_scaffnew
 from .dfedda import dfedda, dfedda_gt, dfedmid, drefedda_gt
 from .ditto import ditto
+from .dproxsgt import cdproxsgt, dproxsgt
 from .fast_fedda import fast_fedda
 from .fedadmm import fedadmm
 from .fedavg import fedavg
@@ -163,5 +164,6 @@ __all__ += ["fed_ht", "fedexprox", "fediter_ht", "host_values"]
 __all__ += ["compressed_scaffnew", "locodl", "tamuna"]
 __all__ += ["FAMILIES", "ditto", "pfedme", "private", "sdane"]
 __all__ += ["Recipe", "Step", "TRANSFORMS", "display_name", "recipe_of", "transformed"]
+__all__ += ["cdproxsgt", "dproxsgt"]
 __all__ += ["compressed", "rebuild_algorithm", "execution_of", "async_feddr", "fedadmm", "feddr",
             "fedpd", "fedprox", "fedsplit"]

@@ -21,6 +21,7 @@ from .._registry import AlgorithmEntry, HostValue, Registry, check_finite
 from .c_fedda import c_fedda
 from .compressed_scaffnew import compressed_scaffnew
 from .dfedda import dfedda, dfedda_gt, dfedmid, drefedda_gt
+from .dproxsgt import cdproxsgt, dproxsgt
 from .fast_fedda import fast_fedda
 from .fedadmm import fedadmm
 from .fedavg import fedavg
@@ -266,6 +267,16 @@ REGISTRY: Registry[AlgorithmEntry] = Registry("algorithm", [
                    "Decentralized FedMiD: local prox-SGD, gossip of primal models (baseline)",
                    execution="decentralized",
                    color="#08306b", family=GOSSIP),
+    AlgorithmEntry("dproxsgt", dproxsgt,
+                   "Decentralized prox-SGD along a gradient tracker, gossip of trackers and "
+                   "models (Yan et al. 2023)",
+                   execution="decentralized",
+                   color="#0f766e", family=GOSSIP),
+    AlgorithmEntry("cdproxsgt", cdproxsgt,
+                   "DProxSGT with compressed gossip: Choco-style copies, consensus steps "
+                   "gamma_x, gamma_y (Yan et al. 2023)",
+                   execution="decentralized",
+                   color="#9a3412", family=GOSSIP),
 ])
 
 

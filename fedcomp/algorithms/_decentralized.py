@@ -15,6 +15,12 @@ and talk only to their graph neighbours through a gossip matrix ``U``. The runne
     evaluated: ``prox(v, step)`` is ``prox_{step·g}`` of each row (counted), e.g. the
     soft-threshold DFedMiD's authors apply to the mixed models. Proxes only: gradients
     belong to ``local_update``.
+``second_update(states_block, ctx) -> states_block`` and ``second_gossip(states, mix, round)``
+    (optional; ``None`` for most) A second exchange in the same round, for an algorithm
+    whose step communicates twice with local work between (DProxSGT mixes its gradient
+    tracker, takes the prox step, then mixes the models): the local work of each block on
+    what the first gossip delivered (``ctx.prox``, compression keyed by ``ctx.oracle.seed``;
+    no gradients: they belong to ``local_update``), then the second mixing of all nodes.
 
 and, once, ``prepare(setup)`` with the problem's :class:`~fedcomp.algorithms._base.SetupContext`
 (as for a federated algorithm: raises what cannot run, returns the algorithm with
@@ -80,6 +86,10 @@ class DecentralizedAlgorithm(NamedTuple):
     divergence_hint: str = STEP_HINT
     #: ``after_gossip(states, prox) -> states``: the nodes' prox of what they received
     after_gossip: Callable[[Any, Callable[[Array, Any], Array]], Any] | None = None
+    #: ``second_update(states_block, ctx)``, then ``second_gossip(states, mix, round)``: a
+    #: second exchange of the round (both set, or neither)
+    second_update: Callable[[Any, NodeContext], Any] | None = None
+    second_gossip: Callable[[Any, Callable[[Array], Array], int], Any] | None = None
 
     def __repr__(self) -> str:
         return algorithm_repr(self)

@@ -2,14 +2,15 @@
 
 Per round: every node runs its local steps (nodes in blocks, exactly like the clients of
 :func:`fedcomp.runtime.simulate`), then the algorithm's ``gossip`` mixes the stacked node
-states with the topology's matrix (and its ``after_gossip``, if any, applies the nodes'
-proxes to what they received). Randomness is keyed by ``(seed, round, node_id, draw)``,
-so results never depend on the block size. Evaluations report each metric on the node
-average (plain names), on one node (``node<i>_`` prefix; the authors' code evaluates node
-0), and as min/mean/max over nodes (``_min``/``_mean``/``_max`` suffixes), plus the
-consensus error ``(1/n) Σ_i ‖w_i − w̄‖₂²``; with ``sparsity`` every metric is also reported
-on the top-s sparsified model (``_sparse`` suffix): ``Sparse(w̄; s)`` for the node average,
-``Sparse(w_i; s)`` for the per-node variants.
+states with the topology's matrix (a second exchange, ``second_update`` then
+``second_gossip``, follows where the algorithm has one; its ``after_gossip``, if any,
+applies the nodes' proxes to what they received). Randomness is keyed by
+``(seed, round, node_id, draw)``, so results never depend on the block size. Evaluations
+report each metric on the node average (plain names), on one node (``node<i>_`` prefix; the
+authors' code evaluates node 0), and as min/mean/max over nodes (``_min``/``_mean``/
+``_max`` suffixes), plus the consensus error ``(1/n) Σ_i ‖w_i − w̄‖₂²``; with ``sparsity``
+every metric is also reported on the top-s sparsified model (``_sparse`` suffix):
+``Sparse(w̄; s)`` for the node average, ``Sparse(w_i; s)`` for the per-node variants.
 """
 
 from __future__ import annotations
@@ -267,6 +268,10 @@ def simulate_decentralized(
         parts = [algorithm.local_update(gather_states(states, block), context(block, r))
                  for block in client_blocks(everyone, block_size)]
         states = algorithm.gossip(concat_uploads(parts), mix, r)
+        if algorithm.second_gossip is not None and algorithm.second_update is not None:
+            parts = [algorithm.second_update(gather_states(states, block), context(block, r))
+                     for block in client_blocks(everyone, block_size)]
+            states = algorithm.second_gossip(concat_uploads(parts), mix, r)
         if algorithm.after_gossip is not None:
             states = algorithm.after_gossip(states, prox)
         wait_for(like, states)  # the GPU's queued round, not its dispatch
