@@ -24,6 +24,7 @@ from ._federate import (
     split_to_clients,
 )
 from ._flwr import flwr_partition
+from ._hf import from_federated_dataset
 from ._image_files import load_cifar10_batch, load_idx, load_leaf
 from ._images import cifar10, fashion_mnist, femnist, mnist
 from ._liang import (
@@ -168,7 +169,8 @@ __all__ = [
     "polyhedron_feasibility", "polyhedron_point",
     "liang_linear_models", "liang_logistic_models", "liang_sparse_linear",
     "liang_sparse_logistic", "lowrank_truth",
-    "add_feature_noise", "flwr_partition", "partition_classes", "partition_contiguous",
+    "add_feature_noise", "flwr_partition", "from_federated_dataset", "partition_classes",
+    "partition_contiguous",
     "partition_dirichlet",
     "partition_dirichlet_groups", "partition_groups", "partition_iid", "partition_mixed",
     "partition_quantity_skew", "partition_shards", "sparse_regression_truth",
