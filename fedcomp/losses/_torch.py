@@ -336,6 +336,46 @@ class TorchModel:
             out = self._call(self._unflatten(x_t), feats)
         return out.numpy() if numpy_in else out
 
+    def to_module(self, x: Array) -> Any:
+        """A new ``nn.Module`` holding the model ``x`` (shape ``(D,)``): the network, its
+        parameters set from ``x`` in ``x``'s dtype (float64 for a NumPy float64 model),
+        on ``x``'s device, its outputs :meth:`predict`'s.
+
+        The trained model leaves fedcomp as the user's own network: save it with
+        ``torch.save(module.state_dict(), path)``, serve it, fine-tune it. Tied parameters
+        stay tied (one tensor, set once).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> loss = TorchModel("mlp", input_shape=(3,), n_classes=2, options={"hidden": [4]})
+        >>> x = loss.initial_model()
+        >>> module = loss.to_module(x)
+        >>> features = np.ones((5, 3))
+        >>> import torch
+        >>> bool(np.array_equal(module(torch.from_numpy(features)).detach().numpy(),
+        ...                     loss.predict(x, features)))
+        True
+        """
+        import copy
+
+        import torch
+
+        x_t, _ = _as_torch(x)
+        if tuple(x_t.shape) != (self.layout().size,):
+            raise ValueError(f"TorchModel.to_module: x must be one model of shape "
+                             f"({self.layout().size},) (got {tuple(x_t.shape)}); pass "
+                             "run.x, or one row of a block")
+        if not bool(torch.isfinite(x_t).all()):
+            raise ValueError("TorchModel.to_module: x holds NaN or infinite values; the run "
+                             "diverged (check run.status)")
+        module = copy.deepcopy(self.network()).to(device=x_t.device, dtype=x_t.dtype)
+        values = self._unflatten(x_t.detach())
+        with torch.no_grad():
+            for name, parameter in module.named_parameters():  # each tied tensor once
+                parameter.copy_(values[name])
+        return module
+
     # --- computation ----------------------------------------------------------------------
     def _unflatten(self, flat: Any) -> dict[str, Any]:
         """Views of the flat vector ``(D,)`` as the network's named parameter tensors.
