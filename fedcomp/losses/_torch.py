@@ -376,6 +376,22 @@ class TorchModel:
                 parameter.copy_(values[name])
         return module
 
+    def pruned_module(self, x: Array) -> Any:
+        """:meth:`to_module` without the neurons and filters whose incoming weights are all
+        zero (group lasso over :meth:`ParamLayout.neuron_groups` makes them) or whose
+        outgoing weights are: a smaller network with the same outputs.
+
+        A removed unit's constant output ``σ(bias)`` is added to the next layer's bias
+        (:mod:`fedcomp.losses._prune`, where the exceptions are). For an ``nn.Sequential``
+        of ``Linear`` / ``Conv2d`` layers, activations, pooling and ``Flatten`` (fedcomp's
+        ``mlp`` and ``cnn``); any other network is one ``ValueError`` (export it with
+        :meth:`to_module`). Count what is left with ``sum(p.numel() for p in
+        module.parameters())``.
+        """
+        from ._prune import prune_sequential
+
+        return prune_sequential(self.to_module(x))[0]
+
     # --- computation ----------------------------------------------------------------------
     def _unflatten(self, flat: Any) -> dict[str, Any]:
         """Views of the flat vector ``(D,)`` as the network's named parameter tensors.

@@ -18,6 +18,7 @@ import sys
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from scripts.render_tables import REGENERATE_HINT, load_hook, stale
@@ -106,6 +107,7 @@ def test_every_python_block_is_covered():
     """A new snippet must get a test here (or be listed as needing outside context)."""
     covered = (QUICKSTART, LANDING, 'Checkpoint("za1.npz")', "partition=\"writers\"",
                "TorchModel(\"cnn\"", "run_simulation(", "FederatedLogisticRegression(",
+               "mlp.pruned_module(run.x)", "from_federated_dataset(table",
                "ray_clients(shards=2)",
                "ClientData.load(directory)", DITTO,
                # docs/flower.md's own app: tests/product/test_flower_strategy.py deploys it
@@ -186,6 +188,30 @@ def test_torch_cnn_snippet_trains(sandbox):
     assert last["round"] == 30
     assert last["test_accuracy"] > 0.5  # 10 classes under Dir(0.2): chance is 0.1
     assert 0.0 <= last["sparsity"] <= 1.0
+
+
+def test_pruning_snippet_prints_the_commented_count_with_the_same_outputs(sandbox, capsys):
+    pytest.importorskip("torch")
+    import torch
+
+    block = block_with("mlp.pruned_module(run.x)")
+    namespace = run_block(block)
+    printed = capsys.readouterr().out.strip()
+    comment = re.search(r"^# (\d+ of \d+ parameters)", block, re.M).group(1)
+    assert printed == comment
+    accuracy = float(re.search(r"test accuracy ([\d.]+)", block).group(1))
+    assert round(namespace["run"].history[-1]["test_accuracy"], 2) == accuracy
+    features = np.asarray(namespace["problem"].data.holdout[0][:50])
+    with torch.no_grad():
+        pruned = namespace["smaller"](torch.from_numpy(features)).numpy()
+    np.testing.assert_allclose(pruned, namespace["mlp"].predict(namespace["run"].x, features),
+                               rtol=1e-6, atol=1e-6)
+
+
+def test_federated_dataset_snippet_makes_one_client_per_partition(sandbox):
+    pytest.importorskip("flwr_datasets")
+    data = run_block(block_with("from_federated_dataset(table"))["data"]
+    assert data.n_clients == 2 and data.feature_shape == (2,) and int(data.counts.sum()) == 4
 
 
 def test_flower_simulation_snippet_loads_its_config_and_calls_a_real_function():
