@@ -10,9 +10,11 @@ import pytest
 
 from fedcomp import ClientData, Problem, simulate
 from fedcomp.algorithms import (
+    cdproxsgt,
     dfedda,
     dfedda_gt,
     dfedmid,
+    dproxsgt,
     drefedda_gt,
     fedda_gt,
     multistep_refedda_gt,
@@ -499,7 +501,8 @@ def test_fixed_and_streaming_data_have_the_same_shape():
 
 
 DECENTRALIZED = [dfedda(0.05, 3, p=6.0), dfedda_gt(0.05, 3, p=6.0),
-                 drefedda_gt(0.05, 3, p=6.0, radius_sq=1.0, sparsity=3), dfedmid(0.05, 3)]
+                 drefedda_gt(0.05, 3, p=6.0, radius_sq=1.0, sparsity=3), dfedmid(0.05, 3),
+                 dproxsgt(0.05), cdproxsgt(0.05, codec_x={"name": "qsgd", "levels": 4})]
 
 
 def _on(problem, like):

@@ -106,7 +106,9 @@ DECENTRALIZED_CASES = {"dfedda": dict(client_lr=0.3, local_steps=3, p=4.0),
                        "dfedda_gt": dict(client_lr=0.3, local_steps=3, p=4.0),
                        "drefedda_gt": dict(client_lr=0.3, local_steps=3, p=4.0, radius_sq=1.0,
                                            sparsity=3),
-                       "dfedmid": dict(client_lr=0.3, local_steps=3)}
+                       "dfedmid": dict(client_lr=0.3, local_steps=3),
+                       "dproxsgt": dict(client_lr=0.3),
+                       "cdproxsgt": dict(client_lr=0.3, codec_x={"name": "qsgd", "levels": 4})}
 ASYNC = [make_algorithm(name, **params) for name, cases in ASYNC_CASES.items()
          for params in cases]
 DECENTRALIZED = [make_algorithm(name, **params) for name, params in DECENTRALIZED_CASES.items()]
