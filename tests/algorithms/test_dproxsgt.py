@@ -205,6 +205,20 @@ def test_full_gradients_reach_the_lasso_solution_on_a_ring(lasso, alg):
     assert np.count_nonzero(x_star) == D - 2  # the l1 term is active at the solution
 
 
+def test_node_blocks_change_nothing_and_two_exchanges_are_counted():
+    # the random codec is keyed by (seed, round, node), so blocks never change a draw
+    a, b = node_data(3)
+    problem = problem_of(a, b, L1_STRENGTH)
+    alg = cdproxsgt(LR, codec_x={"name": "qsgd", "levels": 2}, codec_y={"name": "rand_k",
+                                                                         "k": 2})
+    runs = [run(alg, problem, chain(N), 4, batch_size=3, seed=2, node_block=block)
+            for block in (1, 2, "all")]
+    for other in runs[1:]:
+        np.testing.assert_array_equal(other.x, runs[0].x)
+    # each round mixes d floats twice (trackers, then models) over every edge
+    assert runs[0].counters.floats_up == 4 * 2 * D * chain(N).n_edges
+
+
 def test_refuses_bad_hyperparameters_with_the_fix():
     with pytest.raises(ValueError, match="tracker must be one of"):
         dproxsgt(tracker="paper")
