@@ -159,9 +159,12 @@ class TorchModel:
     Parameters
     ----------
     model : str or callable
-        A name of :data:`fedcomp.losses.NETWORKS` (``"mlp"``, ``"cnn"``, ``"resnet18"``) or
-        a callable ``(input_shape, n_classes, **options) -> nn.Module`` whose module has
-        parameters and no buffers (a model must be its parameter vector).
+        A name of :data:`fedcomp.losses.NETWORKS` (``"mlp"``, ``"cnn"``, ``"resnet18"``), an
+        import path ``"package.module:factory"`` of your own builder, or the builder
+        itself: a callable ``(input_shape, n_classes, **options) -> nn.Module`` whose
+        module has parameters and no buffers (a model must be its parameter vector). An
+        import path is a string, so the loss travels where a function cannot: a
+        configuration file, a worker process, a Flower node (which imports it there).
     input_shape : tuple of int
         Shape of one sample, e.g. ``(60,)``, ``(1, 8, 8)``, ``(3, 32, 32)``; must match
         the data's feature shape.
@@ -229,8 +232,7 @@ class TorchModel:
 
         check_l2(self.l2, "TorchModel")
         if isinstance(self.model, str) and self.model not in NETWORKS:
-            raise ValueError(f"TorchModel: unknown network {self.model!r}; valid: "
-                             f"{', '.join(sorted(NETWORKS))} (or pass a builder callable)")
+            imported_builder(self.model)  # raises what is wrong with the import path
         if not isinstance(self.model, str) and not callable(self.model):
             raise ValueError(f"TorchModel: model must be a network name or a callable "
                              f"(input_shape, n_classes, **options) -> nn.Module (got "
@@ -259,8 +261,9 @@ class TorchModel:
 
             from ._networks import NETWORKS
 
-            builder: Callable[..., Any] = (NETWORKS[self.model] if isinstance(self.model, str)
-                                           else self.model)
+            builder: Callable[..., Any] = (
+                self.model if not isinstance(self.model, str) else NETWORKS[self.model]
+                if self.model in NETWORKS else imported_builder(self.model))
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(self.init_seed)
                 net = builder(self.input_shape, self.n_classes, **_options(self.options))
@@ -483,6 +486,40 @@ class TorchModel:
                 (out,) = torch.autograd.grad(torch.sum(values), x_req)
         out = out.detach()
         return out.numpy() if numpy_in else out
+
+
+def imported_builder(path: str) -> Callable[..., Any]:
+    """The network builder an import path ``"package.module:factory"`` names (the factory
+    may be dotted: ``"package.module:Zoo.small"``).
+
+    Examples
+    --------
+    >>> imported_builder("fedcomp.losses._networks:mlp").__name__
+    'mlp'
+    """
+    import importlib
+
+    from ._networks import NETWORKS
+
+    module_name, colon, attribute = path.partition(":")
+    if not (colon and module_name and attribute):
+        raise ValueError(f"TorchModel: unknown network {path!r}; valid: "
+                         f"{', '.join(sorted(NETWORKS))}, an import path "
+                         "'package.module:factory' of your builder, or the builder itself")
+    try:
+        builder: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"TorchModel: model {path!r}: cannot import {module_name!r} ({exc}); "
+                         "install the package or put its folder on PYTHONPATH") from exc
+    for part in attribute.split("."):
+        if not hasattr(builder, part):
+            raise ValueError(f"TorchModel: model {path!r}: {module_name!r} has no "
+                             f"{attribute!r}")
+        builder = getattr(builder, part)
+    if not callable(builder):
+        raise ValueError(f"TorchModel: model {path!r} is a {type(builder).__name__}, not a "
+                         "builder (input_shape, n_classes, **options) -> nn.Module")
+    return builder  # type: ignore[no-any-return]
 
 
 def _parameter_slots(net: Any) -> tuple[tuple[str, str], ...]:

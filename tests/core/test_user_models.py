@@ -1,0 +1,104 @@
+"""A user's own network named by its import path, ``"package.module:factory"`` (issue 46):
+in ``TorchModel`` and in a configuration, the same network as the builder passed itself;
+and each wrong path is one error naming what is wrong."""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from fedcomp.losses import TorchModel  # noqa: E402
+from tests.core.test_torch_models import _batch, _mlp_config  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+MODULE = '''
+import torch
+
+def tanh_net(input_shape, n_classes, hidden=4):
+    """A user's builder: not one of fedcomp's networks."""
+    return torch.nn.Sequential(torch.nn.Linear(input_shape[0], hidden), torch.nn.Tanh(),
+                               torch.nn.Linear(hidden, n_classes))
+
+class Zoo:
+    small = staticmethod(tanh_net)
+
+NOT_A_BUILDER = 3
+'''
+
+
+@pytest.fixture
+def user_module(tmp_path, monkeypatch):
+    """``usernets.py`` in a folder on ``sys.path``, as a user's package would be."""
+    (tmp_path / "usernets.py").write_text(textwrap.dedent(MODULE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+    import sys
+
+    sys.modules.pop("usernets", None)
+    yield importlib.import_module("usernets")
+    sys.modules.pop("usernets", None)
+
+
+@pytest.mark.parametrize("path", ["usernets:tanh_net", "usernets:Zoo.small"])
+def test_an_import_path_builds_the_users_network(user_module, path):
+    by_path = TorchModel(path, input_shape=(6,), n_classes=3, options={"hidden": 5})
+    by_callable = TorchModel(user_module.tanh_net, input_shape=(6,), n_classes=3,
+                             options={"hidden": 5})
+    assert by_path.layout().size == 6 * 5 + 5 + 5 * 3 + 3
+    np.testing.assert_array_equal(by_path.initial_model(), by_callable.initial_model())
+    batch = _batch((6,), 3)
+    x = np.stack([by_path.initial_model()] * 3)
+    np.testing.assert_array_equal(by_path.grad(x, batch), by_callable.grad(x, batch))
+    assert hash(by_path) == hash(TorchModel(path, input_shape=(6,), n_classes=3,
+                                            options={"hidden": 5}))
+
+
+def test_a_configuration_names_the_users_network(user_module, tmp_path):
+    from fedcomp.experiments import build_problem, run_experiment, validate
+
+    config = _mlp_config(problem={"loss": "torch_model", "model": "usernets:tanh_net",
+                                  "input_shape": [60], "n_classes": 10,
+                                  "options": {"hidden": 6}})
+    problem = build_problem(validate(config))
+    assert problem.loss.model == "usernets:tanh_net"
+    assert problem.param_shape == (60 * 6 + 6 + 6 * 10 + 10,)
+    summary = run_experiment(config, tmp_path / "out", progress=False)
+    assert summary[0]["status"] == "ok"
+
+
+@pytest.mark.parametrize(("path", "match"), [
+    ("vgg", r"unknown network 'vgg'; valid: cnn, mlp, resnet18, an import path"),
+    ("nowhere_pkg.nets:make", r"cannot import 'nowhere_pkg.nets' .*PYTHONPATH"),
+    ("usernets:missing", r"'usernets' has no 'missing'"),
+    ("usernets:NOT_A_BUILDER", r"is a int, not a builder"),
+    ("usernets:", r"unknown network 'usernets:'"),
+])
+def test_a_wrong_import_path_says_what_is_wrong(user_module, path, match):
+    with pytest.raises(ValueError, match=match):
+        TorchModel(path, input_shape=(6,), n_classes=3)
+
+
+def test_the_flower_strategy_carries_the_network_by_its_path(user_module):
+    """A Strategy sends its loss to the nodes as JSON: an import path travels, and the node
+    rebuilds the same network (a builder passed itself could not travel)."""
+    pytest.importorskip("flwr")
+    import json
+
+    from fedcomp.config import to_jsonable
+    from fedcomp.flower._strategy import build_component, component_spec
+    from fedcomp.losses import LOSSES, make_loss
+
+    loss = TorchModel("usernets:tanh_net", input_shape=(6,), n_classes=3,
+                      options={"hidden": 5})
+    spec = json.loads(json.dumps(to_jsonable(component_spec(loss, LOSSES, "loss"))))
+    rebuilt = build_component(spec, make_loss, "loss")
+    assert rebuilt == loss
+    np.testing.assert_array_equal(rebuilt.initial_model(), loss.initial_model())
+    with pytest.raises(ValueError, match="cannot travel to the nodes as JSON"):
+        component_spec(TorchModel(user_module.tanh_net, input_shape=(6,), n_classes=3),
+                       LOSSES, "loss")
