@@ -19,11 +19,12 @@ Server state never leaves this loop; aggregation is the algorithm's own
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,19 @@ def _describe(node_id: int, info: dict[str, Any]) -> str:
     return f"SuperNode {node_id} ({part}, clients {info['client-ids']})"
 
 
+def pull_replies(grid: Grid, message_ids: Iterable[str]) -> Iterable[Message]:
+    """``grid.pull_messages`` for the replies to ``message_ids`` (never none: every caller
+    waits on some), by keyword: Flower 1.43 renames the argument ``reply_to_message_ids``,
+    where ``None`` means every message, and 1.41–1.42 call it ``message_ids``."""
+    ids = list(message_ids)
+    if not ids:
+        raise ValueError("pull_replies needs the ids of the messages whose replies it pulls; "
+                         "an empty list would ask Flower 1.43 for every message")
+    accepted = inspect.signature(grid.pull_messages).parameters
+    keyword = "reply_to_message_ids" if "reply_to_message_ids" in accepted else "message_ids"
+    return grid.pull_messages(**{keyword: ids})
+
+
 def exchange(grid: Grid, messages: list[Message], timeout: float,
              enough: Callable[[list[Message]], bool] | None = None
              ) -> dict[int, Message]:
@@ -88,7 +102,7 @@ def exchange(grid: Grid, messages: list[Message], timeout: float,
     deadline = time.monotonic() + timeout
     delay = 0.02
     while pending:
-        for reply in grid.pull_messages(list(pending)):
+        for reply in pull_replies(grid, pending):
             replies[destination[reply.metadata.reply_to_message_id]] = reply
             pending.discard(reply.metadata.reply_to_message_id)
         if not pending or time.monotonic() >= deadline or (

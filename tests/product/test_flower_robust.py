@@ -313,3 +313,30 @@ def test_a_node_config_that_is_not_an_integer_is_refused_naming_the_key(key, val
     # digits as text are an integer, as before
     node = load_node_data(node_file_config(), (("num-partitions", "2"), ("partition-id", 1)))
     assert node.client_ids.tolist() == [2, 3]
+
+
+# --- Flower 1.43 renames pull_messages' argument; None there means every message ------------
+def test_replies_are_pulled_by_keyword_under_either_flowers_name():
+    """1.41-1.42's ``pull_messages(message_ids)`` and 1.43's
+    ``pull_messages(reply_to_message_ids=None)``: called by the keyword each declares, with
+    the ids waited on, never None or an empty list (which 1.43 reads as every message)."""
+    pytest.importorskip("flwr")
+    from fedcomp.flower._server import pull_replies
+
+    calls = []
+
+    class Grid142:
+        def pull_messages(self, message_ids):
+            calls.append(("message_ids", message_ids))
+            return []
+
+    class Grid143:
+        def pull_messages(self, reply_to_message_ids=None):
+            calls.append(("reply_to_message_ids", reply_to_message_ids))
+            return []
+
+    pull_replies(Grid142(), {"a"})
+    pull_replies(Grid143(), ("b", "c"))
+    assert calls == [("message_ids", ["a"]), ("reply_to_message_ids", ["b", "c"])]
+    with pytest.raises(ValueError, match="every message"):
+        pull_replies(Grid143(), [])
