@@ -180,7 +180,7 @@ def cdproxsgt(client_lr: float = 0.01, codec_x: dict[str, Any] | None = None,
     Notes
     -----
     Node i, step t (one round), from ``x̲_i = y̲_i = y_i^{−1} = 0`` and a zero previous
-    gradient::
+    gradient (the code's start)::
 
         y_i^{t−1/2} = y_i^{t−1} + ∇F_i(x_i^t; ξ_i^t) − ∇F_i(x_i^{t−1}; ξ_i^{t−1})
         y̲_i ← y̲_i + Q_y[y_i^{t−1/2} − y̲_i]                       (exchange 1 sends Q_y[·])
