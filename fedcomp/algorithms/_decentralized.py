@@ -9,7 +9,9 @@ and talk only to their graph neighbours through a gossip matrix ``U``. The runne
     ``ctx.grad`` (counted), so blocks change speed, never results.
 ``gossip(states, mix, round) -> states``
     The communication of the round on *all* nodes: ``mix(v)`` returns ``Uᵀ v`` over the node
-    axis (node m receives ``Σ_j u_jm v_j``); the runner counts the floats each call sends.
+    axis (node m receives ``Σ_j u_jm v_j``); the runner counts the floats each call sends,
+    and their bits at the dtype's width, or ``mix(v, row_bits)`` for a compressed message
+    of ``row_bits`` per node (a compressor's :meth:`~fedcomp.compressors.Compressor.row_bits`).
 ``after_gossip(states, prox) -> states`` (optional; ``None`` for most)
     Local work of *all* nodes on what they received, before the round's models are
     evaluated: ``prox(v, step)`` is ``prox_{step·g}`` of each row (counted), e.g. the

@@ -10,10 +10,11 @@ github.com/yonggui-yan/DProxSGT (PyTorch + MPI), read for the notes below.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from .._array import Array, namespace
+from .._array import Array, bit_width, namespace
 from ..compressors import Compressor, make_compressor
 from ._base import check_positive, check_prox_steps, replicate
 from ._decentralized import DecentralizedAlgorithm, NodeContext
@@ -190,8 +191,8 @@ def cdproxsgt(client_lr: float = 0.01, codec_x: dict[str, Any] | None = None,
         x_i^{t+1} = x_i^{t+1/2} + γ_x (Σ_j w_ij x̲_j − x̲_i)
 
     Each node keeps ``Σ_j w_ij x̲_j`` (and the same for y̲) by adding the mixed messages, as
-    the code does: only the compressed differences travel. The floats the runner counts are
-    those of the decoded messages (d per exchange), not their compressed size.
+    the code does: only the compressed differences travel. The runner counts d floats per
+    message and its encoded size in bits (the codec's ``row_bits``).
 
     The official code (``Compress_FMNIST/core_compress.py``, ``train_CDProxSGT``) runs this
     update, with these differences: its compressed experiments have no regularizer (no
@@ -234,9 +235,13 @@ def cdproxsgt(client_lr: float = 0.01, codec_x: dict[str, Any] | None = None,
         q = compressed(y_half - states.y_hat, ctx, 0, compress_y)
         return states._replace(y=y_half, grad=grad, y_hat=states.y_hat + q, message=q)
 
-    def gossip(states: CompressedState, mix: Callable[[Array], Array],
+    def sent(message: Array, codec: Compressor) -> int:
+        """The encoded size of one node's message (the runner counts these bits)."""
+        return codec.row_bits(math.prod(message.shape[1:]), bit_width(message))
+
+    def gossip(states: CompressedState, mix: Callable[..., Array],
                round_: int) -> CompressedState:
-        y_mix = states.y_mix + mix(states.message)
+        y_mix = states.y_mix + mix(states.message, sent(states.message, compress_y))
         y = states.y + gamma_y * (y_mix - states.y_hat)
         return states._replace(y=y, y_mix=y_mix)
 
@@ -245,9 +250,9 @@ def cdproxsgt(client_lr: float = 0.01, codec_x: dict[str, Any] | None = None,
         q = compressed(x_half - states.x_hat, ctx, 1, compress_x)
         return states._replace(x=x_half, x_hat=states.x_hat + q, message=q)
 
-    def gossip_models(states: CompressedState, mix: Callable[[Array], Array],
+    def gossip_models(states: CompressedState, mix: Callable[..., Array],
                       round_: int) -> CompressedState:
-        x_mix = states.x_mix + mix(states.message)
+        x_mix = states.x_mix + mix(states.message, sent(states.message, compress_x))
         x = states.x + gamma_x * (x_mix - states.x_hat)
         return states._replace(x=x, x_mix=x_mix)
 

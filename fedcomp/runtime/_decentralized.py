@@ -215,12 +215,14 @@ def simulate_decentralized(
     base_mix = topology.mixer(x, sparse_mixing)
     edges = topology.n_edges
 
-    def mix(v: Array) -> Array:
+    def mix(v: Array, row_bits: int | None = None) -> Array:
         floats = int(np.prod(v.shape[1:])) * edges
+        # a compressed message's encoded size (the same for every node) replaces the width
+        bits = floats * bit_width(v) if row_bits is None else int(row_bits) * edges
         counters.floats_up += floats
         counters.floats_down += floats
-        counters.bits_up += floats * bit_width(v)
-        counters.bits_down += floats * bit_width(v)
+        counters.bits_up += bits
+        counters.bits_down += bits
         return base_mix(v)
 
     prox, _ = counted_prox(regularizer, counters)

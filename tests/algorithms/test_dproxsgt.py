@@ -215,8 +215,13 @@ def test_node_blocks_change_nothing_and_two_exchanges_are_counted():
             for block in (1, 2, "all")]
     for other in runs[1:]:
         np.testing.assert_array_equal(other.x, runs[0].x)
-    # each round mixes d floats twice (trackers, then models) over every edge
-    assert runs[0].counters.floats_up == 4 * 2 * D * chain(N).n_edges
+    # each round mixes d floats twice (trackers, then models) over every edge, at the
+    # codecs' encoded sizes: qsgd 64 + 5 x (1 + 2) bits, rand-2 (shared seed) 2 x 64 bits
+    edges = chain(N).n_edges
+    assert runs[0].counters.floats_up == 4 * 2 * D * edges
+    assert runs[0].counters.bits_up == 4 * (64 + D * 3 + 2 * 64) * edges
+    plain = run(dproxsgt(LR), problem, chain(N), 4, batch_size=3, seed=2)
+    assert plain.counters.bits_up == 4 * 2 * D * 64 * edges
 
 
 def test_refuses_bad_hyperparameters_with_the_fix():
