@@ -96,7 +96,7 @@ def dproxsgt(client_lr: float = 0.01, tracker: str = "mixed") -> DecentralizedAl
 
     * the ℓ1 experiments (``RegL1_*``) step along ``y^{t−1/2}`` (``tracker="unmixed"``);
       their compressed experiments (``Compress_*``) step along ``y^t`` as the paper does;
-    * every stochastic gradient is clipped to norm 10 over the whole network
+    * every stochastic gradient is clipped to norm 10 over the whole model
       (``CLIP_GRAD_NORM_MAX``) before it enters the tracker; fedcomp does not clip;
     * each node's network is initialised from its own seed (``20210311 + 100·rank``, whose
       comment says the starts are meant to be equal); fedcomp starts every node at ``x0``;
