@@ -32,8 +32,9 @@ _PROBLEMS: OrderedDict[tuple[Any, ...], tuple[Problem, tuple[Any, ...]]] = Order
 _CACHED = 4
 
 
-def client_train(msg: Message, context: Context, features: Any, targets: Any, *,
-                 client_id: int | None = None, sample_weight: Any = None) -> Message:
+def client_train(msg: Message, context: Context, features: Any = None, targets: Any = None, *,
+                 batches: Any = None, client_id: int | None = None,
+                 sample_weight: Any = None) -> Message:
     """The reply of a user's ClientApp to a :class:`fedcomp.flower.Strategy` train message.
 
     Parameters
@@ -43,9 +44,15 @@ def client_train(msg: Message, context: Context, features: Any, targets: Any, *,
     context : Context
         The handler's context: the client's state lives in ``context.state`` between rounds.
     features : array, shape (n_samples, ...)
-        This client's samples (NumPy; a ``scipy.sparse`` matrix for sparse data).
+        This client's samples: NumPy, a CPU or GPU torch tensor, or a ``scipy.sparse``
+        matrix for sparse data.
     targets : array, shape (n_samples,)
-        Their targets (``±1`` labels for ``logistic``, class ids for ``softmax``).
+        Their targets (``±1`` labels for ``logistic``, class ids for ``softmax`` and
+        networks).
+    batches : iterable of (features, targets), optional
+        Instead of ``features`` and ``targets``: the client's data as its own pipeline
+        yields it (a ``torch.utils.data.DataLoader``, a list of pairs), read once and
+        kept while the same object is passed (fedcomp draws its own minibatches from it).
     client_id : int, optional
         This client's id in ``0..num_clients-1``; by default the node's ``partition-id``
         (``flower-supernode --node-config 'partition-id=K'``).
@@ -69,7 +76,8 @@ def client_train(msg: Message, context: Context, features: Any, targets: Any, *,
     """
     spec: dict[str, Any] = dict(msg.content.config_records[CONFIG_KEY])
     client = _client_id(context, client_id)
-    problem = _problem(str(spec["problem"]), client, features, targets, sample_weight)
+    problem = _problem(str(spec["problem"]), client, features, targets, sample_weight,
+                       batches)
     if spec.get("phase") == DISCOVER:
         smoothness = float(np.asarray(problem.loss.smoothness(problem.data.full_batch()))[0])
         reply = ConfigRecord({"client-id": client,
@@ -84,8 +92,9 @@ def client_train(msg: Message, context: Context, features: Any, targets: Any, *,
     return train_clients(msg, context, node)
 
 
-def client_evaluate(msg: Message, context: Context, features: Any, targets: Any, *,
-                    client_id: int | None = None, sample_weight: Any = None) -> Message:
+def client_evaluate(msg: Message, context: Context, features: Any = None,
+                    targets: Any = None, *, batches: Any = None, client_id: int | None = None,
+                    sample_weight: Any = None) -> Message:
     """The reply of a user's ClientApp to a :class:`fedcomp.flower.Strategy` evaluate
     message: ``f_i`` and the accuracy (NaN for losses that do not classify) at the model.
 
@@ -100,7 +109,8 @@ def client_evaluate(msg: Message, context: Context, features: Any, targets: Any,
 
     spec: dict[str, Any] = dict(msg.content.config_records[CONFIG_KEY])
     client = _client_id(context, client_id)
-    problem = _problem(str(spec["problem"]), client, features, targets, sample_weight)
+    problem = _problem(str(spec["problem"]), client, features, targets, sample_weight,
+                       batches)
     model = problem.as_model(msg.content.array_records[ARRAYS_KEY].to_numpy_ndarrays()[0])
     metrics = MetricRecord({"loss": problem.smooth_value(model),
                             "accuracy": train_accuracy(problem, model),
@@ -117,22 +127,60 @@ def _client_id(context: Context, client_id: int | None) -> int:
     return int(context.node_config["partition-id"])  # type: ignore[arg-type]
 
 
+def _host(values: Any) -> Any:
+    """A NumPy array of ``values``: a torch tensor (on any device) copied to the host; a
+    ``scipy.sparse`` matrix kept as it is."""
+    if hasattr(values, "tocsr"):
+        return values
+    if hasattr(values, "detach") and hasattr(values, "cpu"):  # torch, without importing it
+        return values.detach().cpu().numpy()
+    return np.asarray(values)
+
+
+def _from_batches(batches: Any, client: int) -> tuple[Any, Any]:
+    """The client's ``(features, targets)``: its ``(X, y)`` batches concatenated."""
+    xs, ys = [], []
+    for k, batch in enumerate(batches):
+        if not (isinstance(batch, tuple | list) and len(batch) == 2):
+            raise ValueError(f"client {client}: batch {k} is a {type(batch).__name__}, not a "
+                             "pair (features, targets); yield (X, y) from the data pipeline")
+        xs.append(_host(batch[0]))
+        ys.append(_host(batch[1]))
+    if not xs:
+        raise ValueError(f"client {client}: its batches yielded nothing; a client needs data")
+    if any(hasattr(x, "tocsr") for x in xs):
+        from scipy import sparse
+
+        return sparse.vstack(xs, format="csr"), np.concatenate(ys)
+    return np.concatenate(xs), np.concatenate(ys)
+
+
 def _problem(problem_json: str, client: int, features: Any, targets: Any,
-             sample_weight: Any) -> Problem:
+             sample_weight: Any, batches: Any = None) -> Problem:
     """The one-client problem of these arrays (cached across rounds)."""
-    key = (problem_json, client, id(features), id(targets), id(sample_weight))
+    if (batches is None) == (features is None and targets is None):
+        raise ValueError(f"client {client}: give its data as features and targets, or as "
+                         "batches= (an iterable of (X, y)), one of the two")
+    if batches is None and (features is None or targets is None):
+        raise ValueError(f"client {client}: features and targets go together (got only "
+                         f"{'targets' if features is None else 'features'})")
+    key = (problem_json, client, id(features), id(targets), id(sample_weight), id(batches))
     if key in _PROBLEMS:
         _PROBLEMS.move_to_end(key)
         return _PROBLEMS[key][0]
     spec = json.loads(problem_json)
-    features_ = features if hasattr(features, "tocsr") else np.asarray(features)
+    given = (features, targets, sample_weight, batches)  # kept: their ids key the cache
+    if batches is not None:
+        features, targets = _from_batches(batches, client)
+    features_ = _host(features)
+    targets = _host(targets)
     # one target per sample, named by this node's client id (a scalar label from a
     # data set would otherwise be broadcast to every sample: a zero model that "succeeds")
     where = f"client {client} (this node's arrays)"
     rows = int(features_.shape[0]) if features_.ndim else 1  # 0-d: from_lists names it
     labels = per_sample(targets, rows, where)
     weights = None if sample_weight is None else [
-        per_sample(sample_weight, rows, where, "sample weight")]
+        per_sample(_host(sample_weight), rows, where, "sample weight")]
     dtype = getattr(features_, "dtype", np.float64)
     data = ClientData.from_lists([features_], [labels],
                                  dtype=dtype if np.issubdtype(dtype, np.floating) else np.float64,
@@ -141,7 +189,7 @@ def _problem(problem_json: str, client: int, features: Any, targets: Any,
                       build_component(spec["regularizer"], make_regularizer), data,
                       n_classes=spec.get("n_classes"),
                       minibatch=spec.get("minibatch", "with_replacement"))
-    _PROBLEMS[key] = (problem, (features, targets, sample_weight))
+    _PROBLEMS[key] = (problem, given)
     while len(_PROBLEMS) > _CACHED:
         _PROBLEMS.popitem(last=False)
     return problem

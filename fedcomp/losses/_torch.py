@@ -543,7 +543,11 @@ def _as_torch(a: Any, dtype: Any = None, device: Any = None) -> tuple[Any, bool]
     import torch
 
     numpy_in = isinstance(a, np.ndarray)
-    t = torch.from_numpy(np.ascontiguousarray(a)) if numpy_in else a
+    if numpy_in:
+        a = np.ascontiguousarray(a)
+        if not a.flags.writeable:  # a received model (Flower's records are read-only):
+            a = a.copy()  # torch warns on sharing it, though nothing here writes to it
+    t = torch.from_numpy(a) if numpy_in else a
     if (dtype is not None and t.dtype != dtype) or (device is not None and t.device != device):
         t = t.to(device=device if device is not None else t.device,
                  dtype=dtype if dtype is not None else t.dtype)

@@ -303,6 +303,67 @@ def test_a_node_without_partition_id_names_the_node_config():
         strategy.start(grid, ArrayRecord([np.zeros(DIM)]), num_rounds=1)
 
 
+# --- a user's own network, handed over as tensors or as its pipeline's batches ---------------
+USER_NETWORK = '''
+import torch
+
+def tanh_net(input_shape, n_classes, hidden=5):
+    return torch.nn.Sequential(torch.nn.Linear(input_shape[0], hidden), torch.nn.Tanh(),
+                               torch.nn.Linear(hidden, n_classes))
+'''
+
+
+def test_a_users_network_by_import_path_gives_the_simulators_iterates(tmp_path, monkeypatch):
+    """The loss names the user's builder by its import path (the node imports it); half the
+    nodes hand over torch tensors, half a list of (X, y) batches as a DataLoader yields
+    them: the simulator's model (float64, 1e-10) and counters."""
+    torch = pytest.importorskip("torch")
+    from fedcomp.losses import TorchModel
+
+    (tmp_path / "usernets_flower.py").write_text(USER_NETWORK)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    rng = np.random.default_rng(5)
+    features = [rng.normal(size=(12 + 3 * k, DIM)) for k in range(N_CLIENTS)]
+    labels = [rng.integers(0, 3, size=len(f)) for f in features]
+    loss = TorchModel("usernets_flower:tanh_net", input_shape=(DIM,), n_classes=3)
+    algorithm = make_algorithm("fedmid", client_lr=0.2, local_steps=2)
+
+    def train(msg, context, x, y):
+        if context.node_config["partition-id"] % 2:
+            pairs = [(torch.from_numpy(x[i:i + 5]), torch.from_numpy(y[i:i + 5]))
+                     for i in range(0, len(y), 5)]
+            return client_train(msg, context, batches=pairs)
+        return client_train(msg, context, torch.from_numpy(x), torch.from_numpy(y))
+
+    strategy = Strategy(algorithm, loss=loss, regularizer=L1(1e-3), num_clients=N_CLIENTS,
+                        clients_per_round=2, batch_size=4, seed=SEED)
+    result = strategy.start(UserGrid(features, labels, train=train),
+                            ArrayRecord([loss.initial_model()]), num_rounds=ROUNDS)
+    run = simulate(algorithm, Problem(loss, L1(1e-3), ClientData.from_lists(features, labels)),
+                   rounds=ROUNDS, clients_per_round=2, batch_size=4, seed=SEED,
+                   x0=loss.initial_model())
+    model = result.arrays.to_numpy_ndarrays()[0]
+    np.testing.assert_allclose(model, np.asarray(run.x), rtol=0, atol=1e-10)
+    assert np.abs(model - loss.initial_model()).max() > 1e-3  # it trained
+    counted = result.train_metrics_clientapp[max(result.train_metrics_clientapp)]
+    assert counted["grad_evals"] == run.counters.grad_evals
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({}, "as features and targets, or as batches="),
+    ({"features": np.zeros((3, DIM))}, "go together"),
+    ({"batches": [np.zeros(3)]}, "batch 0 is a ndarray, not a pair"),
+    ({"batches": []}, "yielded nothing"),
+])
+def test_a_handler_giving_its_data_wrongly_is_one_error(kwargs, message):
+    features, labels = client_arrays()
+    grid = UserGrid(features, labels, train=lambda msg, ctx, x, y: client_train(msg, ctx,
+                                                                                   **kwargs))
+    strategy = Strategy("fedavg", loss="logistic", num_clients=N_CLIENTS)
+    with pytest.raises(FlowerRunError, match=message):
+        strategy.start(grid, ArrayRecord([np.zeros(DIM)]), num_rounds=1)
+
+
 # --- a real deployment of a user's own app: SuperLink + SuperNodes as processes -----------------
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "flower.md"
 
