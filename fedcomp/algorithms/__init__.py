@@ -41,6 +41,7 @@ from .fedprox import fedprox
 from .locodl import locodl
 from .mc_fedda import mc_fedda
 from .pfedme import pfedme
+from .prox_dasa import prox_dasa, prox_dasa_gt
 from .refedda_gt import fedda_gt, multistep_refedda_gt, refedda_gt
 from .scaffnew import scaffnew
 from .scaffold import scaffold
@@ -165,5 +166,6 @@ __all__ += ["compressed_scaffnew", "locodl", "tamuna"]
 __all__ += ["FAMILIES", "ditto", "pfedme", "private", "sdane"]
 __all__ += ["Recipe", "Step", "TRANSFORMS", "display_name", "recipe_of", "transformed"]
 __all__ += ["cdproxsgt", "dproxsgt"]
+__all__ += ["prox_dasa", "prox_dasa_gt"]
 __all__ += ["compressed", "rebuild_algorithm", "execution_of", "async_feddr", "fedadmm", "feddr",
             "fedpd", "fedprox", "fedsplit"]

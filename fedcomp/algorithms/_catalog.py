@@ -36,6 +36,7 @@ from .fedprox import fedprox
 from .locodl import locodl
 from .mc_fedda import mc_fedda
 from .pfedme import pfedme
+from .prox_dasa import prox_dasa, prox_dasa_gt
 from .refedda_gt import fedda_gt, multistep_refedda_gt, refedda_gt
 from .scaffnew import scaffnew
 from .scaffold import scaffold
@@ -277,6 +278,16 @@ REGISTRY: Registry[AlgorithmEntry] = Registry("algorithm", [
                    "gamma_x, gamma_y (Yan et al. 2023)",
                    execution="decentralized",
                    color="#9a3412", family=GOSSIP),
+    AlgorithmEntry("prox_dasa", prox_dasa,
+                   "Prox step along a moving-average gradient, moving averages of model and "
+                   "gradient gossiped (Xiao et al. 2023)",
+                   execution="decentralized",
+                   color="#ff0ffc", family=GOSSIP),
+    AlgorithmEntry("prox_dasa_gt", prox_dasa_gt,
+                   "Prox-DASA whose moving average is fed by a gradient tracker "
+                   "(Xiao et al. 2023)",
+                   execution="decentralized",
+                   color="#a0914d", family=GOSSIP),
 ])
 
 
