@@ -30,6 +30,7 @@ from .._extras import require
 from ..data._client_data import Batch
 from ._base import check_class_ids, check_l2
 from ._block_forward import block_logits, block_plan
+from ._buffers import BATCH_STATS, batch_norms, check_buffers, with_running_statistics
 
 
 class ParamEntry(NamedTuple):
@@ -183,6 +184,13 @@ class TorchModel:
     init_seed : int, default 0
         Seed of the network's initial parameters (:meth:`initial_model`), the torch
         default initialisation under ``torch.manual_seed(init_seed)``.
+    buffers : {None, "batch_stats"}, default None
+        What to do with a network's buffers. ``None`` refuses them (a model is its
+        parameters). ``"batch_stats"`` takes BatchNorm networks: each client's batch is
+        normalised with its own statistics while fedcomp trains and evaluates, nothing is
+        tracked, and :meth:`to_module` makes the running statistics from data, averaged
+        over the clients or one client's (:mod:`fedcomp.losses._buffers`). BatchNorm's
+        statistics count every sample of a batch alike, whatever its sample weight.
 
     Notes
     -----
@@ -224,6 +232,7 @@ class TorchModel:
     l2: float = 0.0
     lipschitz: float = 1.0
     init_seed: int = 0
+    buffers: str | None = None
     _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -247,6 +256,9 @@ class TorchModel:
                              f"{self.n_classes!r})")
         if not self.lipschitz > 0:
             raise ValueError(f"TorchModel: lipschitz must be > 0 (got {self.lipschitz!r})")
+        if self.buffers not in (None, BATCH_STATS):
+            raise ValueError(f"TorchModel: buffers must be None or {BATCH_STATS!r} (got "
+                             f"{self.buffers!r})")
         object.__setattr__(self, "input_shape", shape)
         object.__setattr__(self, "n_classes", int(self.n_classes))  # np.int64(3) -> 3
         object.__setattr__(self, "options", _options(self.options) or None)
@@ -257,23 +269,33 @@ class TorchModel:
         ``value``/``grad``, which always pass the client's flat vector)."""
         net = self._cache.get("network")
         if net is None:
-            import torch
+            from torch.func import replace_all_batch_norm_modules_
 
-            from ._networks import NETWORKS
-
-            builder: Callable[..., Any] = (
-                self.model if not isinstance(self.model, str) else NETWORKS[self.model]
-                if self.model in NETWORKS else imported_builder(self.model))
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(self.init_seed)
-                net = builder(self.input_shape, self.n_classes, **_options(self.options))
-            buffers = [name for name, _ in net.named_buffers()]
-            if buffers:
-                raise ValueError(f"TorchModel: the network has buffers {buffers} (e.g. "
-                                 "BatchNorm statistics); a model must be its parameters alone — "
-                                 "use GroupNorm/LayerNorm instead")
+            net = self._built()
+            check_buffers(net, self.buffers)
+            self._cache["batch_norm"] = bool(batch_norms(net))
+            replace_all_batch_norm_modules_(net)  # batch statistics only: nothing tracked
             self._cache["network"] = net
         return net
+
+    def _built(self) -> Any:
+        """A new network from the builder, seeded: the skeleton's parameters."""
+        import torch
+
+        from ._networks import NETWORKS
+
+        builder: Callable[..., Any] = (
+            self.model if not isinstance(self.model, str) else NETWORKS[self.model]
+            if self.model in NETWORKS else imported_builder(self.model))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.init_seed)
+            return builder(self.input_shape, self.n_classes, **_options(self.options))
+
+    @property
+    def batch_norm(self) -> bool:
+        """Whether the network normalises with batch statistics (BatchNorm layers)."""
+        self.network()
+        return bool(self._cache["batch_norm"])
 
     def layout(self) -> ParamLayout:
         """The :class:`ParamLayout` of the flat parameter vector."""
@@ -339,10 +361,15 @@ class TorchModel:
             out = self._call(self._unflatten(x_t), feats)
         return out.numpy() if numpy_in else out
 
-    def to_module(self, x: Array) -> Any:
+    def to_module(self, x: Array, data: Any = None, client: int | None = None) -> Any:
         """A new ``nn.Module`` holding the model ``x`` (shape ``(D,)``): the network, its
         parameters set from ``x`` in ``x``'s dtype (float64 for a NumPy float64 model),
         on ``x``'s device, its outputs :meth:`predict`'s.
+
+        A BatchNorm network (``buffers="batch_stats"``) needs ``data`` (a
+        :class:`~fedcomp.data.ClientData`, such as the problem's): its running statistics
+        are the clients' statistics at ``x``, averaged with their sample counts, or
+        client ``client``'s own; it comes back in evaluation mode, ready to predict.
 
         The trained model leaves fedcomp as the user's own network: save it with
         ``torch.save(module.state_dict(), path)``, serve it, fine-tune it. Tied parameters
@@ -372,11 +399,21 @@ class TorchModel:
         if not bool(torch.isfinite(x_t).all()):
             raise ValueError("TorchModel.to_module: x holds NaN or infinite values; the run "
                              "diverged (check run.status)")
-        module = copy.deepcopy(self.network()).to(device=x_t.device, dtype=x_t.dtype)
+        if self.batch_norm and data is None:
+            raise ValueError("TorchModel.to_module: a BatchNorm network's running statistics "
+                             "come from data: pass data= (the problem's ClientData), and "
+                             "client=i for one client's own")
+        if not self.batch_norm and (data is not None or client is not None):
+            raise ValueError("TorchModel.to_module: data= and client= make BatchNorm running "
+                             "statistics, and this network has none; call to_module(x)")
+        source = self._built() if self.batch_norm else copy.deepcopy(self.network())
+        module = source.to(device=x_t.device, dtype=x_t.dtype)
         values = self._unflatten(x_t.detach())
         with torch.no_grad():
             for name, parameter in module.named_parameters():  # each tied tensor once
                 parameter.copy_(values[name])
+        if self.batch_norm:
+            return with_running_statistics(module, data, client)
         return module
 
     def pruned_module(self, x: Array) -> Any:
@@ -462,6 +499,17 @@ class TorchModel:
         logits = block_logits(plan, self._unflatten(flat), features)
         return self._loss_of_logits(logits, targets, weights, flat)
 
+    def _clients_on_their_rows(self, flat: Any, features: Any, targets: Any, weights: Any
+                               ) -> Any:
+        """``(f_1, …, f_B)`` one client at a time, each on its rows of positive weight: a
+        BatchNorm network's padded full batch (its zero rows would enter the statistics)."""
+        import torch
+
+        rows = weights > 0
+        return torch.stack([self._one_client(flat[b], features[b][rows[b]],
+                                             targets[b][rows[b]], weights[b][rows[b]])
+                            for b in range(flat.shape[0])])
+
     def _apply(self, which: str, x: Array, batch: Batch) -> Array:
         import torch
 
@@ -473,16 +521,19 @@ class TorchModel:
             targs = targs.round().to(torch.int64)  # class ids stored as floats
         elif targs.dtype != torch.int64:  # int32 / int16 / uint8 ids: cross_entropy needs int64
             targs = targs.to(torch.int64)
+        losses = self._block_losses
+        if self.batch_norm and not bool(torch.all(weights > 0)):
+            losses = self._clients_on_their_rows  # padding must not enter a batch's stats
         if which == "value":
             with torch.no_grad():
-                out = self._block_losses(x_t, feats, targs, weights)
+                out = losses(x_t, feats, targs, weights)
         else:
             # Client losses are independent, so the gradient of their sum with respect to the
             # (B, D) block is every client's own gradient: one batched forward and a single
             # backward pass (measured faster on CPU than vmap(grad(...)), same values).
             with torch.enable_grad():
                 x_req = x_t.detach().requires_grad_(True)
-                values = self._block_losses(x_req, feats, targs, weights)
+                values = losses(x_req, feats, targs, weights)
                 (out,) = torch.autograd.grad(torch.sum(values), x_req)
         out = out.detach()
         return out.numpy() if numpy_in else out

@@ -310,13 +310,32 @@ import torch
 def tanh_net(input_shape, n_classes, hidden=5):
     return torch.nn.Sequential(torch.nn.Linear(input_shape[0], hidden), torch.nn.Tanh(),
                                torch.nn.Linear(hidden, n_classes))
+
+
+class Residual(torch.nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.linear, self.norm = torch.nn.Linear(width, width), torch.nn.BatchNorm1d(width)
+
+    def forward(self, x):
+        return x + torch.relu(self.norm(self.linear(x)))
+
+
+def bn_resnet(input_shape, n_classes, width=5):
+    return torch.nn.Sequential(torch.nn.Linear(input_shape[0], width),
+                               torch.nn.BatchNorm1d(width), torch.nn.ReLU(), Residual(width),
+                               torch.nn.Linear(width, n_classes))
 '''
 
 
-def test_a_users_network_by_import_path_gives_the_simulators_iterates(tmp_path, monkeypatch):
-    """The loss names the user's builder by its import path (the node imports it); half the
-    nodes hand over torch tensors, half a list of (X, y) batches as a DataLoader yields
-    them: the simulator's model (float64, 1e-10) and counters."""
+@pytest.mark.parametrize(("builder", "buffers"), [("tanh_net", None),
+                                                  ("bn_resnet", "batch_stats")])
+def test_a_users_network_by_import_path_gives_the_simulators_iterates(tmp_path, monkeypatch,
+                                                                      builder, buffers):
+    """The loss names the user's builder by its import path (the node imports it): a plain
+    network, and one with BatchNorm in a residual block; half the nodes hand over torch
+    tensors, half a list of (X, y) batches as a DataLoader yields them: the simulator's
+    model (float64, 1e-10) and counters."""
     torch = pytest.importorskip("torch")
     from fedcomp.losses import TorchModel
 
@@ -325,7 +344,8 @@ def test_a_users_network_by_import_path_gives_the_simulators_iterates(tmp_path, 
     rng = np.random.default_rng(5)
     features = [rng.normal(size=(12 + 3 * k, DIM)) for k in range(N_CLIENTS)]
     labels = [rng.integers(0, 3, size=len(f)) for f in features]
-    loss = TorchModel("usernets_flower:tanh_net", input_shape=(DIM,), n_classes=3)
+    loss = TorchModel(f"usernets_flower:{builder}", input_shape=(DIM,), n_classes=3,
+                      buffers=buffers)
     algorithm = make_algorithm("fedmid", client_lr=0.2, local_steps=2)
 
     def train(msg, context, x, y):
