@@ -150,3 +150,26 @@ def headless_chromium():
         yield driver
     finally:
         driver.quit()
+
+
+@pytest.fixture
+def import_user_module(tmp_path, monkeypatch):
+    """``load(name, source)``: a module file ``name.py`` in a folder on ``sys.path``, as a
+    user's package would be, imported; forgotten again after the test."""
+    import importlib
+    import sys
+
+    names = []
+
+    def load(name, source):
+        import textwrap
+
+        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
+        monkeypatch.syspath_prepend(str(tmp_path))
+        sys.modules.pop(name, None)
+        names.append(name)
+        return importlib.import_module(name)
+
+    yield load
+    for name in names:
+        sys.modules.pop(name, None)

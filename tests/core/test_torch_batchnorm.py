@@ -6,8 +6,6 @@ through a configuration."""
 
 from __future__ import annotations
 
-import textwrap
-
 import numpy as np
 import pytest
 
@@ -48,15 +46,8 @@ DIM, CLASSES = 5, 3
 
 
 @pytest.fixture
-def bn_module(tmp_path, monkeypatch):
-    import importlib
-    import sys
-
-    (tmp_path / "bnnets.py").write_text(textwrap.dedent(MODULE))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    sys.modules.pop("bnnets", None)
-    yield importlib.import_module("bnnets")
-    sys.modules.pop("bnnets", None)
+def bn_module(import_user_module):
+    return import_user_module("bnnets", MODULE)
 
 
 def _loss():

@@ -4,8 +4,6 @@ and each wrong path is one error naming what is wrong."""
 
 from __future__ import annotations
 
-import textwrap
-
 import numpy as np
 import pytest
 
@@ -32,16 +30,8 @@ NOT_A_BUILDER = 3
 
 
 @pytest.fixture
-def user_module(tmp_path, monkeypatch):
-    """``usernets.py`` in a folder on ``sys.path``, as a user's package would be."""
-    (tmp_path / "usernets.py").write_text(textwrap.dedent(MODULE))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    import importlib
-    import sys
-
-    sys.modules.pop("usernets", None)
-    yield importlib.import_module("usernets")
-    sys.modules.pop("usernets", None)
+def user_module(import_user_module):
+    return import_user_module("usernets", MODULE)
 
 
 @pytest.mark.parametrize("path", ["usernets:tanh_net", "usernets:Zoo.small"])
