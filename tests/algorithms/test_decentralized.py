@@ -18,6 +18,8 @@ from fedcomp.algorithms import (
     drefedda_gt,
     fedda_gt,
     multistep_refedda_gt,
+    prox_dasa,
+    prox_dasa_gt,
     refedda_gt,
 )
 from fedcomp.algorithms._mirror import (
@@ -502,7 +504,8 @@ def test_fixed_and_streaming_data_have_the_same_shape():
 
 DECENTRALIZED = [dfedda(0.05, 3, p=6.0), dfedda_gt(0.05, 3, p=6.0),
                  drefedda_gt(0.05, 3, p=6.0, radius_sq=1.0, sparsity=3), dfedmid(0.05, 3),
-                 dproxsgt(0.05), cdproxsgt(0.05, codec_x={"name": "qsgd", "levels": 4})]
+                 dproxsgt(0.05), cdproxsgt(0.05, codec_x={"name": "qsgd", "levels": 4}),
+                 prox_dasa(0.05, 0.5, schedule="diminishing"), prox_dasa_gt(0.05, 0.5)]
 
 
 def _on(problem, like):

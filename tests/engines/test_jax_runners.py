@@ -108,7 +108,10 @@ DECENTRALIZED_CASES = {"dfedda": dict(client_lr=0.3, local_steps=3, p=4.0),
                                            sparsity=3),
                        "dfedmid": dict(client_lr=0.3, local_steps=3),
                        "dproxsgt": dict(client_lr=0.3),
-                       "cdproxsgt": dict(client_lr=0.3, codec_x={"name": "qsgd", "levels": 4})}
+                       "cdproxsgt": dict(client_lr=0.3, codec_x={"name": "qsgd", "levels": 4}),
+                       "prox_dasa": dict(client_lr=0.3, averaging_rate=0.5,
+                                         schedule="diminishing"),
+                       "prox_dasa_gt": dict(client_lr=0.3, averaging_rate=0.5)}
 ASYNC = [make_algorithm(name, **params) for name, cases in ASYNC_CASES.items()
          for params in cases]
 DECENTRALIZED = [make_algorithm(name, **params) for name, params in DECENTRALIZED_CASES.items()]
