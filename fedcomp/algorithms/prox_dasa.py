@@ -121,6 +121,8 @@ def prox_dasa(client_lr: float = 0.1, averaging_rate: float = 0.1,
       ``(lr, l1)`` is fedcomp's ``client_lr = lr/n`` with ``L1(n·l1)``: it minimises
       ``f + n·l1‖·‖₁`` while its reported stationarity is that of ``f + l1‖·‖₁``;
     * it sends and receives float32 (``numpy.float32`` buffers); fedcomp keeps the dtype;
+    * a gradient is one minibatch of the node's shard, drawn afresh at every call (a new
+      ``DataLoader`` iterator over a ``SubsetRandomSampler``): fedcomp's ``batch_size``;
     * its ``constant`` step needs the iteration count (``alpha_base·√(n/K)``): give that
       number as ``averaging_rate``;
     * each node starts from its own initial weights (``init_weights/…/rank{i}``); fedcomp
