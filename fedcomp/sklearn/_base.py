@@ -4,7 +4,6 @@ the convergence warning."""
 from __future__ import annotations
 
 import warnings
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -29,8 +28,9 @@ from ..data._sparse import is_sparse_matrix  # noqa: E402
 from ..losses import Loss  # noqa: E402
 from ..problem import Problem  # noqa: E402
 from ..regularizers import Regularizer, Scaled  # noqa: E402
-from ..runtime import RunOptions, simulate  # noqa: E402
+from ..runtime import JaxEngineWarning, RunOptions, simulate  # noqa: E402
 from ..runtime._stopping import DIVERGED_MARK, NonFiniteError, check_tol  # noqa: E402
+from ._engine import check_engine, on_engine, run_dtype, run_tol  # noqa: E402
 from ._problem import (  # noqa: E402
     EVAL_EVERY,
     Preconditioner,
@@ -43,8 +43,6 @@ from ._problem import (  # noqa: E402
     column_report,
     pooled_preconditioner,
     preconditionable,
-    run_dtype,
-    run_tol,
     split_data,
 )
 
@@ -200,6 +198,7 @@ class _FederatedModel(BaseEstimator):
     batch_size: Any
     eval_every: Any
     random_state: Any
+    engine: Any
 
     def fit(self, X: Any, y: Any = None, clients: Any = None, sample_weight: Any = None
             ) -> _FederatedModel:
@@ -236,12 +235,12 @@ class _FederatedModel(BaseEstimator):
         if not (isinstance(self.max_iter, int | np.integer) and self.max_iter >= 1):
             raise ValueError(f"max_iter must be an integer >= 1 (got {self.max_iter!r})")
         tol = check_tol(self.tol)
+        engine = check_engine(self.engine)
         _check_fit_parameters(self)
         if y is not None and not self._is_classifier():
             _check_numbers("y", y)
-        # float32 in, float32 coef_ out (scikit-learn's convention); the problem is built in
-        # float64 (the preconditioner's scales, the auto step) and the run computes in
-        # float32 where it converges in float32 (run_dtype)
+        # float32 in, float32 coef_ out (scikit-learn's); the problem is built in float64,
+        # the run computes in float32 where it converges in float32 (run_dtype)
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], accept_sparse="csr",
                              y_numeric=not self._is_classifier())
         dtype, X = X.dtype, X.astype(np.float64, copy=False)
@@ -258,14 +257,15 @@ class _FederatedModel(BaseEstimator):
         eval_every = min(EVAL_EVERY, int(self.max_iter)) if self.eval_every is None \
             else int(self.eval_every)
         compute = run_dtype(dtype, algorithm, problem.loss)
-        if compute != np.float64:
-            problem = replace(problem, data=problem.data.to(np.zeros(0, dtype=compute)))
+        problem = on_engine(problem, compute, engine, f"{type(self).__name__}(engine='jax')")
         tol = run_tol(tol, compute)
         key = (repr(algorithm), problem.n_clients, problem.param_shape, _scaling_key(scaling),
-               np.dtype(compute).name)
+               np.dtype(compute).name, engine)
         x0, states = self._warm_start(key, scaling)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConvergenceWarning)
+            # a part the jax engine runs eagerly (the logistic Newton prox): documented
+            warnings.simplefilter("ignore", JaxEngineWarning)
             run = simulate(algorithm, problem, int(self.max_iter), eval_every=eval_every,
                            metrics=["objective"], clients_per_round=self.clients_per_round,
                            batch_size=self.batch_size, seed=_seed(self.random_state), tol=tol,

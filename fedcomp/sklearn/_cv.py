@@ -200,7 +200,7 @@ class FederatedLassoCV(RegressorMixin, _FederatedCV):
         needs ``k`` samples). A splitter: its ``split(X, y, groups=client index of each
         sample)`` (``GroupKFold`` holds out whole clients). Or (train, test) index pairs.
     algorithm, algorithm_params, client_lr, max_iter, tol, fit_intercept, precondition,
-    n_clients, clients_per_round, batch_size, eval_every, random_state
+    n_clients, clients_per_round, batch_size, eval_every, random_state, engine
         As in :class:`FederatedLinearRegression`, for every fit of every path and the
         refit (``n_clients`` and ``random_state`` give the iid split without ``clients=``,
         which the folds then split).
@@ -241,7 +241,8 @@ class FederatedLassoCV(RegressorMixin, _FederatedCV):
                  client_lr: Any = "auto", max_iter: Any = 10_000, tol: Any = 1e-8,
                  fit_intercept: Any = True, precondition: Any = True, n_clients: Any = 1,
                  clients_per_round: Any = None, batch_size: Any = None,
-                 eval_every: Any = None, random_state: Any = None) -> None:
+                 eval_every: Any = None, random_state: Any = None,
+                 engine: Any = "auto") -> None:
         _store(self, locals())
 
     def _penalty(self) -> str:
@@ -265,7 +266,8 @@ class FederatedElasticNetCV(RegressorMixin, _FederatedCV):
         ρ, or the ρ to try (one path per ρ and fold; with ``alphas`` an int, each ρ its own
         grid from ``alpha_max / ρ``, which needs ρ > 0).
     alphas, eps, cv, algorithm, algorithm_params, client_lr, max_iter, tol, fit_intercept,
-    precondition, n_clients, clients_per_round, batch_size, eval_every, random_state
+    precondition, n_clients, clients_per_round, batch_size, eval_every, random_state,
+    engine
         As in :class:`FederatedLassoCV`.
 
     Attributes
@@ -290,7 +292,8 @@ class FederatedElasticNetCV(RegressorMixin, _FederatedCV):
                  client_lr: Any = "auto", max_iter: Any = 10_000, tol: Any = 1e-8,
                  fit_intercept: Any = True, precondition: Any = True, n_clients: Any = 1,
                  clients_per_round: Any = None, batch_size: Any = None,
-                 eval_every: Any = None, random_state: Any = None) -> None:
+                 eval_every: Any = None, random_state: Any = None,
+                 engine: Any = "auto") -> None:
         _store(self, locals())
 
     def _penalty(self) -> str:
@@ -326,7 +329,8 @@ class FederatedLogisticRegressionCV(ClassifierMixin, _FederatedCV):
         grid has no ties, and it is ``LogisticRegressionCV``'s default from scikit-learn
         1.11 on (accuracy before). ``score`` uses it too, as ``LogisticRegressionCV``'s.
     alphas, eps, cv, algorithm, algorithm_params, client_lr, max_iter, tol, fit_intercept,
-    precondition, n_clients, clients_per_round, batch_size, eval_every, random_state
+    precondition, n_clients, clients_per_round, batch_size, eval_every, random_state,
+    engine
         As in :class:`FederatedLassoCV`.
 
     Attributes
@@ -359,7 +363,8 @@ class FederatedLogisticRegressionCV(ClassifierMixin, _FederatedCV):
                  client_lr: Any = "auto", max_iter: Any = 10_000, tol: Any = 1e-8,
                  fit_intercept: Any = True, precondition: Any = True, n_clients: Any = 1,
                  clients_per_round: Any = None, batch_size: Any = None,
-                 eval_every: Any = None, random_state: Any = None) -> None:
+                 eval_every: Any = None, random_state: Any = None,
+                 engine: Any = "auto") -> None:
         _store(self, locals())
 
     def _is_classifier(self) -> bool:

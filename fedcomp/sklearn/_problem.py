@@ -33,43 +33,10 @@ from ..regularizers import (  # noqa: E402
 from ..regularizers._masked import SEPARABLE  # noqa: E402
 from ..regularizers._scaled import SCALABLE  # noqa: E402
 from ._auto import auto_algorithm  # noqa: E402
+from ._engine import FLOAT32_TOL_EPS  # noqa: E402
 
 #: Rows of ``history_`` (and checks of ``tol``) every this many rounds by default.
 EVAL_EVERY = 10
-
-
-#: A float32 run stops at a relative prox-gradient step of ``max(tol, FLOAT32_TOL_EPS · ε)``,
-#: ``ε`` float32's machine epsilon (1.19e-7): the step of float32 rounds cannot fall below
-#: its rounding. Measured (auto's FedDR, 5 clients, 3000 rounds at tol=0): standardized
-#: diabetes' Lasso (α = 0.1) levels off at 0.8–1.0 ε, raw diabetes (α = 0.1, 0.01) at
-#: 0.8–1.7 ε, never above 1.7 ε; 10 ε leaves a factor of 6.
-FLOAT32_TOL_EPS = 10.0
-
-
-def run_dtype(dtype: Any, algorithm: FederatedAlgorithm, loss: Any) -> Any:
-    """The dtype a fit computes in: float32 for float32 features where the run converges in
-    float32 (FedDR with exact local proxes on a quadratic loss, ``"auto"``'s least squares
-    fits), else float64.
-
-    Measured on float32 features at ``tol=0`` (5 clients): ZA1's relative step levels off
-    at 5e-5 (standardized diabetes, MCP) to 4e-4 (600 features), 400 to 3600 ε, with
-    coefficients 1–17 % from the float64 fit's; FedDR's exact logistic prox (damped Newton)
-    stalls in its line search, whose slack is below float32's rounding, and a round costs
-    10–30x a float64 one. Both compute in float64.
-    """
-    exact = (algorithm.name == "feddr"
-             and algorithm.hyperparameters.get("local_solver") == "exact")
-    if dtype == np.float32 and exact and bool(getattr(loss, "quadratic", False)):
-        return np.float32
-    return np.float64
-
-
-def run_tol(tol: float | None, dtype: Any) -> float | None:
-    """The ``tol`` a run computing in ``dtype`` stops at: ``tol``, raised to
-    :data:`FLOAT32_TOL_EPS` · ε in float32 (float64 runs keep ``tol`` as given)."""
-    if tol is None or dtype != np.float32:
-        return tol
-    return max(tol, FLOAT32_TOL_EPS * float(np.finfo(np.float32).eps))
 
 
 def _unconverged(model: Any, run: Any, tol: float, X: Any, preconditioned: bool) -> str:

@@ -23,7 +23,7 @@ from fedcomp.sklearn import (  # noqa: E402
     FederatedLogisticRegression,
     federated_path,
 )
-from fedcomp.sklearn._problem import FLOAT32_TOL_EPS  # noqa: E402
+from fedcomp.sklearn._engine import FLOAT32_TOL_EPS  # noqa: E402
 
 EPS32 = float(np.finfo(np.float32).eps)
 
