@@ -30,7 +30,7 @@ def run_dtype(dtype: Any, algorithm: FederatedAlgorithm, loss: Any) -> Any:
     at 5e-5 (standardized diabetes, MCP) to 4e-4 (600 features), 400 to 3600 ε, with
     coefficients 1–17 % from the float64 fit's; FedDR's exact logistic prox (damped Newton)
     stalls in its line search, whose slack is below float32's rounding, and a round costs
-    10–30x a float64 one. Both compute in float64.
+    10–50x a float64 one. Both compute in float64.
     """
     exact = (algorithm.name == "feddr"
              and algorithm.hyperparameters.get("local_solver") == "exact")
@@ -64,8 +64,9 @@ ENGINES = ("auto", "numpy", "jax")
 #:   the short ones: 20-70 rounds at 442 x 10 to 50 000 x 50 (12-240 ms against
 #:   0.4-0.9 s a new alpha) and at 5 000-20 000 x 600-1 000 (0.9-3.2 s against 1.7-4.5 s).
 #:
-#: A fit's rounds are not known before it runs, and a short fit loses 10-100x what a
-#: long one gains (2x), so ``"auto"`` is NumPy; ``engine="jax"`` opts in for long runs.
+#: A fit's rounds are not known before it runs: on jax a short fit runs 10-100x slower, a
+#: long one 1.5-2x faster at a new alpha, so ``"auto"`` is NumPy; ``engine="jax"`` opts in
+#: for long runs.
 AUTO_ENGINE = "numpy"
 
 
