@@ -194,6 +194,10 @@ def _newton(solver: LocalSolver, ctx: ClientContext, center: Array, step: float,
     x = start
     eps = float(xp.finfo(center.dtype).eps)  # the dtype's, no copy from the device
     tol = max(solver.tol, 100 * eps)
+    # the Armijo test's slack for rounding in φ: 1e-15 |φ| in float64; 10 ε |φ| in float32,
+    # where 1e-15 is below the rounding of φ and the line search stalls (10-50x slower
+    # rounds on breast-cancer's logistic prox, and no float32 convergence)
+    slack = 1e-15 if eps < 1e-15 else 10 * eps
     active = np.ones(shape[0], dtype=bool)
 
     def subvalue(x: Array, active: np.ndarray) -> np.ndarray:
@@ -213,7 +217,7 @@ def _newton(solver: LocalSolver, ctx: ClientContext, center: Array, step: float,
         trial = x
         for _ in range(40):
             trial = x - _rows_scale(t, x) * d
-            ok = subvalue(trial, active & ~accepted) <= phi0 - 1e-4 * t * slope + 1e-15 * abs(phi0)
+            ok = subvalue(trial, active & ~accepted) <= phi0 - 1e-4 * t * slope + slack * abs(phi0)
             accepted |= ok
             if accepted.all():
                 break
