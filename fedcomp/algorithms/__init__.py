@@ -43,6 +43,7 @@ from .mc_fedda import mc_fedda
 from .pfedme import pfedme
 from .prox_dasa import prox_dasa, prox_dasa_gt
 from .refedda_gt import fedda_gt, multistep_refedda_gt, refedda_gt
+from .scafflix import scafflix
 from .scaffnew import scaffnew
 from .scaffold import scaffold
 from .sdane import sdane
@@ -167,5 +168,6 @@ __all__ += ["FAMILIES", "ditto", "pfedme", "private", "sdane"]
 __all__ += ["Recipe", "Step", "TRANSFORMS", "display_name", "recipe_of", "transformed"]
 __all__ += ["cdproxsgt", "dproxsgt"]
 __all__ += ["prox_dasa", "prox_dasa_gt"]
+__all__ += ["scafflix"]
 __all__ += ["compressed", "rebuild_algorithm", "execution_of", "async_feddr", "fedadmm", "feddr",
             "fedpd", "fedprox", "fedsplit"]

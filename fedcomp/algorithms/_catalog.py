@@ -38,6 +38,7 @@ from .mc_fedda import mc_fedda
 from .pfedme import pfedme
 from .prox_dasa import prox_dasa, prox_dasa_gt
 from .refedda_gt import fedda_gt, multistep_refedda_gt, refedda_gt
+from .scafflix import scafflix
 from .scaffnew import scaffnew
 from .scaffold import scaffold
 from .sdane import sdane
@@ -93,6 +94,9 @@ EPOCHS = HostValue(CLIENT, "epochs of minibatches: each client's step count ceil
                    "read from its sample count on the host",
                    lambda hp, batch, quadratic: hp.get("local_epochs") is not None
                    and batch is not None)
+LOCAL_OPTIMA = HostValue(CLIENT, "round 0's local optima x_i* are a damped Newton solve "
+                         "that stops when every client has converged, then checked",
+                         lambda hp, batch, quadratic: hp.get("global_weight") != 1.0)
 RESTART_STAGE = HostValue(BOTH, "the restart stage is read on the host (it sets the radius "
                           "and the number of local steps)")
 
@@ -166,6 +170,13 @@ REGISTRY: Registry[AlgorithmEntry] = Registry("algorithm", [
                    "pFedMe: Moreau-envelope personal models with g in each personal problem "
                    "(Dinh, Tran, Nguyen 2020)",
                    color="#ff006e", family=PERSONALISED),
+    AlgorithmEntry("scafflix", scafflix,
+                   "Scafflix: FLIX personal models alpha_i x + (1 - alpha_i) x_i*, trained by "
+                   "Scaffnew's local steps (Yi, Condat, Richtarik 2025)",
+                   host_values=(GEOMETRIC_STEPS, LOCAL_OPTIMA),
+                   color="#f4845f", family=PERSONALISED,
+                   requires=SMOOTH_FULL,
+                   not_private=NOT_PRIVATE_CONTROL),
     AlgorithmEntry("sdane", sdane,
                    "S-DANE / Acc-S-DANE: doubly regularised local problems, control variates, "
                    "a dual point; the prox of g in both (Jiang, Rodomanov, Stich 2024)",

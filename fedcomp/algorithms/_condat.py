@@ -102,16 +102,19 @@ def check_local_training(owner: str, client_lr: Any, comm_prob: Any) -> None:
     if not comm_prob <= 1:
         raise ValueError(f"{owner}: comm_prob must be in (0, 1] (got comm_prob={comm_prob!r})")
 
-def check_smooth(owner: str, fix: str) -> Callable[[SetupContext], None]:
-    """A ``prepare`` check: ``g`` must be the zero regularizer (the papers have no prox)."""
+def check_smooth(owner: str, fix: str,
+                 problem: str = "min (1/n) Σ f_i: its paper has no prox of g"
+                 ) -> Callable[[SetupContext], None]:
+    """A ``prepare`` check: ``g`` must be the zero regularizer (the papers have no prox);
+    ``problem`` is the smooth problem it solves and why it has no ``g``."""
 
     def check(setup: SetupContext) -> None:
         from ..regularizers import Zero
 
         if not isinstance(setup.regularizer, Zero):
             raise ValueError(
-                f"{owner} solves a smooth problem, min (1/n) Σ f_i: its paper has no prox of "
-                f"g, so {type(setup.regularizer).__name__} would be ignored. Use regularizer "
+                f"{owner} solves a smooth problem, {problem}, so "
+                f"{type(setup.regularizer).__name__} would be ignored. Use regularizer "
                 f"'zero' (a ridge term belongs in the loss, e.g. logistic l2=...); {fix}")
 
     return check
