@@ -176,8 +176,10 @@ def scafflix(global_weight: float | Sequence[float] = 0.5,
 
     def client_update(msg: Message, states: ClientState, ctx: ClientContext
                       ) -> tuple[Upload, ClientState]:
-        alpha, step, cv, _ = coefficients(weights, steps, comm_prob, ctx.n_clients)
         ids = np.asarray(ctx.client_ids)
+        # a Flower node hosts a few clients by their global ids: size the tables by both
+        n = max(ctx.n_clients, int(ids.max(initial=-1)) + 1)
+        alpha, step, cv, _ = coefficients(weights, steps, comm_prob, n)
         x_star = states.x_star
         if ctx.round == 0 and not np.all(alpha == 1):
             x_star = local_optima(ctx, replicate(msg.x, ctx.oracle.size))
@@ -194,6 +196,9 @@ def scafflix(global_weight: float | Sequence[float] = 0.5,
         return Upload(y), ClientState(h, y, x_star, personal)
 
     def server_update(state: ServerState, uploads: Upload, ctx: ServerContext) -> ServerState:
+        for name, value in (("global_weight", weights), ("client_lr", steps)):
+            if isinstance(value, list) and len(value) != ctx.n_clients:
+                raise ValueError(_length_message(name, len(value), ctx.n_clients))
         *_, mass = coefficients(weights, steps, comm_prob, ctx.n_clients)
         if not mass.any():  # every α_i = 0: FLIX is constant, x stays where it is
             return state
@@ -206,16 +211,11 @@ def scafflix(global_weight: float | Sequence[float] = 0.5,
 
     def prepare(setup: SetupContext) -> FederatedAlgorithm | None:
         checks(setup)
-        n = setup.n_clients
-        for name, value in (("global_weight", weights), ("client_lr", steps)):
-            if isinstance(value, list) and len(value) != n:
-                raise ValueError(f"scafflix: {name} has {len(value)} entries for {n} clients; "
-                                 "give one number, or one per client")
         if steps not in STEP_RULES:
             return None
         smooth = np.asarray(setup.client_smoothness(), dtype=np.float64)
-        return scafflix(weights, resolve_steps(steps, _per_client(weights, n), smooth),
-                        comm_prob)
+        alpha = _per_client(weights, setup.n_clients, "global_weight")
+        return scafflix(weights, resolve_steps(steps, alpha, smooth), comm_prob)
 
     return FederatedAlgorithm(
         name="scafflix", init=init, broadcast=lambda state: Message(state.x),
@@ -234,8 +234,8 @@ def coefficients(global_weight: Any, client_lr: Any, comm_prob: float, n: int
     if isinstance(client_lr, str):
         raise ValueError(f"scafflix: client_lr={client_lr!r} is resolved by prepare() before "
                          "round 1; run the algorithm through fedcomp.simulate (or call prepare)")
-    alpha = _per_client(global_weight, n)
-    gamma = _per_client(client_lr, n)
+    alpha = _per_client(global_weight, n, "global_weight")
+    gamma = _per_client(client_lr, n, "client_lr")
     inside = alpha > 0
     safe = np.where(inside, alpha, 1.0)
     step = np.where(inside, gamma / safe, 0.0)
@@ -278,7 +278,7 @@ def local_optima(ctx: ClientContext, start: Array) -> Array:
 def personal_models(x: Array, x_star: Array, global_weight: float | Sequence[float]) -> Array:
     """Every client's FLIX model ``α_i x + (1 − α_i) x_i*`` at the global model ``x``
     (``x_star``: ``client_states.x_star`` of a Scafflix run), shape ``(n, *x.shape)``."""
-    alpha = _per_client(_checked_weights(global_weight), x_star.shape[0])
+    alpha = _per_client(_checked_weights(global_weight), x_star.shape[0], "global_weight")
     a = per_client(alpha, x_star, x_star.ndim - 1)
     return a * x[None, ...] + (1.0 - a) * x_star
 
@@ -291,9 +291,18 @@ def _lookup(table: np.ndarray, ids: Any, like: Array) -> Array:
     return namespace(like).take(asarray_like(table, like), ids, axis=0)
 
 
-def _per_client(value: Any, n: int) -> np.ndarray:
-    return np.full(n, float(value)) if not isinstance(value, list) else np.asarray(
-        value, dtype=np.float64)
+def _per_client(value: Any, n: int, name: str) -> np.ndarray:
+    """A hyperparameter's value for (at least) ``n`` clients: one number, or one per client."""
+    if not isinstance(value, list):
+        return np.full(n, float(value))
+    if len(value) < n:
+        raise ValueError(_length_message(name, len(value), n))
+    return np.asarray(value, dtype=np.float64)
+
+
+def _length_message(name: str, got: int, n: int) -> str:
+    return (f"scafflix: {name} has {got} entries for {n} clients; give one number, or one "
+            "per client")
 
 
 def _checked_weights(value: Any) -> float | list[float]:

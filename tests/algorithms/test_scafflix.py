@@ -205,7 +205,7 @@ def test_refuses_sampling_bad_weights_and_local_problems_without_an_optimum(data
     with pytest.raises(ValueError, match=r"global_weight\[1\] must be a number in \[0, 1\]"):
         scafflix(global_weight=[0.5, 1.5, 0.2])
     with pytest.raises(ValueError, match="global_weight has 2 entries for 3 clients"):
-        scafflix(global_weight=[0.5, 0.5]).prepare(setup_context(lsq))
+        simulate(scafflix(global_weight=[0.5, 0.5]), lsq, 1, metrics=[])
     with pytest.raises(ValueError, match=r"client_lr must be a positive number, one per client, "
                                          r"or one of \('auto', 'code'\)"):
         make_algorithm("scafflix", client_lr="fast")

@@ -238,6 +238,7 @@ CONTRACT_PARAMS["fedexprox"] = dict(step=0.5, server_lr=1.5)
 # the personal (pFedMe) and local (S-DANE) problems: a contraction at these steps
 CONTRACT_PARAMS["pfedme"] = dict(lam=1.0, client_lr=0.5, local_steps=3, inner_steps=2)
 CONTRACT_PARAMS["sdane"] = dict(lam=2.0, local_lr=0.2, local_steps=3)
+CONTRACT_PARAMS["scafflix"] = dict(global_weight=0.5, comm_prob=0.4)  # smooth: no l1
 SYNCHRONOUS = [make_algorithm(name, **CONTRACT_PARAMS.get(name, dict(client_lr=0.5,
                                                                       local_steps=3)))
                for name in sorted(REGISTRY) if REGISTRY.entry(name).execution == "rounds"]
