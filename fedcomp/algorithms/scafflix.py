@@ -52,8 +52,8 @@ STEP_RULES = ("auto", "code")
 OPTIMUM_TOL, OPTIMUM_ITERATIONS = 1e-13, 50
 #: Why a nonsmooth ``g`` is refused (:func:`~fedcomp.algorithms._condat.check_smooth`).
 SMOOTH_FLIX = ("the FLIX problem min Σ π_i f_i(α_i x + (1 − α_i) x_i*): its analysis "
-               "(Yi et al., Theorem 1) has no g, and each personal model mixes x with the "
-               "client's dense optimum x_i*, so a prox of g on x would not reach them")
+               "(smooth, strongly convex f_i) has no g, and a prox of g on x would not reach "
+               "the personal models, which mix x with each client's dense optimum x_i*")
 
 
 class ServerState(NamedTuple):
@@ -90,7 +90,7 @@ def scafflix(global_weight: float | Sequence[float] = 0.5,
         ``γ_i``, the paper's individual steps (a client steps ``x`` by ``γ_i/α_i``). One
         number, one per client, or a rule resolved before round 1 from the clients'
         smoothness constants ``L_i`` (recorded in the hyperparameters): ``"auto"`` is
-        ``γ_i = 1/L_i``, the largest Theorem 1 allows; ``"code"`` is the official code's
+        ``γ_i = 1/L_i``, the largest the analysis allows; ``"code"`` is the official code's
         ``γ_i = α_i² / mean_j(α_j² L_j)`` (one step ``1/mean_j(α_j² L_j)`` on the ``f̃_i``).
     comm_prob : float in (0, 1], default 0.2
         ``p``: after each local step the clients communicate with this probability.
@@ -122,15 +122,16 @@ def scafflix(global_weight: float | Sequence[float] = 0.5,
     has ``Σ π_i α_i ∇f_i(x̃_i) = 0``: the FLIX optimum. With ``π_i = 1/n`` this is the
     paper's Algorithm 1 (its ``γ = (1/n Σ α_i²/γ_i)⁻¹``). A client with ``α_i = 0`` is
     out of FLIX (``f̃_i`` is constant): it takes no step, its ``h_i`` stays 0 and its
-    weight in the average is 0 (the paper divides by ``α_i``); if every ``α_i = 0`` the
-    global model never moves and every personal model is ``x_i*``. Full participation
-    only.
+    weight in the average is 0 (the paper's step ``γ_i/α_i`` is undefined there); if
+    every ``α_i = 0`` the global model never moves and every personal model is ``x_i*``.
+    Full participation only. Order of the updates: the paper and the code take the local
+    step, flip the coin, average, then update ``h_i``; fedcomp updates ``h_i`` at the
+    start of the next round, once the client has the average (the same iterates).
 
-    Not composite: the paper's analysis (Theorem 1: every ``f_i`` L_i-smooth and
-    μ-strongly convex, ``γ_i ≤ 1/L_i``, linear rate ``max(1 − min_i γ_i μ, 1 − p²)``) has
-    no regularizer, and a prox of ``g`` on ``x`` would not reach the personal models,
-    which mix ``x`` with the dense ``x_i*``. A nonzero ``g`` is refused by ``prepare``; a
-    ridge term belongs in the loss.
+    Not composite: the paper's analysis (every ``f_i`` L_i-smooth and μ-strongly convex,
+    ``γ_i ≤ 1/L_i``, a linear rate) has no regularizer, and a prox of ``g`` on ``x``
+    would not reach the personal models, which mix ``x`` with the dense ``x_i*``. A
+    nonzero ``g`` is refused by ``prepare``; a ridge term belongs in the loss.
 
     The official code (``WilliamYi96/Scafflix``, ``logistic_reg/workers.py``
     ``run_scafflix`` and ``models.py``, read for this) runs the same iteration in the
@@ -138,14 +139,15 @@ def scafflix(global_weight: float | Sequence[float] = 0.5,
     variates ``α_i h_i``, a plain mean over the clients. That is the paper's update with
     ``γ_i = α_i² lr`` (``client_lr="code"``), whose weights ``α_i²/γ_i = 1/lr`` are equal;
     fedcomp runs the paper's reading (``"auto"``: ``γ_i = 1/L_i``). The differences:
-    the code's ``γ_i`` can exceed Theorem 1's ``1/L_i`` (a mean of ``α_j² L_j``, not a
+    the code's ``γ_i`` can exceed the analysis' ``1/L_i`` (a mean of ``α_j² L_j``, not a
     bound per client), and its logistic ``L_i = λ_max(AᵀA + λI)/(4n_i)`` counts the ridge
     λ as ``λ/(4n_i)``; with its default ``optim_p=True`` it replaces the ``p`` it is given
     by ``1/√κ``, ``κ = mean_i L_i / 0.1`` (fedcomp takes ``p`` as given); it flips its
     coin after every local step with ``np.random`` (fedcomp draws the round's length from
     its counter-based common coin: the same law); it finds ``x_i*`` by gradient descent
     at ``1/L_i`` until ``‖∇f_i‖ < 1e-6`` (fedcomp by Newton, to 1e-13); a client with
-    ``α_i = 0`` stays in its mean with a zero gradient; it starts from ``x⁰ = 1``. Its
+    ``α_i = 0`` stays in its mean with a zero gradient; it adds an intercept column to
+    the features and starts from ``x⁰ = 1`` (fedcomp from the given ``x0``). Its
     neural-network code (``nn/src/Scafflix.py``, FEMNIST) differs further (a coin per
     client step at 0.2, the control variate pulled toward the personal point, a server
     optimizer on the mean change) and is not what fedcomp follows.
@@ -222,7 +224,7 @@ def scafflix(global_weight: float | Sequence[float] = 0.5,
         client_update=client_update, server_update=server_update,
         output=lambda state: state.x, hyperparameters=hyperparameters,
         prepare=prepare,
-        divergence_hint="try a smaller client_lr ('auto' is 1/L_i, Theorem 1's largest)",
+        divergence_hint="try a smaller client_lr ('auto' is 1/L_i, the analysis' largest)",
         personal_field=PERSONAL)
 
 
