@@ -63,7 +63,7 @@ class ServerState(NamedTuple):
 class ClientState(NamedTuple):
     h: Array         # control variate h_i (Σ π_i α_i h_i = 0 after every communication)
     x_hat: Array     # x̂_i, the client's last local iterate before the communication
-    x_star: Array    # x_i* = argmin f_i, solved in round 0 (the start x⁰ until then)
+    x_star: Array    # x_i* = argmin f_i, solved in round 0 (x⁰ until then, or if all α_i = 1)
     personal: Array  # x̃_i = α_i x + (1 − α_i) x_i* at the model x of the client's round
 
 
@@ -215,6 +215,8 @@ def scafflix(global_weight: float | Sequence[float] = 0.5,
         checks(setup)
         if steps not in STEP_RULES:
             return None
+        if isinstance(weights, list) and len(weights) != setup.n_clients:
+            raise ValueError(_length_message("global_weight", len(weights), setup.n_clients))
         smooth = np.asarray(setup.client_smoothness(), dtype=np.float64)
         alpha = _per_client(weights, setup.n_clients, "global_weight")
         return scafflix(weights, resolve_steps(steps, alpha, smooth), comm_prob)
@@ -236,6 +238,7 @@ def coefficients(global_weight: Any, client_lr: Any, comm_prob: float, n: int
     if isinstance(client_lr, str):
         raise ValueError(f"scafflix: client_lr={client_lr!r} is resolved by prepare() before "
                          "round 1; run the algorithm through fedcomp.simulate (or call prepare)")
+    n = max([n] + [len(v) for v in (global_weight, client_lr) if isinstance(v, list)])
     alpha = _per_client(global_weight, n, "global_weight")
     gamma = _per_client(client_lr, n, "client_lr")
     inside = alpha > 0

@@ -198,7 +198,7 @@ def test_refuses_a_nonsmooth_g_naming_why(problem):
         simulate(scafflix(), composite, 2, metrics=[])
 
 
-def test_refuses_sampling_bad_weights_and_local_problems_without_an_optimum(data):
+def test_refuses_sampling_bad_weights_and_local_problems_without_an_optimum(data, problem):
     xs, ys = data
     lsq = Problem(LeastSquares(), Zero(), ClientData.from_lists([x[:3] for x in xs],
                                                              [y[:3] for y in ys]))
@@ -209,8 +209,11 @@ def test_refuses_sampling_bad_weights_and_local_problems_without_an_optimum(data
         simulate(scafflix(), lsq, 2, clients_per_round=2, metrics=[])
     with pytest.raises(ValueError, match=r"global_weight\[1\] must be a number in \[0, 1\]"):
         scafflix(global_weight=[0.5, 1.5, 0.2])
-    with pytest.raises(ValueError, match="global_weight has 2 entries for 3 clients"):
-        simulate(scafflix(global_weight=[0.5, 0.5]), lsq, 1, metrics=[])
+    for steps in ("auto", "code", 0.1):  # before round 1 where it resolves steps, else in it
+        with pytest.raises(ValueError, match="global_weight has [24] entries for 3 clients"):
+            simulate(scafflix(global_weight=[0.5] * 4, client_lr=steps), problem, 1, metrics=[])
+        with pytest.raises(ValueError, match="global_weight has [24] entries for 3 clients"):
+            simulate(scafflix(global_weight=[0.5] * 2, client_lr=steps), problem, 1, metrics=[])
     with pytest.raises(ValueError, match=r"client_lr must be a positive number, one per client, "
                                          r"or one of \('auto', 'code'\)"):
         make_algorithm("scafflix", client_lr="fast")
