@@ -51,7 +51,10 @@ def test_uncompressed_messages_count_64_bits_per_float64(name: str) -> None:
             assert 0 < row["bits_up"] < 64 * row["floats_up"] or row["floats_up"] == 0
         else:
             assert row["bits_up"] == 64 * row["floats_up"]
-        assert row["bits_down"] == 64 * row["floats_down"]
+        if name == "cdproxsgt":  # a gossiped message is received compressed too
+            assert 0 < row["bits_down"] < 64 * row["floats_down"] or row["floats_down"] == 0
+        else:
+            assert row["bits_down"] == 64 * row["floats_down"]
 
 
 def test_float32_messages_count_32_bits() -> None:
