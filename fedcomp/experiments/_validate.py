@@ -150,6 +150,8 @@ def validate(config: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"backend = {cfg['backend']!r}: a network (problem.loss = "
                           "'torch_model') computes with torch; use backend = one of "
                           f"{[e.name for e in BACKENDS.entries() if e.networks]}")
+    if backend_entry(cfg).library == "jax" and is_network(cfg):
+        _check_jax_network(cfg)
     check_values(cfg, variant=False)  # each key of the whole configuration, by its own check
     _check_setting(cfg)
     _check_variants(cfg)
@@ -164,6 +166,26 @@ def validate(config: dict[str, Any]) -> dict[str, Any]:
             raise ConfigError(message if message.startswith(prefix) else prefix + message
                               ) from None
     return {key: cfg[key] for key in key_order() if key in cfg}  # fedcomp show's order
+
+
+def _check_jax_network(cfg: dict[str, Any]) -> None:
+    """A network on a jax backend is one jax's forward computes (fedcomp's mlp and cnn:
+    :mod:`fedcomp.losses._jax_forward`); any other keeps the refusal, naming why."""
+    from ..losses import make_loss
+    from ..losses._jax_forward import covered
+
+    params = {k: v for k, v in cfg["problem"].items()
+              if k not in ("loss", "weighting", "minibatch")}
+    try:
+        loss = make_loss("torch_model", **params)
+    except (ImportError, TypeError, ValueError):
+        return  # torch missing or a bad problem table: named by their own checks
+    if not covered(loss):
+        raise ConfigError(f"backend = {cfg['backend']!r}: the network {loss.model!r} computes "
+                          "with torch (jax computes a plain nn.Sequential of Conv2d / ReLU / "
+                          "MaxPool2d / Flatten / Linear without buffers, such as mlp and cnn); "
+                          "use backend = one of "
+                          f"{[e.name for e in BACKENDS.entries() if e.library == 'torch']}")
 
 
 def _check_variants(cfg: dict[str, Any]) -> None:

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._array import Array
+from .._array import Array, is_jax
 from .._extras import require
 from ..data._client_data import Batch
 from ._base import check_class_ids, check_l2
@@ -355,6 +355,10 @@ class TorchModel:
         ``(n, *input_shape)`` (same namespace as ``x``; NumPy in, NumPy out)."""
         import torch
 
+        if is_jax(x):  # jax arrays: the network computed by jax (the compiled engine's)
+            from ._jax_forward import jax_predict
+
+            return jax_predict(self, x, features)
         x_t, numpy_in = _as_torch(x)
         feats, _ = _as_torch(features, dtype=x_t.dtype, device=x_t.device)
         with torch.no_grad():
@@ -513,6 +517,10 @@ class TorchModel:
     def _apply(self, which: str, x: Array, batch: Batch) -> Array:
         import torch
 
+        if is_jax(x):  # jax arrays: the network computed by jax, traceable by the engine
+            from ._jax_forward import jax_apply
+
+            return jax_apply(self, which, x, batch)
         x_t, numpy_in = _as_torch(x)
         feats, _ = _as_torch(batch.features, dtype=x_t.dtype, device=x_t.device)
         targs, _ = _as_torch(batch.targets, device=x_t.device)

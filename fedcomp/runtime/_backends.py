@@ -66,7 +66,8 @@ class BackendEntry(Entry):
         the states are NumPy arrays.
     networks : bool
         A network (``problem.loss = "torch_model"``) runs on it: torch computes it on
-        these arrays (jax arrays cannot feed torch).
+        torch and NumPy arrays; jax computes it on jax arrays, for the networks its
+        forward covers (fedcomp's mlp and cnn: :mod:`fedcomp.losses._jax_forward`).
     """
 
     library: str = "numpy"
@@ -170,10 +171,10 @@ BACKENDS: Registry[BackendEntry] = Registry("backend", [
                  block_policy="all"),
     BackendEntry("jax", _jax_like, "jax float64, compiled rounds, on jax's default device "
                  "(its GPU when present)", extra="jax", library="jax", device=ANY_DEVICE,
-                 compiles=True, block_policy="all", networks=False),
+                 compiles=True, block_policy="all"),
     BackendEntry("jax-float32", _jax_like, "jax float32, compiled rounds, on jax's default "
                  "device", extra="jax", library="jax", dtype="float32", device=ANY_DEVICE,
-                 compiles=True, block_policy="all", networks=False),
+                 compiles=True, block_policy="all"),
 ])
 
 

@@ -618,8 +618,12 @@ def test_config_errors_name_the_fix():
 
     with pytest.raises(ConfigError, match="backend: unknown backend 'tpu'"):
         validate(_mlp_config(backend="tpu"))
-    with pytest.raises(ConfigError, match="a network .* computes with torch; use backend"):
-        validate(_mlp_config(backend="jax"))
+    validate(_mlp_config(backend="jax"))  # jax computes the mlp (fedcomp.losses._jax_forward)
+    resnet = {"loss": "torch_model", "model": "resnet18", "input_shape": [3, 8, 8],
+              "n_classes": 10, "options": {"width": 4}}
+    with pytest.raises(ConfigError, match="network 'resnet18' computes with torch .* use backend"):
+        validate(_mlp_config(backend="jax", problem=resnet, regularizer={"name": "l1",
+                                                                       "alpha": 1e-3}))
     with pytest.raises(ConfigError, match="scope must be 'all' or 'weights'"):
         validate(_mlp_config(regularizer={"name": "l1", "alpha": 1.0, "scope": "biases"}))
     linear = _mlp_config(problem={"loss": "softmax"})
