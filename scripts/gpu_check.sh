@@ -3,7 +3,7 @@
 #
 #   bash scripts/gpu_check.sh OUT [PYTHON]
 #
-# writes five files to OUT, each step's output as it finishes, so that a run stopped
+# writes six files to OUT, each step's output as it finishes, so that a run stopped
 # part-way keeps what it did:
 #   env.txt        the GPU, torch's and jax's versions and devices, the load
 #   tests.txt      tests/engines/test_devices.py (every algorithm on the GPU, kinds cuda and
@@ -15,6 +15,9 @@
 #                  the base reading and the readings timing other implementations, each
 #                  run's results.csv
 #   networks.txt   benchmarks/gpu.py --networks: ms per network round, GPU and host
+#   jax_networks.txt  benchmarks/jax_networks.py --device gpu: feddr_mlp / fedcanon_nn rounds,
+#                  torch eager on cuda vs the jax compiled engine on jax's GPU, and the jitted
+#                  centralized floor (issue 46; prepared, NOT yet run on a GPU)
 # Each step has its own time limit (seconds, GPU_CHECK_LIMIT_* below), so one slow step
 # cannot eat the others' time.
 set -u
@@ -65,4 +68,6 @@ done
 
 step "${GPU_CHECK_LIMIT_NETWORKS:-90}" networks.txt "$py" benchmarks/gpu.py --device cuda \
     --sizes 100x1024x20 --repeats 1 --blocks 2 --networks
+step "${GPU_CHECK_LIMIT_JAX_NETWORKS:-120}" jax_networks.txt "$py" benchmarks/jax_networks.py \
+    --device gpu --rounds 20 --repeats 3
 uptime >> "$out/env.txt"

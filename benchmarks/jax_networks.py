@@ -1,0 +1,160 @@
+"""Network rounds: torch eager vs the jax compiled engine, and a centralized floor.
+
+Two rounds of the report's network experiments, at their shapes:
+
+* **feddr_mlp**: FedDR (SGD local solver, K = 20 steps of batch 10) on the 60-32-10 MLP,
+  Synthetic(1,1), 30 clients, 10 per round, g = 0.01‖x‖₁;
+* **fedcanon_nn**: FedCanon (K = 10 steps of batch 20) on the 16/32-channel 3×3 CNN at the
+  digits' shape 1×8×8, 10 clients of 144 samples, every one per round, SCAD on the weights.
+
+Each round runs through ``fedcomp.simulate`` on the same data, in float32:
+
+* **torch eager**: the data on torch tensors (backend ``torch``, or ``cuda``): each local
+  step is a batched forward/backward of the block, one kernel per layer per step;
+* **jax compiled**: the data on jax arrays (backend ``jax-float32``): the engine traces a
+  round — every client's K local steps, the minibatch draws, the server update — into one
+  XLA program, and runs the rounds between two evaluation rows as one call
+  (:func:`fedcomp.runtime._compiled.chunk_length` rounds per call: the "calls/round"
+  column is ``1 / chunk``, from the engine's structure, not a profiler count);
+* **floor**: a hand-written ``jax.jit`` centralized loop, K SGD steps at batch C·B on the
+  same network (the issue's anchor: the same arithmetic as a round, with no federation).
+
+Each timing is the best of ``--repeats`` runs after a first run that compiles, and a
+round's time is the slope between runs of R and 3R rounds (a run's fixed cost left out;
+the last column is a run of R rounds, fixed cost included); ratios are from the same
+process. ``--device gpu`` puts torch on ``cuda`` and leaves jax on its default device (its
+GPU where it sees one; the table names the device).
+
+    python benchmarks/jax_networks.py [--device cpu|gpu] [--rounds 20] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+import warnings
+
+import numpy as np
+import torch
+
+import fedcomp
+from fedcomp import ClientData, Problem
+from fedcomp.data import synthetic_fedprox
+from fedcomp.losses import TorchModel
+from fedcomp.regularizers import L1, SCAD, Masked
+from fedcomp.runtime import jax_like
+
+
+def feddr_mlp() -> dict:
+    data = synthetic_fedprox(alpha=1.0, beta=1.0, n_clients=30, n_features=60, n_classes=10,
+                             seed=0)
+    loss = TorchModel("mlp", input_shape=(60,), n_classes=10, options={"hidden": [32]})
+    return {"name": "feddr_mlp", "data": data, "loss": loss, "reg": L1(0.01),
+            "alg": fedcomp.feddr(eta=1.0, alpha=1.95, client_lr=0.01, local_steps=20),
+            "batch": 10, "clients": 10, "steps": 20}
+
+
+def fedcanon_nn() -> dict:
+    rng = np.random.default_rng(0)
+    data = ClientData.from_lists([rng.random((144, 1, 8, 8)) for _ in range(10)],
+                                 [rng.integers(0, 10, 144).astype(float) for _ in range(10)])
+    loss = TorchModel("cnn", input_shape=(1, 8, 8), n_classes=10,
+                      options={"channels": [16, 32], "kernel_size": 3})
+    reg = Masked(SCAD(1e-4, 10.0), loss.layout().weight_mask())
+    return {"name": "fedcanon_nn", "data": data, "loss": loss, "reg": reg,
+            "alg": fedcomp.fedcanon(client_lr=0.1, local_steps=10, server_lr=1.0),
+            "batch": 20, "clients": None, "steps": 10}
+
+
+def _best(fn, repeats: int) -> float:
+    fn()  # compile / warm up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def round_seconds(case: dict, like, rounds: int, repeats: int) -> tuple[float, float]:
+    """``(seconds a round, seconds a round of a run of rounds)``: the slope of a run's time
+    between ``rounds`` and ``3 rounds`` rounds, rows every ``rounds`` (one compiled program
+    for both), which leaves out a run's fixed cost (e.g. the engine tracing its round
+    again for each ``simulate`` call), and the short run's time over its rounds."""
+    problem = Problem(case["loss"], case["reg"], case["data"].to(like), n_classes=10)
+
+    def run(n):
+        result = fedcomp.simulate(case["alg"], problem, n, batch_size=case["batch"],
+                                  clients_per_round=case["clients"], eval_every=rounds,
+                                  metrics=["objective"])
+        float(np.asarray(fedcomp._array.to_numpy(result.x)).sum())  # wait for the device
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", fedcomp.runtime.JaxEngineWarning)  # compiled or fail
+        short = _best(lambda: run(rounds), repeats)
+        long = _best(lambda: run(3 * rounds), repeats)
+    return (long - short) / (2 * rounds), short / rounds
+
+
+def floor_seconds(case: dict, repeats: int) -> float:
+    """K SGD steps at batch C·B of the same network, jitted centralized (one call)."""
+    import jax
+
+    from fedcomp.losses._jax_forward import _client_loss, _entries, jax_layers
+
+    loss = case["loss"]
+    layers, entries = jax_layers(loss), _entries(loss)
+    features, targets, _ = case["data"].pooled()
+    n_clients = case["clients"] or case["data"].n_clients
+    batch = n_clients * case["batch"]
+    rng = np.random.default_rng(0)
+    idx = rng.integers(0, len(targets), (case["steps"], batch))
+    feats = jax.numpy.asarray(np.asarray(features)[idx], dtype=jax.numpy.float32)
+    targs = jax.numpy.asarray(np.asarray(targets)[idx].round().astype(np.int64))
+    weights = jax.numpy.full((batch,), 1.0 / batch, dtype=jax.numpy.float32)
+    x0 = jax.numpy.asarray(loss.initial_model(), dtype=jax.numpy.float32)
+    grad = jax.grad(lambda x, f, t: _client_loss(layers, entries, 0.0, x, f, t, weights))
+
+    @jax.jit
+    def steps(x):
+        return jax.lax.fori_loop(0, case["steps"],
+                                 lambda k, x: x - 0.01 * grad(x, feats[k], targs[k]), x)
+
+    return _best(lambda: steps(x0).block_until_ready(), repeats)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    import jax
+
+    jax_like_ = jax_like("float32")
+    torch_like = torch.zeros(0, dtype=torch.float32,
+                             device="cuda" if args.device == "gpu" else "cpu")
+    print(f"# {platform.node()} {platform.processor() or platform.machine()}, torch "
+          f"{torch.__version__} on {torch_like.device} ({torch.get_num_threads()} threads), "
+          f"jax {jax.__version__} on {jax_like_.devices()}; float32, {args.rounds} rounds "
+          f"a run, best of {args.repeats}")
+    print("| round | torch eager ms/round | jax compiled ms/round | jax speed-up | jax calls "
+          "a round | floor ms (jit, batch C·B) | jax / floor | ms/round of a run of R: "
+          "torch, jax |")
+    print("|---|---|---|---|---|---|---|---|")
+    from fedcomp.runtime._compiled import chunk_length
+
+    for case in (feddr_mlp(), fedcanon_nn()):
+        t_torch, run_torch = round_seconds(case, torch_like, args.rounds, args.repeats)
+        t_jax, run_jax = round_seconds(case, jax_like_, args.rounds, args.repeats)
+        t_floor = floor_seconds(case, args.repeats)
+        problem = Problem(case["loss"], case["reg"], case["data"], n_classes=10)
+        chunk = chunk_length(problem, case["clients"] or problem.n_clients, case["batch"],
+                             args.rounds)
+        print(f"| {case['name']} | {1e3 * t_torch:.2f} | {1e3 * t_jax:.2f} | "
+              f"{t_torch / t_jax:.2f}x | 1/{chunk} | {1e3 * t_floor:.2f} | "
+              f"{t_jax / t_floor:.2f}x | {1e3 * run_torch:.1f}, {1e3 * run_jax:.1f} |", flush=True)
+
+if __name__ == "__main__":
+    main()
