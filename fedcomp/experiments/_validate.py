@@ -182,9 +182,9 @@ def _check_jax_network(cfg: dict[str, Any]) -> None:
         return  # torch missing or a bad problem table: named by their own checks
     if not covered(loss):
         raise ConfigError(f"backend = {cfg['backend']!r}: the network "
-                          f"{params.get('model', 'mlp')!r} computes with torch (jax computes a plain nn.Sequential of Conv2d / ReLU / "
-                          "MaxPool2d / Flatten / Linear without buffers, such as mlp and cnn); "
-                          "use backend = one of "
+                          f"{params.get('model', 'mlp')!r} computes with torch (jax computes "
+                          "a plain nn.Sequential of Conv2d / ReLU / MaxPool2d / Flatten / "
+                          "Linear without buffers, such as mlp and cnn); use backend = one of "
                           f"{[e.name for e in BACKENDS.entries() if e.library == 'torch']}")
 
 
