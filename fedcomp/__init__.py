@@ -59,6 +59,7 @@ from .algorithms import (  # noqa: E402
     multistep_refedda_gt,
     pfedme,
     refedda_gt,
+    scafflix,
     scaffnew,
     scaffold,
     sdane,
@@ -102,7 +103,7 @@ __all__ += ["MissingExtraError"]
 __all__ += ["RunOptions"]
 # every algorithm factory of the registry, the stopping rules and the results as data
 __all__ += ["compressed", "compressed_scaffnew", "ditto", "fed_ht", "fedexprox", "fediter_ht",
-            "locodl", "pfedme", "sdane", "tamuna", "Checkpoint", "ConvergenceWarning",
+            "locodl", "pfedme", "scafflix", "sdane", "tamuna", "Checkpoint", "ConvergenceWarning",
             "EarlyStopping", "RunView", "load_results", "compare", "final_medians"]
 
 

@@ -173,6 +173,10 @@ GUARDED = {
     "losses/_networks.py": "imported after TorchModel.__post_init__ / NETWORKS require torch",
     "losses/_block_forward.py": "runs on the network of a TorchModel",
     "losses/_torch.py": "methods of a TorchModel, whose __post_init__ requires torch",
+    "losses/_buffers.py": "runs on the network of a TorchModel (BatchNorm buffers)",
+    "losses/_prune.py": "runs on TorchModel.to_module's network (pruned_module)",
+    "losses/_jax_forward.py": "a TorchModel's forward on jax arrays: jax made them, torch "
+                              "is the TorchModel's",
 }
 
 
