@@ -39,6 +39,9 @@ PAPERS = {
               "Personalization (ICML 2021)",
     "jiang2024": "Jiang, Rodomanov, Stich — Stabilized Proximal-Point Methods for Federated "
                  "Optimization (NeurIPS 2024)",
+    "yan2023": "Yan, Chen, Chen, Cui, Lu, Xu — Compressed Decentralized Proximal Stochastic "
+               "Gradient Method for Nonconvex Composite Problems with Heterogeneous Data "
+               "(ICML 2023)",
 }
 
 
@@ -54,6 +57,7 @@ PAPER_NAMES = {
     "mcmahan2018": "McMahan, Ramage, Talwar, Zhang — ICLR 2018",
     "li2021": "Li, Hu, Beirami, Smith — ICML 2021",
     "jiang2024": "Jiang, Rodomanov, Stich — NeurIPS 2024",
+    "yan2023": "Yan, Chen, Chen, Cui, Lu, Xu — ICML 2023",
 }
 
 
