@@ -42,6 +42,8 @@ PAPERS = {
     "yan2023": "Yan, Chen, Chen, Cui, Lu, Xu — Compressed Decentralized Proximal Stochastic "
                "Gradient Method for Nonconvex Composite Problems with Heterogeneous Data "
                "(ICML 2023)",
+    "xiao2023": "Xiao, Chen, Balasubramanian, Ghadimi — A One-Sample Decentralized Proximal "
+                "Algorithm for Non-Convex Stochastic Composite Optimization (UAI 2023)",
 }
 
 
@@ -58,6 +60,7 @@ PAPER_NAMES = {
     "li2021": "Li, Hu, Beirami, Smith — ICML 2021",
     "jiang2024": "Jiang, Rodomanov, Stich — NeurIPS 2024",
     "yan2023": "Yan, Chen, Chen, Cui, Lu, Xu — ICML 2023",
+    "xiao2023": "Xiao, Chen, Balasubramanian, Ghadimi — UAI 2023",
 }
 
 
