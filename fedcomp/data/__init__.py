@@ -53,6 +53,7 @@ from ._personal_sparse import personal_sparse_regression, personal_sparse_truths
 from ._polyhedron import polyhedron_feasibility, polyhedron_point
 from ._sources import DATA_DIR_ENV, SOURCES, data_dir
 from ._sparse_text import SHAPES, SparseText, sparse_text_clients, sparse_text_like
+from ._stand_in import image_files_or_synthetic
 from ._synthetic import synthetic_fedprox
 from ._tong import tong_sparse_regression
 
@@ -129,6 +130,10 @@ DATASETS: Registry[DatasetEntry] = Registry("dataset", [
     DatasetEntry("cifar10", cifar10,
                  "CIFAR-10 (50000 + 10000 test, 3x32x32, 10 classes) from the python batches; "
                  "`fedcomp data download cifar10`", pooled=True),
+    DatasetEntry("image_files_or_synthetic", image_files_or_synthetic,
+                 "mnist, fashion_mnist or cifar10 (dataset) from its files when present, else "
+                 "labelled synthetic images of its shape and sizes (for timing only)",
+                 pooled=True),
 ])
 
 #: One line per data set, for ``fedcomp list``.
