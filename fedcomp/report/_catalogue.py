@@ -44,6 +44,8 @@ PAPERS = {
                "(ICML 2023)",
     "xiao2023": "Xiao, Chen, Balasubramanian, Ghadimi — A One-Sample Decentralized Proximal "
                 "Algorithm for Non-Convex Stochastic Composite Optimization (UAI 2023)",
+    "yi2025": "Yi, Condat, Richtárik — Explicit Personalization and Local Training: Double "
+              "Communication Acceleration in Federated Learning (TMLR 2025)",
 }
 
 
@@ -61,6 +63,7 @@ PAPER_NAMES = {
     "jiang2024": "Jiang, Rodomanov, Stich — NeurIPS 2024",
     "yan2023": "Yan, Chen, Chen, Cui, Lu, Xu — ICML 2023",
     "xiao2023": "Xiao, Chen, Balasubramanian, Ghadimi — UAI 2023",
+    "yi2025": "Yi, Condat, Richtárik — TMLR 2025",
 }
 
 
