@@ -52,8 +52,10 @@ from typing import Any
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
 from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Result
 from flwr.serverapp.strategy import Strategy as FlowerStrategy
 
+from .._extras import _installed
 from .._random import sample_clients
 from ..algorithms import DecentralizedAlgorithm, make_algorithm
 from ..algorithms._base import SetupContext
@@ -75,8 +77,10 @@ from ..runtime._round import count_downloads, counted_prox, server_step
 from ..runtime._stopping import NonFiniteError
 from ._client import CONFIG_KEY, INITIAL_KEY, MESSAGE_KEY
 from ._codec import encode
+from ._privacy import FedcompAccountant, private_noise
 from ._replies import BadReply, check_evaluation, check_report, checked_uploads
 from ._server import FlowerRunError, exchange, portable_recipe
+from ._stopping import ShouldStop, StoppingRule, StopWatch, flower_stops
 
 #: the ``phase`` of a strategy's ``train`` message: discovery, or a round
 DISCOVER, TRAIN = "discover", "train"
@@ -206,6 +210,14 @@ class Strategy(FlowerStrategy):
         A model whose norm exceeds this counts as diverged (the run stops with an error
         naming the round), as in :func:`fedcomp.simulate`.
 
+    Attributes
+    ----------
+    accountant : FedcompAccountant or None
+        For a private algorithm (``private(..., noise_multiplier > 0)``): the run's ``ε``
+        in Flower's ``PrivacyAccountant`` protocol, one release composed per round
+        (fixed-size sampling, fedcomp's accountant); every round's metrics then hold its
+        ``epsilon`` at ``δ = 1e-5``. ``None`` otherwise.
+
     Raises
     ------
     ValueError, TypeError
@@ -264,6 +276,11 @@ class Strategy(FlowerStrategy):
         self.recipe = ""
         self.trained: set[int] = set()       # clients that have their state on their node
         self.participants = np.empty(0, dtype=np.int64)
+        self.watch = StopWatch()             # should_stop where Flower's start lacks it
+        #: ``(σ, local)`` of a private algorithm; its ε in Flower's PrivacyAccountant protocol
+        self.noise = private_noise(self.algorithm)
+        self.accountant = (None if self.noise is None
+                           else FedcompAccountant(num_clients, local=self.noise[1]))
 
     # --- Flower's Strategy interface -------------------------------------------------------
     def summary(self) -> None:
@@ -279,6 +296,8 @@ class Strategy(FlowerStrategy):
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
         """Round ``server_round``'s messages: the broadcast to each sampled participant."""
+        if self.watch.stopped:
+            return []
         if self.server_state is None:
             self._start(grid, arrays)
         round_ = server_round - 1
@@ -293,6 +312,8 @@ class Strategy(FlowerStrategy):
     def aggregate_train(self, server_round: int, replies: Iterable[Message]
                         ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         """The algorithm's ``server_update`` on the participants' uploads; the new model."""
+        if self.watch.stopped:
+            return None, None
         round_ = server_round - 1
         stacked = self._uploads(list(replies), self.participants, f"in round {server_round}")
         self._server_step(stacked, round_, self.participants)
@@ -302,13 +323,14 @@ class Strategy(FlowerStrategy):
                              f"in round {server_round}")
         except NonFiniteError as exc:
             raise FlowerRunError(str(exc)) from exc
-        metrics = MetricRecord({"round": server_round, **self.counters.as_dict()})
-        return ArrayRecord([model]), metrics
+        metrics = MetricRecord({"round": server_round, **self.counters.as_dict(),
+                                **self._account()})
+        return self.watch.trained(server_round, ArrayRecord([model]), metrics)
 
     def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                            grid: Grid) -> Iterable[Message]:
         """Every ``evaluate_every`` rounds, the model to every node (none otherwise)."""
-        if not self._evaluates(server_round):
+        if not self._evaluates(server_round) or self.watch.stopped:
             return []
         model = ArrayRecord([np.asarray(self.algorithm.output(self.server_state))])
         spec = ConfigRecord({"problem": self.problem_json})
@@ -320,7 +342,7 @@ class Strategy(FlowerStrategy):
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]
                            ) -> MetricRecord | None:
         """``F = Σ π_i f_i + g`` at the model, and the π-weighted accuracy."""
-        if not self._evaluates(server_round):  # Flower asks every round
+        if not self._evaluates(server_round) or self.watch.stopped:  # Flower asks every round
             return None
         where = f"evaluating round {server_round}"
         by_client = self._replies_by_client(list(replies), np.arange(self.num_clients), where)
@@ -340,9 +362,79 @@ class Strategy(FlowerStrategy):
                   "objective": smooth + float(self.regularizer.value(model[None])[0])}
         if np.isfinite(accuracy).all():
             values["accuracy"] = float(self.weights @ accuracy)
-        return MetricRecord(values)
+        return self.watch.evaluated(server_round, MetricRecord(values))
+
+    def start(self, grid: Grid, initial_arrays: ArrayRecord, num_rounds: int = 3,
+              timeout: float = 3600, train_config: ConfigRecord | None = None,
+              evaluate_config: ConfigRecord | None = None,
+              evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None,
+              should_stop: ShouldStop | None = None) -> Result:
+        """Flower's ``Strategy.start``; with ``should_stop`` ``num_rounds`` is a maximum.
+
+        ``should_stop(server_round, result)`` (:meth:`stopping`, or any predicate) is called
+        after every round; ``True`` ends the run. Flower 1.43's ``start`` takes it itself;
+        on a Flower whose ``start`` lacks it (1.42) the rounds after the stop send nothing
+        (:mod:`fedcomp.flower._stopping`), so the ``Result`` is the same.
+        """
+        options: dict[str, Any] = {"num_rounds": num_rounds, "timeout": timeout,
+                                   "train_config": train_config,
+                                   "evaluate_config": evaluate_config, "evaluate_fn": evaluate_fn}
+        self.watch = StopWatch()
+        if should_stop is None:
+            return super().start(grid, initial_arrays, **options)
+        if flower_stops(FlowerStrategy.start):  # by the signature, never the version
+            result = super().start(grid, initial_arrays, **{**options,
+                                                            "should_stop": should_stop})
+        else:
+            self.watch = StopWatch(should_stop, evaluate_fn, initial_arrays)
+            result = super().start(grid, initial_arrays,
+                                   **{**options, "evaluate_fn": self.watch.evaluate})
+        if isinstance(should_stop, StoppingRule):
+            should_stop.finish(max(result.train_metrics_clientapp, default=0))
+        return result
+
+    def stopping(self, tol: float | None = None, *, stop: str = "relative_change",
+                 callbacks: Any = None) -> StoppingRule:
+        """fedcomp's stopping rule as Flower's ``should_stop`` for :meth:`start`.
+
+        Parameters
+        ----------
+        tol : float, optional
+            Stop ("converged") once ``stop`` is at most ``tol`` at an evaluation row and
+            the objective ``F`` the nodes report certifies it (not above its first and its
+            previous row's), as :func:`fedcomp.simulate`'s ``tol``.
+        stop : {"relative_change"}
+            The measure: ``‖x_k − x_j‖ / ‖x_k‖`` between evaluation rows (the prox-step
+            measures need ``∇f`` at the model, a round the Strategy does not run).
+        callbacks : callable or list, optional
+            Functions of a :class:`~fedcomp.runtime.RunView` after each evaluation row;
+            one returning ``True`` stops the run ("stopped"), e.g.
+            ``EarlyStopping("objective", patience=3)``.
+
+        Returns
+        -------
+        StoppingRule
+            ``should_stop(server_round, result)``; its ``status`` says why the run ended.
+            The rule is checked every ``evaluate_every`` rounds (which must be ``>= 1``).
+        """
+        return StoppingRule(self, tol, stop, callbacks)
+
+    def privacy_spent(self, delta: float | None = None) -> Any:
+        """Flower's ``PrivacySpent`` of the rounds so far (``ε`` at ``delta``, by default
+        ``1e-5``); ``None`` for a run that adds no noise. See :attr:`accountant`."""
+        return None if self.accountant is None else self.accountant.get_privacy_spent(delta)
 
     # --- the fedcomp side ------------------------------------------------------------------
+    def _account(self) -> dict[str, float]:
+        """A private round's release composed (one event, this round's participants); its
+        ``epsilon`` column, as the experiments' (none for a run without noise)."""
+        if self.accountant is None or self.noise is None:
+            return {}
+        self.accountant.compose(self.accountant.event(self.noise[0], len(self.participants)))
+        if not _installed("dp_accounting"):  # privacy_spent() then names the extra
+            return {}
+        return {"epsilon": self.accountant.get_epsilon(self.accountant.config.target_delta)}
+
     def _evaluates(self, server_round: int) -> bool:
         return bool(self.evaluate_every) and server_round % self.evaluate_every == 0
 
