@@ -42,6 +42,9 @@ What runs where:
   you write yourself (``Strategy(...).start(grid, initial_arrays, num_rounds)``, as Flower's
   own strategies), with ClientApps that load their own data and return
   :func:`client_train` (and :func:`client_evaluate`) of it: one SuperNode per client.
+  ``start(..., should_stop=strategy.stopping(tol=...))`` ends the run by fedcomp's
+  stopping rule (:class:`StoppingRule`) on Flower 1.43 and 1.42 alike; a private run
+  reports its ``ε`` in Flower's ``PrivacyAccountant`` protocol (:class:`FedcompAccountant`).
 * **Per-client messages.** The broadcast is one message shared by a round's participants
   (a node receives it once for all its clients). No registered algorithm sends a client
   its own data: what is client-specific (control variates, FedDR's ``y_i``, trackers)
@@ -58,6 +61,7 @@ require("flwr", "fedcomp.flower")  # before the submodules, which import flwr
 
 from ._client import make_client_app  # noqa: E402
 from ._data import partition_clients, save_partition  # noqa: E402
+from ._privacy import FedcompAccountant  # noqa: E402
 from ._server import (  # noqa: E402
     RUN_CONFIG_DEFAULTS,
     STATUS_FILE,
@@ -68,6 +72,7 @@ from ._server import (  # noqa: E402
     run_server,
 )
 from ._simulation import run_simulation  # noqa: E402
+from ._stopping import StoppingRule  # noqa: E402
 from ._strategy import Strategy  # noqa: E402
 from ._user_client import client_evaluate, client_train  # noqa: E402
 
@@ -75,7 +80,7 @@ from ._user_client import client_evaluate, client_train  # noqa: E402
 server_app = make_server_app()
 client_app = make_client_app()
 
-__all__ = ["RUN_CONFIG_DEFAULTS", "STATUS_FILE", "FlowerClients", "FlowerRunError", "Strategy",
-           "client_app", "client_evaluate", "client_train", "connect_nodes", "make_client_app",
-           "make_server_app", "partition_clients", "run_server", "run_simulation",
-           "save_partition", "server_app"]
+__all__ = ["RUN_CONFIG_DEFAULTS", "STATUS_FILE", "FedcompAccountant", "FlowerClients",
+           "FlowerRunError", "StoppingRule", "Strategy", "client_app", "client_evaluate",
+           "client_train", "connect_nodes", "make_client_app", "make_server_app",
+           "partition_clients", "run_server", "run_simulation", "save_partition", "server_app"]

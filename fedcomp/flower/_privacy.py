@@ -110,6 +110,17 @@ def _positive_finite(name: str, value: Any) -> float:
     return float(value)
 
 
+def _merged(releases: list[tuple[float, int, int]], release: tuple[float, int, int]
+            ) -> list[tuple[float, int, int]]:
+    """``releases`` and ``release``, counted into the last one where it is the same event:
+    a run's rounds stay one entry, whose curve is ``rounds × curve`` as
+    :func:`fedcomp.privacy.epsilon` computes it (bit for bit, and one product a round)."""
+    sigma, size, count = release
+    if releases and releases[-1][:2] == (sigma, size):
+        return [*releases[:-1], (sigma, size, releases[-1][2] + count)]
+    return [*releases, release]
+
+
 class FedcompAccountant:
     """Flower's ``PrivacyAccountant`` protocol over fedcomp's client-level DP accountant.
 
@@ -182,7 +193,7 @@ class FedcompAccountant:
 
     def compose(self, event: Any, count: int = 1) -> None:
         """Add ``count`` releases of ``event`` (a ``GaussianPrivacyEvent``)."""
-        self._releases.append(self._checked(event, count))
+        self._releases = _merged(self._releases, self._checked(event, count))
 
     def get_epsilon(self, delta: float) -> float:
         """``ε`` at ``delta`` of the releases so far (:func:`fedcomp.privacy.epsilon`'s)."""
@@ -214,7 +225,7 @@ class FedcompAccountant:
             raise ValueError("would_exceed needs a budget: pass max_epsilon=..., or build "
                              "FedcompAccountant(..., max_epsilon=...)")
         limit = _positive_finite("max_epsilon", limit)
-        projected = [*self._releases, self._checked(event, count)]
+        projected = _merged(self._releases, self._checked(event, count))
         return self._epsilon(projected, self._config.target_delta)[0] > limit
 
     def state_dict(self) -> dict[str, object]:

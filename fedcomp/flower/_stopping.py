@@ -69,7 +69,7 @@ def round_row(result: Result, server_round: int) -> dict[str, Any]:
 
 class StoppingRule:
     """fedcomp's stopping rule of one :class:`~fedcomp.flower.Strategy` run as Flower's
-    ``should_stop`` (built by :meth:`Strategy.stopping <fedcomp.flower.Strategy.stopping>`).
+    ``should_stop`` (built by :meth:`fedcomp.flower.Strategy.stopping`; one per run).
 
     Called after every round, it applies the rule at the strategy's evaluation rows (every
     ``evaluate_every`` rounds, where the nodes report ``F``), as :func:`fedcomp.simulate`

@@ -373,8 +373,9 @@ class Strategy(FlowerStrategy):
 
         ``should_stop(server_round, result)`` (:meth:`stopping`, or any predicate) is called
         after every round; ``True`` ends the run. Flower 1.43's ``start`` takes it itself;
-        on a Flower whose ``start`` lacks it (1.42) the rounds after the stop send nothing
-        (:mod:`fedcomp.flower._stopping`), so the ``Result`` is the same.
+        on a Flower whose ``start`` lacks it (1.42) the strategy calls it after each round's
+        ``evaluate_fn`` and the rounds after the stop send nothing, so the ``Result`` is
+        the same.
         """
         options: dict[str, Any] = {"num_rounds": num_rounds, "timeout": timeout,
                                    "train_config": train_config,

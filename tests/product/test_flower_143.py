@@ -234,6 +234,8 @@ def test_a_private_runs_epsilon_is_fedcomps_through_flowers_protocol():
 
     expected = epsilon(0.8, 3, 1e-5, n_clients=4, clients_per_round=2)
     assert accountant.num_releases == 3
+    # the rounds are one entry (Flower's multiplier σ/2 for fixed-size sampling): 3 × curve
+    assert accountant.state_dict()["releases"] == [[0.4, 2, 3]]
     assert accountant.get_epsilon(1e-5) == expected
     assert strategy.privacy_spent().epsilon == expected
     assert [result.train_metrics_clientapp[r]["epsilon"] for r in (1, 2, 3)] == [
@@ -298,3 +300,17 @@ def test_without_flowers_privacy_types_the_accountant_is_a_plain_object(monkeypa
 def test_bad_use_of_the_accountant_is_one_error_naming_the_fix(call, message):
     with pytest.raises((ValueError, TypeError), match=message):
         call(FedcompAccountant(4))
+
+
+def test_the_documented_stopping_snippet_ends_the_run_early(capsys):
+    """docs/flower.md's block, in the documented server app's place: it stops long before
+    its 500 rounds and prints why."""
+    from tests.product.test_flower_strategy import docs_block
+
+    features, labels = client_arrays()
+    namespace = {"strategy": full_batch_strategy(), "grid": UserGrid(features, labels),
+                 "np": np, "ArrayRecord": ArrayRecord}
+    exec(docs_block("strategy.stopping("), namespace)
+    rule = namespace["rule"]
+    assert rule.status in ("converged", "stopped") and rule.stopped_at < 500
+    assert capsys.readouterr().out.strip() == f"{rule.status} {rule.stopped_at}"

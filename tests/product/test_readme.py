@@ -111,7 +111,8 @@ def test_every_python_block_is_covered():
                "ray_clients(shards=2)",
                "ClientData.load(directory)", DITTO,
                # docs/flower.md's own app: tests/product/test_flower_strategy.py deploys it
-               "Strategy(feddr(", "client_train(msg, context")
+               "Strategy(feddr(", "client_train(msg, context",
+               "strategy.stopping(")  # tests/product/test_flower_143.py runs it
     for block in python_blocks():
         assert any(marker in block for marker in covered), f"untested README block:\n{block}"
 
