@@ -69,8 +69,12 @@ WIRE_BITS = "wire_bits"
 def message_floats(message: Any, leading: int = 0) -> int:
     """Entries of a message per client (``leading`` batch axes skipped), :data:`WIRE_BITS`
     excluded: what ``floats_up`` / ``floats_down`` count."""
-    return int(sum(math.prod(f.shape[leading:]) for name, f in zip(message._fields, message,
-                                                                  strict=True)
+    fields = message._fields
+    if WIRE_BITS not in fields:  # the usual message: no field to skip
+        if leading == 0:
+            return int(sum(math.prod(f.shape) for f in message))
+        return int(sum(math.prod(f.shape[leading:]) for f in message))
+    return int(sum(math.prod(f.shape[leading:]) for name, f in zip(fields, message, strict=True)
                    if name != WIRE_BITS))
 
 
@@ -88,10 +92,11 @@ def message_bits(message: Any) -> int:
     >>> message_bits(Upload(np.zeros((3, 4)))), message_bits(Upload(np.zeros(4, np.float32)))
     (768, 128)
     """
-    fields = dict(zip(message._fields, message, strict=True))
-    if WIRE_BITS in fields:
-        return int(to_numpy(fields[WIRE_BITS]).sum())
-    return int(sum(math.prod(f.shape) * bit_width(f) for f in fields.values()))
+    if WIRE_BITS in message._fields:
+        return int(to_numpy(getattr(message, WIRE_BITS)).sum())
+    # NumPy arrays know their bytes (one attribute, where bit_width asks for the dtype)
+    return int(sum(8 * f.nbytes if type(f) is np.ndarray else math.prod(f.shape) * bit_width(f)
+                   for f in message))
 
 
 class EmptyState(NamedTuple):

@@ -31,8 +31,12 @@ def check_divergence(x: Array | None, limit: float, algorithm: Any, tags: dict[s
     call before its last, whose model is gone) ``sum_sq`` decides alone.
     """
     if sum_sq is None and x is not None:  # one pass over x: the usual, healthy model
-        xp = namespace(x)
-        sum_sq = xp.sum(x * x)
+        if type(x) is np.ndarray:  # a dot product: no temporary, no wrapper (every round)
+            flat = x.reshape(-1)
+            sum_sq = flat @ flat
+        else:
+            xp = namespace(x)
+            sum_sq = xp.sum(x * x)
     if sum_sq is not None:
         norm_sq = float(sum_sq)
         # a NaN or inf entry makes Σ x² NaN or inf: a finite one is a finite model

@@ -23,7 +23,7 @@ from ..algorithms._base import (
 )
 from ..oracle import BlockMemo, Counters, Oracle
 from ..problem import Problem
-from ._round import client_context
+from ._round import client_context, consecutive
 
 #: Target bytes of client data in one block (see :func:`~fedcomp.runtime.auto_block_size`).
 BLOCK_BYTES = 4 << 20
@@ -80,24 +80,6 @@ def client_blocks(participants: np.ndarray, block_size: int) -> list[slice | np.
         chunk = participants[start:start + block_size]
         out.append(slice(int(chunk[0]), int(chunk[-1]) + 1) if consecutive(chunk) else chunk)
     return out
-
-
-def consecutive(ids: np.ndarray) -> bool:
-    """Whether ``ids`` are ``a, a + 1, ..., a + n − 1`` in that order (not empty).
-
-    Examples
-    --------
-    >>> consecutive(np.array([3, 4, 5])), consecutive(np.array([3, 5, 4])), consecutive(
-    ...     np.array([], dtype=int))
-    (True, False, False)
-    """
-    n = len(ids)
-    if n == 0 or int(ids[-1]) - int(ids[0]) != n - 1:
-        return False
-    if n <= 64:  # a few Python ints compare faster than NumPy's diff is called
-        first = int(ids[0])
-        return ids.tolist() == list(range(first, first + n))
-    return bool((np.diff(ids) == 1).all())
 
 
 def gather_states(states: Any, clients: slice | np.ndarray) -> Any:
@@ -229,6 +211,14 @@ class LocalClients:
                    shard=(np.asarray(client_ids, dtype=np.int64),
                           np.asarray(weights), int(n_clients)))
 
+    def _whole_block(self, participants: np.ndarray) -> bool:
+        """Whether ``participants`` are every client, in order, as one block in memory: the
+        round then needs no gathering, stacking or scattering of the block's rows."""
+        n = len(participants)
+        return (self.shard is None and not self.on_disk and n == self.problem.n_clients
+                and n <= self.settings.block_size and consecutive(participants)
+                and int(participants[0]) == 0)
+
     def _context(self, oracle: Oracle, block: slice | np.ndarray, round_: int) -> ClientContext:
         """The block's context: global ids, weights and federation size, even on a shard."""
         if self.shard is None:
@@ -241,6 +231,14 @@ class LocalClients:
     def run_round(self, round_: int, message: Any, participants: np.ndarray) -> Any:
         """``participants`` are rows of ``problem`` (the client ids unless on a shard)."""
         problem, s = self.problem, self.settings
+        if self._whole_block(participants):
+            # every client in one block (full participation, the usual small federation):
+            # the block's states are the states, its uploads the stacked uploads
+            oracle = Oracle(problem, slice(0, len(participants)), round_, s.seed,
+                            s.batch_size, self.counters, memo=self.memo)
+            upload, self.client_states = self.algorithm.client_update(
+                message, self.client_states, self._context(oracle, oracle.clients, round_))
+            return upload
         uploads, new_states = _Stacked(len(participants)), _Stacked(len(participants))
         for block in client_blocks(participants, s.block_size):
             ids = None if self.shard is None else self.shard[0][block]

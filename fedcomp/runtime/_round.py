@@ -100,6 +100,24 @@ def count_uploads(counters: Counters, stacked: Any, senders: int) -> None:
     count_traffic(counters, traffic_of(None, stacked), senders)
 
 
+def consecutive(ids: np.ndarray) -> bool:
+    """Whether ``ids`` are ``a, a + 1, ..., a + n − 1`` in that order (not empty).
+
+    Examples
+    --------
+    >>> consecutive(np.array([3, 4, 5])), consecutive(np.array([3, 5, 4])), consecutive(
+    ...     np.array([], dtype=int))
+    (True, False, False)
+    """
+    n = len(ids)
+    if n == 0 or int(ids[-1]) - int(ids[0]) != n - 1:
+        return False
+    if n <= 64:  # a few Python ints compare faster than NumPy's diff is called
+        first = int(ids[0])
+        return ids.tolist() == list(range(first, first + n))
+    return bool((np.diff(ids) == 1).all())
+
+
 def client_context(oracle: Oracle, client_prox: Prox, round_: Any, pi: Any, n_clients: int,
                    like: Array | None = None) -> ClientContext:
     """The :class:`ClientContext` of a block: its clients' ``oracle``, the counted
@@ -128,10 +146,17 @@ def server_step(algorithm: FederatedAlgorithm, weights: np.ndarray, like: Array,
     client's weight ``π`` and an array ``like`` of the models' namespace and device (a
     server that holds no data passes its own: :class:`fedcomp.flower.Strategy`)."""
     count_uploads(counters, stacked, len(participants))
-    pi = weights[participants]
-    ctx = server_context(server_prox, round_, participants, asarray_like(pi / pi.sum(), like),
-                         asarray_like(pi, like), len(weights), seed)
+    normalised, pi = participant_weights(weights, participants, like)
+    ctx = server_context(server_prox, round_, participants, normalised, pi, len(weights), seed)
     return algorithm.server_update(server_state, stacked, ctx)
+
+
+def participant_weights(weights: np.ndarray, participants: np.ndarray, like: Array
+                        ) -> tuple[Array, Array]:
+    """``(π_i / Σπ, π_i)`` of the ``participants`` (host ``weights``), on ``like``'s
+    namespace and device."""
+    pi = weights[participants]
+    return asarray_like(pi / pi.sum(), like), asarray_like(pi, like)
 
 
 class EagerServer:
@@ -147,12 +172,23 @@ class EagerServer:
                  counters: Counters, seed: int) -> None:
         self.algorithm, self.weights, self.like = algorithm, problem.weights, problem.data.like
         self.server_prox, self.counters, self.seed = server_prox, counters, seed
+        self._everyone: tuple[Array, Array] | None = None
 
     def update(self, server_state: Any, stacked: Any, round_: int, participants: np.ndarray
                ) -> Any:
         """The new server state after the uploads ``stacked`` of ``participants``."""
-        return server_step(self.algorithm, self.weights, self.like, server_state, stacked,
-                           round_, participants, self.server_prox, self.counters, self.seed)
+        if not (len(participants) == len(self.weights) and consecutive(participants)):
+            return server_step(self.algorithm, self.weights, self.like, server_state,
+                               stacked, round_, participants, self.server_prox,
+                               self.counters, self.seed)
+        # every client, in order: the same weights every round, made once on the models'
+        # device
+        if self._everyone is None:
+            self._everyone = participant_weights(self.weights, participants, self.like)
+        count_uploads(self.counters, stacked, len(participants))
+        ctx = server_context(self.server_prox, round_, participants, *self._everyone,
+                             len(self.weights), self.seed)
+        return self.algorithm.server_update(server_state, stacked, ctx)
 
 
 def star_round(algorithm: FederatedAlgorithm, server: Any, clients: Any, counters: Counters,
