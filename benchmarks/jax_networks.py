@@ -177,18 +177,26 @@ def main() -> None:
           f"{torch.__version__} on {torch_like.device} ({torch.get_num_threads()} threads), "
           f"jax {jax.__version__} on {jax_like_.devices()}; float32, {args.rounds} rounds "
           f"a run, best of {args.repeats}")
+    # on a GPU, torch eager on the host's cores too: the "n x faster than the host"
+    host = args.device == "gpu"
     print("| round | torch eager ms/round | jax compiled ms/round | jax speed-up | jax calls "
           "a round | floor ms (jit, batch C·B) | jax / floor | ms/round of a run of R: "
-          "torch, jax |")
-    print("|---|---|---|---|---|---|---|---|")
+          "torch, jax |" + (" host torch ms/round | host / jax |" if host else ""))
+    print("|---|---|---|---|---|---|---|---|" + ("---|---|" if host else ""))
     for case in (feddr_mlp(), fedcanon_nn()):
         t_torch, run_torch = round_seconds(case, torch_like, args.rounds, args.repeats)
         t_jax, run_jax = round_seconds(case, jax_like_, args.rounds, args.repeats)
         t_floor = floor_seconds(case, args.repeats)
         calls = compiled_calls(case, jax_like_, args.rounds)
+        extra = ""
+        if host:
+            t_host, _ = round_seconds(case, torch.zeros(0, dtype=torch.float32), args.rounds,
+                                      args.repeats)
+            extra = f" {1e3 * t_host:.2f} | {t_host / t_jax:.2f}x |"
         print(f"| {case['name']} | {1e3 * t_torch:.2f} | {1e3 * t_jax:.2f} | "
               f"{t_torch / t_jax:.2f}x | {calls:.2f} | {1e3 * t_floor:.2f} | "
-              f"{t_jax / t_floor:.2f}x | {1e3 * run_torch:.1f}, {1e3 * run_jax:.1f} |", flush=True)
+              f"{t_jax / t_floor:.2f}x | {1e3 * run_torch:.1f}, {1e3 * run_jax:.1f} |" + extra,
+              flush=True)
 
 if __name__ == "__main__":
     main()

@@ -16,8 +16,15 @@
 #                  run's results.csv
 #   networks.txt   benchmarks/gpu.py --networks: ms per network round, GPU and host
 #   jax_networks.txt  benchmarks/jax_networks.py --device gpu: feddr_mlp / fedcanon_nn rounds,
-#                  torch eager on cuda vs the jax compiled engine on jax's GPU, and the jitted
-#                  centralized floor (issue 46; prepared, NOT yet run on a GPU)
+#                  torch eager on cuda vs the jax compiled engine on jax's GPU, the jitted
+#                  centralized floor, and torch eager on the host's cores (issue 46)
+#   launches.txt   benchmarks/launch_counts.py: GPU kernels a network round, torch eager and
+#                  jax compiled, as K and the clients a round grow (issue 46)
+#   big.txt        benchmarks/gpu.py at 10^6 x 20 x 10 (ZA1, every engine that fits)
+#   resnet18.txt   fedcomp run fedcanon_resnet18 for one round on the GPU (ResNet-18 at
+#                  CIFAR-10's shape; synthetic stand-in images without the files: timing only)
+# GPU_CHECK_STEPS (default: all of them, in this order) picks the steps, e.g.
+#   GPU_CHECK_STEPS="jax_networks launches tests" bash scripts/gpu_check.sh OUT
 # Each step has its own time limit (seconds, GPU_CHECK_LIMIT_* below), so one slow step
 # cannot eat the others' time.
 set -u
@@ -49,25 +56,46 @@ step() {  # step LIMIT FILE COMMAND...: run COMMAND for at most LIMIT s, output 
 }
 
 workers=$(( $(nproc) > 8 ? 8 : $(nproc) ))
-step "${GPU_CHECK_LIMIT_TESTS:-240}" tests.txt "$py" -m pytest -q -p no:cacheprovider \
-    -n "$workers" -o addopts="-ra --strict-markers" \
-    tests/engines/test_devices.py tests/engines/test_gpu.py tests/engines/test_timing_devices.py tests/engines/test_backends.py
-
-for size in ${GPU_CHECK_SIZES:-100x1024x20 1000x100x20 10000x1000x20 100000x100x20}; do
-    step "${GPU_CHECK_LIMIT_SIZE:-60}" rounds.txt "$py" benchmarks/gpu.py \
-        --device cuda --sizes "$size" --repeats 2 --blocks 3
-done
-
+steps=${GPU_CHECK_STEPS:-tests rounds prox_cost networks jax_networks launches big resnet18}
 runs=$(mktemp -d)
 trap 'rm -rf "$runs"' EXIT
-for reading in as_written host_float64 per_tensor; do
-    step "${GPU_CHECK_LIMIT_PROX:-45}" prox_cost.txt "$py" -m fedcomp run prox_cost \
-        --reading "$reading" --set device=cuda --out "$runs/$reading"
-    cat "$runs/$reading/results.csv" >> "$out/prox_cost.txt" 2>&1
+for name in $steps; do
+case $name in
+tests)
+    step "${GPU_CHECK_LIMIT_TESTS:-240}" tests.txt "$py" -m pytest -q -p no:cacheprovider \
+        -n "$workers" -o addopts="-ra --strict-markers" \
+        tests/engines/test_devices.py tests/engines/test_gpu.py \
+        tests/engines/test_timing_devices.py tests/engines/test_backends.py ;;
+rounds)
+    for size in ${GPU_CHECK_SIZES:-100x1024x20 1000x100x20 10000x1000x20 100000x100x20}; do
+        step "${GPU_CHECK_LIMIT_SIZE:-60}" rounds.txt "$py" benchmarks/gpu.py \
+            --device cuda --sizes "$size" --repeats 2 --blocks 3
+    done ;;
+prox_cost)
+    for reading in as_written host_float64 per_tensor; do
+        step "${GPU_CHECK_LIMIT_PROX:-45}" prox_cost.txt "$py" -m fedcomp run prox_cost \
+            --reading "$reading" --set device=cuda --out "$runs/$reading"
+        cat "$runs/$reading/results.csv" >> "$out/prox_cost.txt" 2>&1
+    done ;;
+networks)
+    step "${GPU_CHECK_LIMIT_NETWORKS:-90}" networks.txt "$py" benchmarks/gpu.py --device cuda \
+        --sizes 100x1024x20 --repeats 1 --blocks 2 --networks ;;
+jax_networks)
+    step "${GPU_CHECK_LIMIT_JAX_NETWORKS:-150}" jax_networks.txt "$py" \
+        benchmarks/jax_networks.py --device gpu --rounds 20 --repeats 3 ;;
+launches)
+    step "${GPU_CHECK_LIMIT_LAUNCHES:-90}" launches.txt "$py" benchmarks/launch_counts.py \
+        --rounds 4 ;;
+big)
+    step "${GPU_CHECK_LIMIT_BIG:-90}" big.txt "$py" benchmarks/gpu.py --device cuda \
+        --sizes 1000000x20x10 --repeats 1 --blocks 2 ;;
+resnet18)
+    step "${GPU_CHECK_LIMIT_RESNET:-120}" resnet18.txt "$py" -m fedcomp run fedcanon_resnet18 \
+        --set rounds=1 --set eval_every=1 --set backend=cuda --seeds 0 \
+        --reading as_written --out "$runs/resnet18"
+    cat "$runs/resnet18/results.csv" >> "$out/resnet18.txt" 2>&1 ;;
+*)
+    echo "unknown step $name (steps: tests rounds prox_cost networks jax_networks launches big resnet18)" >> "$out/env.txt" ;;
+esac
 done
-
-step "${GPU_CHECK_LIMIT_NETWORKS:-90}" networks.txt "$py" benchmarks/gpu.py --device cuda \
-    --sizes 100x1024x20 --repeats 1 --blocks 2 --networks
-step "${GPU_CHECK_LIMIT_JAX_NETWORKS:-120}" jax_networks.txt "$py" benchmarks/jax_networks.py \
-    --device gpu --rounds 20 --repeats 3
 uptime >> "$out/env.txt"
