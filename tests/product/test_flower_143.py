@@ -314,3 +314,42 @@ def test_the_documented_stopping_snippet_ends_the_run_early(capsys):
     rule = namespace["rule"]
     assert rule.status in ("converged", "stopped") and rule.stopped_at < 500
     assert capsys.readouterr().out.strip() == f"{rule.status} {rule.stopped_at}"
+
+
+@pytest.mark.xdist_group("serial")  # processes, ports (Flower servers)
+@pytest.mark.slow
+def test_the_rule_ends_a_localhost_deployment_before_num_rounds(tmp_path):
+    """docs/flower.md's apps on a SuperLink and three SuperNodes started as processes, the
+    server app's ``start`` given ``num_rounds=40`` and a rule that stops after round 4: the
+    rounds after it send nothing over Flower's own grid, and the model is the simulator's
+    after 4 rounds."""
+    from fedcomp._lifetime import alive
+    from fedcomp.flower._local import run_local_app
+    from tests.product.test_flower_strategy import write_user_app
+
+    features, labels = client_arrays(4, n=3)
+    files = []
+    for k in range(3):
+        files.append(tmp_path / f"client{k}.npz")
+        np.savez(files[-1], x=features[k], y=labels[k])
+    app = write_user_app(tmp_path / "app", tmp_path / "model.npy")
+    server = app / "yourapp" / "server_app.py"
+    rounds_file = tmp_path / "rounds.txt"
+    source = server.read_text()
+    assert source.count("num_rounds=3)") == 1
+    server.write_text(source.replace("num_rounds=3)", (
+        "num_rounds=40,\n        should_stop=strategy.stopping("
+        "callbacks=[lambda view: view.round >= 4]))\n"
+        f"    open({str(rounds_file)!r}, 'w').write(str(max(result.train_metrics_clientapp)))")))
+    lines = []
+    status = run_local_app(app, tmp_path / "out", nodes=3, timeout=500, echo=lines.append,
+                           node_config=lambda k: f'partition-id={k} data-file="{files[k]}"')
+    assert status["status"] == "ok", (status, lines[-40:])
+    assert [pid for pid in status["pids"] if alive(pid)] == []
+    assert rounds_file.read_text() == "4"
+
+    problem = Problem(Logistic(), L1(1e-3), ClientData.from_lists(features, labels))
+    algorithm = make_algorithm("feddr", eta=2.0, alpha=1.5, client_lr=0.3, local_steps=3)
+    run = simulate(algorithm, problem, rounds=4, clients_per_round=2, batch_size=10, seed=0)
+    np.testing.assert_allclose(np.load(tmp_path / "model.npy"), np.asarray(run.x), rtol=0,
+                               atol=1e-12)
