@@ -33,7 +33,8 @@ PROPOSED = ("dproxsgt", "cdproxsgt")
 NO_TRACKING = "prox_dpsgd"
 LARGE_BATCH = {"dproxsgt": "proxgt_sa", "cdproxsgt": "beer"}
 #: "About as high": CDProxSGT's accuracy may trail DProxSGT's by at most this relative gap
-#: (and not by more than the seeds' spread).
+#: (median over seeds). A consistent deficit smaller than this is still "about as high":
+#: the claim is closeness, not a win, so the seeds' spread does not tighten it.
 ABOUT = 0.02
 #: "Far fewer bits": CDProxSGT sends at most this share of DProxSGT's bits (Top30 sends
 #: values and indices of 30 % of the entries, ~40 % of the dense bits).
@@ -41,11 +42,11 @@ BITS_SHARE = 0.5
 
 
 def _compression_holds(compressed: Any, dense: Any, compared: Comparisons) -> bool:
-    """CDProxSGT within :data:`ABOUT` of DProxSGT's accuracy (no loss beyond the spread)
-    while sending at most :data:`BITS_SHARE` of its bits."""
+    """CDProxSGT within :data:`ABOUT` of DProxSGT's accuracy (median paired relative
+    difference) while sending at most :data:`BITS_SHARE` of its bits."""
     margin = compared.margin(compressed, dense, METRIC, "cdproxsgt", "dproxsgt",
                              higher_is_better=True)
-    close = margin.outcome != "loss" and margin.median >= -ABOUT
+    close = margin.median >= -ABOUT
     bits = compressed.get("bits_up", float("nan")) / dense.get("bits_up", float("nan"))
     return close and bits <= BITS_SHARE
 
@@ -57,8 +58,8 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
 
     * tracking: DProxSGT and CDProxSGT beat prox D-PSGD;
     * small batch: DProxSGT beats ProxGT-SA and CDProxSGT beats BEER (equal samples);
-    * compression: CDProxSGT within 2 % of DProxSGT (not lost by more than the spread) with
-      at most half its bits.
+    * compression: CDProxSGT's accuracy at most 2 % (relative, median over seeds) below
+      DProxSGT's, with at most half its bits.
 
     Reproduced when all three hold; partly when tracking or small batch holds (the verdict
     names which); not reproduced otherwise, or when DProxSGT or CDProxSGT diverged or did
@@ -69,8 +70,8 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
                  **{large: entry(finals, large, variant=LARGE)
                     for large in LARGE_BATCH.values()}}
     rule = (f"{METRIC} (the workers' own models): dproxsgt and cdproxsgt > {NO_TRACKING}; "
-            "dproxsgt > proxgt_sa and cdproxsgt > beer; cdproxsgt within "
-            f"{ABOUT:.0%} of dproxsgt with bits_up <= {BITS_SHARE:.0%} of its")
+            "dproxsgt > proxgt_sa and cdproxsgt > beer; cdproxsgt at most "
+            f"{ABOUT:.0%} below dproxsgt (median) with bits_up <= {BITS_SHARE:.0%} of its")
     failed = cannot_judge(proposed, baselines, METRIC)
     if failed:
         return failed, rule
