@@ -61,11 +61,13 @@ def test_the_steps_and_probabilities_follow_from_the_data(config, problem):
     for label, entry in written.items():
         expected = 1.0 if label.startswith("flix_gd") else math.sqrt(MU / smooth.max())
         assert entry["comm_prob"] == pytest.approx(expected, rel=1e-3), label
-    mean = code_smoothness(problem).mean()
+    smooth = code_smoothness(problem)
+    mean = smooth.mean()
     as_run = {e["label"]: e for e in reading_config(config, "as_run")["algorithms"]}
     for label, entry in as_run.items():
         alpha = entry["global_weight"]
-        assert entry["client_lr"] == pytest.approx(alpha * alpha / mean, rel=1e-4), label
+        step = 1.0 / np.mean(alpha * alpha * smooth)  # workers.py: lr = 1/mean(α² L_i)
+        assert entry["client_lr"] == pytest.approx(alpha * alpha * step, rel=1e-4), label
         expected = 1.0 if label.startswith("flix_gd") else math.sqrt(MU / mean)
         assert entry["comm_prob"] == pytest.approx(expected, rel=1e-3), label
 

@@ -224,8 +224,9 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None,
             for _, label, gd in swept]
     medians = [runs[label][METRIC] for _, label, _ in swept]
     falls = all(a > b for a, b in zip(medians, medians[1:], strict=False))
-    detail = "; Scafflix median rounds " + ", ".join(
-        f"alpha={alpha:g} {m:g}" for (alpha, _, _), m in zip(swept, medians, strict=True))
+    detail = "; median rounds, Scafflix vs GD: " + ", ".join(
+        f"alpha={alpha:g} {m:g} vs {_median(baselines[gd]):g}"
+        for (alpha, _, gd), m in zip(swept, medians, strict=True))
     if all(wins):
         result = "reproduced" if falls else "partly (the rounds do not fall with alpha)"
     elif any(wins):
@@ -234,6 +235,11 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None,
     else:
         result = "not reproduced"
     return noted(result, baselines, METRIC), compared.rule(rule + detail)
+
+
+def _median(metrics: Any) -> float:
+    """A baseline's median rounds, NaN when it has none (missing, or every seed diverged)."""
+    return float(metrics.get(METRIC, math.nan)) if metrics else math.nan
 
 
 __all__ = ["ACCURACY", "CLAIM", "NAME", "measure", "verdict", "verdict_inputs"]
