@@ -183,7 +183,8 @@ __all__ = [
     "DATA_DIR_ENV", "SOURCES", "a9a", "breast_cancer", "data_dir", "download", "federate",
     "fetch", "is_fetched", "libsvm_file", "load_libsvm", "manual_download_hint",
     "partition_noise", "partition_spec", "relabel", "sha256_of",
-    "cifar10", "digit_forms", "digits", "fashion_mnist", "femnist", "load_cifar10_batch",
+    "cifar10", "digit_forms", "digits", "fashion_mnist", "femnist", "image_files_or_synthetic",
+    "load_cifar10_batch",
     "load_idx", "load_leaf", "mnist",
     "SHAPES", "SparseText", "sparse_text_clients", "sparse_text_like",
 ]
