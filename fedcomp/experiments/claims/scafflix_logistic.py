@@ -222,7 +222,7 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None,
     compared = Comparisons()
     wins = [compared.beats(runs[label], baselines[gd], METRIC, label, gd or "flix_gd")
             for _, label, gd in swept]
-    medians = [runs[label][METRIC] for _, label, _ in swept]
+    medians = [_median(runs[label]) for _, label, _ in swept]
     falls = all(a > b for a, b in zip(medians, medians[1:], strict=False))
     detail = "; median rounds, Scafflix vs GD: " + ", ".join(
         f"alpha={alpha:g} {m:g} vs {_median(baselines[gd]):g}"
@@ -238,7 +238,7 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None,
 
 
 def _median(metrics: Any) -> float:
-    """A baseline's median rounds, NaN when it has none (missing, or every seed diverged)."""
+    """A run's median rounds, NaN when it has none (missing, or every seed diverged)."""
     return float(metrics.get(METRIC, math.nan)) if metrics else math.nan
 
 
