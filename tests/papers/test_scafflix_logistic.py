@@ -72,6 +72,24 @@ def test_the_steps_and_probabilities_follow_from_the_data(config, problem):
         assert entry["comm_prob"] == pytest.approx(expected, rel=1e-3), label
 
 
+@pytest.mark.parametrize("alpha", [1.0, 0.01])
+def test_flix_by_gd_is_scafflix_with_comm_prob_one(problem, alpha):
+    """The code's run_gd, transcribed: x ← x − lr α mean_i ∇f_i(α x + (1 − α) x_i*) with
+    lr = 1/mean_i(α² L_i); Scafflix with p = 1 and γ_i = 1/L_i takes the same steps."""
+    from fedcomp import simulate
+    from fedcomp.algorithms import scafflix
+
+    run = simulate(scafflix(alpha, "auto", 1.0), problem, 3, metrics=[], eval_every=3)
+    batch = problem.data.full_batch()
+    x_star = np.asarray(run.client_states.x_star)
+    lr = 1.0 / np.mean(alpha * alpha * np.asarray(problem.loss.smoothness(batch)))
+    x = np.zeros(problem.param_shape)
+    for _ in range(3):
+        personal = alpha * x[None, :] + (1.0 - alpha) * x_star
+        x = x - lr * alpha * np.mean(np.asarray(problem.loss.grad(personal, batch)), axis=0)
+    np.testing.assert_allclose(np.asarray(run.x), x, rtol=0, atol=1e-12)
+
+
 def test_the_flix_gap_is_the_plain_gap_at_one_and_zero_at_the_flix_optimum(problem):
     from fedcomp.reference import solve_reference
 

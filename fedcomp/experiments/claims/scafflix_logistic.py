@@ -209,7 +209,7 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None,
             "Scafflix fewer than FLIX by GD at every alpha (wins over seeds), and Scafflix's "
             "median rounds decreasing as alpha decreases")
     proposed = {label: entry(finals, label) for _, label, _ in swept}
-    failed = cannot_judge(proposed, None, "objective")
+    failed = cannot_judge(proposed, None, ())  # the runs' own metrics are not judged
     if failed or not swept:
         return failed or "not reproduced (no scafflix entry)", rule
     measured = rounds if rounds is not None else measure(cfg)
