@@ -32,7 +32,7 @@ def problem(config):
 
 # --- the configuration ----------------------------------------------------------------------
 def test_every_reading_and_the_quick_size_resolve(config):
-    assert config["paper"] in PAPERS
+    assert config["paper"] in PAPERS and config["claim"] == claim.CLAIM
     assert set(readings(config)) == {"as_written", "as_run"}
     for reading in readings(config):
         resolved = reading_config(config, reading)
