@@ -503,6 +503,26 @@ class TorchModel:
         logits = block_logits(plan, self._unflatten(flat), features)
         return self._loss_of_logits(logits, targets, weights, flat)
 
+    def _values_in_chunks(self, flat: Any, features: Any, targets: Any, weights: Any) -> Any:
+        """``(f_1, …, f_B)`` of a block too large for one forward pass (a metric's full
+        batch: ResNet-18 on 10 clients of 5000 CIFAR-10 images asked for 12 GiB at once):
+        client by client, :data:`VALUE_SAMPLES` samples at a time, the ridge term once.
+        The chunks depend on the client's samples alone, not on the block."""
+        import torch
+
+        ridge = 0.5 * self.l2 * torch.sum(flat * flat, dim=-1) if self.l2 else None
+        out = []
+        for b in range(flat.shape[0]):
+            total = None
+            for start in range(0, targets.shape[1], VALUE_SAMPLES):
+                rows = slice(start, start + VALUE_SAMPLES)
+                part = self._block_losses(flat[b:b + 1], features[b:b + 1, rows],
+                                          targets[b:b + 1, rows], weights[b:b + 1, rows])
+                part = part if ridge is None else part - ridge[b:b + 1]
+                total = part if total is None else total + part
+            out.append(total if ridge is None else total + ridge[b:b + 1])
+        return torch.cat(out)
+
     def _clients_on_their_rows(self, flat: Any, features: Any, targets: Any, weights: Any
                                ) -> Any:
         """``(f_1, …, f_B)`` one client at a time, each on its rows of positive weight: a
@@ -534,7 +554,10 @@ class TorchModel:
             losses = self._clients_on_their_rows  # padding must not enter a batch's stats
         if which == "value":
             with torch.no_grad():
-                out = losses(x_t, feats, targs, weights)
+                if losses == self._block_losses and targs.numel() > VALUE_SAMPLES:
+                    out = self._values_in_chunks(x_t, feats, targs, weights)
+                else:
+                    out = losses(x_t, feats, targs, weights)
         else:
             # Client losses are independent, so the gradient of their sum with respect to the
             # (B, D) block is every client's own gradient: one batched forward and a single
@@ -545,6 +568,12 @@ class TorchModel:
                 (out,) = torch.autograd.grad(torch.sum(values), x_req)
         out = out.detach()
         return out.numpy() if numpy_in else out
+
+
+#: The most samples (clients × rows) a loss value takes in one forward pass; a larger block
+#: is evaluated client by client in chunks of this many rows (the activations of a large
+#: network on a whole data set would not fit a GPU's memory).
+VALUE_SAMPLES = 4096
 
 
 def imported_builder(path: str) -> Callable[..., Any]:
