@@ -36,8 +36,10 @@ def problem_on(like, clients: int) -> Problem:
     return Problem(loss, L1(0.01), data.to(like), n_classes=10)
 
 
-def kernels_a_round(like, steps: int, clients: int, rounds: int) -> tuple[float, float]:
-    """``(GPU kernels a round, host-to-device copies a round)`` of ``rounds`` rounds."""
+def kernels_a_round(like, steps: int, clients: int, rounds: int
+                    ) -> tuple[float, float, float]:
+    """``(GPU kernels a round, host-to-device copies a round, ms of kernel time a round)``
+    of ``rounds`` rounds."""
     from torch.profiler import ProfilerActivity, profile
 
     problem = problem_on(like, clients)
@@ -60,7 +62,9 @@ def kernels_a_round(like, steps: int, clients: int, rounds: int) -> tuple[float,
     kernels = sum(1 for e in events if e.device_type == torch.autograd.DeviceType.CUDA
                   and "memcpy" not in e.name.lower() and "memset" not in e.name.lower())
     copies = sum(1 for e in events if "memcpy htod" in e.name.lower())
-    return kernels / rounds, copies / rounds
+    busy_us = sum(e.device_time_total for e in events
+                  if e.device_type == torch.autograd.DeviceType.CUDA)
+    return kernels / rounds, copies / rounds, busy_us / rounds / 1e3
 
 
 def main() -> None:
@@ -74,14 +78,15 @@ def main() -> None:
                "jax compiled": jax_like("float32")}
     print(f"# kernels a round on {torch.cuda.get_device_name(0)}, {args.rounds} rounds "
           "counted after a compiling run (torch.profiler, CUDA activity)")
-    print("| engine | K | clients a round | kernels a round | host-to-device copies a round |")
-    print("|---|---:|---:|---:|---:|")
+    print("| engine | K | clients a round | kernels a round | host-to-device copies a round "
+          "| GPU busy ms a round |")
+    print("|---|---:|---:|---:|---:|---:|")
     for name, like in engines.items():
         for steps, clients in ((10, 10), (20, 10), (10, 20)):
             try:
-                kernels, copies = kernels_a_round(like, steps, clients, args.rounds)
-                print(f"| {name} | {steps} | {clients} | {kernels:.0f} | {copies:.0f} |",
-                      flush=True)
+                kernels, copies, busy = kernels_a_round(like, steps, clients, args.rounds)
+                print(f"| {name} | {steps} | {clients} | {kernels:.0f} | {copies:.0f} | "
+                      f"{busy:.2f} |", flush=True)
             except Exception as exc:  # report and go on: one engine's failure is a finding
                 print(f"| {name} | {steps} | {clients} | failed: {type(exc).__name__}: "
                       f"{str(exc)[:120]} | |", flush=True)

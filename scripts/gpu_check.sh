@@ -91,7 +91,7 @@ big)
         --sizes 1000000x20x10 --repeats 1 --blocks 2 ;;
 resnet18)
     step "${GPU_CHECK_LIMIT_RESNET:-120}" resnet18.txt "$py" -m fedcomp run fedcanon_resnet18 \
-        --set rounds=1 --set eval_every=1 --set backend=cuda --seeds 0 \
+        --set rounds=1 --set eval_every=1 --set backend=cuda --seeds 0 --jobs 1 \
         --reading as_written --out "$runs/resnet18"
     cat "$runs/resnet18/results.csv" >> "$out/resnet18.txt" 2>&1 ;;
 *)
