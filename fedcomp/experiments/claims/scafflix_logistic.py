@@ -31,9 +31,9 @@ NAME = "scafflix_logistic"
 
 CLAIM = ("Scafflix \"benefits from these two techniques [explicit personalization and local "
          "training], thereby achieving doubly accelerated communication\" (abstract); as "
-         "Fig. 1 shows it: at every alpha, Scafflix reaches a given accuracy of the FLIX objective in fewer "
-         "communication rounds than FLIX solved by GD, and the smaller alpha, the fewer "
-         "rounds.")
+         "Fig. 1 shows it: at every alpha, Scafflix reaches a given accuracy of the FLIX "
+         "objective in fewer communication rounds than FLIX solved by GD, and the smaller "
+         "alpha, the fewer rounds.")
 
 #: The accuracy to reach: ``F̃(x) − F̃* ≤ 1e-10`` (Figure 1's gap axis, mushrooms, spans
 #: 1e-12 to 1 over 30 rounds: the code's plots/compare_log_reg_mushrooms_ours1_.pdf;
