@@ -323,29 +323,19 @@ def test_the_rule_ends_a_localhost_deployment_before_num_rounds(tmp_path):
     server app's ``start`` given ``num_rounds=40`` and a rule that stops after round 4: the
     rounds after it send nothing over Flower's own grid, and the model is the simulator's
     after 4 rounds."""
-    from fedcomp._lifetime import alive
-    from fedcomp.flower._local import run_local_app
-    from tests.product.test_flower_strategy import write_user_app
+    from tests.product.test_flower_strategy import deployed_user_app
 
-    features, labels = client_arrays(4, n=3)
-    files = []
-    for k in range(3):
-        files.append(tmp_path / f"client{k}.npz")
-        np.savez(files[-1], x=features[k], y=labels[k])
-    app = write_user_app(tmp_path / "app", tmp_path / "model.npy")
-    server = app / "yourapp" / "server_app.py"
     rounds_file = tmp_path / "rounds.txt"
-    source = server.read_text()
-    assert source.count("num_rounds=3)") == 1
-    server.write_text(source.replace("num_rounds=3)", (
-        "num_rounds=40,\n        should_stop=strategy.stopping("
-        "callbacks=[lambda view: view.round >= 4]))\n"
-        f"    open({str(rounds_file)!r}, 'w').write(str(max(result.train_metrics_clientapp)))")))
-    lines = []
-    status = run_local_app(app, tmp_path / "out", nodes=3, timeout=500, echo=lines.append,
-                           node_config=lambda k: f'partition-id={k} data-file="{files[k]}"')
-    assert status["status"] == "ok", (status, lines[-40:])
-    assert [pid for pid in status["pids"] if alive(pid)] == []
+
+    def stopping_after_round_4(source):
+        assert source.count("num_rounds=3)") == 1
+        return source.replace("num_rounds=3)", (
+            "num_rounds=40,\n        should_stop=strategy.stopping("
+            "callbacks=[lambda view: view.round >= 4]))\n"
+            f"    open({str(rounds_file)!r}, 'w').write("
+            "str(max(result.train_metrics_clientapp)))"))
+
+    features, labels, _ = deployed_user_app(tmp_path, stopping_after_round_4)
     assert rounds_file.read_text() == "4"
 
     problem = Problem(Logistic(), L1(1e-3), ClientData.from_lists(features, labels))

@@ -430,12 +430,11 @@ def write_user_app(directory, model_path):
     return directory
 
 
-@pytest.mark.xdist_group("serial")  # processes, ports (Ray, Flower servers)
-@pytest.mark.slow
-def test_the_documented_app_on_a_localhost_deployment_gives_the_simulators_iterates(tmp_path):
-    """docs/flower.md's ServerApp and ClientApp (each node's own data file) on a SuperLink
-    and three SuperNodes started as processes (TLS, SuperNode authentication), submitted
-    with ``flwr run``: FedDR's warm-up, 2 of 3 clients per round, minibatches, evaluation."""
+def deployed_user_app(tmp_path, edit_server=lambda source: source):
+    """docs/flower.md's apps (the server app's source through ``edit_server``) run on a
+    SuperLink and three SuperNodes started as processes, each node reading its own data
+    file: the nodes' features and labels and the run's log lines, the run checked ended
+    well with every process gone. The model is at ``tmp_path / "model.npy"``."""
     from fedcomp._lifetime import alive
     from fedcomp.flower._local import run_local_app
 
@@ -445,11 +444,23 @@ def test_the_documented_app_on_a_localhost_deployment_gives_the_simulators_itera
         files.append(tmp_path / f"client{k}.npz")
         np.savez(files[-1], x=features[k], y=labels[k])
     app = write_user_app(tmp_path / "app", tmp_path / "model.npy")
+    server = app / "yourapp" / "server_app.py"
+    server.write_text(edit_server(server.read_text()))
     lines = []
     status = run_local_app(app, tmp_path / "out", nodes=3, timeout=500, echo=lines.append,
                            node_config=lambda k: f'partition-id={k} data-file="{files[k]}"')
     assert status["status"] == "ok", (status, lines[-40:])
     assert [pid for pid in status["pids"] if alive(pid)] == []
+    return features, labels, lines
+
+
+@pytest.mark.xdist_group("serial")  # processes, ports (Ray, Flower servers)
+@pytest.mark.slow
+def test_the_documented_app_on_a_localhost_deployment_gives_the_simulators_iterates(tmp_path):
+    """docs/flower.md's ServerApp and ClientApp (each node's own data file) on a SuperLink
+    and three SuperNodes started as processes (TLS, SuperNode authentication), submitted
+    with ``flwr run``: FedDR's warm-up, 2 of 3 clients per round, minibatches, evaluation."""
+    features, labels, lines = deployed_user_app(tmp_path)
     assert any("objective" in line for line in lines)  # the evaluation rounds were logged
 
     # the same run in the simulator: the documented algorithm, problem and settings
