@@ -112,10 +112,11 @@ def verdict(finals: dict[tuple[str, ...], dict[str, float]], config: Any = None
     part does not; not reproduced when it fails. A proposed run that diverged or is missing
     makes it "not reproduced"; a baseline that did counts as infinitely bad.
     """
-    rule = (f"{METRIC} at the node average, every setting: Prox-DASA(-GT) with one sample at "
-            f"most {1 / (1 - REACH) - 1:.0%} above every baseline with the large batch "
-            "(spread included), and ahead of every baseline with one sample; on "
-            "heterogeneous nodes Prox-DASA-GT ahead of Prox-DASA (partly: the first part only)")
+    rule = (f"{METRIC} at the node average, every setting: Prox-DASA(-GT) with the small "
+            f"batch (one sample as written) at most {1 / (1 - REACH) - 1:.0%} above every "
+            "baseline with the large batch (spread included), and ahead of every baseline "
+            "with the small batch; on heterogeneous nodes Prox-DASA-GT ahead of Prox-DASA "
+            "(partly: the first part only)")
     variants = sorted({key[2] for key in finals if len(key) > 2
                        and not key[2].endswith(LARGE)})
     if not variants:
