@@ -14,7 +14,7 @@ SETTINGS = ("homogeneous", "heterogeneous")
 # --- the configuration ----------------------------------------------------------------------
 def test_every_reading_resolves_and_the_as_run_reading_is_the_codes():
     config = load(NAME)
-    assert set(readings(config)) == {"as_written", "as_run"}
+    assert set(readings(config)) == {"as_written", "as_run", "constant_rate"}
     for reading in readings(config):
         validate(reading_config(config, reading))
     assert config["paper"] == "xiao2023" and config["batch_size"] == 1
