@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .._array import Array, namespace, to_numpy
+from .._array import Array, namespace, squared_norm, to_numpy
 from ..problem import Problem
 from ._stopping import NonFiniteError
 
@@ -31,12 +31,7 @@ def check_divergence(x: Array | None, limit: float, algorithm: Any, tags: dict[s
     call before its last, whose model is gone) ``sum_sq`` decides alone.
     """
     if sum_sq is None and x is not None:  # one pass over x: the usual, healthy model
-        if type(x) is np.ndarray:  # a dot product: no temporary, no wrapper (every round)
-            flat = x.reshape(-1)
-            sum_sq = flat @ flat
-        else:
-            xp = namespace(x)
-            sum_sq = xp.sum(x * x)
+        sum_sq = squared_norm(x)
     if sum_sq is not None:
         norm_sq = float(sum_sq)
         # a NaN or inf entry makes Σ x² NaN or inf: a finite one is a finite model

@@ -16,14 +16,24 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._array import bit_width, device_of, is_jax, namespace, replace_rows, take_rows, to_numpy
+from .._array import (
+    bit_width,
+    device_of,
+    is_jax,
+    namespace,
+    replace_rows,
+    squared_norm,
+    take_rows,
+    to_numpy,
+    wait_for,
+)
 from ..algorithms._base import (
     ClientContext,
     FederatedAlgorithm,
 )
 from ..oracle import BlockMemo, Counters, Oracle
 from ..problem import Problem
-from ._round import client_context, consecutive
+from ._round import client_context, consecutive, count_downloads, star_round
 
 #: Target bytes of client data in one block (see :func:`~fedcomp.runtime.auto_block_size`).
 BLOCK_BYTES = 4 << 20
@@ -261,6 +271,81 @@ class LocalClients:
             self.client_states = _scatter(self.client_states, participants,
                                           new_states.result())
         return uploads.result()
+
+
+class FusedLocalClients(LocalClients):
+    """:class:`LocalClients` with the run's server step: :func:`simulate`'s own executor,
+    whose fused rounds (:meth:`run_rounds`) run the rounds between two rows of a small
+    federation in one call."""
+
+    def __init__(self, algorithm: FederatedAlgorithm, problem: Problem, client_states: Any,
+                 counters: Counters, settings: ClientSettings, server: Any,
+                 norm_limit: float = math.inf) -> None:
+        super().__init__(algorithm, problem, client_states, counters, settings)
+        #: the run's :class:`~fedcomp.runtime._round.EagerServer`
+        self.server = server
+        #: the run's ``max_norm``: fused rounds end at the first model past it or not
+        #: finite, which the run's divergence check then reports, as after a single round
+        self.norm_limit = norm_limit
+
+    def chunk_length(self, clients_per_round: int | None, batch_size: int | None,
+                     eval_every: int) -> int:
+        """The most rounds one :meth:`run_rounds` call takes: the rounds up to the next row
+        where every round is every client in one block of NumPy arrays in memory, with
+        full local batches; else one."""
+        problem = self.problem
+        fused = (self.shard is None and not self.on_disk
+                 and batch_size is None and problem.sampler is None
+                 and (clients_per_round is None or clients_per_round >= problem.n_clients)
+                 and problem.n_clients <= self.settings.block_size
+                 and type(problem.data.like) is np.ndarray)
+        return max(1, int(eval_every)) if fused else 1
+
+    def run_rounds(self, server_state: Any, first: int, participants: list[np.ndarray]
+                   ) -> tuple[Any, list[Any]]:
+        """Rounds ``first, first + 1, ...`` (``participants[k]`` in round ``first + k``):
+        ``(new server state, [Σ x² after each round])``, the counters advanced; fewer
+        rounds than asked where a model diverged (its ``Σ x²`` is the last).
+
+        Each round is :func:`~fedcomp.runtime._round.star_round`'s — broadcast, the
+        clients' update, the downloads counted, the server's step — with what is the same
+        in every round made once for the call (:meth:`chunk_length` says when): the
+        block's oracle, whose full batches no round keys, and its context. The same
+        calls in the same order as round by round: the same iterates and counters.
+        """
+        if not (self.settings.batch_size is None and self.problem.sampler is None
+                and all(self._whole_block(p) for p in participants)):
+            # minibatches are keyed by the round: an oracle of each round's own
+            return self._round_by_round(server_state, first, participants)
+        algorithm, counters, n = self.algorithm, self.counters, len(participants[0])
+        oracle = Oracle(self.problem, slice(0, n), first, self.settings.seed, None, counters,
+                        memo=self.memo)
+        context = self._context(oracle, oracle.clients, first)
+        sums, limit = [], self.norm_limit ** 2
+        for k, who in enumerate(participants):
+            round_ = first + k
+            oracle.round = round_
+            message = algorithm.broadcast(server_state)
+            upload, self.client_states = algorithm.client_update(
+                message, self.client_states, context._replace(round=round_))
+            count_downloads(counters, message, n)
+            server_state = self.server.update(server_state, upload, round_, who)
+            sums.append(squared_norm(algorithm.output(server_state)))
+            if not (math.isfinite(float(sums[-1])) and float(sums[-1]) <= limit):
+                break  # diverged: the run's check names this round, with this model
+        return server_state, sums
+
+    def _round_by_round(self, server_state: Any, first: int, participants: list[np.ndarray]
+                        ) -> tuple[Any, list[Any]]:
+        """:meth:`run_rounds` one :func:`~fedcomp.runtime._round.star_round` at a time."""
+        sums = []
+        for k, who in enumerate(participants):
+            server_state = star_round(self.algorithm, self.server, self, self.counters,
+                                      server_state, first + k, who)
+            wait_for(self.problem.data.like, server_state)  # a GPU's round, done
+            last = self.algorithm.output(server_state)
+            sums.append(squared_norm(last) if len(participants) > 1 else None)
+        return server_state, sums
 
 
 def states_to_disk(states: Any, state_dir: Any) -> tuple[Any, list[Any]]:

@@ -40,7 +40,7 @@ from ._checks import (
 )
 from ._clients import (
     ClientSettings,
-    LocalClients,
+    FusedLocalClients,
     cache_block_size,
 )
 from ._clock import ComputeTimes
@@ -163,9 +163,9 @@ def _sampled(sampling: Any, round_: int, n_clients: int) -> np.ndarray:
 
 def _executor(algorithm: FederatedAlgorithm, problem: Problem, clients: Any,
               client_states: Any, counters: Counters, settings: ClientSettings,
-              server_prox: Any, compiled: bool) -> tuple[Any, Any]:
+              server_prox: Any, compiled: bool, norm_limit: float) -> tuple[Any, Any]:
     """``(client executor, server step)`` of a run: the compiled engine and its compiled
-    server step (data on jax arrays), or ``clients`` (default :class:`LocalClients`) and
+    server step (data on jax arrays), or ``clients`` (default :class:`FusedLocalClients`) and
     the eager server step."""
     if compiled:
         from ._compiled import CompiledEngine
@@ -173,9 +173,11 @@ def _executor(algorithm: FederatedAlgorithm, problem: Problem, clients: Any,
         engine = CompiledEngine(algorithm, problem, client_states, counters, settings,
                                 server_prox)
         return engine, engine.server
-    executor = (LocalClients if clients is None else clients)(
-        algorithm, problem, client_states, counters, settings)
-    return executor, EagerServer(algorithm, problem, server_prox, counters, settings.seed)
+    server = EagerServer(algorithm, problem, server_prox, counters, settings.seed)
+    if clients is None:  # its own executor, which runs fused rounds with the server step
+        return FusedLocalClients(algorithm, problem, client_states, counters, settings,
+                                 server, norm_limit), server
+    return clients(algorithm, problem, client_states, counters, settings), server
 
 
 @accept_option_keywords
@@ -330,7 +332,7 @@ def simulate(
     settings = ClientSettings(seed, batch_size, block_size, client_prox,
                               state_dir if opts.client_state == "disk" else None, opts.compile)
     run_clients, server = _executor(algorithm, problem, opts.clients, client_states,
-                                    counters, settings, server_prox, compiled)
+                                    counters, settings, server_prox, compiled, norm_limit)
     # fused rounds (several in one call) are a capability of an executor: the compiled
     # engine's, without a sampling callback; others run chunks of one round
     fused = getattr(run_clients, "run_rounds", None)
@@ -367,7 +369,7 @@ def simulate(
             server_state, sums = fused(server_state, r, group)
         if clock is not None:  # a synchronous round waits for its slowest participant
             sim_time += sum(float(clock.draw(seed, r + k, who, problem.n_clients)
-                                  .max(initial=0.0)) for k, who in enumerate(group))
+                                  .max(initial=0.0)) for k, who in enumerate(group[:len(sums)]))
         return sums
 
     done = first  # the rounds run so far
@@ -427,6 +429,7 @@ def simulate(
             tic = time.perf_counter()
             count = 1 if chunk == 1 else min(chunk, recorder.next_due(r) - r)
             sums = run(r, [participants_of(r + k) for k in range(count)])
+            count = len(sums)  # fewer where a round diverged (its check raises below)
             done = r + count
             wall += time.perf_counter() - tic
             try:
