@@ -26,7 +26,9 @@ for layer:
 A client's loss is torch's :meth:`TorchModel._loss_of_logits`: ``Σ_j w_j CE(φ(x; a_j), y_j)
 + (l2/2)‖x‖²``; a block's gradients are ``jax.grad`` of the sum of its clients' losses
 (client b's loss depends on row b only). Any other network on jax arrays is one
-``ValueError`` naming it and the fix (the torch backend).
+``ValueError`` naming it and the fix (the torch backend). With ``autocast`` the network
+computes in bfloat16 / float16 (parameters and features cast, logits cast back to the
+model's dtype for the cross-entropy; :mod:`fedcomp.losses._autocast`).
 """
 
 from __future__ import annotations
@@ -158,12 +160,17 @@ def _unflatten(entries: tuple[tuple[str, tuple[int, ...]], ...], flat: Any) -> d
 
 
 def _client_loss(layers: tuple[Layer, ...], entries: Any, l2: float, flat: Any,
-                 features: Any, targets: Any, weights: Any) -> Any:
-    """``Σ_j w_j CE(φ(x; a_j), y_j) + (l2/2)‖x‖²`` of one client, a scalar."""
+                 features: Any, targets: Any, weights: Any, compute: str | None = None) -> Any:
+    """``Σ_j w_j CE(φ(x; a_j), y_j) + (l2/2)‖x‖²`` of one client, a scalar; the network in
+    the dtype ``compute`` (``"bfloat16"``, ``"float16"``) when given."""
     import jax
 
     jnp = jax.numpy
-    out = logits(layers, _unflatten(entries, flat), features)
+    if compute is None:
+        out = logits(layers, _unflatten(entries, flat), features)
+    else:  # autocast: the network in 16 bits, the gradient back in flat's dtype (the cast's)
+        out = logits(layers, _unflatten(entries, flat.astype(compute)),
+                     features.astype(compute)).astype(flat.dtype)
     log_p = jax.nn.log_softmax(out, axis=-1)
     nll = -jnp.take_along_axis(log_p, targets[:, None], axis=-1)[:, 0]
     loss = jnp.sum(weights * nll)
@@ -171,12 +178,14 @@ def _client_loss(layers: tuple[Layer, ...], entries: Any, l2: float, flat: Any,
 
 
 @functools.cache
-def _program(layers: tuple[Layer, ...], entries: Any, l2: float, which: str) -> Any:
+def _program(layers: tuple[Layer, ...], entries: Any, l2: float, which: str,
+             compute: str | None = None) -> Any:
     """``(x, features, targets, weights) -> values (B,) or gradients (B, D)``, jitted (one
-    program per network, l2 and kind; inlined when the engine traces it)."""
+    program per network, l2, kind and compute dtype; inlined when the engine traces it)."""
     import jax
 
-    losses = jax.vmap(functools.partial(_client_loss, layers, entries, l2))
+    losses = jax.vmap(functools.partial(_client_loss, layers, entries, l2,
+                                        compute=compute))
     if which == "value":
         return jax.jit(losses)
     return jax.jit(jax.grad(lambda x, *rest: losses(x, *rest).sum()))
@@ -200,13 +209,29 @@ def jax_apply(loss: Any, which: str, x: Any, batch: Any) -> Any:
     layers = jax_layers(loss)
     features = batch.features.astype(x.dtype)
     weights = batch.weights.astype(x.dtype)
-    program = _program(layers, _entries(loss), float(loss.l2), which)
+    program = _program(layers, _entries(loss), float(loss.l2), which, _compute(loss))
     return program(x, features, _class_ids(batch.targets), weights)
+
+
+def _compute(loss: Any) -> str | None:
+    """The dtype ``loss.autocast`` computes the network in (``None``: the model's); fp16
+    refused where jax computes on the CPU."""
+    import jax
+
+    from ._autocast import AUTOCAST_DTYPES, check_device
+
+    if loss.autocast is None:
+        return None
+    check_device(loss.autocast, jax.default_backend())
+    return AUTOCAST_DTYPES[loss.autocast]
 
 
 def jax_predict(loss: Any, x: Any, features: Any) -> Any:
     """``TorchModel.predict`` on jax arrays: logits ``(n, classes)`` of one model ``(D,)``."""
-    return logits(jax_layers(loss), _unflatten(_entries(loss), x), features.astype(x.dtype))
+    compute = _compute(loss)
+    params = _unflatten(_entries(loss), x if compute is None else x.astype(compute))
+    out = logits(jax_layers(loss), params, features.astype(compute or x.dtype))
+    return out.astype(x.dtype)
 
 
 __all__ = ["covered", "jax_apply", "jax_layers", "jax_predict", "logits"]

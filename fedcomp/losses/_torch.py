@@ -28,6 +28,7 @@ import numpy as np
 from .._array import Array, is_jax
 from .._extras import require
 from ..data._client_data import Batch
+from ._autocast import autocast_repr, autocastable, block_gradient, check_autocast, compute_context
 from ._base import check_class_ids, check_l2
 from ._block_forward import block_logits, block_plan
 from ._buffers import BATCH_STATS, batch_norms, check_buffers, with_running_statistics
@@ -191,6 +192,12 @@ class TorchModel:
         tracked, and :meth:`to_module` makes the running statistics from data, averaged
         over the clients or one client's (:mod:`fedcomp.losses._buffers`). BatchNorm's
         statistics count every sample of a batch alike, whatever its sample weight.
+    autocast : {None, "bf16", "fp16"}, default None
+        Mixed precision: the network's forward and backward pass run under
+        ``torch.autocast`` in bfloat16 or float16 while the model ``x`` (the master
+        weights), its gradient, the prox and the server step stay in the problem's dtype
+        (:mod:`fedcomp.losses._autocast`). ``"fp16"`` scales the loss and is a GPU option.
+        Accuracy: docs/networks.md.
 
     Notes
     -----
@@ -233,6 +240,7 @@ class TorchModel:
     lipschitz: float = 1.0
     init_seed: int = 0
     buffers: str | None = None
+    autocast: str | None = field(default=None, repr=False)  # in __repr__ only when set
     _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -259,9 +267,13 @@ class TorchModel:
         if self.buffers not in (None, BATCH_STATS):
             raise ValueError(f"TorchModel: buffers must be None or {BATCH_STATS!r} (got "
                              f"{self.buffers!r})")
+        check_autocast(self.autocast)
         object.__setattr__(self, "input_shape", shape)
         object.__setattr__(self, "n_classes", int(self.n_classes))  # np.int64(3) -> 3
         object.__setattr__(self, "options", _options(self.options) or None)
+
+    def __repr__(self) -> str:
+        return autocast_repr(self)
 
     # --- the network ----------------------------------------------------------------------
     def network(self) -> Any:
@@ -361,8 +373,10 @@ class TorchModel:
             return jax_predict(self, x, features)
         x_t, numpy_in = _as_torch(x)
         feats, _ = _as_torch(features, dtype=x_t.dtype, device=x_t.device)
-        with torch.no_grad():
-            out = self._call(self._unflatten(x_t), feats)
+        with torch.no_grad(), compute_context(self.autocast, x_t.device):
+            out = self._call(self._unflatten(autocastable(x_t, self.autocast)),
+                             autocastable(feats, self.autocast))
+        out = out.to(x_t.dtype)  # autocast's 16-bit logits in the model's dtype
         return out.numpy() if numpy_in else out
 
     def to_module(self, x: Array, data: Any = None, client: int | None = None) -> Any:
@@ -552,21 +566,25 @@ class TorchModel:
         losses = self._block_losses
         if self.batch_norm and not bool(torch.all(weights > 0)):
             losses = self._clients_on_their_rows  # padding must not enter a batch's stats
+        precision = compute_context(self.autocast, x_t.device)  # null without autocast
+        feats = autocastable(feats, self.autocast)
         if which == "value":
-            with torch.no_grad():
+            with torch.no_grad(), precision:
+                x_c = autocastable(x_t, self.autocast)
                 if losses == self._block_losses and targs.numel() > VALUE_SAMPLES:
-                    out = self._values_in_chunks(x_t, feats, targs, weights)
+                    out = self._values_in_chunks(x_c, feats, targs, weights)
                 else:
-                    out = losses(x_t, feats, targs, weights)
+                    out = losses(x_c, feats, targs, weights)
         else:
             # Client losses are independent, so the gradient of their sum with respect to the
             # (B, D) block is every client's own gradient: one batched forward and a single
             # backward pass (measured faster on CPU than vmap(grad(...)), same values).
             with torch.enable_grad():
                 x_req = x_t.detach().requires_grad_(True)
-                values = losses(x_req, feats, targs, weights)
-                (out,) = torch.autograd.grad(torch.sum(values), x_req)
-        out = out.detach()
+                with precision:
+                    values = losses(autocastable(x_req, self.autocast), feats, targs, weights)
+                out = block_gradient(values, x_req, self.autocast)
+        out = out.detach().to(x_t.dtype)
         return out.numpy() if numpy_in else out
 
 
