@@ -196,3 +196,16 @@ def test_a_bf16_run_trains():
     first, last = result.history[0]["objective"], result.history[-1]["objective"]
     assert np.isfinite(last) and last < first - 0.05
     assert np.asarray(result.x).dtype == np.float64  # the master weights: the problem's dtype
+
+
+def test_autocast_travels_to_flower_nodes():
+    import json
+
+    pytest.importorskip("flwr")
+    from fedcomp.config import to_jsonable
+    from fedcomp.flower._strategy import build_component, component_spec
+    from fedcomp.losses import LOSSES, make_loss
+
+    loss = TorchModel(**NETWORKS["mlp"], autocast="bf16")
+    spec = json.loads(json.dumps(to_jsonable(component_spec(loss, LOSSES, "loss"))))
+    assert spec["autocast"] == "bf16" and build_component(spec, make_loss, "loss") == loss
