@@ -525,15 +525,14 @@ class TorchModel:
         import torch
 
         ridge = 0.5 * self.l2 * torch.sum(flat * flat, dim=-1) if self.l2 else None
-        out = []
+        out: list[Any] = []
         for b in range(flat.shape[0]):
-            total = None
+            total: Any = 0.0
             for start in range(0, targets.shape[1], VALUE_SAMPLES):
                 rows = slice(start, start + VALUE_SAMPLES)
                 part = self._block_losses(flat[b:b + 1], features[b:b + 1, rows],
                                           targets[b:b + 1, rows], weights[b:b + 1, rows])
-                part = part if ridge is None else part - ridge[b:b + 1]
-                total = part if total is None else total + part
+                total = total + (part if ridge is None else part - ridge[b:b + 1])
             out.append(total if ridge is None else total + ridge[b:b + 1])
         return torch.cat(out)
 
