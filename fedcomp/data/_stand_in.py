@@ -5,8 +5,9 @@ CIFAR-10's) must run anywhere: on the real files where ``fedcomp data download``
 and, on a machine without them (CI, a lent GPU with no network), on labelled synthetic images
 of the same shape and sizes, so that a round costs what it costs on the real data. Synthetic
 images say nothing about accuracy: a run on them is for timing only, and the experiments'
-verdicts refuse to judge a claim from them (:func:`missing_image_files` tells them which data
-a run had).
+verdicts refuse to judge a claim from them: each call records which data it read, and a run
+records it in its summary row (:func:`data_origin`), so a verdict made later, after the files
+appeared or went, still knows what the run had.
 """
 
 from __future__ import annotations
@@ -35,6 +36,14 @@ _SYNTHETIC = 5
 
 #: Standard deviation of the pixel noise around each class's prototype image.
 _NOISE = 0.5
+
+#: The summary row's column that says which data a run had: ``""`` the real files, else why
+#: it had the stand-in (the loader's message).
+STAND_IN = "stand_in"
+
+#: What the latest call of :func:`image_files_or_synthetic` in this process read, by data set
+#: and path: ``""`` the real files, else why it made the stand-in.
+_READ: dict[tuple[str, str | None], str] = {}
 
 
 @functools.cache
@@ -129,9 +138,11 @@ def image_files_or_synthetic(dataset: str, path: str | None = None, n_clients: i
                "n_classes": n_classes}
     try:
         data: ClientData = loader(**({} if path is None else {"path": path}), **options)
+        _READ[dataset, path] = ""
         return data
     except FileNotFoundError as exc:
         reason = str(exc)
+    _READ[dataset, path] = reason
     _warn_stand_in(dataset, shape, reason.split(". ")[0])
     sizes = {"n_samples": n_train if n_samples is None else int(n_samples),
              "n_test": n_held if n_test is None else int(n_test)}
@@ -147,5 +158,26 @@ def image_files_or_synthetic(dataset: str, path: str | None = None, n_clients: i
                        dtype)
 
 
-__all__ = ["IMAGE_SETS", "image_files_or_synthetic", "missing_image_files",
-           "synthetic_images"]
+def data_origin(data: dict[str, Any]) -> dict[str, str]:
+    """The summary row's record of which data a run with the data table ``data`` had:
+    ``{"stand_in": ""}`` the real files, ``{"stand_in": why}`` the synthetic stand-in, as
+    the latest :func:`image_files_or_synthetic` call for its data set and path in this
+    process read them (the run's own: a run builds its data in its process just before it
+    runs); ``{}`` for another generator or when no such call was made here.
+
+    Examples
+    --------
+    >>> _ = image_files_or_synthetic("mnist", path="/nonexistent", n_samples=20, n_test=2)
+    >>> origin = data_origin({"generator": "image_files_or_synthetic", "dataset": "mnist",
+    ...                       "path": "/nonexistent"})
+    >>> "/nonexistent" in origin["stand_in"], data_origin({"generator": "synthetic"})
+    (True, {})
+    """
+    key = (str(data.get("dataset")), data.get("path"))
+    if data.get("generator") != "image_files_or_synthetic" or key not in _READ:
+        return {}
+    return {STAND_IN: _READ[key]}
+
+
+__all__ = ["IMAGE_SETS", "STAND_IN", "data_origin", "image_files_or_synthetic",
+           "missing_image_files", "synthetic_images"]

@@ -24,6 +24,7 @@ import numpy as np
 
 from .._array import to_numpy
 from .._log import get_logger
+from ..data._stand_in import data_origin
 from ..metrics import CSVLogger, MultiLogger, personal_metrics
 from ..runtime import NonFiniteError, simulate, simulate_async, simulate_decentralized
 from ..runtime._options import split_options
@@ -234,6 +235,7 @@ def execute(run: Run, rows_file: Path, columns: list[str], progress: Any,
     finally:
         logger.close()
     row["label"] = run.algorithm.label
+    row.update(data_origin(run.setting.data))  # real or stand-in images, for the verdict
     row["_setting_meta"] = built.meta
     return row
 

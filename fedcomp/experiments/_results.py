@@ -470,12 +470,16 @@ def judge(cfg: dict[str, Any], summary: list[dict[str, Any]]) -> tuple[str, str]
     The rule lives in the experiment module: ``verdict(finals, config, **inputs)`` with
     ``finals`` from :func:`final_metrics` returns ``(verdict, rule)``; ``inputs`` are what
     the module's optional ``verdict_inputs(config)`` measures once (FedCanon's re-timed
-    runs). The rule is applied over seeds (:func:`~fedcomp.experiments._verdict.over_seeds`).
+    runs) and its optional ``run_inputs(summary)`` reads from all the runs' rows at once
+    (the data they recorded having). The rule is applied over seeds
+    (:func:`~fedcomp.experiments._verdict.over_seeds`).
     """
     module = rule_module(cfg["name"])
     if module is None or not hasattr(module, "verdict"):
         return None
     inputs = module.verdict_inputs(cfg) if hasattr(module, "verdict_inputs") else {}
+    if hasattr(module, "run_inputs"):
+        inputs |= module.run_inputs(summary)
     return judge_over_seeds(module.verdict, summary, final_metrics, cfg, **inputs)
 
 

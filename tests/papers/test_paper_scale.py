@@ -9,6 +9,7 @@ verdict then says so and never judges the claim.
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 
 import numpy as np
@@ -65,17 +66,36 @@ def test_the_full_configurations_have_the_papers_shapes(name):
         assert 11.1e6 < loss.layout().size < 11.3e6
 
 
+def write_files(dataset: str, data_dir: Path) -> None:
+    """Small real-format files of ``dataset`` where its loader looks in ``data_dir``."""
+    if dataset == "cifar10":
+        write_cifar(data_dir / "cifar10" / "cifar-10-batches-py")
+    else:
+        write_idx_set(data_dir / dataset, n_train=120, n_test=60)
+    assert missing_image_files(dataset) is None
+
+
 @pytest.mark.parametrize("name", sorted(PAPER_SCALE))
 def test_without_the_files_a_quick_run_is_timing_only(name, empty_data_dir, tmp_path, caplog):
+    from fedcomp.report import run_or_reuse
+    from fedcomp.report._assembly import judge
+
     dataset = PAPER_SCALE[name][0]
+    out, log = tmp_path / "out", open("/dev/null", "w")
     with caplog.at_level(logging.WARNING, logger="fedcomp"):
-        summary = run_experiment(quick(name), tmp_path / "out", progress=False,
-                                 stream=open("/dev/null", "w"))
-    assert all(row["status"] == "ok" for row in summary)
-    assert verdict_of(tmp_path / "out") == _paper_scale.TIMING_ONLY
-    assert "synthetic images" in (tmp_path / "out" / "summary.md").read_text()
+        first = run_or_reuse(name, quick(name), out, log)
+    assert not first.error and all(row["status"] == "ok" for row in first.rows)
+    assert verdict_of(out) == _paper_scale.TIMING_ONLY
+    assert "synthetic images" in (out / "summary.md").read_text()
     assert any("SYNTHETIC stand-in" in r.getMessage() and dataset in r.getMessage()
                for r in caplog.records)
+    assert all(dataset in row["stand_in"] for row in first.rows)  # each run records it
+    # the files appear: a report reuses the finished runs, made on the stand-in
+    write_files(dataset, empty_data_dir)
+    again = run_or_reuse(name, quick(name), out, log)
+    assert again.reused and again.rows == first.rows
+    verdict, rule = judge(again)
+    assert verdict == _paper_scale.TIMING_ONLY and "synthetic images" in rule
 
 
 def test_the_fashion_mnist_files_are_found_in_the_data_dir_and_used(tmp_path, monkeypatch,
@@ -92,7 +112,7 @@ def test_the_fashion_mnist_files_are_found_in_the_data_dir_and_used(tmp_path, mo
     # the whole quick run on those files is judged by the claim's rule
     summary = run_experiment(quick("fedcanon_fmnist"), tmp_path / "out", progress=False,
                              stream=open("/dev/null", "w"))
-    assert all(row["status"] == "ok" for row in summary)
+    assert all(row["status"] == "ok" and row["stand_in"] == "" for row in summary)
     assert verdict_of(tmp_path / "out").startswith(LEVELS)
 
 
@@ -133,6 +153,19 @@ def test_the_verdict_never_judges_a_claim_on_synthetic_data():
     verdict, rule = _paper_scale.verdict(finals, stand_in="fashion_mnist: no files in /x")
     assert verdict == "timing only (synthetic stand-in data)"
     assert "synthetic images" in rule and "fedmid/iid 8.00 s (4.000 s a round)" in rule
+
+
+def test_the_verdict_reads_the_data_the_runs_recorded():
+    real, stand_in = {"seed": 0, "stand_in": ""}, {"seed": 1, "stand_in": "no files in /x"}
+    assert _paper_scale.run_inputs([real, real]) == {"stand_in": ""}
+    assert _paper_scale.run_inputs([real, stand_in]) == {"stand_in": "no files in /x"}
+    # runs that recorded nothing (an older fedcomp's) are never judged either
+    for rows in ([real, {"seed": 1}], [{"seed": 0, "stand_in": math.nan}], []):
+        reason = _paper_scale.run_inputs(rows)["stand_in"]
+        assert reason == _paper_scale.UNRECORDED
+        verdict, rule = _paper_scale.verdict({("fedcanon", "b32", "iid"): {"wall_s": 1.0}},
+                                             stand_in=reason)
+        assert verdict == _paper_scale.TIMING_ONLY and "did not record" in rule
 
 
 def test_the_paper_scale_experiments_are_timed_one_run_at_a_time():

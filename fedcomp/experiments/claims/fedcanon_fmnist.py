@@ -11,7 +11,7 @@ is "timing only" (:mod:`fedcomp.experiments.claims._paper_scale`).
 
 from __future__ import annotations
 
-from ._paper_scale import verdict, verdict_inputs
+from ._paper_scale import run_inputs, verdict
 
 NAME = "fedcanon_fmnist"
 
@@ -19,4 +19,4 @@ NAME = "fedcanon_fmnist"
 #: (:func:`fedcomp.report.jobs_for`), never beside each other on shared cores.
 TIMED = True
 
-__all__ = ["NAME", "verdict", "verdict_inputs"]
+__all__ = ["NAME", "run_inputs", "verdict"]

@@ -12,7 +12,7 @@ and the verdict is "timing only" (:mod:`fedcomp.experiments.claims._paper_scale`
 
 from __future__ import annotations
 
-from ._paper_scale import verdict, verdict_inputs
+from ._paper_scale import run_inputs, verdict
 
 NAME = "fedcanon_resnet18"
 
@@ -20,4 +20,4 @@ NAME = "fedcanon_resnet18"
 #: (:func:`fedcomp.report.jobs_for`), never beside each other on shared cores.
 TIMED = True
 
-__all__ = ["NAME", "verdict", "verdict_inputs"]
+__all__ = ["NAME", "run_inputs", "verdict"]
