@@ -330,6 +330,7 @@ class FusedLocalClients(LocalClients):
                 message, self.client_states, context._replace(round=round_))
             count_downloads(counters, message, n)
             server_state = self.server.update(server_state, upload, round_, who)
+            wait_for(self.problem.data.like, server_state)  # NumPy: done already
             sums.append(squared_norm(algorithm.output(server_state)))
             if not (math.isfinite(float(sums[-1])) and float(sums[-1]) <= limit):
                 break  # diverged: the run's check names this round, with this model

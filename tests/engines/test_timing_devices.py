@@ -153,11 +153,16 @@ def test_scalar_loop_needs_a_scalar_formula():
 def test_the_runtime_waits_for_the_device_once_a_round(monkeypatch):
     from fedcomp import toy
     from fedcomp.algorithms import make_algorithm
-    from fedcomp.runtime import _simulate, simulate
+    from fedcomp.runtime import _clients, _simulate, simulate
 
     waited = []
-    monkeypatch.setattr(_simulate, "wait_for", lambda like, result=None: waited.append(result))
-    simulate(make_algorithm("fedmid", client_lr=0.1, local_steps=2), toy.tiny_problem(), 4)
+    for module in (_simulate, _clients):  # a round on its own, and the fused rounds
+        monkeypatch.setattr(module, "wait_for", lambda like, result=None: waited.append(result))
+    algorithm = make_algorithm("fedmid", client_lr=0.1, local_steps=2)
+    simulate(algorithm, toy.tiny_problem(), 4)
+    assert len(waited) == 4 and all(w is not None for w in waited)
+    waited.clear()
+    simulate(algorithm, toy.tiny_problem(), 4, batch_size=2)  # minibatches: round by round
     assert len(waited) == 4 and all(w is not None for w in waited)
 
 

@@ -177,6 +177,9 @@ GUARDED = {
     "losses/_prune.py": "runs on TorchModel.to_module's network (pruned_module)",
     "losses/_jax_forward.py": "a TorchModel's forward on jax arrays: jax made them, torch "
                               "is the TorchModel's",
+    "losses/_autocast.py": "runs on a TorchModel's tensors, whose __post_init__ requires torch",
+    "flower/_privacy.py": "fedcomp/flower/__init__.py requires flwr",
+    "flower/_stopping.py": "fedcomp/flower/__init__.py requires flwr",
 }
 
 
