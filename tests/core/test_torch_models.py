@@ -301,26 +301,33 @@ def test_max_pool_2x2_propagates_nan():
     assert torch.equal(out.isnan(), torch.nn.functional.max_pool2d(h, 2).isnan())
 
 
-def test_block_forward_routes_tied_maxima_like_the_network():
-    """Integer weights on integer images make convolution outputs tie inside pooling
-    windows (at positive values, on different input patches): the block path pools before
-    ReLU with its own 2×2 pooling, the vmap path runs the network as written, and the
-    gradients must still agree — a tie sent to another position changes the kernels'
-    gradients by O(1)."""
+def tied_maxima_case():
+    """``(loss, x, batch)``: a small CNN with integer weights on integer images, whose
+    convolution outputs tie inside pooling windows (the classifier scaled down, so the
+    softmax is not flat)."""
     shape = (1, 8, 8)
     loss = TorchModel("cnn", input_shape=shape, n_classes=3,
                       options={"channels": [3, 4], "kernel_size": 3})
     rng = np.random.default_rng(5)
     x = rng.integers(-1, 2, (2, loss.layout().size)).astype(np.float64)
     for entry in loss.layout().entries:
-        if entry.name.startswith("7."):  # the classifier: small, so the softmax is not flat
+        if entry.name.startswith("7."):  # the classifier
             x[:, entry.offset:entry.offset + entry.size] *= 0.05
     feats = rng.integers(0, 3, (2, 6, *shape)).astype(np.float64)
-    batch = Batch(feats, rng.integers(0, 3, (2, 6)), np.full((2, 6), 1 / 6))
+    return loss, x, Batch(feats, rng.integers(0, 3, (2, 6)), np.full((2, 6), 1 / 6))
+
+
+def test_block_forward_routes_tied_maxima_like_the_network():
+    """Integer weights on integer images make convolution outputs tie inside pooling
+    windows (at positive values, on different input patches): the block path pools before
+    ReLU with its own 2×2 pooling, the vmap path runs the network as written, and the
+    gradients must still agree — a tie sent to another position changes the kernels'
+    gradients by O(1)."""
+    loss, x, batch = tied_maxima_case()
     net = loss.network()
     torch.nn.utils.vector_to_parameters(torch.as_tensor(x[0]), net.parameters())
     with torch.no_grad():
-        pooled_input = net[:2](torch.as_tensor(feats[0]))  # conv1 + ReLU, before pooling
+        pooled_input = net[:2](torch.as_tensor(batch.features[0]))  # conv1 + ReLU, unpooled
     windows = pooled_input.unfold(2, 2, 2).unfold(3, 2, 2).flatten(-2)
     top = windows.max(-1, keepdim=True).values
     ties = ((windows == top).sum(-1) > 1) & (top[..., 0] > 0)

@@ -29,7 +29,7 @@ from fedcomp.losses._jax_forward import jax_layers, logits  # noqa: E402
 from fedcomp.regularizers import L1, Zero  # noqa: E402
 from fedcomp.runtime import jax_like  # noqa: E402
 from tests.core.test_contract import SMOOTH_ONLY, SYNCHRONOUS, supports_sampling  # noqa: E402
-from tests.core.test_torch_models import _batch, autograd_grads  # noqa: E402
+from tests.core.test_torch_models import _batch, autograd_grads, tied_maxima_case  # noqa: E402
 from tests.engines.test_devices import WRAPPED, jax_second_device  # noqa: E402
 
 LIKE = jax_like()  # jax_enable_x64 before any jax array is made
@@ -91,16 +91,7 @@ def test_tied_maxima_get_torch_gradients():
     """Integer weights on integer images tie convolution outputs inside pooling windows
     (tests/core/test_torch_models.py counts them): sending a tie's gradient to another
     position, or splitting it, changes the kernels' gradients by O(1)."""
-    shape = (1, 8, 8)
-    loss = TorchModel("cnn", input_shape=shape, n_classes=3,
-                      options={"channels": [3, 4], "kernel_size": 3})
-    rng = np.random.default_rng(5)
-    x = rng.integers(-1, 2, (2, loss.layout().size)).astype(np.float64)
-    for entry in loss.layout().entries:
-        if entry.name.startswith("7."):  # the classifier: small, so the softmax is not flat
-            x[:, entry.offset:entry.offset + entry.size] *= 0.05
-    feats = rng.integers(0, 3, (2, 6, *shape)).astype(np.float64)
-    batch = Batch(feats, rng.integers(0, 3, (2, 6)), np.full((2, 6), 1 / 6))
+    loss, x, batch = tied_maxima_case()
     got = loss.grad(jax.numpy.asarray(x), _jax_batch(batch))
     np.testing.assert_allclose(np.asarray(got), autograd_grads(loss, x, batch), rtol=0,
                                atol=1e-10)
