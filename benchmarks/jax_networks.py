@@ -28,6 +28,7 @@ process. ``--device gpu`` puts torch on ``cuda`` and leaves jax on its default d
 GPU where it sees one; the table names the device).
 
     python benchmarks/jax_networks.py [--device cpu|gpu] [--rounds 20] [--repeats 3]
+        [--cases feddr_mlp,fedcanon_nn] [--no-torch]
 """
 
 from __future__ import annotations
@@ -165,12 +166,23 @@ def floor_seconds(case: dict, repeats: int) -> float:
     return _best(lambda: steps(x0).block_until_ready(), repeats)
 
 
+CASES = {"feddr_mlp": feddr_mlp, "fedcanon_nn": fedcanon_nn}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--cases", default=",".join(CASES),
+                        help="which rounds to time (comma-separated)")
+    parser.add_argument("--no-torch", action="store_true",
+                        help="time the jax engine and the floor only (a GPU's MLP round is "
+                             "0.3 ms: its slope needs --rounds 200, too long for torch eager)")
     args = parser.parse_args()
+    unknown = sorted(set(args.cases.split(",")) - set(CASES))
+    if unknown:
+        raise SystemExit(f"unknown cases {unknown}; choose from {', '.join(CASES)}")
     import jax
 
     jax_like_ = jax_like("float32")
@@ -181,14 +193,15 @@ def main() -> None:
           f"jax {jax.__version__} on {jax_like_.devices()}; float32, {args.rounds} rounds "
           f"a run, best of {args.repeats}")
     # on a GPU, torch eager on the host's cores too: the issue's "n x faster than the host"
-    host = args.device == "gpu"
+    host = args.device == "gpu" and not args.no_torch
     print("| round | torch eager ms/round | jax compiled ms/round | jax speed-up | jax calls "
           "a round | floor ms (jit, batch C·B) | jax / floor | ms/round of a run of R: "
           "torch, jax |" + (" host torch ms/round | host / jax |" if host else ""))
     print("|---|---|---|---|---|---|---|---|" + ("---|---|" if host else ""))
-    for case in (feddr_mlp(), fedcanon_nn()):
-        t_torch, run_torch = round_seconds(case, torch_like, args.rounds, args.repeats)
+    for case in (CASES[name]() for name in args.cases.split(",")):
         t_jax, run_jax = round_seconds(case, jax_like_, args.rounds, args.repeats)
+        t_torch, run_torch = ((float("nan"),) * 2 if args.no_torch else
+                              round_seconds(case, torch_like, args.rounds, args.repeats))
         t_floor = floor_seconds(case, args.repeats)
         calls = compiled_calls(case, jax_like_, args.rounds)
         extra = ""
@@ -200,6 +213,7 @@ def main() -> None:
               f"{t_torch / t_jax:.2f}x | {calls:.2f} | {1e3 * t_floor:.2f} | "
               f"{t_jax / t_floor:.2f}x | {1e3 * run_torch:.1f}, {1e3 * run_jax:.1f} |" + extra,
               flush=True)
+
 
 if __name__ == "__main__":
     main()

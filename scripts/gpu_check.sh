@@ -18,8 +18,12 @@
 #   jax_networks.txt  benchmarks/jax_networks.py --device gpu: feddr_mlp / fedcanon_nn rounds,
 #                  torch eager on cuda vs the jax compiled engine on jax's GPU, the jitted
 #                  centralized floor, and torch eager on the host's cores (issue 46)
-#   launches.txt   benchmarks/launch_counts.py: GPU kernels a network round, torch eager and
-#                  jax compiled, as K and the clients a round grow (issue 46)
+#                  then the MLP alone at 200 rounds, jax and the floor only (--no-torch): a
+#                  0.3 ms round needs that many for its slope
+#   launches.txt   benchmarks/launch_counts.py: host launches (kernel and CUDA-graph) and
+#                  kernels executed a network round, torch eager and the jax engine with and
+#                  without XLA's command buffers, unrolled and rolled local steps, as K and the
+#                  clients a round grow (issue 46)
 #   big.txt        benchmarks/gpu.py at 10^6 x 20 x 10 (ZA1, every engine that fits)
 #   resnet18.txt   fedcomp run fedcanon_resnet18 for one round on the GPU (ResNet-18 at
 #                  CIFAR-10's shape; synthetic stand-in images without the files: timing only)
@@ -82,9 +86,12 @@ networks)
         --sizes 100x1024x20 --repeats 1 --blocks 2 --networks ;;
 jax_networks)
     step "${GPU_CHECK_LIMIT_JAX_NETWORKS:-150}" jax_networks.txt "$py" \
-        benchmarks/jax_networks.py --device gpu --rounds 20 --repeats 3 ;;
+        benchmarks/jax_networks.py --device gpu --rounds 20 --repeats 3
+    step "${GPU_CHECK_LIMIT_MLP_SLOPE:-60}" jax_networks.txt "$py" \
+        benchmarks/jax_networks.py --device gpu --cases feddr_mlp --no-torch --rounds 200 \
+        --repeats 3 ;;
 launches)
-    step "${GPU_CHECK_LIMIT_LAUNCHES:-90}" launches.txt "$py" benchmarks/launch_counts.py \
+    step "${GPU_CHECK_LIMIT_LAUNCHES:-180}" launches.txt "$py" benchmarks/launch_counts.py \
         --rounds 4 ;;
 big)
     step "${GPU_CHECK_LIMIT_BIG:-90}" big.txt "$py" benchmarks/gpu.py --device cuda \

@@ -247,3 +247,17 @@ def test_gpu_benchmark_runs_tiny_on_the_cpu():
     assert all(float(r[5]) < 1e-12 for r in rows), rows  # the max abs diff to NumPy
     assert "copy bandwidth" in done.stdout
     assert "| feddr_mlp | fedavg (batch b10) | host CPU (torch) |" in done.stdout
+
+
+def test_launch_counts_read_host_launches_apart_from_kernels():
+    """``benchmarks/launch_counts.py`` counts the host's launch calls (kernel and graph
+    launches, from the CUDA API records) apart from the kernels the GPU ran: a graph
+    replay is one launch however many kernels it runs."""
+    spec = importlib.util.spec_from_file_location("launch_counts",
+                                                  ROOT / "benchmarks" / "launch_counts.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    names = (["cudaLaunchKernel"] * 4 + ["cuLaunchKernel"] * 2 + ["cuGraphLaunch"] * 2
+             + ["cudaMemcpyAsync"] * 2 + ["cudaStreamSynchronize"] * 6)
+    assert module.launch_summary(names, kernels=40, rounds=2) == {
+        "kernel_launches": 3.0, "graph_launches": 1.0, "kernels": 20.0, "copies": 1.0}
