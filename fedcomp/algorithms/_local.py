@@ -31,6 +31,7 @@ import numpy as np
 
 from .._array import Array, asarray_like, namespace, to_numpy
 from ._base import ClientContext
+from ._steps import repeat_local_steps
 
 SOLVERS = ("sgd", "exact")
 
@@ -124,11 +125,19 @@ def _sgd(solver: LocalSolver, ctx: ClientContext, center: Array, step: float,
          start: Array) -> Array:
     xp = namespace(center)
     steps = sgd_steps(solver, ctx.oracle.counts, ctx.oracle.batch_size)
-    x = start
+    most = int(steps.max(initial=0))
     lr, inv = solver.client_lr, 1.0 / step
-    for t in range(int(steps.max(initial=0))):
+
+    def sgd_step(x: Array, active: np.ndarray) -> Array:
+        return x - lr * (ctx.oracle.grad(x, active=active) + inv * (x - center))
+
+    if (steps == most).all():  # every client steps alike: one loop an engine may roll
+        everyone = steps == most
+        return repeat_local_steps(ctx, most, lambda _, x: sgd_step(x, everyone), start)
+    x = start
+    for t in range(most):  # the clients done with their epochs are frozen
         active = t < steps
-        x_new = x - lr * (ctx.oracle.grad(x, active=active) + inv * (x - center))
+        x_new = sgd_step(x, active)
         x = x_new if active.all() else xp.where(_rows(active, x), x_new, x)
     return x
 

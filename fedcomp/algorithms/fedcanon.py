@@ -31,6 +31,7 @@ from ._base import (
     replicate,
     require_full_participation,
 )
+from ._steps import repeat_local_steps
 
 
 class ServerState(NamedTuple):
@@ -75,9 +76,10 @@ def fedcanon_controls(states: ClientState | ClientState2, delta_bar: Array) -> A
 def _local_steps(x: Array, c: Array, ctx: ClientContext, client_lr: float, local_steps: int
                  ) -> Array:
     """``K`` prox-free corrected steps ``x ← x − β(g_i(x) + c_i)``; returns ``Δ_i``."""
-    y = x
-    for _ in range(local_steps):
-        y = y - client_lr * (ctx.oracle.grad(y) + c)
+    def step(_: int, y: Array) -> Array:
+        return y - client_lr * (ctx.oracle.grad(y) + c)
+
+    y = repeat_local_steps(ctx, local_steps, step, x)
     return (x - y) / (client_lr * local_steps)
 
 

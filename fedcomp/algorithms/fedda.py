@@ -7,7 +7,7 @@ Yuan, H., Zaheer, M., Reddi, S. "Federated Composite Optimization." ICML 2021.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from .._array import Array
 from ._base import (
@@ -21,6 +21,7 @@ from ._base import (
     check_positive,
     replicate,
 )
+from ._steps import repeat_local_steps
 
 
 class ServerState(NamedTuple):
@@ -101,11 +102,13 @@ def fedda(client_lr: float = 0.1, local_steps: int = 5, server_lr: float = 1.0,
 
     def client_update(msg: Message, states: EmptyState, ctx: ClientContext
                       ) -> tuple[Upload, EmptyState]:
-        z = replicate(msg.z, ctx.oracle.size)
         round_step = server_lr * client_lr * (ctx.round + lead) * local_steps
-        for k in range(local_steps):
+
+        def step(k: Any, z: Array) -> Array:
             x = ctx.prox(z, round_step + client_lr * (k + lead))
-            z = z - client_lr * ctx.oracle.grad(x)
+            return z - client_lr * ctx.oracle.grad(x)
+
+        z = repeat_local_steps(ctx, local_steps, step, replicate(msg.z, ctx.oracle.size))
         return Upload(z - msg.z), states
 
     def server_update(state: ServerState, uploads: Upload, ctx: ServerContext) -> ServerState:

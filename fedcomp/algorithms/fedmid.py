@@ -25,6 +25,7 @@ from ._base import (
     replicate,
 )
 from ._server_prox import apply_server_prox, resolve_server_prox
+from ._steps import repeat_local_steps
 
 SERVER_PROX_STEPS = ("scaled", "unscaled")
 
@@ -121,11 +122,11 @@ def primal_averaging(name: str, client_lr: float, local_steps: int, server_lr: f
 
     def client_update(msg: Message, states: EmptyState, ctx: ClientContext
                       ) -> tuple[Upload, EmptyState]:
-        y = replicate(msg.x, ctx.oracle.size)
-        for _ in range(local_steps):
+        def step(_: int, y: Array) -> Array:
             y = y - client_lr * ctx.oracle.grad(y)
-            if client_prox:
-                y = ctx.prox(y, client_lr)
+            return ctx.prox(y, client_lr) if client_prox else y
+
+        y = repeat_local_steps(ctx, local_steps, step, replicate(msg.x, ctx.oracle.size))
         return Upload(y - msg.x), states
 
     def server_update(state: ServerState, uploads: Upload, ctx: ServerContext) -> ServerState:

@@ -23,6 +23,7 @@ from ._base import (
     replicate,
 )
 from ._server_prox import apply_server_prox, resolve_server_prox
+from ._steps import repeat_local_steps
 
 
 class ServerState(NamedTuple):
@@ -108,9 +109,10 @@ def scaffold(client_lr: float = 0.1, local_steps: int = 5, server_lr: float = 1.
     def client_update(msg: Message, states: ClientState, ctx: ClientContext
                       ) -> tuple[Upload, ClientState]:
         correction = msg.c - states.c
-        y = replicate(msg.x, ctx.oracle.size)
-        for _ in range(local_steps):
-            y = y - client_lr * (ctx.oracle.grad(y) + correction)
+        def step(_: int, y: Array) -> Array:
+            return y - client_lr * (ctx.oracle.grad(y) + correction)
+
+        y = repeat_local_steps(ctx, local_steps, step, replicate(msg.x, ctx.oracle.size))
         c_new = states.c - msg.c + (msg.x - y) / (local_steps * client_lr)
         return Upload(y - msg.x, c_new - states.c), ClientState(c_new)
 

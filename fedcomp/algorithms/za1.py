@@ -29,7 +29,7 @@ data." arXiv:2502.03958 (2025).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from .._array import Array, device_of, expand_to, namespace, stacked_zeros
 from ._base import (
@@ -46,6 +46,7 @@ from ._base import (
     replicate,
     require_full_participation,
 )
+from ._steps import repeat_local_steps
 
 
 class ServerState(NamedTuple):
@@ -148,14 +149,20 @@ def za1(client_lr: float = 1.0, local_steps: int = 5, server_lr: float = 1.0,
         correction = za1_correction(states, msg.x, client_lr, server_lr, local_steps)
         z = ctx.prox(replicate(msg.x, ctx.oracle.size), big_step)
         anchor = z
-        z_hat = z
-        grad_sum = xp.zeros_like(z)
-        for t in range(local_steps):
+
+        def gradient_step(z: Array, z_hat: Array, grad_sum: Array) -> tuple[Array, Array]:
             grad = ctx.oracle.grad(z)
-            grad_sum = grad_sum + grad
-            z_hat = z_hat - client_lr * (grad + correction)
-            if final_prox or t + 1 < local_steps:  # z_τ is never used: optional
-                z = ctx.prox(z_hat, (t + 1) * client_lr)
+            return z_hat - client_lr * (grad + correction), grad_sum + grad
+
+        def step(t: Any, carry: tuple[Array, Array, Array]) -> tuple[Array, Array, Array]:
+            z_hat, grad_sum = gradient_step(*carry)
+            return ctx.prox(z_hat, (t + 1) * client_lr), z_hat, grad_sum
+
+        # z_τ is never used: the last step's prox is optional
+        with_prox = local_steps if final_prox else local_steps - 1
+        z, z_hat, grad_sum = repeat_local_steps(ctx, with_prox, step, (z, z, xp.zeros_like(z)))
+        if not final_prox:
+            z_hat, grad_sum = gradient_step(z, z_hat, grad_sum)
         new_states = ClientState(anchor, grad_sum / local_steps, xp.ones_like(states.started))
         return Upload(z_hat), new_states
 

@@ -16,10 +16,16 @@ import numpy as np
 
 from .._array import Array, asarray_like
 from .._random import minibatch_indices
+from ..algorithms._steps import unrolled_steps
 from ..data import Batch
 from ..oracle import Counters, Oracle
 from ..problem import Problem
 from ._jax import Uncompilable, require_jax
+
+#: Whether a traced block's local steps (:func:`~fedcomp.algorithms._steps.repeat_local_steps`)
+#: run as one ``jax.lax.fori_loop`` (:meth:`TracedOracle.roll_steps`) or unrolled, one copy
+#: of the step per ``k``. Tests and benchmarks flip it; the default is measured there.
+ROLLED_STEPS = True
 
 # --- counters --------------------------------------------------------------------------------
 
@@ -62,6 +68,30 @@ def _add(counters: Counters, delta: Counters) -> None:
     for name, value in delta.as_dict().items():
         if value:
             setattr(counters, name, getattr(counters, name) + value)
+
+
+class _Mark(NamedTuple):
+    """Where a :class:`CounterLog` stood before a rolled loop: its calls and counters."""
+
+    calls: int
+    counters: dict[str, int]
+
+    @classmethod
+    def of(cls, log: CounterLog) -> _Mark:
+        return cls(len(log.calls), log.counters.as_dict())
+
+    def rewind(self, log: CounterLog) -> None:
+        """``log`` as it was at the mark (a body traced again starts from there)."""
+        del log.calls[self.calls:]
+        for name, value in self.counters.items():
+            setattr(log.counters, name, value)
+
+    def repeat(self, log: CounterLog, times: int) -> None:
+        """What ``log`` gained since the mark (one step's), gained ``times`` in all."""
+        log.calls.extend(log.calls[self.calls:] * (times - 1))
+        for name, value in self.counters.items():
+            gained = getattr(log.counters, name) - value
+            setattr(log.counters, name, value + gained * times)
 
 
 # --- counter-based minibatches, traced --------------------------------------------------------
@@ -178,6 +208,35 @@ class TracedOracle(Oracle):
             weights = jnp.full((b, m), 1.0 / m, dtype=a.features.dtype)
         return Batch(jnp.reshape(feats, (b, m, *feature_shape)), jnp.reshape(targs, (b, m)),
                      weights)
+
+    def roll_steps(self, count: int, body: Any, carry: Any) -> Any:
+        """:func:`~fedcomp.algorithms._steps.repeat_local_steps` as one
+        ``jax.lax.fori_loop``: ``body`` traced once, whatever ``count``.
+
+        Its minibatch draw counter is carried through the loop (a traced integer from
+        then on), so step ``k`` draws the indices the unrolled loop's step ``k`` draws;
+        the counting calls and prox counts of the body's trace are repeated ``count``
+        times in the :class:`CounterLog`, as the unrolled loop records them. Unrolled
+        where :data:`ROLLED_STEPS` is off or there is a single step.
+        """
+        if not ROLLED_STEPS or count < 2:
+            return unrolled_steps(count, body, carry)
+        jax = require_jax()
+        jnp = jax.numpy
+        # made outside the loop: a batch cached inside its trace would leak that trace's values
+        self.full_batch()
+        mark = _Mark.of(self.log)
+
+        def step(k: Any, state: tuple[Any, Any]) -> tuple[Any, Any]:
+            mark.rewind(self.log)  # jax may trace a loop's body more than once
+            inner, self._draws = state
+            inner = body(k, inner)
+            return inner, jnp.asarray(self._draws, dtype=jnp.int64)
+
+        carry, self._draws = jax.lax.fori_loop(
+            0, count, step, (carry, jnp.asarray(self._draws, dtype=jnp.int64)))
+        mark.repeat(self.log, count)
+        return carry
 
     def _host(self, active: Any) -> Any:
         if active is None or isinstance(active, np.ndarray):
