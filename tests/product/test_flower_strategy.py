@@ -23,6 +23,7 @@ flwr = pytest.importorskip("flwr")
 from flwr.app import ArrayRecord, Context, Error, Message, MessageType, RecordDict  # noqa: E402
 
 from fedcomp import Problem, simulate  # noqa: E402
+from fedcomp._array import to_numpy  # noqa: E402
 from fedcomp.algorithms import (  # noqa: E402
     ALGORITHMS,
     Recipe,
@@ -328,21 +329,24 @@ def bn_resnet(input_shape, n_classes, width=5):
 '''
 
 
-@pytest.mark.parametrize(("builder", "buffers"), [("tanh_net", None),
-                                                  ("bn_resnet", "batch_stats")])
-def test_a_users_network_by_import_path_gives_the_simulators_iterates(tmp_path, monkeypatch,
-                                                                      builder, buffers):
+@pytest.mark.parametrize(("builder", "buffers", "dtype", "tolerance"), [
+    ("tanh_net", None, np.float64, 1e-10),
+    ("bn_resnet", "batch_stats", np.float64, 1e-10),
+    ("bn_resnet", "batch_stats", np.float32, 1e-5)])
+def test_a_users_network_by_import_path_gives_the_simulators_iterates(
+        tmp_path, monkeypatch, builder, buffers, dtype, tolerance):
     """The loss names the user's builder by its import path (the node imports it): a plain
     network, and one with BatchNorm in a residual block; half the nodes hand over torch
     tensors, half a list of (X, y) batches as a DataLoader yields them: the simulator's
-    model (float64, 1e-10) and counters."""
+    model and counters (float64 to 1e-10; float32 data and model to 1e-5, against the
+    simulator on float32 tensors)."""
     torch = pytest.importorskip("torch")
     from fedcomp.losses import TorchModel
 
     (tmp_path / "usernets_flower.py").write_text(USER_NETWORK)
     monkeypatch.syspath_prepend(str(tmp_path))
     rng = np.random.default_rng(5)
-    features = [rng.normal(size=(12 + 3 * k, DIM)) for k in range(N_CLIENTS)]
+    features = [rng.normal(size=(12 + 3 * k, DIM)).astype(dtype) for k in range(N_CLIENTS)]
     labels = [rng.integers(0, 3, size=len(f)) for f in features]
     loss = TorchModel(f"usernets_flower:{builder}", input_shape=(DIM,), n_classes=3,
                       buffers=buffers)
@@ -357,14 +361,18 @@ def test_a_users_network_by_import_path_gives_the_simulators_iterates(tmp_path, 
 
     strategy = Strategy(algorithm, loss=loss, regularizer=L1(1e-3), num_clients=N_CLIENTS,
                         clients_per_round=2, batch_size=4, seed=SEED)
-    result = strategy.start(UserGrid(features, labels, train=train),
-                            ArrayRecord([loss.initial_model()]), num_rounds=ROUNDS)
-    run = simulate(algorithm, Problem(loss, L1(1e-3), ClientData.from_lists(features, labels)),
-                   rounds=ROUNDS, clients_per_round=2, batch_size=4, seed=SEED,
-                   x0=loss.initial_model())
+    x0 = loss.initial_model().astype(dtype)
+    result = strategy.start(UserGrid(features, labels, train=train), ArrayRecord([x0]),
+                            num_rounds=ROUNDS)
+    data = ClientData.from_lists(features, labels)
+    if dtype == np.float32:
+        data = data.to(torch.zeros(0, dtype=torch.float32))
+    run = simulate(algorithm, Problem(loss, L1(1e-3), data), rounds=ROUNDS,
+                   clients_per_round=2, batch_size=4, seed=SEED, x0=x0)
     model = result.arrays.to_numpy_ndarrays()[0]
-    np.testing.assert_allclose(model, np.asarray(run.x), rtol=0, atol=1e-10)
-    assert np.abs(model - loss.initial_model()).max() > 1e-3  # it trained
+    assert model.dtype == dtype
+    np.testing.assert_allclose(model, to_numpy(run.x), rtol=0, atol=tolerance)
+    assert np.abs(model - x0).max() > 1e-3  # it trained
     counted = result.train_metrics_clientapp[max(result.train_metrics_clientapp)]
     assert counted["grad_evals"] == run.counters.grad_evals
 
@@ -430,20 +438,27 @@ def write_user_app(directory, model_path):
     return directory
 
 
-def deployed_user_app(tmp_path, edit_server=lambda source: source):
+def deployed_user_app(tmp_path, edit_server=lambda source: source, network=None):
     """docs/flower.md's apps (the server app's source through ``edit_server``) run on a
     SuperLink and three SuperNodes started as processes, each node reading its own data
     file: the nodes' features and labels and the run's log lines, the run checked ended
-    well with every process gone. The model is at ``tmp_path / "model.npy"``."""
+    well with every process gone. The model is at ``tmp_path / "model.npy"``.
+
+    ``network``: the source of a module the app carries as ``yourapp/nets.py`` (the user's
+    own networks); the labels are then classes 0 and 1, not ±1."""
     from fedcomp._lifetime import alive
     from fedcomp.flower._local import run_local_app
 
     features, labels = client_arrays(4, n=3)
+    if network is not None:
+        labels = [(y > 0).astype(np.int64) for y in labels]
     files = []
     for k in range(3):
         files.append(tmp_path / f"client{k}.npz")
         np.savez(files[-1], x=features[k], y=labels[k])
     app = write_user_app(tmp_path / "app", tmp_path / "model.npy")
+    if network is not None:
+        (app / "yourapp" / "nets.py").write_text(network)
     server = app / "yourapp" / "server_app.py"
     server.write_text(edit_server(server.read_text()))
     lines = []
@@ -470,6 +485,31 @@ def test_the_documented_app_on_a_localhost_deployment_gives_the_simulators_itera
     model = np.load(tmp_path / "model.npy")
     assert np.abs(model).max() > 1e-3  # it trained
     np.testing.assert_allclose(model, np.asarray(run.x), rtol=0, atol=1e-12)
+
+
+def with_user_network(source):
+    """The documented server app training the user's own network with BatchNorm in a
+    residual block (``bn_resnet`` of the app's ``nets`` module, by import path, its
+    running statistics averaged) in place of the logistic loss."""
+    for piece in ('loss="logistic"', "ArrayRecord([np.zeros(6)])", "    strategy = "):
+        assert source.count(piece) == 1, piece
+    return ("from fedcomp.losses import TorchModel\n" + source
+            .replace("    strategy = ", '    net = TorchModel("yourapp.nets:bn_resnet", '
+                     'input_shape=(6,), n_classes=2, buffers="batch_stats")\n'
+                     "    strategy = ")
+            .replace('loss="logistic"', "loss=net")
+            .replace("ArrayRecord([np.zeros(6)])", "ArrayRecord([net.initial_model()])"))
+
+
+def user_network_problem(tmp_path, monkeypatch, features, labels):
+    """The simulator's problem of :func:`with_user_network`'s app on the nodes' data."""
+    from fedcomp.losses import TorchModel
+
+    (tmp_path / "yourapp_nets_here.py").write_text(USER_NETWORK)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    loss = TorchModel("yourapp_nets_here:bn_resnet", input_shape=(DIM,), n_classes=2,
+                      buffers="batch_stats")
+    return Problem(loss, L1(1e-3), ClientData.from_lists(features, labels))
 
 
 # --- replies the server refuses: never aggregated, one error naming node, client and round ------
