@@ -18,19 +18,21 @@ XLA turns runs of consecutive kernels into CUDA graphs of its own ("command buff
 the jax engine's host launches can stay flat while its kernels grow. Each variant runs in
 its own process, as ``XLA_FLAGS`` is read once, when jax starts:
 
-* ``torch eager``: the data on ``cuda`` tensors, a kernel launch per layer per step;
-* ``jax``: the compiled engine with XLA's defaults;
-* ``jax, no command buffers``: the same with ``--xla_gpu_enable_command_buffer=`` (every
+* ``torch``: the data on ``cuda`` tensors, a kernel launch per layer per step;
+* ``jax-unrolled``: the compiled engine with its local steps unrolled into the round's
+  program (:data:`fedcomp.runtime._compiled_trace.ROLLED_STEPS` off), XLA's defaults;
+* ``jax-unrolled-no-graphs``: the same with ``--xla_gpu_enable_command_buffer=`` (every
   kernel launched by the host), the contrast that shows what the graphs do;
-* ``jax rolled``: the engine's local steps as one device loop
-  (:data:`fedcomp.runtime._compiled.ROLLED_STEPS`) with while loops allowed in the command
-  buffers and XLA's own unrolling of them off.
+* ``jax-rolled``: the engine's default, its local steps one device loop (``fori_loop``),
+  XLA's defaults (which may unroll a short loop again);
+* ``jax-rolled-loop-graphs``: the same with while loops allowed in the command buffers and
+  XLA's own unrolling of them off, so that a round's loop can be one graph.
 
 Each is timed on FedDR (K SGD steps of batch 10) on the 60-32-10 MLP
 (``benchmarks/jax_networks.py``'s ``feddr_mlp``) over R rounds after a run that compiles, at
 K = 10 and 20 with 10 clients a round and at K = 10 with 20.
 
-    python benchmarks/launch_counts.py [--rounds 4] [--variants torch,jax,jax-no-graphs,jax-rolled]
+    python benchmarks/launch_counts.py [--rounds 4] [--variants torch,jax-rolled,...]
 
 Needs a CUDA GPU (torch and jax on it); on a machine without one it says so and exits 0.
 """
@@ -58,10 +60,12 @@ _WITH_LOOPS = "FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,WHILE,CONDITIONAL"
 #: variant -> (engine, XLA_FLAGS added, rolled local steps)
 VARIANTS: dict[str, tuple[str, str, bool]] = {
     "torch": ("torch", "", False),
-    "jax": ("jax", "", False),
-    "jax-no-graphs": ("jax", "--xla_gpu_enable_command_buffer=", False),
-    "jax-rolled": ("jax", f"--xla_gpu_enable_command_buffer={_WITH_LOOPS} "
-                   "--xla_gpu_enable_while_loop_unrolling=WHILE_LOOP_UNROLLING_NO_UNROLL", True),
+    "jax-unrolled": ("jax", "", False),
+    "jax-unrolled-no-graphs": ("jax", "--xla_gpu_enable_command_buffer=", False),
+    "jax-rolled": ("jax", "", True),
+    "jax-rolled-loop-graphs": ("jax", f"--xla_gpu_enable_command_buffer={_WITH_LOOPS} "
+                               "--xla_gpu_enable_while_loop_unrolling="
+                               "WHILE_LOOP_UNROLLING_NO_UNROLL", True),
 }
 SHAPES = ((10, 10), (20, 10), (10, 20))  # (K, clients a round)
 
@@ -105,12 +109,9 @@ def count_variant(engine: str, rolled: bool, steps: int, clients: int, rounds: i
     from torch.profiler import ProfilerActivity, profile
 
     import fedcomp
-    from fedcomp.runtime import _compiled
+    from fedcomp.runtime import _compiled_trace
 
-    if rolled and not hasattr(_compiled, "ROLLED_STEPS"):
-        raise RuntimeError("this fedcomp has no rolled local steps (ROLLED_STEPS)")
-    if hasattr(_compiled, "ROLLED_STEPS"):
-        _compiled.ROLLED_STEPS = rolled
+    _compiled_trace.ROLLED_STEPS = rolled
     problem = _problem(engine, clients)
     algorithm = fedcomp.feddr(eta=1.0, alpha=1.95, client_lr=0.01, local_steps=steps)
 
