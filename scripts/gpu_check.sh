@@ -27,10 +27,13 @@
 #   big.txt        benchmarks/gpu.py at 10^6 x 20 x 10 (ZA1, every engine that fits)
 #   resnet18.txt   fedcomp run fedcanon_resnet18 for one round on the GPU (ResNet-18 at
 #                  CIFAR-10's shape; synthetic stand-in images without the files: timing only)
-# GPU_CHECK_STEPS (default: all of them, in this order) picks the steps, e.g.
+# GPU_CHECK_STEPS (default: all of them; the order is given below) picks the steps, e.g.
 #   GPU_CHECK_STEPS="jax_networks launches tests" bash scripts/gpu_check.sh OUT
 # Each step has its own time limit (seconds, GPU_CHECK_LIMIT_* below), so one slow step
-# cannot eat the others' time.
+# cannot eat the others' time, and the whole script has one budget (GPU_CHECK_BUDGET,
+# default 570 s: a device call may last 10 minutes): a step gets at most what is left of
+# it, and a step with under 15 s left is skipped and says so. The default order puts the
+# checks never yet run on a GPU first.
 set -u
 out=${1:?usage: scripts/gpu_check.sh OUT [PYTHON]}
 py=${2:-python3}
@@ -49,9 +52,16 @@ scipy.__version__)' 2>&1
     nproc; uptime
 } > "$out/env.txt"
 
+budget=${GPU_CHECK_BUDGET:-570}
 step() {  # step LIMIT FILE COMMAND...: run COMMAND for at most LIMIT s, output added to FILE
     local limit=$1 file=$2
     shift 2
+    local left=$((budget - SECONDS))
+    if (( left < 15 )); then
+        echo "[$*]: skipped, ${left} s of the ${budget} s budget left" >> "$out/$file"
+        return
+    fi
+    (( limit > left )) && limit=$left
     local start=$SECONDS
     echo "[$*]" >> "$out/$file"
     timeout "$limit" "$@" >> "$out/$file" 2>&1
@@ -60,7 +70,7 @@ step() {  # step LIMIT FILE COMMAND...: run COMMAND for at most LIMIT s, output 
 }
 
 workers=$(( $(nproc) > 8 ? 8 : $(nproc) ))
-steps=${GPU_CHECK_STEPS:-tests rounds prox_cost networks jax_networks launches big resnet18}
+steps=${GPU_CHECK_STEPS:-launches jax_networks big resnet18 tests rounds networks prox_cost}
 runs=$(mktemp -d)
 trap 'rm -rf "$runs"' EXIT
 for name in $steps; do
