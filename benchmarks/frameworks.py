@@ -263,9 +263,20 @@ def run_fedcomp(setting: Setting, images: np.ndarray, labels: np.ndarray,
 def run_pfl(setting: Setting, images: np.ndarray, labels: np.ndarray) -> Timing:
     """R rounds of pfl's ``FederatedAveraging`` in its simulated backend, PyTorch models; a
     round's time between two ``after_central_iteration`` callbacks."""
-    import torch
-
+    before = os.environ.get("PFL_PYTORCH_DEVICE")
     os.environ["PFL_PYTORCH_DEVICE"] = setting.device  # pfl's default device: set, not guessed
+    try:
+        return _pfl_rounds(setting, images, labels)
+    finally:
+        if before is None:
+            del os.environ["PFL_PYTORCH_DEVICE"]
+        else:
+            os.environ["PFL_PYTORCH_DEVICE"] = before
+
+
+def _pfl_rounds(setting: Setting, images: np.ndarray, labels: np.ndarray) -> Timing:
+    """:func:`run_pfl`'s body (pfl's device set in the environment)."""
+    import torch
     from pfl.aggregate.simulate import SimulatedBackend
     from pfl.algorithm import FederatedAveraging, NNAlgorithmParams
     from pfl.callback.base import TrainingProcessCallback
@@ -343,6 +354,10 @@ def flower_client_app(setting: Setting) -> Any:
     from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
     from flwr.clientapp import ClientApp
 
+    if __name__ != "__main__":  # imported from a file (a test): not importable in the actors
+        from ray import cloudpickle
+
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])
     app = ClientApp()
 
     @app.train()
@@ -561,7 +576,7 @@ def _jax_on_gpu() -> bool:
     return jax.default_backend() == "gpu"
 
 
-def parse(argv: list[str] | None = None) -> tuple[Setting, tuple[str, ...], bool]:
+def parse(argv: list[str] | None = None) -> tuple[Setting, tuple[str, ...], dict[str, bool]]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cuda", choices=["cpu", "cuda"])
     parser.add_argument("--network", default="resnet18", choices=sorted(NETWORKS))
@@ -572,6 +587,9 @@ def parse(argv: list[str] | None = None) -> tuple[Setting, tuple[str, ...], bool
     parser.add_argument("--actors", type=int, default=4,
                         help="Flower's concurrent ClientApp actors on a GPU")
     parser.add_argument("--frameworks", default=",".join(FRAMEWORKS))
+    parser.add_argument("--no-jax", action="store_true",
+                        help="leave fedcomp's jax engine out (it runs where it covers the "
+                             "network)")
     parser.add_argument("--check", action="store_true",
                         help="also one float64 round of 4 clients x 8 images in each "
                              "framework: their updates against fedcomp's")
@@ -591,19 +609,19 @@ def parse(argv: list[str] | None = None) -> tuple[Setting, tuple[str, ...], bool
     setting = Setting(network=args.network, clients=args.clients, batch=args.batch,
                       steps=args.steps, rounds=args.rounds, device=args.device,
                       actors=args.actors)
-    return setting, frameworks, args.check
+    return setting, frameworks, {"check": args.check, "jax": not args.no_jax}
 
 
 def main(argv: list[str] | None = None) -> None:
     import torch
 
-    setting, frameworks, check = parse(argv)
+    setting, frameworks, flags = parse(argv)
     if setting.device == "cuda" and not torch.cuda.is_available():
         sys.exit("frameworks.py: --device cuda but torch sees no GPU; pass --device cpu")
     device_name = (torch.cuda.get_device_name() if setting.device == "cuda"
                    else platform.processor() or platform.machine())
     flops = flops_per_image(setting)
-    timings, skipped = run_all(setting, frameworks)
+    timings, skipped = run_all(setting, frameworks, jax=flags["jax"])
     params = torch_model(setting).layout().size
     print(f"# {setting.network} ({params / 1e6:.2f} M parameters, {flops / 1e9:.3f} GFLOP per "
           f"training image, forward + backward), {setting.clients} clients x {setting.steps} "
@@ -617,7 +635,7 @@ def main(argv: list[str] | None = None) -> None:
     print(table(timings, skipped, setting, flops, device_name))
     for t in timings:
         print(f"# {t.name}: rounds (ms) " + ", ".join(f"{s * 1e3:.1f}" for s in t.round_s))
-    if check:
+    if flags["check"]:
         small = replace(setting, clients=4, batch=4, steps=2)
         print(f"\n# agreement: one float64 round, {small.network}, 4 clients x 8 images; "
               "max |u - u_fedcomp| / max |u_fedcomp| of the round's update u")
