@@ -9,6 +9,7 @@ the block-size-invariance and simulator/Flower equivalence tests assert.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -142,9 +143,18 @@ def sample_clients(seed: int, round_: int, n_clients: int, clients_per_round: in
                    ) -> np.ndarray:
     """Sorted participants of a round, uniform without replacement (all when ``None``)."""
     if clients_per_round is None or clients_per_round >= n_clients:
-        return np.arange(n_clients)
+        return _every_client(n_clients)
     rng = np.random.default_rng([seed, STREAM_SAMPLING, round_])
     return np.sort(rng.choice(n_clients, size=clients_per_round, replace=False))
+
+
+@functools.lru_cache(maxsize=2)
+def _every_client(n_clients: int) -> np.ndarray:
+    """``0 .. n_clients - 1``, read-only, made once: every round's participants under full
+    participation (made anew, 0.8 GB and 0.2 s a round at 10^8 clients)."""
+    ids = np.arange(n_clients)
+    ids.flags.writeable = False
+    return ids
 
 
 def common_uniform(seed: int, round_: int, size: int, counter: int = 0) -> np.ndarray:

@@ -308,7 +308,7 @@ class CompiledEngine:
         stop: int | None
         if size == self.n_clients:  # every client every round: a static range
             start, stop = 0, size
-            ids, weights, pi = self.server.context(participants[0])
+            ids, weights, pi = self.server.context(participants[0], slice(0, size))
         else:  # sampled: the rounds' ids stacked (padded with the first round's)
             start = stop = None
             ids, weights, pi = participant_context(
@@ -349,7 +349,7 @@ class CompiledEngine:
             start, stop, key = _block_key(blocks[0])
             clients = self.clients
             out = self.part(round_, server_state, clients.client_states,
-                            *self.server.context(participants), clients.arrays,
+                            *self.server.context(participants, blocks[0]), clients.arrays,
                             start=start, stop=stop)
             if out is not EAGER:
                 server_state, clients.client_states, down, up, sum_sq = out

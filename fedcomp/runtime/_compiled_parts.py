@@ -260,7 +260,7 @@ class CompiledServer:
             algorithm, problem, counters, seed)
         self.eager = EagerServer(algorithm, problem, server_prox, counters, seed)
         self.logs: dict[int | None, CounterLog] = {}
-        self.contexts: dict[bytes, tuple[Any, Any, Any]] = {}
+        self.contexts: dict[Any, tuple[Any, Any, Any]] = {}
         self.part = _Part(self.update_traced, algorithm.name, "server update", compile_)
 
     def update_traced(self, round_: Any, state: Any, uploads: Any, ids: Any, weights: Any,
@@ -283,9 +283,16 @@ class CompiledServer:
         _add(self.counters, self.logs[self.part.low].delta(None))
         return out
 
-    def context(self, participants: np.ndarray) -> tuple[Any, Any, Any]:
-        """``(ids, weights, pi)`` of the participants as device arrays (cached per set)."""
-        return _bounded(self.contexts, participants.tobytes(),
+    def context(self, participants: np.ndarray, block: slice | np.ndarray | None = None
+                ) -> tuple[Any, Any, Any]:
+        """``(ids, weights, pi)`` of the participants as device arrays (cached per set).
+
+        ``block``: the participants as :func:`~fedcomp.runtime._clients.client_blocks`
+        found them; a range is keyed by its bounds, where the ids' bytes would copy and
+        hash 8 bytes a client every round (0.3 s a round at 10^7 clients)."""
+        key = ((block.start, block.stop) if isinstance(block, slice)
+               else participants.tobytes())
+        return _bounded(self.contexts, key,
                         functools.partial(participant_context, self.problem, participants))
 
 

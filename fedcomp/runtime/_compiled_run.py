@@ -398,7 +398,7 @@ class WholeRun:
         stop: int | None
         if len(who) == engine.n_clients:
             start, stop = 0, len(who)
-            ids, weights, pi = engine.server.context(who)
+            ids, weights, pi = engine.server.context(who, slice(start, stop))
         else:
             start = stop = None
             groups = [who] + [participants_of(r) for r in range(first + 1, until)]
