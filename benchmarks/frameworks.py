@@ -77,6 +77,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+# before torch is first imported, for every framework alike (and inherited by Ray's actors):
+# OpenMP's default ACTIVE policy spins idle threads on the cores the working ones need, and
+# on a shared CPU a torch step then takes 3-13x as long, varying from run to run (measured
+# here: 8 cnn steps 128 ms with PASSIVE, 320-1700 ms without; docs/BENCHMARKS.md "Torch on a
+# shared CPU"). `import fedcomp` sets the same, but too late where torch comes first.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 os.environ.setdefault("FLWR_DISABLE_UPDATE_CHECK", "1")
 
@@ -422,8 +428,10 @@ def run_flower(setting: Setting) -> Timing:
     cuda = setting.device.startswith("cuda")
     actors = min(setting.clients, setting.actors if cuda else os.cpu_count() or 1)
     resources = {"num_cpus": 1, "num_gpus": 1.0 / actors if cuda else 0.0}
+    # address "local": a Ray instance of its own (fedcomp.flower's reasons); a GPU named,
+    # for Ray to place the actors' fractions of it
     init_args = {"address": "local", "include_dashboard": False, "log_to_driver": False,
-                 "configure_logging": False, "num_cpus": actors}
+                 "configure_logging": False, "num_cpus": actors, "num_gpus": int(cuda)}
     environment = dict(os.environ)  # Ray writes PYTHONPATH and RAY_* here: restored below
     flwr_log = logging.getLogger("flwr")
     level = flwr_log.level
@@ -471,11 +479,13 @@ def missing(framework: str) -> str | None:
     return None
 
 
-def model_diff(model: np.ndarray | None, reference: np.ndarray | None) -> float | None:
-    """``max |x − x_ref| / max |x_ref|`` (``None`` where either model is not comparable)."""
+def update_diff(model: np.ndarray | None, reference: np.ndarray | None, start: np.ndarray
+                ) -> float | None:
+    """``max |Δ − Δ_ref| / max |Δ_ref|`` with ``Δ = x − x₀`` the change from the initial
+    model ``start`` (``None`` where either model is not comparable)."""
     if model is None or reference is None:
         return None
-    return float(np.max(np.abs(model - reference)) / np.max(np.abs(reference)))
+    return float(np.max(np.abs(model - reference)) / np.max(np.abs(reference - start)))
 
 
 def best_round(timing: Timing) -> float:
@@ -492,14 +502,15 @@ def peak(device_name: str) -> tuple[float, float] | None:
 
 
 def table(timings: list[Timing], skipped: dict[str, str], setting: Setting,
-          flops: float, device_name: str) -> str:
+          flops: float, device_name: str, start: np.ndarray) -> str:
     """The Markdown table: ms per round, ratio to fedcomp, images/s, TFLOP/s, peak fraction,
-    start-up, and each model's difference to fedcomp's after the same rounds."""
+    start-up, and each model's change from ``start`` against fedcomp's after the same
+    rounds (:func:`update_diff`)."""
     images = setting.clients * setting.steps * setting.batch
     gpu = peak(device_name) if setting.device.startswith("cuda") else None
     head = ["framework", "ms / round (best)", "ratio to fedcomp", "images / s", "TFLOP/s"]
     head += ["% of dense TF32 / FP32 peak"] if gpu else []
-    head += ["start-up + warm-up round (s)", "max model diff to fedcomp"]
+    head += ["start-up + warm-up round (s)", "update diff to fedcomp"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     base = timings[0]
     for t in timings:
@@ -509,7 +520,7 @@ def table(timings: list[Timing], skipped: dict[str, str], setting: Setting,
                  f"{images / best:,.0f}", f"{rate:.3g}"]
         if gpu:
             cells.append(f"{100 * rate / gpu[1]:.1f} % / {100 * rate / gpu[0]:.1f} %")
-        diff = model_diff(t.model, base.model) if t is not base else None
+        diff = update_diff(t.model, base.model, start) if t is not base else None
         cells += [f"{t.startup_s:.1f}", "–" if diff is None else f"{diff:.1e}"]
         lines.append("| " + " | ".join(cells) + " |")
     for name, why in skipped.items():
@@ -537,8 +548,7 @@ def agreement(setting: Setting, frameworks: tuple[str, ...]) -> dict[str, dict[s
     for label, case in cases.items():
         timings, _ = run_all(case, frameworks, jax=False)
         start = flat(initial_module(case))
-        base = timings[0].model - start  # type: ignore[operator]
-        out[label] = {t.name: float(np.max(np.abs(t.model - start - base)) / np.max(np.abs(base)))
+        out[label] = {t.name: update_diff(t.model, timings[0].model, start)  # type: ignore[misc]
                       for t in timings[1:] if t.model is not None}
     return out
 
@@ -558,6 +568,7 @@ def run_all(setting: Setting, frameworks: tuple[str, ...], jax: bool = True
     for framework in frameworks:
         if framework == "fedcomp":
             continue
+        _release(setting.device)
         why = missing(framework)
         if why is not None:
             skipped[framework] = why
@@ -566,6 +577,18 @@ def run_all(setting: Setting, frameworks: tuple[str, ...], jax: bool = True
         else:
             timings.append(run_flower(setting))
     return timings, skipped
+
+
+def _release(device: str) -> None:
+    """Hand the GPU memory that the previous framework's tensors held back to the device
+    (torch keeps it cached), so that Flower's actors find it free."""
+    if device.startswith("cuda"):
+        import gc
+
+        import torch
+
+        gc.collect()
+        torch.cuda.empty_cache()
 
 
 def _jax_on_gpu() -> bool:
@@ -632,7 +655,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"# precision: float32 storage; convolutions TF32 allowed "
               f"(torch.backends.cudnn.allow_tf32={torch.backends.cudnn.allow_tf32}), matmuls "
               f"TF32 allowed={torch.backends.cuda.matmul.allow_tf32}")
-    print(table(timings, skipped, setting, flops, device_name))
+    print(table(timings, skipped, setting, flops, device_name, flat(initial_module(setting))))
     for t in timings:
         print(f"# {t.name}: rounds (ms) " + ", ".join(f"{s * 1e3:.1f}" for s in t.round_s))
     if flags["check"]:

@@ -62,7 +62,8 @@ def test_table_ratios_and_skipped_frameworks(monkeypatch):
                bench.Timing("pfl 0.6", [9.0, 5.0, 4.0], 2.0, np.array([1.0, 1.0, 1.5]))]
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     skipped = {"flower": bench.missing("flower")}
-    text = bench.table(timings, skipped, SMALL, flops=1e9, device_name="cpu")
+    text = bench.table(timings, skipped, SMALL, flops=1e9, device_name="cpu",
+                       start=np.zeros(3))
     assert "| fedcomp (torch) | 2000.0 | 1.00x |" in text
     assert "| pfl 0.6 | 4000.0 | 2.00x |" in text and "| 5.0e-01 |" in text
     assert "| flower | not installed (pip install 'flwr[simulation]==1.42.0') |" in text
