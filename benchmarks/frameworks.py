@@ -12,8 +12,10 @@ same number of images). The data are synthetic labelled images of CIFAR-10's sha
 (seed, i) (:func:`client_arrays`), so every framework gets the same arrays, Flower's
 actors included. Each client walks through its images in order, batch k being images
 ``k·B … (k+1)·B − 1``, as pfl's ``Dataset.iter`` does; so all three see the same
-minibatches and their models after a round agree to float32 rounding (the "max model
-diff" column).
+minibatches, and in float64 their rounds agree to rounding (``--check``, :func:`agreement`).
+In float32 a ReLU or a max-pooling window near a tie may switch sides in one framework and
+not another; the "update diff" column shows how far the models' changes have drifted apart
+after the timed rounds.
 
 * **fedcomp**: ``fedcomp.simulate(fedavg(client_lr, K, server_lr=1), Problem(TorchModel,
   Zero(), data), batch_size=B)`` with the data as torch tensors on the device, the in-order
@@ -41,23 +43,28 @@ backward pass (not a 3 × forward rule). On a GPU the table gives the achieved T
 the fraction of the GPU's dense peak at the precision the convolutions run in (cuDNN's
 default lets float32 convolutions use TF32 tensor cores; the FP32 fraction is shown too).
 
-    python benchmarks/frameworks.py                       # the issue's shape, on cuda
+    PYTHONPATH=.:/path/to/pflsite python benchmarks/frameworks.py --check   # the issue's shape
     python benchmarks/frameworks.py --device cpu --network cnn --clients 8 --batch 16 \
-        --steps 5 --rounds 4                              # this CPU's scale
+        --steps 5 --rounds 5 --check                      # this CPU's scale
 
 Defaults: ResNet-18 (fedcomp's CIFAR variant, width 64, GroupNorm), 100 clients × batch 32,
-K = 4 steps, 3 rounds (a warm-up and two timed). At ~3.3 GFLOP per training image a round is
-42.6 TFLOP: about 2 s in fedcomp on an H100 at 20–25 TFLOP/s; the three frameworks should
-take 2–3 minutes in all.
+K = 4 steps, 3 rounds (a warm-up and two timed), on cuda. At ~3.3 GFLOP per training image a
+round is 42.6 TFLOP: about 2 s in fedcomp on an H100 at 20–25 TFLOP/s; the three frameworks
+should take 2–3 minutes in all. ``--check`` adds one float64 round of 4 clients × 8 images
+in each framework (:func:`agreement`).
 
-On a lent GPU the device has torch, jax and numpy but no pfl, flwr or ray. What it needs
-carried (wheels built or downloaded outside the repository, not committed):
+On a lent GPU the device has torch, jax and numpy but no pfl, flwr or ray, and reaches no
+package index. What the run needs, fetched outside the repository (never committed) into
+ignored folders and carried:
 
-* pfl 0.6.0 and multiprocess (small): ``pip install --no-deps --target pflsite pfl==0.6.0
-  multiprocess``, then ``PYTHONPATH=pflsite``;
-* flwr 1.42 and its pure-Python dependencies (``pip download flwr==1.42.0``);
-* ray 2.55 (~70 MB, over the device's 64 MiB carry): carried by a separate call on the
-  same warm machine and installed there before this script runs.
+* ``pip download -d wheels pfl==0.6.0 flwr==1.42.0`` (pfl pulls multiprocess, dp-accounting
+  and prv-accountant; Flower grpcio, cryptography, sqlalchemy, fastapi, uv, ...: tens of
+  MB), with ``--platform``/``--python-version`` of the device where they differ from here;
+* ``pip download --no-deps -d wheels_ray ray==2.55.*`` (~70 MB, over the device's 64 MiB
+  carry): a call of its own that carries ``wheels_ray`` and installs it on the warm
+  machine (``pip install --no-deps wheels_ray/*.whl``), then the benchmark's call carries
+  ``wheels`` and runs ``pip install --no-index --find-links wheels pfl==0.6.0 flwr==1.42.0
+  && PYTHONPATH=. python benchmarks/frameworks.py --check``.
 
 A framework that is not installed is reported as such and skipped.
 """
