@@ -77,9 +77,9 @@ def client_keys(seed: int, stream: int, round_: Any, client_ids: Any, xp: Any = 
                    np.asarray(client_ids, dtype=np.uint64))
 
 
-def uniform(keys: Any, counter: int, size: int, xp: Any = np) -> Any:
+def uniform(keys: Any, counter: Any, size: int, xp: Any = np) -> Any:
     """Uniform [0, 1) floats of shape ``(len(keys), size)``; ``counter`` selects a sub-stream
-    (``xp``: the keys' namespace)."""
+    (``xp``: the keys' namespace; on jax's, ``counter`` may be a traced integer >= 0)."""
     u64 = xp.uint64
     base = _absorb(keys, counter, xp)[:, None]
     with np.errstate(over="ignore"):
@@ -99,7 +99,7 @@ def normal(keys: np.ndarray, counter: int, size: int) -> np.ndarray:
 
 
 def minibatch_indices(
-    seed: int, round_: Any, client_ids: Any, counts: Any, draw: int, batch_size: int,
+    seed: int, round_: Any, client_ids: Any, counts: Any, draw: Any, batch_size: int,
     replace: bool = True, *, xp: Any = None, max_samples: int | None = None
 ) -> Any:
     """Indices ``(B, batch_size)`` drawn uniformly from each client's data.
@@ -115,9 +115,9 @@ def minibatch_indices(
     block's largest count, so the draw stays a function of the client alone.
 
     ``xp`` (jax's namespace) draws the same indices inside ``jax.jit``, from a traced
-    ``round_``, ``client_ids`` and ``counts``; ``max_samples`` (a Python int, at least
-    every count) then sizes the keys drawn without replacement, as the host's largest
-    count cannot be read.
+    ``round_``, ``client_ids``, ``counts`` and ``draw`` (rolled local steps);
+    ``max_samples`` (a Python int, at least every count) then sizes the keys drawn without
+    replacement, as the host's largest count cannot be read.
     """
     traced = xp is not None
     xp = np if xp is None else xp

@@ -43,6 +43,7 @@ from ._base import (
 )
 from ._personal import check_personal_lr, ready_step, resolve_personal_lr
 from ._recipe import transformed
+from ._steps import repeat_local_steps
 
 #: The client-state field holding the personal models, and the broadcast field with ``w^t``.
 PERSONAL, GLOBAL = "personal", "global_model"
@@ -135,8 +136,11 @@ def ditto(algorithm: FederatedAlgorithm, lam: float, personal_steps: int = 5,
         upload, inner_states = algorithm.client_update(inner_message, inner_states, ctx)
         v = getattr(states, PERSONAL)
         eta = ready_step("ditto", steps)
-        for _ in range(personal_steps):
-            v = ctx.prox(v - eta * (ctx.oracle.grad(v) + lam * (v - w[None, ...])), eta)
+
+        def step(_: int, v: Array) -> Array:
+            return ctx.prox(v - eta * (ctx.oracle.grad(v) + lam * (v - w[None, ...])), eta)
+
+        v = repeat_local_steps(ctx, personal_steps, step, v)
         return upload, type(states)(*inner_states, v)
 
     def server_update(state: Any, uploads: Any, ctx: ServerContext) -> Any:

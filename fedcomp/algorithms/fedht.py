@@ -23,6 +23,7 @@ from ._base import (
     check_positive,
     replicate,
 )
+from ._steps import repeat_local_steps
 from .fedmid import Message, ServerState
 
 
@@ -134,12 +135,12 @@ def _hard_thresholding(name: str, client_lr: float, local_steps: int, *,
 
     def client_update(msg: Message, states: EmptyState, ctx: ClientContext
                       ) -> tuple[Upload, EmptyState]:
-        y = replicate(msg.x, ctx.oracle.size)
-        for _ in range(local_steps):
+        def step(_: int, y: Array) -> Array:
             y = y - client_lr * ctx.oracle.grad(y)
-            if client_threshold:
-                y = ctx.prox(y, client_lr)
-        return Upload(y), states
+            return ctx.prox(y, client_lr) if client_threshold else y
+
+        return Upload(repeat_local_steps(ctx, local_steps, step,
+                                         replicate(msg.x, ctx.oracle.size))), states
 
     def server_update(state: ServerState, uploads: Upload, ctx: ServerContext) -> ServerState:
         return ServerState(ctx.prox(average(uploads.y, ctx.weights), server_step))

@@ -29,6 +29,7 @@ from ._base import (
     replicate,
 )
 from ._personal import check_personal_lr, ready_step, resolve_personal_lr
+from ._steps import repeat_local_steps
 
 
 class ServerState(NamedTuple):
@@ -110,13 +111,15 @@ def pfedme(lam: float = 15.0, client_lr: float = 0.005, local_steps: int = 20,
     def client_update(msg: Message, states: ClientState, ctx: ClientContext
                       ) -> tuple[Upload, ClientState]:
         nu = ready_step("pfedme", personal_lr)
-        w_local = replicate(msg.w, ctx.oracle.size)
-        for _ in range(local_steps):
-            theta = w_local
+        def step(_: int, carry: tuple[Array, Array]) -> tuple[Array, Array]:
+            w_local, theta = carry[0], carry[0]
             for _ in range(inner_steps):
                 theta = ctx.prox(theta - nu * (ctx.oracle.grad(theta)
                                                + lam * (theta - w_local)), nu)
-            w_local = w_local - client_lr * lam * (w_local - theta)
+            return w_local - client_lr * lam * (w_local - theta), theta
+
+        start = replicate(msg.w, ctx.oracle.size)
+        w_local, theta = repeat_local_steps(ctx, local_steps, step, (start, start))
         return Upload(w_local - msg.w), ClientState(theta)
 
     def server_update(state: ServerState, uploads: Upload, ctx: ServerContext) -> ServerState:

@@ -52,6 +52,7 @@ from ._base import (
     replicate,
     require_full_participation,
 )
+from ._steps import repeat_local_steps
 
 #: Rounds of one S-DANE iteration: the gradient exchange at the centre, then the local solve
 #: (the official code's x-axis counts the two as one;
@@ -161,10 +162,12 @@ def sdane(lam: float = 1.0, local_steps: int = 10, local_lr: float = 0.1, mu: fl
         if not _solves(msg):  # the gradient exchange at the centre
             return GradientUpload(scaled_grad(ctx, y)), states
         h = scaled_grad(ctx, y) - msg.grad_mean[None, ...]
-        x = y
-        for _ in range(local_steps):
-            x = ctx.prox((h - scaled_grad(ctx, x) + x / local_lr + lam * y)
-                         / (1.0 / local_lr + lam), sigma)
+
+        def step(_: int, x: Array) -> Array:
+            return ctx.prox((h - scaled_grad(ctx, x) + x / local_lr + lam * y)
+                            / (1.0 / local_lr + lam), sigma)
+
+        x = repeat_local_steps(ctx, local_steps, step, y)
         return SolutionUpload(x, scaled_grad(ctx, x)), states
 
     def mean(values: Array) -> Array:

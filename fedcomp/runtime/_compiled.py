@@ -3,8 +3,11 @@
 With the problem's data on jax arrays (``backend = "jax"`` or ``"jax-float32"`` in a
 configuration; ``problem.data.to(jax_like())`` in Python), :func:`fedcomp.simulate` runs
 the same algorithm files through ``jax.jit``: each block's ``client_update`` is traced once
-— its local steps unrolled into one XLA computation, the block's data sliced, its states
-gathered and scattered inside the call — and so is ``server_update``. By default one block
+— its local steps one ``fori_loop`` whose body is traced once where the algorithm writes
+them with :func:`~fedcomp.algorithms._steps.repeat_local_steps` (else, or with
+:data:`~fedcomp.runtime._compiled_trace.ROLLED_STEPS` off, unrolled: a program that grows
+with K), the block's data sliced, its states gathered and scattered inside the call — and
+so is ``server_update``. By default one block
 holds every participant of a round (``client_block="auto"``); on a CPU the call cuts it
 into cache-sized sub-blocks (a ``lax.map``, :meth:`CompiledClients.block`), and the rounds
 between two evaluation rows run as one call (:meth:`CompiledEngine.run_rounds`, the

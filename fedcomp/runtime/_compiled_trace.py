@@ -96,13 +96,14 @@ class _Mark(NamedTuple):
 
 # --- counter-based minibatches, traced --------------------------------------------------------
 
-def traced_minibatch_indices(seed: int, round_: Any, client_ids: Any, counts: Any, draw: int,
+def traced_minibatch_indices(seed: int, round_: Any, client_ids: Any, counts: Any, draw: Any,
                              batch_size: int, replace: bool, max_samples: int) -> Any:
     """:func:`fedcomp._random.minibatch_indices` inside ``jax.jit``: the same function on
     jax's namespace, so the same indices.
 
-    ``round_``, ``client_ids`` and ``counts`` may be traced; ``seed``, ``draw`` and the
-    sizes are Python ints (``max_samples``: the data's padded sample axis).
+    ``round_``, ``client_ids``, ``counts`` and ``draw`` (the draw counter of rolled local
+    steps, :meth:`TracedOracle.roll_steps`) may be traced; ``seed`` and the sizes are
+    Python ints (``max_samples``: the data's padded sample axis).
     """
     return minibatch_indices(seed, round_, client_ids, counts, draw, batch_size, replace,
                              xp=require_jax().numpy, max_samples=max_samples)
