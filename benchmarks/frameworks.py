@@ -211,7 +211,8 @@ def _sync(device: str) -> None:
 @dataclass(frozen=True, eq=False)
 class InOrder:
     """A ``Problem`` sampler: client i's ``draw``-th minibatch is its images
-    ``draw·B … (draw+1)·B − 1`` (pfl's and the Flower client's order), a view of the data."""
+    ``draw·B … (draw+1)·B − 1`` (pfl's and the Flower client's order), gathered from the
+    data's tensors on their device."""
 
     features: Any
     targets: Any
@@ -267,8 +268,7 @@ def run_fedcomp(setting: Setting, images: np.ndarray, labels: np.ndarray,
     walls = [float(row["wall_s"]) for row in run.history]
     round_s = list(np.diff(walls))
     startup = time.perf_counter() - tic - sum(round_s[1:])
-    model = None if sampler is None else np.asarray(
-        torch.as_tensor(np.asarray(run.x) if engine == "jax" else run.x).double().cpu())
+    model = None if sampler is None else run.x.double().cpu().numpy()
     return Timing(name, round_s, startup, model)
 
 
