@@ -43,7 +43,7 @@ backward pass (not a 3 × forward rule). On a GPU the table gives the achieved T
 the fraction of the GPU's dense peak at the precision the convolutions run in (cuDNN's
 default lets float32 convolutions use TF32 tensor cores; the FP32 fraction is shown too).
 
-    PYTHONPATH=.:/path/to/pflsite python benchmarks/frameworks.py --check   # the issue's shape
+    python benchmarks/frameworks.py --check               # the issue's shape, on cuda
     python benchmarks/frameworks.py --device cpu --network cnn --clients 8 --batch 16 \
         --steps 5 --rounds 5 --check                      # this CPU's scale
 
@@ -54,17 +54,10 @@ should take 2–3 minutes in all. ``--check`` adds one float64 round of 4 client
 in each framework (:func:`agreement`).
 
 On a lent GPU the device has torch, jax and numpy but no pfl, flwr or ray, and reaches no
-package index. What the run needs, fetched outside the repository (never committed) into
-ignored folders and carried:
-
-* ``pip download -d wheels pfl==0.6.0 flwr==1.42.0`` (pfl pulls multiprocess, dp-accounting
-  and prv-accountant; Flower grpcio, cryptography, sqlalchemy, fastapi, uv, ...: tens of
-  MB), with ``--platform``/``--python-version`` of the device where they differ from here;
-* ``pip download --no-deps -d wheels_ray ray==2.55.*`` (~70 MB, over the device's 64 MiB
-  carry): a call of its own that carries ``wheels_ray`` and installs it on the warm
-  machine (``pip install --no-deps wheels_ray/*.whl``), then the benchmark's call carries
-  ``wheels`` and runs ``pip install --no-index --find-links wheels pfl==0.6.0 flwr==1.42.0
-  && PYTHONPATH=. python benchmarks/frameworks.py --check``.
+package index: ``scripts/gpu_wheels.sh`` downloads the pinned wheels (pfl 0.6.0, Flower
+1.42.0 and what they import; Ray 2.55.1, 74 MB, over a call's 64 MiB carry, cut in parts
+for two back-to-back calls) and says how to install them there; then
+``PYTHONPATH=/tmp/site:$PWD python3 benchmarks/frameworks.py --check``.
 
 A framework that is not installed is reported as such and skipped.
 """
