@@ -24,6 +24,10 @@
 #                  kernels executed a network round, torch eager and the jax engine with and
 #                  without XLA's command buffers, unrolled and rolled local steps, as K and the
 #                  clients a round grow (issue 46)
+#   frameworks.txt benchmarks/frameworks.py --check: one FedAvg round of ResNet-18 at
+#                  CIFAR-10's shape, 100 clients x batch 32, in fedcomp, pfl 0.6 and Flower's
+#                  simulation (those two need scripts/gpu_wheels.sh's wheels; without them
+#                  they are reported as not installed), TFLOP/s and the share of the peak
 #   big.txt        benchmarks/gpu.py at 10^6 x 20 x 10 (ZA1, every engine that fits)
 #   resnet18.txt   fedcomp run fedcanon_resnet18 for one round on the GPU (ResNet-18 at
 #                  CIFAR-10's shape; synthetic stand-in images without the files: timing only)
@@ -70,7 +74,7 @@ step() {  # step LIMIT FILE COMMAND...: run COMMAND for at most LIMIT s, output 
 }
 
 workers=$(( $(nproc) > 8 ? 8 : $(nproc) ))
-steps=${GPU_CHECK_STEPS:-launches jax_networks big resnet18 tests rounds networks prox_cost}
+steps=${GPU_CHECK_STEPS:-tests launches frameworks big jax_networks resnet18 rounds networks prox_cost}
 runs=$(mktemp -d)
 trap 'rm -rf "$runs"' EXIT
 for name in $steps; do
@@ -103,6 +107,9 @@ jax_networks)
 launches)
     step "${GPU_CHECK_LIMIT_LAUNCHES:-180}" launches.txt "$py" benchmarks/launch_counts.py \
         --rounds 4 ;;
+frameworks)
+    step "${GPU_CHECK_LIMIT_FRAMEWORKS:-240}" frameworks.txt "$py" benchmarks/frameworks.py \
+        --check ;;
 big)
     step "${GPU_CHECK_LIMIT_BIG:-90}" big.txt "$py" benchmarks/gpu.py --device cuda \
         --sizes 1000000x20x10 --repeats 1 --blocks 2 ;;
@@ -112,7 +119,7 @@ resnet18)
         --reading as_written --out "$runs/resnet18"
     cat "$runs/resnet18/results.csv" >> "$out/resnet18.txt" 2>&1 ;;
 *)
-    echo "unknown step $name (steps: tests rounds prox_cost networks jax_networks launches big resnet18)" >> "$out/env.txt" ;;
+    echo "unknown step $name (steps: tests launches frameworks big jax_networks resnet18 rounds networks prox_cost)" >> "$out/env.txt" ;;
 esac
 done
 uptime >> "$out/env.txt"
