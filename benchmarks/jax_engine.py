@@ -91,10 +91,12 @@ def torch_za1(problem: Any, compiled: bool, device: str = "cpu"
     lr, steps = ALGORITHM["client_lr"], ALGORITHM["local_steps"]
     big_step = lr * steps
     data = problem.data
-    features = torch.as_tensor(np.asarray(data.features), device=device)
-    targets = torch.as_tensor(np.asarray(data.targets), device=device)
-    sample_w = torch.as_tensor(np.asarray(data.sample_weights()), device=device)
-    pi = torch.as_tensor(problem.weights / problem.weights.sum(), device=device)
+    # torch tensors stay on their device; states in the data's dtype
+    features = torch.as_tensor(data.features, device=device)
+    targets = torch.as_tensor(data.targets, device=device)
+    sample_w = torch.as_tensor(data.sample_weights(), device=device)
+    pi = torch.as_tensor(problem.weights / problem.weights.sum(), dtype=features.dtype,
+                         device=device)
     l2, alpha = problem.loss.l2, problem.regularizer.alpha
 
     def prox(v: Any, step: float) -> Any:
@@ -118,7 +120,7 @@ def torch_za1(problem: Any, compiled: bool, device: str = "cpu"
     n, d = problem.n_clients, problem.param_shape[0]
 
     def run(rounds: int) -> np.ndarray:
-        zeros = functools.partial(torch.zeros, dtype=torch.float64, device=device)
+        zeros = functools.partial(torch.zeros, dtype=features.dtype, device=device)
         x = zeros(d)
         state = (x, prox(x, big_step), zeros(n, d), zeros(n, d), zeros(n))
         with torch.no_grad():

@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
+import functools
 import json
 import os
 import platform
@@ -242,10 +243,12 @@ def jax_za1(problem: Any) -> Callable[[int], np.ndarray]:
     lr, steps = ALGORITHM["client_lr"], ALGORITHM["local_steps"]
     big_step = lr * steps
     data = problem.data
-    features = jnp.asarray(np.asarray(data.features))
-    targets = jnp.asarray(np.asarray(data.targets))
-    sample_w = jnp.asarray(np.asarray(data.sample_weights()))
-    pi = jnp.asarray(problem.weights / problem.weights.sum())
+    # jax arrays stay on their device (a round trip through the host cost a 10^7-client
+    # benchmark twice its data in host memory); states in the data's dtype
+    features = jnp.asarray(data.features)
+    targets = jnp.asarray(data.targets)
+    sample_w = jnp.asarray(data.sample_weights())
+    pi = jnp.asarray(problem.weights / problem.weights.sum(), dtype=features.dtype)
     l2, alpha = problem.loss.l2, problem.regularizer.alpha
 
     def prox(v: Any, step: float) -> Any:
@@ -274,8 +277,9 @@ def jax_za1(problem: Any) -> Callable[[int], np.ndarray]:
     n, d = problem.n_clients, problem.param_shape[0]
 
     def run(rounds: int) -> np.ndarray:
-        x = jnp.zeros(d)
-        state = (x, prox(x, big_step), jnp.zeros((n, d)), jnp.zeros((n, d)), jnp.zeros(n))
+        zeros = functools.partial(jnp.zeros, dtype=features.dtype)
+        x = zeros(d)
+        state = (x, prox(x, big_step), zeros((n, d)), zeros((n, d)), zeros(n))
         for _ in range(rounds):
             state = one_round(state)
         return np.asarray(jax.block_until_ready(state[1]))
