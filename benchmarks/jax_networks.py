@@ -157,8 +157,9 @@ def floor_seconds(case: dict, repeats: int) -> float:
 
     @jax.jit
     def steps(x):
-        # unrolled, as the engine unrolls local steps (XLA's CPU convolutions inside a
-        # while loop measured 2x slower than unrolled)
+        # unrolled: the floor takes its steps the way a hand-written loop would (the
+        # engine's own steps are a device loop since ROLLED_STEPS; an earlier session
+        # measured XLA's CPU convolutions 2x slower in a while loop, a later one did not)
         return jax.lax.fori_loop(0, case["steps"],
                                  lambda k, x: x - 0.01 * grad(x, feats[k], targs[k]), x,
                                  unroll=True)
