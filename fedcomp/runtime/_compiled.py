@@ -347,7 +347,11 @@ class CompiledEngine:
               ) -> tuple[Any, Any]:
         from ._clients import client_blocks
 
-        blocks = client_blocks(participants, self.clients.settings.block_size)
+        size = self.clients.settings.block_size
+        # every client (sorted distinct ids of 0..n-1) is one range: reading 10^8 ids to
+        # find it took 0.2 s a round
+        blocks = ([slice(0, self.n_clients)] if len(participants) == self.n_clients <= size
+                  else client_blocks(participants, size))
         if len(blocks) == 1:
             start, stop, key = _block_key(blocks[0])
             clients = self.clients
