@@ -28,7 +28,10 @@
 #                  CIFAR-10's shape, 100 clients x batch 32, in fedcomp, pfl 0.6 and Flower's
 #                  simulation (those two need scripts/gpu_wheels.sh's wheels; without them
 #                  they are reported as not installed), TFLOP/s and the share of the peak
-#   big.txt        benchmarks/gpu.py at 10^6 x 20 x 10 (ZA1, every engine that fits)
+#   big.txt        benchmarks/gpu.py at 10^6 x 20 x 10 (ZA1, every engine that fits), 10^7
+#                  x 10 x 10 in float64 (the device engines) and 10^8 x 10 x 2 in float32
+#                  (the jax engine: 8 GB of data), the data made on the GPU, each checked
+#                  against NumPy on its first 1000 clients; ~4 minutes in all (issue 46)
 #   resnet18.txt   fedcomp run fedcanon_resnet18 for one round on the GPU (ResNet-18 at
 #                  CIFAR-10's shape; synthetic stand-in images without the files: timing only)
 # GPU_CHECK_STEPS (default: all of them; the order is given below) picks the steps, e.g.
@@ -113,8 +116,12 @@ frameworks)
     step "${GPU_CHECK_LIMIT_FRAMEWORKS:-240}" frameworks.txt "$py" benchmarks/frameworks.py \
         --check ;;
 big)
-    step "${GPU_CHECK_LIMIT_BIG:-90}" big.txt "$py" benchmarks/gpu.py --device cuda \
-        --sizes 1000000x20x10 --repeats 1 --blocks 2 ;;
+    step "${GPU_CHECK_LIMIT_BIG:-80}" big.txt "$py" benchmarks/gpu.py --device cuda \
+        --sizes 1000000x20x10 --repeats 1 --blocks 2
+    step "${GPU_CHECK_LIMIT_BIG7:-90}" big.txt "$py" benchmarks/gpu.py --device cuda \
+        --sizes 10000000x10x10 --engines jax,jax-hand,torch,torch-hand --repeats 1 --blocks 2
+    step "${GPU_CHECK_LIMIT_BIG8:-75}" big.txt "$py" benchmarks/gpu.py --device cuda \
+        --sizes 100000000x10x2 --dtype float32 --engines jax --repeats 1 --blocks 2 ;;
 resnet18)
     step "${GPU_CHECK_LIMIT_RESNET:-120}" resnet18.txt "$py" -m fedcomp run fedcanon_resnet18 \
         --set rounds=1 --set eval_every=1 --set backend=cuda --seeds 0 --jobs 1 \
