@@ -41,8 +41,9 @@
 # default 570 s: a device call may last 10 minutes): a step gets at most what is left of
 # it, and a step with under 15 s left is skipped and says so. The default order runs the
 # device tests, then the checks never yet run on a GPU; the steps' limits add up to more
-# than one call's 10 minutes, so a second call names those the first skipped
-# (GPU_CHECK_STEPS="jax_networks resnet18 rounds networks prox_cost").
+# than one call's 10 minutes, so later calls name those the first skipped: about
+#   1. (default) tests launches frameworks        2. big jax_networks resnet18
+#   3. rounds networks prox_cost (measured on an H200 and an H100 before: a re-check)
 set -u
 out=${1:?usage: scripts/gpu_check.sh OUT [PYTHON]}
 py=${2:-python3}
