@@ -88,6 +88,21 @@ def test_cli_prints_the_table(capsys):
     out = capsys.readouterr().out
     assert "| framework | ms / round (best) | ratio to fedcomp |" in out
     assert "| fedcomp (torch) |" in out and "GFLOP per training image" in out
+    assert "| centralized floor (K steps at batch C·B) |" in out
+    assert "fedcomp's round / the centralized floor: " in out
+
+
+def test_the_floor_is_a_rounds_arithmetic_without_the_federation():
+    """The centralized floor's K steps at batch C·B are, for one client, exactly a FedAvg
+    round with server step 1: the same model as fedcomp's (float64, in order)."""
+    setting = bench.Setting(network="cnn", clients=1, batch=4, steps=3, rounds=1,
+                            device="cpu", dtype="float64")
+    images, labels = bench.federation(setting)
+    ours = bench.run_fedcomp(setting, images, labels)
+    floor = bench.run_floor(setting, images, labels)
+    start = bench.flat(bench.initial_module(setting))
+    assert np.abs(ours.model - start).max() > 1e-4  # it trained
+    assert bench.update_diff(floor.model, ours.model, start) < 1e-12
 
 
 @pytest.mark.slow
