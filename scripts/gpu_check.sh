@@ -3,7 +3,8 @@
 #
 #   bash scripts/gpu_check.sh OUT [PYTHON]
 #
-# writes six files to OUT, each step's output as it finishes, so that a run stopped
+# writes env.txt and a file per step to OUT (a device call returns at most 8 files: the
+# calls below stay under that), each step's output as it finishes, so that a run stopped
 # part-way keeps what it did:
 #   env.txt        the GPU, torch's and jax's versions and devices, the load
 #   tests.txt      tests/engines/test_devices.py (every algorithm on the GPU, kinds cuda and
