@@ -475,6 +475,18 @@ def network_table(rows: list[dict[str, Any]]) -> str:
                            for r in rows))
 
 
+def parse_size(size: str, parser: argparse.ArgumentParser) -> tuple[int, int, int]:
+    """``"CLIENTSxFEATURESxSAMPLES"`` (``1e6x20x10`` too) as three positive ints, or the
+    parser's error naming the bad size."""
+    try:
+        n, d, m = (int(float(v)) for v in size.lower().split("x"))
+    except ValueError:
+        parser.error(f"--sizes: {size!r} is not CLIENTSxFEATURESxSAMPLES (e.g. 1000x100x20)")
+    if min(n, d, m) < 1:
+        parser.error(f"--sizes: {size!r} has a size below 1")
+    return n, d, m
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default=None,
@@ -513,11 +525,11 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"--engines: unknown {sorted(unknown)}; pick from {','.join(ENGINES)}")
     args.engines = [ENGINES[key] for key in args.engines.split(",")]
+    sizes = [parse_size(size, p) for size in args.sizes.split(",")]
     bandwidth = copy_bandwidth(args.device, args.gib)
     load_before = os.getloadavg()
     rows = []
-    for size in args.sizes.split(","):
-        n, d, m = (int(float(v)) for v in size.lower().split("x"))
+    for size, (n, d, m) in zip(args.sizes.split(","), sizes, strict=True):
         rows.extend(size_rows(n, d, m, args, bandwidth))
         print(f"{size} done", file=sys.stderr, flush=True)
     print(f"device {args.device}"

@@ -85,20 +85,19 @@ def launch_summary(names: Iterable[str], kernels: int, rounds: int) -> dict[str,
                                      if n.startswith(("cudaMemcpy", "cuMemcpyHtoD")))}
 
 
-def _problem(engine: str, clients: int):
+def _problem(engine: str):
+    """``jax_networks.py``'s ``feddr_mlp`` problem (30 clients) on the engine's arrays."""
     import torch
 
     from fedcomp import Problem
-    from fedcomp.data import synthetic_fedprox
-    from fedcomp.losses import TorchModel
-    from fedcomp.regularizers import L1
     from fedcomp.runtime import jax_like
 
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from jax_networks import feddr_mlp
+
+    case = feddr_mlp()
     like = torch.zeros(0, device="cuda") if engine == "torch" else jax_like("float32")
-    data = synthetic_fedprox(alpha=1.0, beta=1.0, n_clients=max(30, clients),
-                             n_features=60, n_classes=10, seed=0)
-    loss = TorchModel("mlp", input_shape=(60,), n_classes=10, options={"hidden": [32]})
-    return Problem(loss, L1(0.01), data.to(like), n_classes=10)
+    return Problem(case["loss"], case["reg"], case["data"].to(like), n_classes=10)
 
 
 def count_variant(engine: str, rolled: bool, steps: int, clients: int, rounds: int
@@ -112,7 +111,7 @@ def count_variant(engine: str, rolled: bool, steps: int, clients: int, rounds: i
     from fedcomp.runtime import _compiled_trace
 
     _compiled_trace.ROLLED_STEPS = rolled
-    problem = _problem(engine, clients)
+    problem = _problem(engine)
     algorithm = fedcomp.feddr(eta=1.0, alpha=1.95, client_lr=0.01, local_steps=steps)
 
     def run() -> None:
@@ -168,15 +167,15 @@ def main() -> None:
     if args.child:
         _child(args.child, args.rounds)
         return
+    names = args.variants.split(",")
+    unknown = sorted(set(names) - set(VARIANTS))
+    if unknown:
+        parser.error(f"--variants: unknown {unknown}; choose from {', '.join(VARIANTS)}")
     import torch
 
     if not torch.cuda.is_available():
         print("no CUDA GPU here: nothing to count")
         return
-    names = args.variants.split(",")
-    unknown = sorted(set(names) - set(VARIANTS))
-    if unknown:
-        raise SystemExit(f"unknown variants {unknown}; choose from {', '.join(VARIANTS)}")
     print(f"# launches a round on {torch.cuda.get_device_name(0)}, {args.rounds} rounds "
           "counted after a compiling run (torch.profiler: CUDA API records and kernel records)")
     print("| variant | K | clients a round | host kernel launches | host graph launches "

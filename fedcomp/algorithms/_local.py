@@ -131,8 +131,8 @@ def _sgd(solver: LocalSolver, ctx: ClientContext, center: Array, step: float,
     def sgd_step(x: Array, active: np.ndarray) -> Array:
         return x - lr * (ctx.oracle.grad(x, active=active) + inv * (x - center))
 
-    if (steps == most).all():  # every client steps alike: one loop an engine may roll
-        everyone = steps == most
+    everyone = steps == most
+    if everyone.all():  # every client steps alike: one loop an engine may roll
         return repeat_local_steps(ctx, most, lambda _, x: sgd_step(x, everyone), start)
     x = start
     for t in range(most):  # the clients done with their epochs are frozen
