@@ -10,6 +10,7 @@ every node computes the same ``f_i`` and ``g``; the client's id is its node's
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import OrderedDict
 from typing import Any
@@ -33,7 +34,7 @@ _CACHED = 4
 
 
 def client_train(msg: Message, context: Context, features: Any = None, targets: Any = None, *,
-                 batches: Any = None, client_id: int | None = None,
+                 batches: Any = None, module: Any = None, client_id: int | None = None,
                  sample_weight: Any = None) -> Message:
     """The reply of a user's ClientApp to a :class:`fedcomp.flower.Strategy` train message.
 
@@ -53,6 +54,14 @@ def client_train(msg: Message, context: Context, features: Any = None, targets: 
         Instead of ``features`` and ``targets``: the client's data as its own pipeline
         yields it (a ``torch.utils.data.DataLoader``, a list of pairs), read once and
         kept while the same object is passed (fedcomp draws its own minibatches from it).
+    module : torch.nn.Module, optional
+        The ClientApp's own network, for a strategy whose loss is a
+        :class:`~fedcomp.losses.TorchModel`: the algorithm's local update (its steps, prox,
+        control variates, dual variables) runs on this module's forward, with the model's
+        parameters in place of the module's own weights (a copy: the instance is never
+        changed). Its parameters must be the strategy's model's, name for name and shape
+        for shape (one error names the first that is not). It runs on the host, as the
+        data do.
     client_id : int, optional
         This client's id in ``0..num_clients-1``; by default the node's ``partition-id``
         (``flower-supernode --node-config 'partition-id=K'``).
@@ -73,11 +82,15 @@ def client_train(msg: Message, context: Context, features: Any = None, targets: 
         def train(msg, context):
             features, targets = load_my_data(context.node_config["partition-id"])
             return client_train(msg, context, features, targets)
+
+    or, with the node's own network and its ``DataLoader``::
+
+        return client_train(msg, context, module=Net(), batches=trainloader)
     """
     spec: dict[str, Any] = dict(msg.content.config_records[CONFIG_KEY])
     client = _client_id(context, client_id)
     problem = _problem(str(spec["problem"]), client, features, targets, sample_weight,
-                       batches)
+                       batches, module)
     if spec.get("phase") == DISCOVER:
         smoothness = float(np.asarray(problem.loss.smoothness(problem.data.full_batch()))[0])
         reply = ConfigRecord({"client-id": client,
@@ -93,8 +106,8 @@ def client_train(msg: Message, context: Context, features: Any = None, targets: 
 
 
 def client_evaluate(msg: Message, context: Context, features: Any = None,
-                    targets: Any = None, *, batches: Any = None, client_id: int | None = None,
-                    sample_weight: Any = None) -> Message:
+                    targets: Any = None, *, batches: Any = None, module: Any = None,
+                    client_id: int | None = None, sample_weight: Any = None) -> Message:
     """The reply of a user's ClientApp to a :class:`fedcomp.flower.Strategy` evaluate
     message: ``f_i`` and the accuracy (NaN for losses that do not classify) at the model.
 
@@ -110,7 +123,7 @@ def client_evaluate(msg: Message, context: Context, features: Any = None,
     spec: dict[str, Any] = dict(msg.content.config_records[CONFIG_KEY])
     client = _client_id(context, client_id)
     problem = _problem(str(spec["problem"]), client, features, targets, sample_weight,
-                       batches)
+                       batches, module)
     model = problem.as_model(msg.content.array_records[ARRAYS_KEY].to_numpy_ndarrays()[0])
     metrics = MetricRecord({"loss": problem.smooth_value(model),
                             "accuracy": train_accuracy(problem, model),
@@ -155,8 +168,35 @@ def _from_batches(batches: Any, client: int) -> tuple[Any, Any]:
     return np.concatenate(xs), np.concatenate(ys)
 
 
+def _node_loss(loss: Any, module: Any, client: int) -> Any:
+    """The strategy's network loss computing with the node's own ``module`` instance, once
+    its parameters are the strategy's model's (names and shapes, in order): the flat
+    vectors the server sends and the node uploads then mean the same tensors."""
+    from ..losses import TorchModel
+
+    if not isinstance(loss, TorchModel):
+        raise ValueError(f"client {client}: module= hands over a network, and the strategy's "
+                         f"loss is {loss!r}; give the strategy a TorchModel loss (its model "
+                         "by import path) to train the node's module")
+    import torch
+
+    if not isinstance(module, torch.nn.Module):
+        raise ValueError(f"client {client}: module must be a torch.nn.Module instance, the "
+                         f"node's network (got a {type(module).__name__})")
+    try:
+        own = dataclasses.replace(loss, model=module, options=None)
+        difference = loss.layout().difference(own.layout())
+    except ValueError as exc:
+        raise ValueError(f"client {client}: the module handed to client_train: {exc}") from exc
+    if difference is not None:
+        raise ValueError(f"client {client}: the module handed to client_train is not the "
+                         f"strategy's model {loss.model!r}: {difference}; build the node's "
+                         "module as the strategy's model is built")
+    return own
+
+
 def _problem(problem_json: str, client: int, features: Any, targets: Any,
-             sample_weight: Any, batches: Any = None) -> Problem:
+             sample_weight: Any, batches: Any = None, module: Any = None) -> Problem:
     """The one-client problem of these arrays (cached across rounds)."""
     if (batches is None) == (features is None and targets is None):
         raise ValueError(f"client {client}: give its data as features and targets, or as "
@@ -164,12 +204,13 @@ def _problem(problem_json: str, client: int, features: Any, targets: Any,
     if batches is None and (features is None or targets is None):
         raise ValueError(f"client {client}: features and targets go together (got only "
                          f"{'targets' if features is None else 'features'})")
-    key = (problem_json, client, id(features), id(targets), id(sample_weight), id(batches))
+    key = (problem_json, client, id(features), id(targets), id(sample_weight), id(batches),
+           id(module))
     if key in _PROBLEMS:
         _PROBLEMS.move_to_end(key)
         return _PROBLEMS[key][0]
     spec = json.loads(problem_json)
-    given = (features, targets, sample_weight, batches)  # kept: their ids key the cache
+    given = (features, targets, sample_weight, batches, module)  # kept: ids key the cache
     if batches is not None:
         features, targets = _from_batches(batches, client)
     features_ = _host(features)
@@ -185,8 +226,10 @@ def _problem(problem_json: str, client: int, features: Any, targets: Any,
     data = ClientData.from_lists([features_], [labels],
                                  dtype=dtype if np.issubdtype(dtype, np.floating) else np.float64,
                                  sample_weight=weights)
-    problem = Problem(build_component(spec["loss"], make_loss),
-                      build_component(spec["regularizer"], make_regularizer), data,
+    loss = build_component(spec["loss"], make_loss)
+    if module is not None:
+        loss = _node_loss(loss, module, client)
+    problem = Problem(loss, build_component(spec["regularizer"], make_regularizer), data,
                       n_classes=spec.get("n_classes"),
                       minibatch=spec.get("minibatch", "with_replacement"))
     _PROBLEMS[key] = (problem, given)

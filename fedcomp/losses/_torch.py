@@ -17,6 +17,7 @@ with no Python loop over clients.
 
 from __future__ import annotations
 
+import copy
 import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -108,6 +109,25 @@ class ParamLayout:
     def names(self) -> tuple[str, ...]:
         return tuple(e.name for e in self.entries)
 
+    def difference(self, other: ParamLayout) -> str | None:
+        """The first way ``other`` lays out its parameters otherwise (a name, a shape, a
+        count), in words; ``None`` when the two flat vectors mean the same tensors.
+
+        Examples
+        --------
+        >>> a = ParamLayout((ParamEntry("0.weight", (3, 2), 0),))
+        >>> a.difference(ParamLayout((ParamEntry("0.weight", (2, 3), 0),)))
+        "parameter 0 is '0.weight' of shape (3, 2) here and '0.weight' of shape (2, 3) there"
+        """
+        for k, (mine, theirs) in enumerate(zip(self.entries, other.entries, strict=False)):
+            if (mine.name, mine.shape) != (theirs.name, theirs.shape):
+                return (f"parameter {k} is {mine.name!r} of shape {mine.shape} here and "
+                        f"{theirs.name!r} of shape {theirs.shape} there")
+        if len(self.entries) != len(other.entries):
+            return (f"{len(self.entries)} parameter tensors here and {len(other.entries)} "
+                    "there")
+        return None
+
     def layer_slice(self, name: str) -> slice:
         """The coordinates of parameter ``name`` (e.g. ``"0.weight"``) in the flat vector."""
         for e in self.entries:
@@ -144,6 +164,13 @@ class ParamLayout:
         return tuple(int(v) for v in labels)
 
 
+def _is_module(model: Any) -> bool:
+    """Whether ``model`` is an ``nn.Module`` instance (not a name or a builder)."""
+    import torch
+
+    return isinstance(model, torch.nn.Module)
+
+
 def _options(options: Any) -> dict[str, Any]:
     """Builder options with TOML lists turned into tuples (so the loss stays hashable)."""
     if options is None:
@@ -160,13 +187,17 @@ class TorchModel:
 
     Parameters
     ----------
-    model : str or callable
+    model : str, callable or nn.Module
         A name of :data:`fedcomp.losses.NETWORKS` (``"mlp"``, ``"cnn"``, ``"resnet18"``), an
-        import path ``"package.module:factory"`` of your own builder, or the builder
-        itself: a callable ``(input_shape, n_classes, **options) -> nn.Module`` whose
-        module has parameters and no buffers (a model must be its parameter vector). An
-        import path is a string, so the loss travels where a function cannot: a
-        configuration file, a worker process, a Flower node (which imports it there).
+        import path ``"package.module:factory"`` of your own builder, the builder itself (a
+        callable ``(input_shape, n_classes, **options) -> nn.Module``), or a module
+        instance, whose architecture is used (a copy: the instance is never changed) and
+        whose current weights are :meth:`initial_model` (``init_seed`` and ``options`` then
+        play no part). The module has parameters and no buffers (a model must be its
+        parameter vector; see ``buffers``). An import path is a string, so the loss travels
+        where a function or an instance cannot: a configuration file, a Flower node (which
+        imports it there). A Flower ClientApp hands its own instance to
+        :func:`fedcomp.flower.client_train` (``module=``).
     input_shape : tuple of int
         Shape of one sample, e.g. ``(60,)``, ``(1, 8, 8)``, ``(3, 32, 32)``; must match
         the data's feature shape.
@@ -251,9 +282,13 @@ class TorchModel:
         if isinstance(self.model, str) and self.model not in NETWORKS:
             imported_builder(self.model)  # raises what is wrong with the import path
         if not isinstance(self.model, str) and not callable(self.model):
-            raise ValueError(f"TorchModel: model must be a network name or a callable "
-                             f"(input_shape, n_classes, **options) -> nn.Module (got "
-                             f"{self.model!r})")
+            raise ValueError(f"TorchModel: model must be a network name, an import path, a "
+                             f"callable (input_shape, n_classes, **options) -> nn.Module or an "
+                             f"nn.Module (got {self.model!r})")
+        if self.options and _is_module(self.model):
+            raise ValueError(f"TorchModel: options={self.options!r} configure a builder, and "
+                             f"model is a module instance, already built; drop options or "
+                             "give the builder")
         shape = tuple(int(s) for s in self.input_shape)
         if not shape or min(shape) < 1:
             raise ValueError(f"TorchModel: input_shape must be the shape of one sample, e.g. "
@@ -291,11 +326,14 @@ class TorchModel:
         return net
 
     def _built(self) -> Any:
-        """A new network from the builder, seeded: the skeleton's parameters."""
+        """A new network from the builder, seeded (the skeleton's parameters), or a copy of
+        the module instance ``model`` holds."""
         import torch
 
         from ._networks import NETWORKS
 
+        if _is_module(self.model):  # an instance: its architecture, a copy
+            return copy.deepcopy(self.model)
         builder: Callable[..., Any] = (
             self.model if not isinstance(self.model, str) else NETWORKS[self.model]
             if self.model in NETWORKS else imported_builder(self.model))
@@ -330,7 +368,7 @@ class TorchModel:
         import torch
 
         return torch.cat([p.detach().reshape(-1) for p in self.network().parameters()]
-                         ).double().numpy()
+                         ).double().cpu().numpy()
 
     # --- Loss protocol --------------------------------------------------------------------
     @property
@@ -405,7 +443,6 @@ class TorchModel:
         ...                     loss.predict(x, features)))
         True
         """
-        import copy
 
         import torch
 

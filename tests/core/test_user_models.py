@@ -92,3 +92,36 @@ def test_the_flower_strategy_carries_the_network_by_its_path(user_module):
     with pytest.raises(ValueError, match="cannot travel to the nodes as JSON"):
         component_spec(TorchModel(user_module.tanh_net, input_shape=(6,), n_classes=3),
                        LOSSES, "loss")
+
+
+def test_a_module_instance_is_the_network_its_weights_the_initial_model(user_module):
+    """``TorchModel(net, ...)``: the same gradients as the builder that made ``net``, the
+    initial model is ``net``'s own weights, the instance is never changed by a run, and
+    builder options, which an instance cannot take, are one error."""
+    from fedcomp import Problem, fedmid, simulate
+    from fedcomp.data import ClientData
+    from fedcomp.regularizers import L1
+
+    net = user_module.tanh_net((6,), 3, hidden=5)
+    weights = [p.detach().clone() for p in net.parameters()]
+    by_instance = TorchModel(net, input_shape=(6,), n_classes=3)
+    by_builder = TorchModel(user_module.tanh_net, input_shape=(6,), n_classes=3,
+                            options={"hidden": 5}, init_seed=7)
+    assert by_instance.layout() == by_builder.layout()
+    np.testing.assert_array_equal(by_instance.initial_model(), torch.cat(
+        [w.reshape(-1) for w in weights]).double().numpy())
+    batch = _batch((6,), 3)
+    x = np.stack([by_builder.initial_model()] * 3)
+    np.testing.assert_array_equal(by_instance.grad(x, batch), by_builder.grad(x, batch))
+
+    rng = np.random.default_rng(0)
+    data = ClientData.from_lists([rng.normal(size=(9, 6)) for _ in range(2)],
+                                 [rng.integers(0, 3, size=9) for _ in range(2)])
+    run = simulate(fedmid(client_lr=0.3, local_steps=2), Problem(by_instance, L1(1e-3), data),
+                   rounds=3, seed=0)
+    assert np.abs(np.asarray(run.x) - by_instance.initial_model()).max() > 1e-3  # trained
+    for before, after in zip(weights, net.parameters(), strict=True):
+        assert torch.equal(before, after.detach()) and after.grad is None
+    with pytest.raises(ValueError, match=r"options=\{'hidden': 5\} configure a builder, and "
+                                         r"model is a module instance"):
+        TorchModel(net, input_shape=(6,), n_classes=3, options={"hidden": 5})

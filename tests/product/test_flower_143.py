@@ -322,7 +322,8 @@ def test_the_rule_ends_a_localhost_deployment_of_a_users_network_before_num_roun
         tmp_path, monkeypatch):
     """docs/flower.md's apps on a SuperLink and three SuperNodes started as processes, the
     server app training the user's own network with BatchNorm in a residual block (a
-    module of the app, named by import path: issue 46's acceptance) and its ``start``
+    module of the app, named by import path, each node's ClientApp handing over its own
+    instance: issue 46's acceptance) and its ``start``
     given ``num_rounds=40`` and a rule that stops after round 4: the rounds after it send
     nothing over Flower's own grid, and the model is the simulator's after 4 rounds
     (float64, 1e-10). One deployment shows both, as each costs a minute or more."""
@@ -331,6 +332,7 @@ def test_the_rule_ends_a_localhost_deployment_of_a_users_network_before_num_roun
         USER_NETWORK,
         deployed_user_app,
         user_network_problem,
+        with_nodes_module,
         with_user_network,
     )
 
@@ -345,7 +347,7 @@ def test_the_rule_ends_a_localhost_deployment_of_a_users_network_before_num_roun
             "str(max(result.train_metrics_clientapp)))"))
 
     features, labels, _ = deployed_user_app(tmp_path, stopping_after_round_4,
-                                            network=USER_NETWORK)
+                                            network=USER_NETWORK, edit_client=with_nodes_module)
     assert rounds_file.read_text() == "4"
 
     problem = user_network_problem(tmp_path, monkeypatch, features, labels)

@@ -377,6 +377,102 @@ def test_a_users_network_by_import_path_gives_the_simulators_iterates(
     assert counted["grad_evals"] == run.counters.grad_evals
 
 
+def test_a_clientapps_own_module_instance_is_the_network_it_trains(tmp_path, monkeypatch):
+    """Each node hands ``client_train`` and ``client_evaluate`` its own ``nn.Module`` and
+    its batches; the strategy names the model by import path (BatchNorm in a residual
+    block). The nodes' modules compute with a sigmoid where the path's builder has a ReLU
+    (the same parameters): the run is the simulator's with the nodes' module (1e-10), and
+    not the one with the path's — the update ran on the instance the ClientApp gave."""
+    torch = pytest.importorskip("torch")
+    from fedcomp.losses import TorchModel
+
+    (tmp_path / "usernets_module.py").write_text(USER_NETWORK)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import usernets_module
+
+    def nodes_module():
+        net = usernets_module.bn_resnet((DIM,), 3)
+        net[2] = torch.nn.Sigmoid()  # the ReLU after the first BatchNorm
+        return net
+
+    rng = np.random.default_rng(11)
+    features = [rng.normal(size=(12 + 3 * k, DIM)) for k in range(N_CLIENTS)]
+    labels = [rng.integers(0, 3, size=len(f)) for f in features]
+    named = TorchModel("usernets_module:bn_resnet", input_shape=(DIM,), n_classes=3,
+                       buffers="batch_stats")
+    handed = {}  # one module and one batch list per node, as a ClientApp keeps them
+
+    def own(context, x, y):
+        node = context.node_config["partition-id"]
+        if node not in handed:
+            handed[node] = (nodes_module(), [(torch.from_numpy(x[i:i + 5]),
+                                              torch.from_numpy(y[i:i + 5]))
+                                             for i in range(0, len(y), 5)])
+        module, batches = handed[node]
+        return {"module": module, "batches": batches}
+
+    algorithm = make_algorithm("fedmid", client_lr=0.2, local_steps=2)
+    strategy = Strategy(algorithm, loss=named, regularizer=L1(1e-3), num_clients=N_CLIENTS,
+                        clients_per_round=2, batch_size=4, seed=SEED, evaluate_every=1)
+    x0 = named.initial_model()
+    grid = UserGrid(features, labels,
+                    train=lambda msg, ctx, x, y: client_train(msg, ctx, **own(ctx, x, y)),
+                    evaluate=lambda msg, ctx, x, y: client_evaluate(msg, ctx, **own(ctx, x, y)))
+    result = strategy.start(grid, ArrayRecord([x0]), num_rounds=ROUNDS)
+    model = result.arrays.to_numpy_ndarrays()[0]
+
+    def simulated(loss):
+        problem = Problem(loss, L1(1e-3), ClientData.from_lists(features, labels))
+        return simulate(algorithm, problem, rounds=ROUNDS, clients_per_round=2, batch_size=4,
+                        seed=SEED, x0=x0, eval_every=1)
+
+    as_handed = simulated(TorchModel(nodes_module(), input_shape=(DIM,), n_classes=3,
+                                     buffers="batch_stats"))
+    np.testing.assert_allclose(model, to_numpy(as_handed.x), rtol=0, atol=1e-10)
+    assert np.abs(model - to_numpy(simulated(named).x)).max() > 1e-4  # not the path's network
+    assert result.evaluate_metrics_clientapp[ROUNDS]["objective"] == pytest.approx(
+        as_handed.history[-1]["objective"], rel=1e-10)
+    for module, _ in handed.values():  # the instances were copied, never changed
+        assert all(p.grad is None for p in module.parameters())
+
+
+@pytest.mark.parametrize(("loss", "module", "message"), [
+    ("tanh", "wider", r"client 0: the module handed to client_train is not the strategy's "
+                      r"model 'usernets_wrong:tanh_net': parameter 0 is '0.weight' of shape "
+                      r"\(5, 6\) here and '0.weight' of shape \(7, 6\) there; build the "),
+    ("tanh", "bn", r"client 0: the module handed to client_train: TorchModel: the network has "
+                   r"buffers"),
+    ("tanh", "array", r"module must be a torch.nn.Module instance.*got a ndarray"),
+    ("logistic", "wider", r"module= hands over a network, and the strategy's loss is "
+                          r"Logistic"),
+])
+def test_a_module_the_strategys_model_cannot_use_is_one_error_naming_it(
+        tmp_path, monkeypatch, loss, module, message):
+    """Another width, BatchNorm without ``buffers=``, not a module, a loss that is not a
+    network: one error naming the client and the difference, before anything trains."""
+    torch = pytest.importorskip("torch")
+    from fedcomp.losses import TorchModel
+
+    (tmp_path / "usernets_wrong.py").write_text(USER_NETWORK)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import usernets_wrong
+
+    modules = {"wider": lambda: usernets_wrong.tanh_net((DIM,), 3, hidden=7),
+               "bn": lambda: usernets_wrong.bn_resnet((DIM,), 3),
+               "array": lambda: np.zeros(3)}
+    losses = {"tanh": TorchModel("usernets_wrong:tanh_net", input_shape=(DIM,), n_classes=3),
+              "logistic": "logistic"}
+    features, labels = client_arrays()
+    labels = [(y > 0).astype(np.int64) for y in labels]
+    grid = UserGrid(features, labels, train=lambda msg, ctx, x, y: client_train(
+        msg, ctx, x, y, module=modules[module]()))
+    strategy = Strategy("fedavg", loss=losses[loss], num_clients=N_CLIENTS)
+    x0 = losses["tanh"].initial_model() if loss == "tanh" else np.zeros(DIM)
+    with pytest.raises(FlowerRunError, match=message):
+        strategy.start(grid, ArrayRecord([x0]), num_rounds=1)
+    del torch
+
+
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({}, "as features and targets, or as batches="),
     ({"features": np.zeros((3, DIM))}, "go together"),
@@ -438,8 +534,9 @@ def write_user_app(directory, model_path):
     return directory
 
 
-def deployed_user_app(tmp_path, edit_server=lambda source: source, network=None):
-    """docs/flower.md's apps (the server app's source through ``edit_server``) run on a
+def deployed_user_app(tmp_path, edit_server=lambda source: source, network=None,
+                      edit_client=lambda source: source):
+    """docs/flower.md's apps (their sources through ``edit_server`` and ``edit_client``) run on a
     SuperLink and three SuperNodes started as processes, each node reading its own data
     file: the nodes' features and labels and the run's log lines, the run checked ended
     well with every process gone. The model is at ``tmp_path / "model.npy"``.
@@ -459,8 +556,9 @@ def deployed_user_app(tmp_path, edit_server=lambda source: source, network=None)
     app = write_user_app(tmp_path / "app", tmp_path / "model.npy")
     if network is not None:
         (app / "yourapp" / "nets.py").write_text(network)
-    server = app / "yourapp" / "server_app.py"
+    server, client = app / "yourapp" / "server_app.py", app / "yourapp" / "client_app.py"
     server.write_text(edit_server(server.read_text()))
+    client.write_text(edit_client(client.read_text()))
     lines = []
     status = run_local_app(app, tmp_path / "out", nodes=3, timeout=500, echo=lines.append,
                            node_config=lambda k: f'partition-id={k} data-file="{files[k]}"')
@@ -499,6 +597,15 @@ def with_user_network(source):
                      "    strategy = ")
             .replace('loss="logistic"', "loss=net")
             .replace("ArrayRecord([np.zeros(6)])", "ArrayRecord([net.initial_model()])"))
+
+
+def with_nodes_module(source):
+    """The documented client app handing ``client_train`` and ``client_evaluate`` its own
+    instance of the app's ``bn_resnet`` (``module=``), one per node, kept across rounds."""
+    for piece in ("*my_data(context))",):
+        assert source.count(piece) == 2, piece
+    return ("from yourapp.nets import bn_resnet\nNET = bn_resnet((6,), 2)\n" + source
+            .replace("*my_data(context))", "*my_data(context), module=NET)"))
 
 
 def user_network_problem(tmp_path, monkeypatch, features, labels):
