@@ -96,21 +96,37 @@ def _problem(engine: str):
     from jax_networks import feddr_mlp
 
     case = feddr_mlp()
-    like = torch.zeros(0, device="cuda") if engine == "torch" else jax_like("float32")
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: the smoke test only
+    like = torch.zeros(0, device=device) if engine == "torch" else jax_like("float32")
     return Problem(case["loss"], case["reg"], case["data"].to(like), n_classes=10)
+
+
+def _synchronize(torch) -> None:
+    """Wait for the GPU (none to wait for where torch sees none: the CPU smoke test)."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
 
 
 def count_variant(engine: str, rolled: bool, steps: int, clients: int, rounds: int
                   ) -> dict[str, float]:
     """One variant's counts a round, in this process (its ``XLA_FLAGS`` already set)."""
+    from fedcomp.runtime import _compiled_trace
+
+    before, _compiled_trace.ROLLED_STEPS = _compiled_trace.ROLLED_STEPS, rolled
+    try:
+        return _counted(engine, steps, clients, rounds)
+    finally:  # the switch is the process's: put it back
+        _compiled_trace.ROLLED_STEPS = before
+
+
+def _counted(engine: str, steps: int, clients: int, rounds: int) -> dict[str, float]:
+    """:func:`count_variant` with the local-steps switch set."""
     import numpy as np
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     import fedcomp
-    from fedcomp.runtime import _compiled_trace
 
-    _compiled_trace.ROLLED_STEPS = rolled
     problem = _problem(engine)
     algorithm = fedcomp.feddr(eta=1.0, alpha=1.95, client_lr=0.01, local_steps=steps)
 
@@ -123,10 +139,10 @@ def count_variant(engine: str, rolled: bool, steps: int, clients: int, rounds: i
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         run()  # compiles (jax), warms the caching allocator (torch)
-        torch.cuda.synchronize()
+        _synchronize(torch)
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             run()
-            torch.cuda.synchronize()
+            _synchronize(torch)
     events = prof.events()
     gpu = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
     kernels = sum(1 for e in gpu if "memcpy" not in e.name.lower()

@@ -261,3 +261,21 @@ def test_launch_counts_read_host_launches_apart_from_kernels():
              + ["cudaMemcpyAsync"] * 2 + ["cudaStreamSynchronize"] * 6)
     assert module.launch_summary(names, kernels=40, rounds=2) == {
         "kernel_launches": 3.0, "graph_launches": 1.0, "kernels": 20.0, "copies": 1.0}
+
+
+@pytest.mark.parametrize(("engine", "rolled"), [("torch", False), ("jax", True)])
+def test_launch_counts_measure_a_variant_end_to_end_on_the_cpu(engine, rolled):
+    """One variant's whole measurement (its problem, the compiling run, the profiled run,
+    the counts a round) runs on this CPU as it would on the GPU, where no GPU launch is
+    seen: the GPU pass finds no Python error of its own (the counts need a GPU)."""
+    pytest.importorskip("torch")
+    if engine == "jax":
+        pytest.importorskip("jax")
+    spec = importlib.util.spec_from_file_location("launch_counts",
+                                                  ROOT / "benchmarks" / "launch_counts.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    row = module.count_variant(engine, rolled, steps=2, clients=3, rounds=2)
+    assert {k: row[k] for k in ("kernel_launches", "graph_launches", "kernels", "copies",
+                                "gpu_busy_ms")} == dict.fromkeys(
+        ("kernel_launches", "graph_launches", "kernels", "copies", "gpu_busy_ms"), 0.0)
