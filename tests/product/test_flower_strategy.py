@@ -377,12 +377,15 @@ def test_a_users_network_by_import_path_gives_the_simulators_iterates(
     assert counted["grad_evals"] == run.counters.grad_evals
 
 
-def test_a_clientapps_own_module_instance_is_the_network_it_trains(tmp_path, monkeypatch):
+@pytest.mark.parametrize("fresh", [False, True], ids=["kept", "built-per-message"])
+def test_a_clientapps_own_module_instance_is_the_network_it_trains(tmp_path, monkeypatch,
+                                                                    fresh):
     """Each node hands ``client_train`` and ``client_evaluate`` its own ``nn.Module`` and
-    its batches; the strategy names the model by import path (BatchNorm in a residual
-    block). The nodes' modules compute with a sigmoid where the path's builder has a ReLU
-    (the same parameters): the run is the simulator's with the nodes' module (1e-10), and
-    not the one with the path's — the update ran on the instance the ClientApp gave."""
+    its batches, kept across rounds or built anew for every message (as many Flower apps
+    do); the strategy names the model by import path (BatchNorm in a residual block). The
+    nodes' modules compute with a sigmoid where the path's builder has a ReLU (the same
+    parameters): the run is the simulator's with the nodes' module (1e-10), and not the one
+    with the path's — the update ran on the instance the ClientApp gave."""
     torch = pytest.importorskip("torch")
     from fedcomp.losses import TorchModel
 
@@ -404,7 +407,7 @@ def test_a_clientapps_own_module_instance_is_the_network_it_trains(tmp_path, mon
 
     def own(context, x, y):
         node = context.node_config["partition-id"]
-        if node not in handed:
+        if node not in handed or fresh:
             handed[node] = (nodes_module(), [(torch.from_numpy(x[i:i + 5]),
                                               torch.from_numpy(y[i:i + 5]))
                                              for i in range(0, len(y), 5)])
