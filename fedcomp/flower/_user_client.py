@@ -1,7 +1,8 @@
 """The client side of :class:`fedcomp.flower.Strategy`, for a user's own ClientApp.
 
 A SuperNode of a user's app is one client holding its own arrays. Its ``train`` handler
-returns :func:`client_train` of the message, the context and those arrays; its
+returns :func:`client_train` of the message, the context and those arrays (or its data
+pipeline's batches, and for a network its own ``nn.Module``, ``module=``); its
 ``evaluate`` handler (needed only with the strategy's ``evaluate_every``) returns
 :func:`client_evaluate`. The loss and the regularizer come from the strategy, so that
 every node computes the same ``f_i`` and ``g``; the client's id is its node's
