@@ -28,7 +28,11 @@ process. ``--device gpu`` puts torch on ``cuda`` and leaves jax on its default d
 GPU where it sees one; the table names the device).
 
     python benchmarks/jax_networks.py [--device cpu|gpu] [--rounds 20] [--repeats 3]
-        [--cases feddr_mlp,fedcanon_nn] [--no-torch]
+        [--cases feddr_mlp,fedcanon_nn] [--no-torch] [--compare-unrolled]
+
+``--compare-unrolled`` adds the jax engine with its local steps unrolled, timed in the same
+process, so that a GPU's pass says whether rolled steps (the default, chosen on a CPU)
+suit it too.
 """
 
 from __future__ import annotations
@@ -101,6 +105,19 @@ def round_seconds(case: dict, like, rounds: int, repeats: int) -> tuple[float, f
         short = _best(lambda: run(rounds), repeats)
         long = _best(lambda: run(3 * rounds), repeats)
     return (long - short) / (2 * rounds), short / rounds
+
+
+def unrolled_round_seconds(case: dict, like, rounds: int, repeats: int
+                           ) -> tuple[float, float]:
+    """:func:`round_seconds` with the engine's local steps unrolled into the round's
+    program (:data:`fedcomp.runtime._compiled_trace.ROLLED_STEPS` off), put back after."""
+    from fedcomp.runtime import _compiled_trace
+
+    before, _compiled_trace.ROLLED_STEPS = _compiled_trace.ROLLED_STEPS, False
+    try:
+        return round_seconds(case, like, rounds, repeats)
+    finally:
+        _compiled_trace.ROLLED_STEPS = before
 
 
 def compiled_calls(case: dict, like, rounds: int) -> float:
@@ -177,6 +194,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--cases", default=",".join(CASES),
                         help="which rounds to time (comma-separated)")
+    parser.add_argument("--compare-unrolled", action="store_true",
+                        help="also the jax engine with its local steps unrolled into the "
+                             "round's program (ROLLED_STEPS off), in the same process: "
+                             "which the platform's default should be")
     parser.add_argument("--no-torch", action="store_true",
                         help="time the jax engine and the floor only (a GPU's MLP round is "
                              "0.3 ms: its slope needs --rounds 200, too long for torch eager)")
@@ -214,6 +235,13 @@ def main() -> None:
               f"{t_torch / t_jax:.2f}x | {calls:.2f} | {1e3 * t_floor:.2f} | "
               f"{t_jax / t_floor:.2f}x | {1e3 * run_torch:.1f}, {1e3 * run_jax:.1f} |" + extra,
               flush=True)
+        if args.compare_unrolled:
+            t_unrolled, run_unrolled = unrolled_round_seconds(case, jax_like_, args.rounds,
+                                                              args.repeats)
+            print(f"# {case['name']}: jax with its local steps unrolled {1e3 * t_unrolled:.2f} "
+                  f"ms/round (a run of R: {1e3 * run_unrolled:.1f}) against rolled (the "
+                  f"default) {1e3 * t_jax:.2f} (a run of R: {1e3 * run_jax:.1f}): unrolled / "
+                  f"rolled {t_unrolled / t_jax:.2f}x", flush=True)
 
 
 if __name__ == "__main__":

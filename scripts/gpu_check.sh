@@ -26,8 +26,9 @@
 #   jax_networks.txt  benchmarks/jax_networks.py --device gpu: feddr_mlp / fedcanon_nn rounds,
 #                  torch eager on cuda vs the jax compiled engine on jax's GPU, the jitted
 #                  centralized floor, and torch eager on the host's cores (issue 46)
-#                  then the MLP alone at 200 rounds, jax and the floor only (--no-torch): a
-#                  0.3 ms round needs that many for its slope
+#                  then both at 200 rounds, jax and the floor only (--no-torch): a 0.3 ms
+#                  round needs that many for its slope; with the local steps unrolled too
+#                  (--compare-unrolled), to say whether rolled steps suit the GPU
 #   rounds.txt     benchmarks/gpu.py --device cuda, one size at a time (ms per ZA1 round,
 #                  every engine, against the memory roofline): 10^4 x 1000 x 20 in the
 #                  default pass (issue 46's roofline), the other sizes with "recheck"
@@ -116,11 +117,11 @@ networks)
     step "${GPU_CHECK_LIMIT_NETWORKS:-90}" networks.txt "$py" benchmarks/gpu.py --device cuda \
         --sizes 100x1024x20 --repeats 1 --blocks 2 --networks ;;
 jax_networks)
-    step "${GPU_CHECK_LIMIT_JAX_NETWORKS:-70}" jax_networks.txt "$py" \
+    step "${GPU_CHECK_LIMIT_JAX_NETWORKS:-60}" jax_networks.txt "$py" \
         benchmarks/jax_networks.py --device gpu --rounds 20 --repeats 2
-    step "${GPU_CHECK_LIMIT_MLP_SLOPE:-30}" jax_networks.txt "$py" \
-        benchmarks/jax_networks.py --device gpu --cases feddr_mlp --no-torch --rounds 200 \
-        --repeats 2 ;;
+    step "${GPU_CHECK_LIMIT_MLP_SLOPE:-40}" jax_networks.txt "$py" \
+        benchmarks/jax_networks.py --device gpu --no-torch --rounds 200 --repeats 2 \
+        --compare-unrolled ;;
 launches)
     step "${GPU_CHECK_LIMIT_LAUNCHES:-95}" launches.txt "$py" benchmarks/launch_counts.py \
         --rounds 4 ;;
