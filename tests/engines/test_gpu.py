@@ -8,7 +8,10 @@ file adds what only the GPU kinds need; ``scripts/gpu_check.sh`` runs both on a 
   iterates as on the CPU to 1e-10;
 * ``fedcomp run`` of the default experiment with ``backend = "cuda-float64"`` and
   ``"jax"``: the rows NumPy's backend writes (objective to 1e-10), and ``config.json``
-  names the GPU backend that ran.
+  names the GPU backend that ran;
+* mixed precision (``autocast="bf16"`` and ``"fp16"``, a GPU option) on ``cuda``: float32
+  master weights on the GPU, gradients within bfloat16's bound of float32's, a run that
+  trains.
 """
 
 from __future__ import annotations
@@ -87,3 +90,38 @@ def test_the_default_run_on_the_gpu_writes_numpys_rows(backend, tmp_path):
     for row, ref in zip(got, want, strict=True):
         assert (row["algorithm"], row["round"]) == (ref["algorithm"], ref["round"])
         assert float(row["objective"]) == pytest.approx(float(ref["objective"]), rel=1e-10)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("mode", ["bf16", "fp16"])
+def test_autocast_on_the_gpu_keeps_float32_master_weights_close_and_trains(mode):
+    """Mixed precision where it is meant to run: a smooth network's gradient under
+    ``autocast`` on ``cuda`` is the float32 one's to bfloat16's bound (float16 keeps more
+    mantissa, and its loss is scaled), in float32 and on the GPU; a short run there keeps
+    its master weights in float32 and lowers the objective."""
+    import fedcomp
+    from fedcomp.data import synthetic_fedprox
+    from fedcomp.losses import TorchModel
+    from fedcomp.regularizers import L1
+    from tests.core.test_torch_autocast import BF16_RTOL, block, relative, smooth_mlp
+
+    device, _ = gpu("cuda")
+    spec = dict(model=smooth_mlp, input_shape=(8,), n_classes=3)
+    x, batch = block(spec, np.float32)
+    on_gpu = [torch.from_numpy(np.asarray(a)).to(device) for a in (x, *batch)]
+    batch_gpu = type(batch)(*on_gpu[1:])
+    reference = TorchModel(**spec).grad(on_gpu[0], batch_gpu)
+    mixed = TorchModel(**spec, autocast=mode).grad(on_gpu[0], batch_gpu)
+    assert mixed.dtype == torch.float32 and mixed.device == device
+    assert 0 < relative(mixed.cpu().numpy(), reference.cpu().numpy()) < BF16_RTOL
+
+    data = synthetic_fedprox(alpha=1.0, beta=1.0, n_clients=4, n_features=8, n_classes=3,
+                             seed=0).to(torch.zeros(0, dtype=torch.float32, device=device))
+    loss = TorchModel("mlp", input_shape=(8,), n_classes=3, options={"hidden": [16]},
+                      autocast=mode)
+    result = fedcomp.simulate(fedcomp.fedmid(client_lr=0.1, local_steps=3),
+                              fedcomp.Problem(loss, L1(1e-3), data), 6, batch_size=8,
+                              eval_every=6, seed=0, metrics=["objective"])
+    first, last = result.history[0]["objective"], result.history[-1]["objective"]
+    assert np.isfinite(last) and last < first - 0.05
+    assert result.x.dtype == torch.float32 and result.x.device == device
