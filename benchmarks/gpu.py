@@ -521,6 +521,9 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        p.error(f"--device {args.device}: torch sees no GPU here; pass --device cpu (or leave "
+                "--device out)")
     unknown = set(args.engines.split(",")) - set(ENGINES)
     if unknown:
         p.error(f"--engines: unknown {sorted(unknown)}; pick from {','.join(ENGINES)}")

@@ -74,3 +74,15 @@ def test_large_size_rows_check_a_slice_and_skip_what_does_not_fit(gpu, capsys):
     for row in rows[1:]:
         assert float(row[4]) < 1e-12 and row[5] == "first 20 clients", row
     assert "data made on jax's cpu" in out
+
+
+def test_asking_for_a_gpu_where_torch_sees_none_is_one_parser_error(gpu, capsys):
+    """``--device cuda`` on a machine without a GPU (a misplaced gpu_check step): one line
+    naming the device and the fix, not torch's traceback from deep inside a size."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("torch sees a GPU here")
+    with pytest.raises(SystemExit):
+        gpu.main(["--device", "cuda", "--sizes", "10x4x2"])
+    assert "--device cuda: torch sees no GPU here; pass --device cpu" in capsys.readouterr().err
