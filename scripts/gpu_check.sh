@@ -18,7 +18,8 @@
 #                  CIFAR-10's shape, 100 clients x batch 32, in fedcomp, pfl 0.6 and Flower's
 #                  simulation (those two need scripts/gpu_wheels.sh's wheels; without them
 #                  they are reported as not installed), the centralized floor, TFLOP/s and
-#                  the share of the peak
+#                  the share of the peak; fedcomp both with its block batched (grouped
+#                  convolutions) and client by client (--client-loop), to pick the GPU's way
 #   big.txt        benchmarks/gpu.py at 10^6 x 20 x 10 (ZA1, every engine that fits), 10^7
 #                  x 10 x 10 in float64 (the device engines) and 10^8 x 10 x 2 in float32
 #                  (the jax engine: 8 GB of data), the data made on the GPU, each checked
@@ -127,7 +128,7 @@ launches)
         --rounds 4 ;;
 frameworks)
     step "${GPU_CHECK_LIMIT_FRAMEWORKS:-140}" frameworks.txt "$py" benchmarks/frameworks.py \
-        --check ;;
+        --check --client-loop ;;
 big)
     step "${GPU_CHECK_LIMIT_BIG:-45}" big.txt "$py" benchmarks/gpu.py --device cuda \
         --sizes 1000000x20x10 --repeats 1 --blocks 2

@@ -89,12 +89,15 @@ def block_gradient(values: Any, x: Any, autocast: str | None) -> Any:
 
 
 def autocast_repr(model: Any) -> str:
-    """The dataclass repr of ``model`` with ``autocast=...`` last, only when set: a model
-    without the option keeps its repr (and the fingerprint of its checkpoints)."""
+    """The dataclass repr of ``model`` with ``autocast=...`` (and ``client_loop=True``)
+    last, only when set: a model without the options keeps its repr (and the fingerprint
+    of its checkpoints)."""
     shown = [f"{f.name}={getattr(model, f.name)!r}" for f in dataclasses.fields(model)
              if f.repr]
     if model.autocast is not None:
         shown.append(f"autocast={model.autocast!r}")
+    if getattr(model, "client_loop", False):
+        shown.append("client_loop=True")
     return f"{type(model).__qualname__}({', '.join(shown)})"
 
 

@@ -229,6 +229,14 @@ class TorchModel:
         weights), its gradient, the prox and the server step stay in the problem's dtype
         (:mod:`fedcomp.losses._autocast`). ``"fp16"`` scales the loss and is a GPU option.
         Accuracy: docs/networks.md.
+    client_loop : bool, default False
+        How torch computes a block of clients. ``False``: in one batched forward (below),
+        where a convolution of B clients' own kernels is one grouped convolution. ``True``:
+        client by client, each a plain forward of the network on its own rows, and one
+        backward pass through their sum: B times the launches, plain convolutions. The
+        same values and gradients (float64: to rounding); which is faster depends on the
+        device and the network (docs/BENCHMARKS.md, ResNet-18 against its floor). The jax
+        engine's forward ignores it.
 
     Notes
     -----
@@ -272,6 +280,7 @@ class TorchModel:
     init_seed: int = 0
     buffers: str | None = None
     autocast: str | None = field(default=None, repr=False)  # in __repr__ only when set
+    client_loop: bool = field(default=False, repr=False)  # in __repr__ only when set
     _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -303,6 +312,9 @@ class TorchModel:
             raise ValueError(f"TorchModel: buffers must be None or {BATCH_STATS!r} (got "
                              f"{self.buffers!r})")
         check_autocast(self.autocast)
+        if not isinstance(self.client_loop, bool):
+            raise ValueError(f"TorchModel: client_loop must be True or False (got "
+                             f"{self.client_loop!r})")
         object.__setattr__(self, "input_shape", shape)
         object.__setattr__(self, "n_classes", int(self.n_classes))  # np.int64(3) -> 3
         object.__setattr__(self, "options", _options(self.options) or None)
@@ -546,6 +558,8 @@ class TorchModel:
         """``(f_1, …, f_B)`` of a block: the hand-batched forward of
         :mod:`fedcomp.losses._block_forward` where the network allows it (fedcomp's mlp and
         cnn; faster than ``vmap``, same arithmetic), ``vmap`` of :meth:`_one_client` else."""
+        if self.client_loop:
+            return self._clients_one_by_one(flat, features, targets, weights)
         if "plan" not in self._cache:
             self._cache["plan"] = block_plan(self.network(), self.input_shape)
         plan = self._cache["plan"]
@@ -553,6 +567,15 @@ class TorchModel:
             return self._batched()(flat, features, targets, weights)
         logits = block_logits(plan, self._unflatten(flat), features)
         return self._loss_of_logits(logits, targets, weights, flat)
+
+    def _clients_one_by_one(self, flat: Any, features: Any, targets: Any, weights: Any
+                            ) -> Any:
+        """``(f_1, …, f_B)`` client by client (``client_loop=True``): each client's forward
+        is the network's own, on its rows, with plain (not grouped) convolutions."""
+        import torch
+
+        return torch.stack([self._one_client(flat[b], features[b], targets[b], weights[b])
+                            for b in range(flat.shape[0])])
 
     def _values_in_chunks(self, flat: Any, features: Any, targets: Any, weights: Any) -> Any:
         """``(f_1, …, f_B)`` of a block too large for one forward pass (a metric's full

@@ -690,3 +690,33 @@ def test_a_large_blocks_value_is_computed_in_chunks_with_the_same_value(monkeypa
     chunked = loss.value(x, data.full_batch())
     assert max(shape[1] for shape in calls) <= 32 and len(calls) == 3 * 3  # 90 rows: 3 chunks
     np.testing.assert_allclose(chunked, whole, rtol=1e-13, atol=0)
+
+
+@pytest.mark.parametrize(("name", "shape", "options"), NETWORKS, ids=[n[0] for n in NETWORKS])
+def test_a_client_loop_gives_the_batched_forwards_values_gradients_and_run(name, shape,
+                                                                            options):
+    """``client_loop=True`` computes a block client by client (plain convolutions) where
+    the default batches it (the hand-batched forward, or vmap's grouped convolutions): the
+    same values and gradients in float64 to rounding, the same run to 1e-10, and the
+    option is in the repr only when set (a checkpoint of one does not resume the other)."""
+    batched = TorchModel(name, input_shape=shape, n_classes=4, options=options, l2=0.01)
+    looped = TorchModel(name, input_shape=shape, n_classes=4, options=options, l2=0.01,
+                        client_loop=True)
+    batch = _batch(shape, 4)
+    rng = np.random.default_rng(2)
+    x = batched.initial_model()[None] + 0.1 * rng.standard_normal((3, batched.layout().size))
+    np.testing.assert_allclose(looped.grad(x, batch), batched.grad(x, batch), rtol=0,
+                               atol=1e-13)
+    np.testing.assert_allclose(looped.value(x, batch), batched.value(x, batch), rtol=0,
+                               atol=1e-13)
+    data = fedcomp.ClientData.from_lists(
+        [rng.standard_normal((9, *shape)) for _ in range(3)],
+        [rng.integers(0, 4, 9) for _ in range(3)])
+    runs = [fedcomp.simulate(fedcomp.fedmid(client_lr=0.1, local_steps=2),
+                             fedcomp.Problem(loss, L1(1e-3), data), rounds=3, batch_size=4,
+                             seed=1) for loss in (batched, looped)]
+    assert np.abs(runs[0].x - batched.initial_model()).max() > 1e-3  # it trained
+    np.testing.assert_allclose(runs[1].x, runs[0].x, rtol=0, atol=1e-10)
+    assert "client_loop" not in repr(batched) and repr(looped).endswith("client_loop=True)")
+    with pytest.raises(ValueError, match="client_loop must be True or False"):
+        TorchModel(name, input_shape=shape, n_classes=4, options=options, client_loop=1)

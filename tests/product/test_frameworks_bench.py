@@ -84,12 +84,19 @@ def test_cli_refuses_bad_arguments(argv, message, capsys):
 
 def test_cli_prints_the_table(capsys):
     bench.main(["--device", "cpu", "--network", "cnn", "--clients", "2", "--batch", "2",
-                "--steps", "1", "--rounds", "2", "--frameworks", "fedcomp", "--no-jax"])
+                "--steps", "1", "--rounds", "2", "--frameworks", "fedcomp", "--no-jax",
+                "--client-loop"])
     out = capsys.readouterr().out
     assert "| framework | ms / round (best) | ratio to fedcomp |" in out
     assert "| fedcomp (torch) |" in out and "GFLOP per training image" in out
     assert "| centralized floor (K steps at batch C·B) |" in out
-    assert "fedcomp's round / the centralized floor: " in out
+    assert "# fedcomp (torch)'s round / the centralized floor: " in out
+    # the block client by client: the batched block's model, to float32's rounding (1e-6
+    # measured; a ReLU that rounding flips would move it more, never to a wrong model's 1)
+    row = next(line for line in out.splitlines()
+               if line.startswith("| fedcomp (torch, client loop) |"))
+    assert float(row.rstrip(" |").rsplit("|", 1)[1]) < 1e-3  # its update against fedcomp's
+    assert "# fedcomp (torch, client loop)'s round / the centralized floor: " in out
 
 
 def test_the_floor_is_a_rounds_arithmetic_without_the_federation():
