@@ -14,9 +14,10 @@ from typing import Any
 from .._extras import require
 from .._registry import Entry, Registry
 from ._base import Loss
+from ._layout import ParamEntry, ParamLayout
 from ._linear import HalfspaceViolation, LeastSquares, Logistic
 from ._softmax import Softmax
-from ._torch import ParamEntry, ParamLayout, TorchModel
+from ._torch import TorchModel
 from ._trace import TraceRegression
 
 #: Loss classes by configuration name, with one line each for ``fedcomp list``.
