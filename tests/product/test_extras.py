@@ -178,6 +178,8 @@ GUARDED = {
     "losses/_jax_forward.py": "a TorchModel's forward on jax arrays: jax made them, torch "
                               "is the TorchModel's",
     "losses/_autocast.py": "runs on a TorchModel's tensors, whose __post_init__ requires torch",
+    "losses/_layout.py": "_is_weight runs in TorchModel.layout, whose __post_init__ requires "
+                         "torch (ParamLayout itself is NumPy)",
     "flower/_privacy.py": "fedcomp/flower/__init__.py requires flwr",
     "flower/_stopping.py": "fedcomp/flower/__init__.py requires flwr",
 }
