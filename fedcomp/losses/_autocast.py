@@ -23,7 +23,6 @@ training as in Micikevicius et al., "Mixed Precision Training", ICLR 2018.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from typing import Any
 
 #: The ``autocast`` values and the dtype each computes in (torch's and jax's name).
@@ -88,18 +87,5 @@ def block_gradient(values: Any, x: Any, autocast: str | None) -> Any:
     return torch.autograd.grad(total, x)[0]
 
 
-def autocast_repr(model: Any) -> str:
-    """The dataclass repr of ``model`` with ``autocast=...`` (and ``client_loop=True``)
-    last, only when set: a model without the options keeps its repr (and the fingerprint
-    of its checkpoints)."""
-    shown = [f"{f.name}={getattr(model, f.name)!r}" for f in dataclasses.fields(model)
-             if f.repr]
-    if model.autocast is not None:
-        shown.append(f"autocast={model.autocast!r}")
-    if getattr(model, "client_loop", False):
-        shown.append("client_loop=True")
-    return f"{type(model).__qualname__}({', '.join(shown)})"
-
-
-__all__ = ["AUTOCAST_DTYPES", "autocast_repr", "autocastable", "block_gradient",
+__all__ = ["AUTOCAST_DTYPES", "autocastable", "block_gradient",
            "check_autocast", "check_device", "compute_context"]

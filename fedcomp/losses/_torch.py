@@ -18,9 +18,10 @@ with no Python loop over clients.
 from __future__ import annotations
 
 import copy
+import functools
 import numbers
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -28,11 +29,14 @@ import numpy as np
 from .._array import Array, is_jax
 from .._extras import require
 from ..data._client_data import Batch
-from ._autocast import autocast_repr, autocastable, block_gradient, check_autocast, compute_context
+from ._autocast import autocastable, block_gradient, check_autocast, compute_context
 from ._base import check_class_ids, check_l2
 from ._block_forward import block_logits, block_plan
 from ._buffers import BATCH_STATS, batch_norms, check_buffers, with_running_statistics
 from ._layout import ParamEntry, ParamLayout, _is_weight
+
+#: The metadata of a field shown in :meth:`TorchModel.__repr__` only when it is set.
+_WHEN_SET: Mapping[str, bool] = {"repr_when_set": True}
 
 
 def _is_module(model: Any) -> bool:
@@ -150,8 +154,8 @@ class TorchModel:
     lipschitz: float = 1.0
     init_seed: int = 0
     buffers: str | None = None
-    autocast: str | None = field(default=None, repr=False)  # in __repr__ only when set
-    client_loop: bool = field(default=False, repr=False)  # in __repr__ only when set
+    autocast: str | None = field(default=None, repr=False, metadata=_WHEN_SET)
+    client_loop: bool = field(default=False, repr=False, metadata=_WHEN_SET)
     _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -191,7 +195,13 @@ class TorchModel:
         object.__setattr__(self, "options", _options(self.options) or None)
 
     def __repr__(self) -> str:
-        return autocast_repr(self)
+        """The dataclass repr, with the options added since (``autocast``,
+        ``client_loop``) last and only when set: a model without them keeps its repr, and
+        the fingerprint of its checkpoints."""
+        shown = [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr]
+        shown += [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
+                  if f.metadata.get("repr_when_set") and getattr(self, f.name) != f.default]
+        return f"{type(self).__qualname__}({', '.join(shown)})"
 
     # --- the network ----------------------------------------------------------------------
     def network(self) -> Any:
@@ -439,14 +449,20 @@ class TorchModel:
         logits = block_logits(plan, self._unflatten(flat), features)
         return self._loss_of_logits(logits, targets, weights, flat)
 
-    def _clients_one_by_one(self, flat: Any, features: Any, targets: Any, weights: Any
-                            ) -> Any:
-        """``(f_1, …, f_B)`` client by client (``client_loop=True``): each client's forward
-        is the network's own, on its rows, with plain (not grouped) convolutions."""
+    def _clients_one_by_one(self, flat: Any, features: Any, targets: Any, weights: Any,
+                            positive_rows: bool = False) -> Any:
+        """``(f_1, …, f_B)`` client by client, each a plain forward of the network (no
+        grouped convolutions): ``client_loop=True``; with ``positive_rows`` each client on
+        its rows of positive weight only, for a BatchNorm network's padded full batch (its
+        zero rows would enter the statistics)."""
         import torch
 
-        return torch.stack([self._one_client(flat[b], features[b], targets[b], weights[b])
-                            for b in range(flat.shape[0])])
+        out = []
+        for b in range(flat.shape[0]):
+            rows = weights[b] > 0 if positive_rows else slice(None)
+            out.append(self._one_client(flat[b], features[b][rows], targets[b][rows],
+                                        weights[b][rows]))
+        return torch.stack(out)
 
     def _values_in_chunks(self, flat: Any, features: Any, targets: Any, weights: Any) -> Any:
         """``(f_1, …, f_B)`` of a block too large for one forward pass (a metric's full
@@ -467,17 +483,6 @@ class TorchModel:
             out.append(total if ridge is None else total + ridge[b:b + 1])
         return torch.cat(out)
 
-    def _clients_on_their_rows(self, flat: Any, features: Any, targets: Any, weights: Any
-                               ) -> Any:
-        """``(f_1, …, f_B)`` one client at a time, each on its rows of positive weight: a
-        BatchNorm network's padded full batch (its zero rows would enter the statistics)."""
-        import torch
-
-        rows = weights > 0
-        return torch.stack([self._one_client(flat[b], features[b][rows[b]],
-                                             targets[b][rows[b]], weights[b][rows[b]])
-                            for b in range(flat.shape[0])])
-
     def _apply(self, which: str, x: Array, batch: Batch) -> Array:
         import torch
 
@@ -495,7 +500,8 @@ class TorchModel:
             targs = targs.to(torch.int64)
         losses = self._block_losses
         if self.batch_norm and not bool(torch.all(weights > 0)):
-            losses = self._clients_on_their_rows  # padding must not enter a batch's stats
+            # padding must not enter a batch's statistics
+            losses = functools.partial(self._clients_one_by_one, positive_rows=True)
         precision = compute_context(self.autocast, x_t.device)  # null without autocast
         feats = autocastable(feats, self.autocast)
         if which == "value":
