@@ -257,9 +257,16 @@ class TorchModel:
         return layout
 
     def initial_model(self) -> np.ndarray:
-        """The network's seeded initial parameters as one float64 NumPy vector ``(D,)``."""
+        """The network's seeded initial parameters (a module instance's own weights) as one
+        float64 NumPy vector ``(D,)``. A non-finite one is one error naming the parameter:
+        a run from it would only report "diverged" and blame the step size."""
         import torch
 
+        for name, p in self.network().named_parameters():
+            if not bool(torch.isfinite(p).all()):
+                raise ValueError(f"TorchModel: the network's initial parameter {name!r} holds "
+                                 "NaN or infinite values; initialise it (a module instance "
+                                 "starts from its own weights), or pass x0= to simulate")
         return torch.cat([p.detach().reshape(-1) for p in self.network().parameters()]
                          ).double().cpu().numpy()
 

@@ -125,3 +125,20 @@ def test_a_module_instance_is_the_network_its_weights_the_initial_model(user_mod
     with pytest.raises(ValueError, match=r"options=\{'hidden': 5\} configure a builder, and "
                                          r"model is a module instance"):
         TorchModel(net, input_shape=(6,), n_classes=3, options={"hidden": 5})
+
+
+def test_a_module_instance_with_nan_weights_is_one_error_naming_the_parameter(user_module):
+    """An instance's weights are the initial model: a NaN among them is named before any
+    round, where the run would otherwise "diverge" in round 1 and blame the step size."""
+    from fedcomp import Problem, fedmid, simulate
+    from fedcomp.data import ClientData
+    from fedcomp.regularizers import L1
+
+    net = user_module.tanh_net((6,), 3, hidden=5)
+    with torch.no_grad():
+        net[2].bias[1] = float("nan")
+    loss = TorchModel(net, input_shape=(6,), n_classes=3)
+    rng = np.random.default_rng(0)
+    data = ClientData.from_lists([rng.normal(size=(9, 6))] * 2, [rng.integers(0, 3, 9)] * 2)
+    with pytest.raises(ValueError, match=r"initial parameter '2.bias' holds NaN"):
+        simulate(fedmid(client_lr=0.3), Problem(loss, L1(1e-3), data), rounds=2)
